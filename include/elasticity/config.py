@@ -1,0 +1,274 @@
+"""Job configuration: flat Samza-style `.properties`, validated in this one place.
+
+Every key the product reads is declared in `KEYS` with its type, default and what
+is allowed; a bad value fails at load naming the key, the value and the allowed
+values, and unknown keys are warned about (a typo must not pass silently).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from .model import SystemStream
+
+MAX_ELASTICITY_FACTOR = 256
+"""Upper bound of `job.elasticity.factor`.
+
+Each virtual task costs a checkpoint row per commit and a Spark task per batch;
+beyond 256 slices of one partition that overhead outweighs any gain in
+parallelism, and a mistyped factor (say 4096) would flood the checkpoint store.
+"""
+
+
+class ConfigError(ValueError):
+    """A configuration problem; the message names the key, the value and what is allowed."""
+
+
+class ConfigWarning(UserWarning):
+    pass
+
+
+class Grouper(StrEnum):
+    GROUP_BY_PARTITION = "GroupByPartition"
+    GROUP_BY_SYSTEM_STREAM_PARTITION = "GroupBySystemStreamPartition"
+    ALL_SSP_TO_SINGLE_TASK = "AllSspToSingleTask"
+
+
+_GROUPER_NAMES = {
+    "org.apache.samza.container.grouper.stream.GroupByPartitionFactory": Grouper.GROUP_BY_PARTITION,
+    "GroupByPartitionFactory": Grouper.GROUP_BY_PARTITION,
+    "GroupByPartition": Grouper.GROUP_BY_PARTITION,
+    "org.apache.samza.container.grouper.stream.GroupBySystemStreamPartitionFactory": Grouper.GROUP_BY_SYSTEM_STREAM_PARTITION,
+    "GroupBySystemStreamPartitionFactory": Grouper.GROUP_BY_SYSTEM_STREAM_PARTITION,
+    "GroupBySystemStreamPartition": Grouper.GROUP_BY_SYSTEM_STREAM_PARTITION,
+    "org.apache.samza.container.grouper.stream.AllSspToSingleTaskGrouperFactory": Grouper.ALL_SSP_TO_SINGLE_TASK,
+    "AllSspToSingleTaskGrouperFactory": Grouper.ALL_SSP_TO_SINGLE_TASK,
+    "AllSspToSingleTask": Grouper.ALL_SSP_TO_SINGLE_TASK,
+}
+
+
+class PartitionScheme(StrEnum):
+    """SAMZA-71's schemes for GroupByPartition."""
+
+    MAX = "max"
+    COGROUP = "cogroup"
+
+
+# --- value parsers: each returns the typed value or raises ValueError(allowed) ---
+
+
+def _int_range(lo: int, hi: int | None = None) -> Callable[[str], int]:
+    allowed = f"an integer >= {lo}" if hi is None else f"an integer from {lo} to {hi}"
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text.strip())
+        except ValueError:
+            raise ValueError(allowed) from None
+        if v < lo or (hi is not None and v > hi):
+            raise ValueError(allowed)
+        return v
+
+    parse.allowed = allowed  # type: ignore[attr-defined]
+    return parse
+
+
+def _choice(names: Mapping[str, Any]) -> Callable[[str], Any]:
+    allowed = "one of " + ", ".join(sorted(names, key=lambda n: (len(n), n)))
+
+    def parse(text: str) -> Any:
+        try:
+            return names[text.strip()]
+        except KeyError:
+            raise ValueError(allowed) from None
+
+    parse.allowed = allowed  # type: ignore[attr-defined]
+    return parse
+
+
+def _nonempty(text: str) -> str:
+    if not text.strip():
+        raise ValueError("a non-empty string")
+    return text.strip()
+
+
+_nonempty.allowed = "a non-empty string"  # type: ignore[attr-defined]
+
+
+def _input_list(text: str) -> tuple[str, ...]:
+    items = tuple(s.strip() for s in text.split(",") if s.strip())
+    if not items:
+        raise ValueError("a comma-separated list of system.stream (or stream with job.default.system)")
+    return items
+
+
+_input_list.allowed = "a comma-separated list of system.stream"  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str  # `<x>` marks a name part, e.g. systems.<system>.consumer.bootstrap.servers
+    parse: Callable[[str], Any]
+    default: Any
+    doc: str
+    required: bool = False
+
+    @property
+    def allowed(self) -> str:
+        return getattr(self.parse, "allowed", "")
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        return re.compile("^" + re.sub(r"<[a-z]+>", "[^.]+", re.escape(self.name)) + "$")
+
+
+KEYS: tuple[Key, ...] = (
+    Key("job.name", _nonempty, None, "Name of the job; also names its state and checkpoints.", required=True),
+    Key("job.id", _nonempty, "1", "Instance id of the job, as in Samza."),
+    Key("task.inputs", _input_list, None, "Input streams, `system.stream` comma-separated; order matters for task.partition.scheme=max.", required=True),
+    Key("job.default.system", _nonempty, None, "System for inputs written without one."),
+    Key("job.elasticity.factor", _int_range(1, MAX_ELASTICITY_FACTOR), 1, f"Virtual tasks per task, one per key bucket (1 = elasticity off, max {MAX_ELASTICITY_FACTOR})."),
+    Key("job.systemstreampartition.grouper.factory", _choice(_GROUPER_NAMES), Grouper.GROUP_BY_PARTITION, "How SSPs are grouped into tasks (Samza class names or short names)."),
+    Key("task.partition.scheme", _choice({s.value: s for s in PartitionScheme}), None, "SAMZA-71 scheme for GroupByPartition: max (a task per SSP) or cogroup (GCD of partition counts)."),
+    Key("job.container.count", _int_range(1), 1, "Containers (Spark executor groups) the tasks are spread over."),
+    Key("systems.<system>.consumer.bootstrap.servers", _nonempty, None, "Kafka bootstrap servers of a system (KAFKA_BOOTSTRAP_SERVERS overrides it)."),
+    Key("systems.<system>.producer.bootstrap.servers", _nonempty, None, "Kafka bootstrap servers for output to a system."),
+    Key("systems.<system>.samza.factory", _nonempty, None, "Samza's system factory class; accepted for compatibility, not used."),
+)
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """A validated job configuration; `raw` keeps every key as written."""
+
+    raw: tuple[tuple[str, str], ...]
+    job_name: str
+    job_id: str
+    inputs: tuple[SystemStream, ...]
+    elasticity_factor: int
+    grouper: Grouper
+    partition_scheme: PartitionScheme | None
+    container_count: int
+
+    @property
+    def raw_map(self) -> dict[str, str]:
+        return dict(self.raw)
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.raw_map.get(key, default)
+
+    def bootstrap_servers(self, system: str) -> str | None:
+        """KAFKA_BOOTSTRAP_SERVERS wins, as Airflow's env overrides do; then the config."""
+        return os.environ.get("KAFKA_BOOTSTRAP_SERVERS") or self.get(f"systems.{system}.consumer.bootstrap.servers")
+
+    def with_overrides(self, overrides: Mapping[str, str]) -> JobConfig:
+        """A copy with some keys replaced, validated again (e.g. a new elasticity factor)."""
+        return validate({**self.raw_map, **overrides})
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java `.properties` lines: `key=value` or `key: value`, `#`/`!` comments, `\\` continuations."""
+    props: dict[str, str] = {}
+    pending = ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not pending and (not stripped or stripped[0] in "#!"):
+            continue
+        if stripped.endswith("\\") and not stripped.endswith("\\\\"):
+            pending += stripped[:-1]
+            continue
+        logical, pending = pending + stripped, ""
+        m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", logical)
+        if not m:
+            raise ConfigError(f"line {logical!r} is not key=value")
+        props[m.group(1)] = m.group(2).strip()
+    return props
+
+
+def _find_key(name: str) -> Key | None:
+    for key in KEYS:
+        if key.pattern.match(name):
+            return key
+    return None
+
+
+def validate(props: Mapping[str, str]) -> JobConfig:
+    errors: list[str] = []
+    values: dict[str, Any] = {}
+    for name, value in props.items():
+        key = _find_key(name)
+        if key is None:
+            warnings.warn(f"unknown config key {name!r} (ignored)", ConfigWarning, stacklevel=3)
+            continue
+        try:
+            values[name] = key.parse(value)
+        except ValueError as e:
+            errors.append(f"{name}={value!r}: expected {e}")
+    for key in KEYS:
+        if key.required and key.name not in props:
+            errors.append(f"{key.name} is required: {key.doc}")
+
+    def get(name: str) -> Any:
+        if name in values:
+            return values[name]
+        return next(k.default for k in KEYS if k.name == name)
+
+    inputs: list[SystemStream] = []
+    default_system = get("job.default.system")
+    for item in get("task.inputs") or ():
+        if "." in item:
+            inputs.append(SystemStream.parse(item))
+        elif default_system:
+            inputs.append(SystemStream(default_system, item))
+        else:
+            errors.append(f"task.inputs={item!r}: expected system.stream (or set job.default.system)")
+    if len(set(inputs)) != len(inputs):
+        errors.append(f"task.inputs={props.get('task.inputs')!r}: expected each stream once")
+    grouper: Grouper = get("job.systemstreampartition.grouper.factory")
+    scheme: PartitionScheme | None = get("task.partition.scheme")
+    if scheme is not None and grouper is not Grouper.GROUP_BY_PARTITION:
+        errors.append(
+            f"task.partition.scheme={scheme.value!r}: applies only to GroupByPartition, "
+            f"but job.systemstreampartition.grouper.factory is {grouper.value}"
+        )
+    if grouper is Grouper.ALL_SSP_TO_SINGLE_TASK and get("job.elasticity.factor") > 1:
+        errors.append(
+            f"job.elasticity.factor={props['job.elasticity.factor']!r}: AllSspToSingleTask does not support "
+            "elasticity (it needs tasks = containers); expected 1, or use GroupByPartition / GroupBySystemStreamPartition"
+        )
+    if grouper is Grouper.ALL_SSP_TO_SINGLE_TASK and get("job.container.count") > 1:
+        errors.append(
+            f"job.container.count={props['job.container.count']!r}: with AllSspToSingleTask every container "
+            "would read every SSP and process each record once per container; expected 1"
+        )
+    if errors:
+        raise ConfigError("invalid job config:\n  " + "\n  ".join(errors))
+    return JobConfig(
+        raw=tuple(sorted(props.items())),
+        job_name=get("job.name"),
+        job_id=get("job.id"),
+        inputs=tuple(inputs),
+        elasticity_factor=get("job.elasticity.factor"),
+        grouper=grouper,
+        partition_scheme=scheme,
+        container_count=get("job.container.count"),
+    )
+
+
+def load_config(path: str | os.PathLike[str]) -> JobConfig:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {p}: {e.strerror}") from e
+    try:
+        return validate(parse_properties(text))
+    except ConfigError as e:
+        raise ConfigError(f"{p}: {e}") from e

@@ -1,0 +1,94 @@
+"""Cluster metadata through the standard Kafka admin API, so the same calls run
+against the embedded broker and Apache Kafka alike.
+
+Every entry point probes the broker first: kafka-python alone needs about 30 s
+to give up on a dead address, and says little about which one it tried.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from ..config import JobConfig
+from ..model import SystemStream
+from .broker import EmbeddedBroker
+
+PROBE_TIMEOUT_S = 3.0
+
+
+class BrokerUnreachable(ConnectionError):
+    pass
+
+
+class TopicError(RuntimeError):
+    pass
+
+
+def resolve_bootstrap(config: JobConfig | None = None, system: str = "kafka") -> str:
+    """KAFKA_BOOTSTRAP_SERVERS, else the job's `systems.<system>.consumer.bootstrap.servers`,
+    else the embedded broker if it runs."""
+    found = config.bootstrap_servers(system) if config else os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if found:
+        return found
+    running = EmbeddedBroker().status()
+    if running:
+        return running.bootstrap
+    raise BrokerUnreachable(
+        f"no Kafka broker for system {system!r}: set KAFKA_BOOTSTRAP_SERVERS or "
+        f"systems.{system}.consumer.bootstrap.servers, or start the embedded one with `elasticity broker start`"
+    )
+
+
+def probe(bootstrap: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    """Fail fast, naming the address, unless one bootstrap server accepts a connection."""
+    errors = []
+    deadline = time.monotonic() + timeout_s
+    for server in (s.strip() for s in bootstrap.split(",") if s.strip()):
+        host, _, port = server.rpartition(":")
+        try:
+            with socket.create_connection((host or server, int(port or 9092)), timeout=max(0.1, deadline - time.monotonic())):
+                return
+        except (OSError, ValueError) as e:
+            errors.append(f"{server}: {e}")
+    raise BrokerUnreachable(f"Kafka broker unreachable at {bootstrap} ({'; '.join(errors) or 'no address given'})")
+
+
+@contextmanager
+def admin_client(bootstrap: str) -> Iterator[KafkaAdminClient]:
+    probe(bootstrap)
+    client = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000, client_id="elasticity-admin")
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def partition_counts(bootstrap: str, streams: Iterable[SystemStream]) -> dict[SystemStream, int]:
+    streams = list(streams)
+    with admin_client(bootstrap) as admin:
+        described = {t["name"]: t for t in admin.describe_topics([s.stream for s in streams])}
+    counts = {}
+    for s in streams:
+        topic = described.get(s.stream)
+        if topic is None or topic["error_code"] != 0 or not topic["partitions"]:
+            raise TopicError(f"topic {s.stream!r} (input {s}) not found on {bootstrap}")
+        counts[s] = len(topic["partitions"])
+    return counts
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> bool:
+    """Create the topic if missing; False when it already existed."""
+    with admin_client(bootstrap) as admin:
+        if topic in admin.list_topics():
+            return False
+        result = admin.create_topics([NewTopic(topic, partitions, 1)], raise_errors=False)
+    for t in result["topics"]:
+        if t["error_code"] not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS (a concurrent creator)
+            raise TopicError(f"cannot create topic {topic!r} on {bootstrap}: {t['error_message'] or t['error_code']}")
+    return True

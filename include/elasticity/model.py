@@ -1,0 +1,144 @@
+"""Samza's job model as small immutable value types.
+
+Collections are tuples so that every model is hashable, picklable (Spark ships
+them to executors) and cannot be changed behind a reader's back.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+NO_KEY_BUCKET = -1
+"""keyBucket of an SSP that is read whole (elasticity off), as in Samza."""
+
+_SYSTEM_RE = re.compile(r"^[A-Za-z0-9_\-]+$")
+
+
+@dataclass(frozen=True, order=True)
+class SystemStream:
+    system: str
+    stream: str
+
+    def __post_init__(self) -> None:
+        if not _SYSTEM_RE.match(self.system):
+            raise ValueError(f"system name {self.system!r} must match {_SYSTEM_RE.pattern} (no dots)")
+        if not self.stream:
+            raise ValueError("stream name must not be empty")
+
+    def __str__(self) -> str:
+        return f"{self.system}.{self.stream}"
+
+    @classmethod
+    def parse(cls, text: str) -> SystemStream:
+        """`system.stream` as in `task.inputs`; the stream may itself contain dots."""
+        system, sep, stream = text.strip().partition(".")
+        if not sep:
+            raise ValueError(f"{text!r} is not of the form system.stream")
+        return cls(system, stream)
+
+
+@dataclass(frozen=True, order=True)
+class SystemStreamPartition:
+    """An input partition, or with `key_bucket` >= 0 one key bucket of it (an SSPKb)."""
+
+    system: str
+    stream: str
+    partition: int
+    key_bucket: int = NO_KEY_BUCKET
+
+    def __post_init__(self) -> None:
+        SystemStream(self.system, self.stream)  # validates the names
+        if self.partition < 0:
+            raise ValueError(f"partition must be >= 0, got {self.partition}")
+        if self.key_bucket < NO_KEY_BUCKET:
+            raise ValueError(f"keyBucket must be >= -1, got {self.key_bucket}")
+
+    @property
+    def system_stream(self) -> SystemStream:
+        return SystemStream(self.system, self.stream)
+
+    @property
+    def has_key_bucket(self) -> bool:
+        return self.key_bucket != NO_KEY_BUCKET
+
+    def with_key_bucket(self, key_bucket: int) -> SystemStreamPartition:
+        return SystemStreamPartition(self.system, self.stream, self.partition, key_bucket)
+
+    def without_key_bucket(self) -> SystemStreamPartition:
+        return self.with_key_bucket(NO_KEY_BUCKET)
+
+    def __str__(self) -> str:
+        return f"SystemStreamPartition [{self.system}, {self.stream}, {self.partition}, {self.key_bucket}]"
+
+
+@dataclass(frozen=True, order=True)
+class TaskName:
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class TaskMode(StrEnum):
+    ACTIVE = "Active"
+    STANDBY = "Standby"
+
+
+@dataclass(frozen=True)
+class TaskModel:
+    task_name: TaskName
+    system_stream_partitions: frozenset[SystemStreamPartition]
+    changelog_partition: int
+    task_mode: TaskMode = TaskMode.ACTIVE
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "system_stream_partitions", frozenset(self.system_stream_partitions))
+
+
+@dataclass(frozen=True)
+class ContainerModel:
+    processor_id: str
+    tasks: tuple[TaskModel, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tasks", tuple(self.tasks))
+
+
+@dataclass(frozen=True)
+class JobModel:
+    config: tuple[tuple[str, str], ...]
+    containers: tuple[ContainerModel, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "config", tuple(sorted(dict(self.config).items())))
+        object.__setattr__(self, "containers", tuple(self.containers))
+        names = [t.task_name for t in self.tasks()]
+        if len(names) != len(set(names)):
+            raise ValueError("a task name appears in more than one container")
+
+    @classmethod
+    def of(cls, config: Mapping[str, str], containers: Iterable[ContainerModel]) -> JobModel:
+        return cls(tuple(config.items()), tuple(containers))
+
+    @property
+    def config_map(self) -> dict[str, str]:
+        return dict(self.config)
+
+    def tasks(self) -> tuple[TaskModel, ...]:
+        return tuple(t for c in self.containers for t in c.tasks)
+
+    def task(self, name: TaskName | str) -> TaskModel:
+        key = name if isinstance(name, TaskName) else TaskName(name)
+        for t in self.tasks():
+            if t.task_name == key:
+                return t
+        raise KeyError(f"no task {key.name!r} in the job model")
+
+    def container_of(self, name: TaskName) -> ContainerModel:
+        for c in self.containers:
+            if any(t.task_name == name for t in c.tasks):
+                return c
+        raise KeyError(f"no task {name.name!r} in the job model")

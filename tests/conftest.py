@@ -1,0 +1,39 @@
+"""Shared fixtures. Integration fixtures start real components once per session:
+the embedded broker (or the Kafka named by KAFKA_BOOTSTRAP_SERVERS)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+
+settings.register_profile("default", deadline=None, max_examples=100)
+settings.register_profile("ci", deadline=None, max_examples=200)
+settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "integration" in item.path.parts:
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A real Kafka-protocol broker for the session."""
+    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if external:
+        yield external
+        return
+    from elasticity.kafka.broker import EmbeddedBroker, free_port
+
+    broker = EmbeddedBroker(tmp_path_factory.mktemp("elasticity-home"))
+    state = broker.start(port=free_port())
+    try:
+        yield state.bootstrap
+    finally:
+        broker.stop()
