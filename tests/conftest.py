@@ -37,3 +37,24 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> str:
         yield state.bootstrap
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """A real local SparkSession (local[2]: this machine has 2 cores)."""
+    import sys
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("elasticity-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    try:
+        yield session
+    finally:
+        session.stop()

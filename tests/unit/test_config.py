@@ -117,3 +117,12 @@ def test_load_config_names_the_file(tmp_path):
         load_config(p)
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "missing.properties")
+
+
+def test_readme_documents_every_key():
+    from elasticity.config import KEYS
+    from tests.conftest import REPO
+
+    readme = (REPO / "README.md").read_text()
+    missing = [k.name for k in KEYS if f"`{k.name}`" not in readme]
+    assert not missing, f"README.md does not document {missing}"

@@ -1,0 +1,49 @@
+"""The CLI's pure paths (no broker): job-model from given partition counts."""
+
+import json
+
+from elasticity.cli import main
+from tests.conftest import REPO
+from tests.unit.test_grouping import SAMZA71_COGROUP, SAMZA71_MAX
+
+EXAMPLES = REPO / "include/jobs/examples"
+DEMO = str(REPO / "include/jobs/demo.properties")
+
+
+def _as_seed(table: str) -> str:
+    return "\n".join(line.replace(" - Partition ", " - StreamTask:") for line in table.strip().splitlines())
+
+
+def test_job_model_table_reproduces_samza71_max(capsys):
+    assert main(["job-model", "--config", f"{EXAMPLES}/samza71-max.properties", "--partitions", "kafka.IS1=4", "kafka.IS2=8", "--format", "table"]) == 0
+    assert _as_seed(capsys.readouterr().out) == SAMZA71_MAX.strip()
+
+
+def test_job_model_table_reproduces_samza71_cogroup(capsys):
+    args = ["job-model", "--config", f"{EXAMPLES}/samza71-cogroup.properties", "--partitions", "kafka.IS1=8", "kafka.IS2=12", "--format", "table"]
+    assert main(args) == 0
+    assert _as_seed(capsys.readouterr().out) == SAMZA71_COGROUP.strip()
+
+
+def test_job_model_json_has_samza_shape(capsys):
+    assert main(["job-model", "--config", DEMO, "--partitions", "kafka.orders=4"]) == 0
+    captured = capsys.readouterr()
+    model = json.loads(captured.out)
+    assert model["config"]["job.elasticity.factor"] == "4"
+    tasks = {n: t for c in model["containers"].values() for n, t in c["tasks"].items()}
+    assert len(tasks) == 16 and "Partition_3-3-4" in tasks
+    assert all(c["processor-id"] == cid for cid, c in model["containers"].items())
+    assert "job-model-generation-ns=" in captured.err and "task-count=16" in captured.err
+
+
+def test_bad_config_exits_2_naming_the_key(tmp_path, capsys):
+    bad = tmp_path / "bad.properties"
+    bad.write_text("job.name=x\ntask.inputs=kafka.t\njob.elasticity.factor=0\n")
+    assert main(["job-model", "--config", str(bad), "--partitions", "kafka.t=2"]) == 2
+    err = capsys.readouterr().err
+    assert "job.elasticity.factor='0'" in err and "an integer from 1 to 256" in err
+
+
+def test_bad_partitions_argument(capsys):
+    assert main(["job-model", "--config", DEMO, "--partitions", "kafka.orders"]) == 2
+    assert "SYSTEM.STREAM=N" in capsys.readouterr().err
