@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 import warnings
 from collections.abc import Sequence
 
+from .checkpoint.migration import MigrationError
+from .checkpoint.store import StoreError
+from .checkpoint.tool import checkpoints_from_tool_json, checkpoints_to_tool_json
 from .config import ConfigError, load_config
+from .coordinator import JobCoordinator
 from .grouping import build_job_model
 from .kafka.admin import BrokerUnreachable, TopicError, create_topic, partition_counts, resolve_bootstrap
 from .kafka.broker import BrokerError, EmbeddedBroker
 from .model import JobModel, SystemStream
-from .serde import job_model_to_json
+from .serde import SerdeError, job_model_to_json
 
 
 def _parse_partitions(items: Sequence[str]) -> dict[SystemStream, int]:
@@ -91,6 +96,50 @@ def cmd_feed(args: argparse.Namespace) -> int:
     return 0
 
 
+def _coordinator(config_path: str) -> JobCoordinator:
+    from .checkpoint.store import CheckpointStore
+    from .kafka.consumer import KafkaInputs
+
+    config = load_config(config_path)
+    store = CheckpointStore(config.checkpoint_store_url(), config.checkpoint_history_size)
+    return JobCoordinator(config, store, KafkaInputs(config))
+
+
+def cmd_checkpoint_tool(args: argparse.Namespace) -> int:
+    coordinator = _coordinator(args.config)
+    if args.action == "read":
+        generation = coordinator.current()
+        if generation is None:
+            raise StoreError(f"job {coordinator.job!r} has no checkpoints yet in {coordinator.store.url}")
+        print(json.dumps(checkpoints_to_tool_json(coordinator.checkpoints(generation).values()), indent=2))
+        print(f"generation {generation.number}, factor {generation.factor}", file=sys.stderr)
+    else:
+        if not args.file:
+            raise ConfigError("checkpoint-tool write needs FILE.json")
+        with open(args.file) as f:
+            cps = checkpoints_from_tool_json(json.load(f))
+        generation = coordinator.replace_checkpoints(cps)
+        print(f"wrote {len(cps)} task checkpoints to generation {generation.number} of job {coordinator.job!r}")
+    return 0
+
+
+def cmd_rescale(args: argparse.Namespace) -> int:
+    coordinator = _coordinator(args.config)
+    if args.dry_run:
+        plan = coordinator.plan_rescale(args.factor)
+        print(plan.migration.describe())
+        print("dry run: nothing written" if not plan.changes_nothing else "nothing to change")
+        return 0
+    plan = coordinator.rescale(args.factor, owner=args.owner, abandon_pending=args.abandon_pending)
+    if plan.changes_nothing:
+        print(f"job {coordinator.job!r} already runs at factor {plan.factor} (generation {plan.old.number}); nothing to change")
+        return 0
+    print(plan.migration.describe())
+    generation = coordinator.current()
+    print(f"applied: generation {generation.number} at factor {generation.factor}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="elasticity", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -119,6 +168,20 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--partitions", type=int, default=4, help="partitions of topics that do not exist yet")
     f.add_argument("--seed", type=int, default=7)
     f.set_defaults(func=cmd_feed)
+
+    c = sub.add_parser("checkpoint-tool", help="read or replace the current generation's checkpoints")
+    c.add_argument("--config", required=True)
+    c.add_argument("action", choices=["read", "write"])
+    c.add_argument("file", nargs="?", help="FILE.json for write, in the format read prints")
+    c.set_defaults(func=cmd_checkpoint_tool)
+
+    r = sub.add_parser("rescale", help="change the elasticity factor: migrate checkpoints to a new generation")
+    r.add_argument("--config", required=True)
+    r.add_argument("--factor", type=int, default=None, help="new factor (default: the current one, picking up new partitions)")
+    r.add_argument("--dry-run", action="store_true", help="print the migration, write nothing")
+    r.add_argument("--owner", default=None, help="lease owner id (a retry with the same id may retake its lease)")
+    r.add_argument("--abandon-pending", action="store_true", help="abandon a planned batch that never committed")
+    r.set_defaults(func=cmd_rescale)
     return p
 
 
@@ -127,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings.simplefilter("default")
     try:
         return args.func(args)
-    except (ConfigError, BrokerUnreachable, BrokerError, TopicError) as e:
+    except (ConfigError, BrokerUnreachable, BrokerError, TopicError, StoreError, MigrationError, SerdeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

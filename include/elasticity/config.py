@@ -112,6 +112,20 @@ def _input_list(text: str) -> tuple[str, ...]:
 _input_list.allowed = "a comma-separated list of system.stream"  # type: ignore[attr-defined]
 
 
+def _versions(text: str) -> tuple[int, ...]:
+    allowed = "a comma-separated list of checkpoint versions 1 and 2, each once (e.g. 1,2)"
+    try:
+        versions = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise ValueError(allowed) from None
+    if not versions or len(set(versions)) != len(versions) or not set(versions) <= {1, 2}:
+        raise ValueError(allowed)
+    return versions
+
+
+_versions.allowed = "a comma-separated list of checkpoint versions 1 and 2"  # type: ignore[attr-defined]
+
+
 @dataclass(frozen=True)
 class Key:
     name: str  # `<x>` marks a name part, e.g. systems.<system>.consumer.bootstrap.servers
@@ -141,6 +155,15 @@ KEYS: tuple[Key, ...] = (
     Key("systems.<system>.consumer.bootstrap.servers", _nonempty, None, "Kafka bootstrap servers of a system (KAFKA_BOOTSTRAP_SERVERS overrides it)."),
     Key("systems.<system>.producer.bootstrap.servers", _nonempty, None, "Kafka bootstrap servers for output to a system."),
     Key("systems.<system>.samza.factory", _nonempty, None, "Samza's system factory class; accepted for compatibility, not used."),
+    Key("systems.<system>.default.stream.offset.default", _choice({"oldest": "oldest", "upcoming": "upcoming"}), "upcoming", "Where a partition without a checkpoint starts: oldest or upcoming."),
+    Key("systems.<system>.default.stream.samza.offset.default", _choice({"oldest": "oldest", "upcoming": "upcoming"}), None, "Samza's name for the key above; the key above wins."),
+    Key("task.checkpoint.store.url", _nonempty, None, "SQLAlchemy URL of the checkpoint store (ELASTICITY_CHECKPOINT_STORE_URL overrides it; default a SQLite file in $ELASTICITY_HOME)."),
+    Key("task.checkpoint.write.versions", _versions, (1, 2), "Checkpoint versions written on every commit (1,2 = dual write)."),
+    Key("task.checkpoint.read.versions", _versions, (1,), "Checkpoint versions read, in priority order."),
+    Key("task.live.checkpoint.max.age", _int_range(0), 600_000, "A lower-priority checkpoint version newer by more than this many ms wins."),
+    Key("task.checkpoint.history.size", _int_range(1, 1000), 10, "Checkpoints kept per virtual task and version."),
+    Key("job.lease.ttl.ms", _int_range(1000), 300_000, "How long a batch or rescale holds the job's lease before another may take it."),
+    Key("batch.max.records", _int_range(1), 100_000, "Most records one micro-batch reads over all partitions (like Spark's maxOffsetsPerTrigger)."),
 )
 
 
@@ -156,6 +179,12 @@ class JobConfig:
     grouper: Grouper
     partition_scheme: PartitionScheme | None
     container_count: int
+    checkpoint_write_versions: tuple[int, ...] = (1, 2)
+    checkpoint_read_versions: tuple[int, ...] = (1,)
+    live_checkpoint_max_age_ms: int = 600_000
+    checkpoint_history_size: int = 10
+    lease_ttl_ms: int = 300_000
+    batch_max_records: int = 100_000
 
     @property
     def raw_map(self) -> dict[str, str]:
@@ -167,6 +196,21 @@ class JobConfig:
     def bootstrap_servers(self, system: str) -> str | None:
         """KAFKA_BOOTSTRAP_SERVERS wins, as Airflow's env overrides do; then the config."""
         return os.environ.get("KAFKA_BOOTSTRAP_SERVERS") or self.get(f"systems.{system}.consumer.bootstrap.servers")
+
+    def offset_default(self, system: str) -> str:
+        """oldest|upcoming for partitions that have no checkpoint yet."""
+        return (
+            self.get(f"systems.{system}.default.stream.offset.default")
+            or self.get(f"systems.{system}.default.stream.samza.offset.default")
+            or "upcoming"
+        )
+
+    def checkpoint_store_url(self) -> str:
+        return (
+            os.environ.get("ELASTICITY_CHECKPOINT_STORE_URL")
+            or self.get("task.checkpoint.store.url")
+            or f"sqlite:///{Path(os.environ.get('ELASTICITY_HOME', '.elasticity')).resolve() / 'checkpoints.db'}"
+        )
 
     def with_overrides(self, overrides: Mapping[str, str]) -> JobConfig:
         """A copy with some keys replaced, validated again (e.g. a new elasticity factor)."""
@@ -259,6 +303,12 @@ def validate(props: Mapping[str, str]) -> JobConfig:
         grouper=grouper,
         partition_scheme=scheme,
         container_count=get("job.container.count"),
+        checkpoint_write_versions=get("task.checkpoint.write.versions"),
+        checkpoint_read_versions=get("task.checkpoint.read.versions"),
+        live_checkpoint_max_age_ms=get("task.live.checkpoint.max.age"),
+        checkpoint_history_size=get("task.checkpoint.history.size"),
+        lease_ttl_ms=get("job.lease.ttl.ms"),
+        batch_max_records=get("batch.max.records"),
     )
 
 

@@ -1,0 +1,1 @@
+"""Checkpoints per virtual task: formats (V1, V2), rescale migration, the SQL store."""

@@ -1,0 +1,100 @@
+"""Samza-compatible checkpoint JSON, and the checkpoint log key.
+
+V1 (CheckpointV1Serde): `{"<SSP.toString()>": {"system", "stream", "partition", "offset"}}`,
+all strings; a bucketed SSP adds `keyBucket` (readers without it see the whole partition).
+V2 (SamzaObjectMapper + JsonCheckpointV2Mixin): `checkpoint-id`, `input-offsets`
+keyed `system.stream.partition[.keyBucket]`, `state-checkpoint-markers`
+(backend factory -> store -> marker). Readers ignore unknown fields, as Samza's do.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ..model import NO_KEY_BUCKET, SystemStreamPartition, TaskName
+from ..serde import SerdeError, ssp_from_key, ssp_to_key
+from .model import CheckpointId, CheckpointV1, CheckpointV2, Watermark
+
+V1_TYPE = "checkpoint"
+V2_TYPE = "checkpoint-v2"
+
+
+def checkpoint_key(task_name: TaskName, grouper_factory: str, version: int) -> str:
+    """The key Samza writes with each checkpoint message."""
+    return json.dumps(
+        {
+            "systemstreampartition-grouper-factory": grouper_factory,
+            "taskName": task_name.name,
+            "type": V1_TYPE if version == 1 else V2_TYPE,
+        },
+        sort_keys=True,
+    )
+
+
+def parse_checkpoint_key(text: str) -> tuple[TaskName, str, int]:
+    d = json.loads(text)
+    types = {V1_TYPE: 1, V2_TYPE: 2}
+    if d.get("type") not in types:
+        raise SerdeError(f"checkpoint key type {d.get('type')!r} is not one of {sorted(types)}")
+    return TaskName(d["taskName"]), d.get("systemstreampartition-grouper-factory", ""), types[d["type"]]
+
+
+def v1_to_json(cp: CheckpointV1) -> str:
+    out = {}
+    for ssp, offset in sorted(cp.offsets.items()):
+        entry = {"system": ssp.system, "stream": ssp.stream, "partition": str(ssp.partition), "offset": offset}
+        if ssp.has_key_bucket:
+            entry["keyBucket"] = str(ssp.key_bucket)
+        out[str(ssp)] = entry
+    return json.dumps(out, sort_keys=True)
+
+
+def v1_from_json(text: str) -> CheckpointV1:
+    offsets = {}
+    for entry in json.loads(text).values():
+        try:
+            ssp = SystemStreamPartition(
+                entry["system"], entry["stream"], int(entry["partition"]), int(entry.get("keyBucket", NO_KEY_BUCKET))
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise SerdeError(f"not a CheckpointV1 entry: {entry!r}") from e
+        offsets[ssp] = entry.get("offset")
+    return CheckpointV1(offsets)
+
+
+def v2_to_json(cp: CheckpointV2) -> str:
+    return json.dumps(
+        {
+            "checkpoint-id": str(cp.checkpoint_id),
+            "input-offsets": {ssp_to_key(s): o for s, o in sorted(cp.input_offsets.items())},
+            "state-checkpoint-markers": {k: dict(v) for k, v in cp.state_checkpoint_markers.items()},
+        },
+        sort_keys=True,
+    )
+
+
+def v2_from_json(text: str) -> CheckpointV2:
+    d: dict[str, Any] = json.loads(text)
+    try:
+        return CheckpointV2(
+            CheckpointId.parse(d["checkpoint-id"]),
+            {ssp_from_key(k): str(v) for k, v in d["input-offsets"].items()},
+            {str(k): {str(s): str(m) for s, m in v.items()} for k, v in (d.get("state-checkpoint-markers") or {}).items()},
+        )
+    except (KeyError, AttributeError, ValueError) as e:
+        raise SerdeError(f"not a CheckpointV2: {e}") from e
+
+
+def watermarks_to_json(watermarks: Mapping[SystemStreamPartition, tuple[Watermark, ...]]) -> str:
+    return json.dumps(
+        {ssp_to_key(s): [[w.factor, w.bucket, w.offset] for w in wms] for s, wms in sorted(watermarks.items()) if wms},
+        sort_keys=True,
+    )
+
+
+def watermarks_from_json(text: str | None) -> dict[SystemStreamPartition, tuple[Watermark, ...]]:
+    if not text:
+        return {}
+    return {ssp_from_key(k): tuple(Watermark(int(f), int(b), int(o)) for f, b, o in v) for k, v in json.loads(text).items()}

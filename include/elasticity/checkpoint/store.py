@@ -1,0 +1,501 @@
+"""The checkpoint store: SQL through SQLAlchemy (SQLite embedded, PostgreSQL in production).
+
+It keeps, per job: the JobModel generations (factor and model of each), each
+virtual task's checkpoint history (last N per version), the write-ahead batch
+plans, and a lease with expiry.
+
+Every write opens with an UPDATE of the job row guarded by the generation the
+writer planned under. That statement both fences (a stale writer matches no
+row, fails, and changes nothing) and takes the row lock, so everything read
+after it in the same transaction is current. All tasks of a batch, or of a
+rescale, are written in that one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    Index,
+    Integer,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    and_,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.pool import StaticPool
+
+from .. import faults
+from ..model import JobModel, SystemStreamPartition, TaskName
+from ..planning import BatchPlan, OffsetRange
+from ..serde import job_model_from_json, job_model_to_json, ssp_from_key, ssp_to_key
+from .model import CheckpointId, TaskCheckpoint, to_v1, to_v2
+from .serde import v1_from_json, v1_to_json, v2_from_json, v2_to_json, watermarks_from_json, watermarks_to_json
+from .versions import Candidate, choose
+
+metadata = MetaData()
+
+jobs = Table(
+    "elasticity_jobs",
+    metadata,
+    Column("job_name", String(255), primary_key=True),
+    Column("generation", Integer, nullable=False),  # 0: no generation yet
+    Column("lease_owner", String(255)),
+    Column("lease_expires_ms", BigInteger),
+    Column("updated_ms", BigInteger, nullable=False),
+)
+
+generations = Table(
+    "elasticity_generations",
+    metadata,
+    Column("job_name", String(255), primary_key=True),
+    Column("generation", Integer, primary_key=True),
+    Column("factor", Integer, nullable=False),
+    Column("job_model", Text, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("created_ms", BigInteger, nullable=False),
+)
+
+checkpoints = Table(
+    "elasticity_checkpoints",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("job_name", String(255), nullable=False),
+    Column("generation", Integer, nullable=False),
+    Column("task_name", String(1024), nullable=False),
+    Column("version", SmallInteger, nullable=False),
+    Column("payload", Text, nullable=False),  # Samza's CheckpointV1 / CheckpointV2 JSON
+    Column("watermarks", Text),
+    Column("batch_id", BigInteger),
+    Column("created_ms", BigInteger, nullable=False),
+    Index("ix_elasticity_checkpoints_task", "job_name", "generation", "task_name", "version", "id"),
+)
+
+batches = Table(
+    "elasticity_batches",
+    metadata,
+    Column("job_name", String(255), primary_key=True),
+    Column("batch_id", BigInteger, primary_key=True),
+    Column("generation", Integer, nullable=False),
+    Column("ranges", Text, nullable=False),
+    Column("status", String(16), nullable=False),  # planned | committed | abandoned
+    Column("planned_ms", BigInteger, nullable=False),
+    Column("committed_ms", BigInteger),
+)
+
+
+class StoreError(RuntimeError):
+    pass
+
+
+class StaleGenerationError(StoreError):
+    """A writer planned under a generation that is no longer current."""
+
+
+class LeaseHeldError(StoreError):
+    pass
+
+
+class BatchStateError(StoreError):
+    pass
+
+
+class PendingBatchError(StoreError):
+    pass
+
+
+@dataclass(frozen=True)
+class Generation:
+    job_name: str
+    number: int
+    factor: int
+    job_model: JobModel
+    reason: str
+    created_ms: int
+
+
+@dataclass(frozen=True)
+class Lease:
+    job_name: str
+    owner: str
+    expires_ms: int
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def make_engine(url: str) -> Engine:
+    if url in ("sqlite://", "sqlite:///:memory:"):
+        return create_engine("sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False})
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn, _record) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")  # readers do not block the committing writer
+            cur.execute("PRAGMA synchronous=FULL")  # a commit survives power loss, as a checkpoint must
+            cur.close()
+
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+def _ranges_to_json(ranges: Iterable[OffsetRange]) -> str:
+    return json.dumps([[ssp_to_key(r.ssp), r.start, r.end] for r in ranges])
+
+
+def _ranges_from_json(text_: str) -> tuple[OffsetRange, ...]:
+    return tuple(OffsetRange(ssp_from_key(k), int(s), int(e)) for k, s, e in json.loads(text_))
+
+
+class CheckpointStore:
+    def __init__(self, url: str, history_size: int = 10, clock: Callable[[], int] = _now_ms) -> None:
+        self.url = url
+        self.engine = make_engine(url)
+        self.history_size = history_size
+        self.clock = clock
+        metadata.create_all(self.engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # --- reads -------------------------------------------------------------
+
+    def generation(self, job: str, number: int | None = None) -> Generation | None:
+        with self.engine.connect() as conn:
+            if number is None:
+                number = conn.execute(select(jobs.c.generation).where(jobs.c.job_name == job)).scalar()
+                if not number:
+                    return None
+            row = conn.execute(
+                select(generations).where(generations.c.job_name == job, generations.c.generation == number)
+            ).first()
+        if row is None:
+            return None
+        return Generation(job, row.generation, row.factor, job_model_from_json(row.job_model), row.reason, row.created_ms)
+
+    def generations(self, job: str) -> list[Generation]:
+        with self.engine.connect() as conn:
+            numbers = conn.execute(
+                select(generations.c.generation).where(generations.c.job_name == job).order_by(generations.c.generation)
+            ).scalars()
+            numbers = list(numbers)
+        return [g for n in numbers if (g := self.generation(job, n))]
+
+    def checkpoints(
+        self, job: str, generation: int, read_versions: tuple[int, ...] = (1,), live_max_age_ms: int = 600_000
+    ) -> dict[TaskName, TaskCheckpoint]:
+        with self.engine.connect() as conn:
+            return self._read_checkpoints(conn, job, generation, read_versions, live_max_age_ms)
+
+    def checkpoint_history(self, job: str, task_name: TaskName, version: int) -> list[TaskCheckpoint]:
+        """All kept checkpoints of a task, newest first."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(checkpoints)
+                .where(checkpoints.c.job_name == job, checkpoints.c.task_name == task_name.name, checkpoints.c.version == version)
+                .order_by(checkpoints.c.id.desc())
+            ).all()
+        return [self._decode(r) for r in rows]
+
+    def pending_plan(self, job: str) -> BatchPlan | None:
+        with self.engine.connect() as conn:
+            return self._pending(conn, job)
+
+    def plan(self, job: str, batch_id: int) -> tuple[BatchPlan, str] | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(batches).where(batches.c.job_name == job, batches.c.batch_id == batch_id)).first()
+        return (self._plan(row), row.status) if row else None
+
+    def lease(self, job: str) -> Lease | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(jobs).where(jobs.c.job_name == job)).first()
+        if row is None or row.lease_owner is None or row.lease_expires_ms < self.clock():
+            return None
+        return Lease(job, row.lease_owner, row.lease_expires_ms)
+
+    # --- lease ---------------------------------------------------------------
+
+    def acquire_lease(self, job: str, owner: str, ttl_ms: int) -> Lease:
+        """Take (or renew) the job's lease; fails while another owner holds an unexpired one."""
+        for attempt in range(2):
+            now = self.clock()
+            try:
+                with self.engine.begin() as conn:
+                    res = conn.execute(
+                        update(jobs)
+                        .where(
+                            jobs.c.job_name == job,
+                            or_(jobs.c.lease_owner.is_(None), jobs.c.lease_owner == owner, jobs.c.lease_expires_ms < now),
+                        )
+                        .values(lease_owner=owner, lease_expires_ms=now + ttl_ms, updated_ms=now)
+                    )
+                    if res.rowcount == 1:
+                        return Lease(job, owner, now + ttl_ms)
+                    row = conn.execute(select(jobs).where(jobs.c.job_name == job)).first()
+                    if row is None:
+                        conn.execute(
+                            insert(jobs).values(job_name=job, generation=0, lease_owner=owner, lease_expires_ms=now + ttl_ms, updated_ms=now)
+                        )
+                        return Lease(job, owner, now + ttl_ms)
+            except IntegrityError:
+                if attempt:
+                    raise
+                continue  # another process created the job row at the same time
+            raise LeaseHeldError(
+                f"job {job!r} is leased by {row.lease_owner!r} for another {(row.lease_expires_ms - now) / 1000:.1f}s; "
+                "a batch or rescale is running (or crashed and its lease has yet to expire)"
+            )
+        raise AssertionError("unreachable")
+
+    def release_lease(self, job: str, owner: str) -> bool:
+        with self.engine.begin() as conn:
+            res = conn.execute(
+                update(jobs).where(jobs.c.job_name == job, jobs.c.lease_owner == owner).values(lease_owner=None, lease_expires_ms=None)
+            )
+        return res.rowcount == 1
+
+    # --- batches -------------------------------------------------------------
+
+    def plan_batch(self, job: str, generation: int, ranges: tuple[OffsetRange, ...], owner: str | None = None) -> BatchPlan:
+        """Write the plan ahead of running it. A plan still pending is returned instead,
+        so a retried batch replays exactly the same ranges."""
+        with self.engine.begin() as conn:
+            self._fence(conn, job, generation, owner)
+            pending = self._pending(conn, job)
+            if pending is not None:
+                return pending
+            last = conn.execute(select(func.max(batches.c.batch_id)).where(batches.c.job_name == job)).scalar() or 0
+            plan = BatchPlan(job, last + 1, generation, ranges)
+            conn.execute(
+                insert(batches).values(
+                    job_name=job, batch_id=plan.batch_id, generation=generation, ranges=_ranges_to_json(ranges),
+                    status="planned", planned_ms=self.clock(),
+                )
+            )
+        faults.point("plan.after_commit")
+        return plan
+
+    def commit_batch(
+        self,
+        plan: BatchPlan,
+        task_checkpoints: Iterable[TaskCheckpoint],
+        write_versions: tuple[int, ...] = (1, 2),
+        owner: str | None = None,
+    ) -> None:
+        """Checkpoints of every virtual task of the batch, in one transaction, fenced by generation."""
+        with self.engine.begin() as conn:
+            self._fence(conn, plan.job_name, plan.generation, owner)
+            faults.point("commit.fenced")
+            res = conn.execute(
+                update(batches)
+                .where(
+                    batches.c.job_name == plan.job_name,
+                    batches.c.batch_id == plan.batch_id,
+                    batches.c.generation == plan.generation,
+                    batches.c.status == "planned",
+                )
+                .values(status="committed", committed_ms=self.clock())
+            )
+            if res.rowcount != 1:
+                raise BatchStateError(
+                    f"job {plan.job_name!r}: batch {plan.batch_id} is not pending under generation {plan.generation} "
+                    "(already committed, or abandoned by a rescale); nothing was written"
+                )
+            faults.point("commit.plan_marked")
+            self._insert_checkpoints(conn, plan.job_name, plan.generation, task_checkpoints, write_versions, plan.batch_id)
+            faults.point("commit.checkpoints_written")
+            self._prune(conn, plan.job_name, plan.generation)
+            faults.point("commit.before_commit")
+        faults.point("commit.after_commit")
+
+    # --- generations -----------------------------------------------------------
+
+    def write_generation(
+        self,
+        job: str,
+        expected: int,
+        factor: int,
+        model: JobModel,
+        compute: Callable[[dict[TaskName, TaskCheckpoint]], Mapping[TaskName, TaskCheckpoint]],
+        owner: str,
+        reason: str,
+        write_versions: tuple[int, ...] = (1, 2),
+        read_versions: tuple[int, ...] = (1,),
+        live_max_age_ms: int = 600_000,
+        abandon_pending: bool = False,
+    ) -> Generation:
+        """Atomically replace generation `expected` (0: none yet) by a new one.
+
+        `compute` gets the old generation's checkpoints, read under the row lock,
+        and returns the new generation's. The caller must hold the lease.
+        """
+        now = self.clock()
+        new_number = expected + 1
+        with self.engine.begin() as conn:
+            res = conn.execute(
+                update(jobs)
+                .where(jobs.c.job_name == job, jobs.c.generation == expected, jobs.c.lease_owner == owner, jobs.c.lease_expires_ms >= now)
+                .values(generation=new_number, updated_ms=now)
+            )
+            if res.rowcount != 1:
+                self._raise_fenced(conn, job, expected, owner, now)
+            faults.point("rescale.fenced")
+            pending = self._pending(conn, job)
+            if pending is not None:
+                if not abandon_pending:
+                    raise PendingBatchError(
+                        f"job {job!r}: batch {pending.batch_id} was planned under generation {pending.generation} and has not "
+                        "committed; run it to completion first (its plan replays the same ranges), or abandon it"
+                    )
+                conn.execute(
+                    update(batches)
+                    .where(batches.c.job_name == job, batches.c.batch_id == pending.batch_id)
+                    .values(status="abandoned")
+                )
+            old = self._read_checkpoints(conn, job, expected, read_versions, live_max_age_ms) if expected else {}
+            new = dict(compute(old))
+            missing = {t.task_name for t in model.tasks()} - set(new)
+            if missing:
+                raise StoreError(f"no checkpoint computed for tasks {sorted(t.name for t in missing)[:5]}")
+            conn.execute(
+                insert(generations).values(
+                    job_name=job, generation=new_number, factor=factor, job_model=job_model_to_json(model, indent=None),
+                    reason=reason, created_ms=now,
+                )
+            )
+            faults.point("rescale.generation_written")
+            self._insert_checkpoints(conn, job, new_number, new.values(), write_versions, None)
+            faults.point("rescale.checkpoints_written")
+        faults.point("rescale.after_commit")
+        return Generation(job, new_number, factor, model, reason, now)
+
+    def replace_checkpoints(
+        self, job: str, generation: int, task_checkpoints: Iterable[TaskCheckpoint], write_versions: tuple[int, ...], owner: str | None
+    ) -> None:
+        """The operator's overwrite (checkpoint-tool write), fenced like a commit."""
+        with self.engine.begin() as conn:
+            self._fence(conn, job, generation, owner)
+            known = {
+                r for r in conn.execute(
+                    select(checkpoints.c.task_name).where(checkpoints.c.job_name == job, checkpoints.c.generation == generation).distinct()
+                ).scalars()
+            }
+            task_checkpoints = list(task_checkpoints)
+            unknown = sorted(cp.task_name.name for cp in task_checkpoints if cp.task_name.name not in known)
+            if unknown:
+                raise StoreError(f"job {job!r} generation {generation} has no tasks {unknown[:5]}; nothing was written")
+            self._insert_checkpoints(conn, job, generation, task_checkpoints, write_versions, None)
+            self._prune(conn, job, generation)
+
+    # --- internals -------------------------------------------------------------
+
+    def _fence(self, conn: Connection, job: str, generation: int, owner: str | None) -> None:
+        now = self.clock()
+        res = conn.execute(
+            update(jobs).where(jobs.c.job_name == job, jobs.c.generation == generation).values(updated_ms=now)
+        )
+        if res.rowcount != 1:
+            self._raise_fenced(conn, job, generation, owner, now)
+        row = conn.execute(select(jobs).where(jobs.c.job_name == job)).one()
+        if row.lease_owner is not None and row.lease_owner != owner and row.lease_expires_ms >= now:
+            raise LeaseHeldError(f"job {job!r} is leased by {row.lease_owner!r}; this writer ({owner!r}) is fenced")
+
+    def _raise_fenced(self, conn: Connection, job: str, generation: int, owner: str | None, now: int) -> None:
+        row = conn.execute(select(jobs).where(jobs.c.job_name == job)).first()
+        current = row.generation if row else None
+        if current != generation:
+            raise StaleGenerationError(
+                f"job {job!r}: this writer works on generation {generation}, but the current generation is {current}; "
+                "it is fenced and nothing was written"
+            )
+        raise LeaseHeldError(
+            f"job {job!r}: the lease is held by {row.lease_owner!r}, not by {owner!r} (or it expired); nothing was written"
+        )
+
+    def _pending(self, conn: Connection, job: str) -> BatchPlan | None:
+        row = conn.execute(
+            select(batches).where(batches.c.job_name == job, batches.c.status == "planned").order_by(batches.c.batch_id.desc())
+        ).first()
+        return self._plan(row) if row else None
+
+    @staticmethod
+    def _plan(row) -> BatchPlan:
+        return BatchPlan(row.job_name, row.batch_id, row.generation, _ranges_from_json(row.ranges))
+
+    def _insert_checkpoints(
+        self, conn: Connection, job: str, generation: int, task_checkpoints: Iterable[TaskCheckpoint],
+        write_versions: tuple[int, ...], batch_id: int | None,
+    ) -> None:
+        now = self.clock()
+        rows = []
+        for cp in task_checkpoints:
+            marks = watermarks_to_json(cp.watermarks) if cp.watermarks else None
+            for version in write_versions:
+                payload = v1_to_json(to_v1(cp)) if version == 1 else v2_to_json(to_v2(cp, CheckpointId.create()))
+                rows.append(
+                    {"job_name": job, "generation": generation, "task_name": cp.task_name.name, "version": version,
+                     "payload": payload, "watermarks": marks, "batch_id": batch_id, "created_ms": now}
+                )
+        if rows:
+            conn.execute(insert(checkpoints), rows)
+
+    def _prune(self, conn: Connection, job: str, generation: int) -> None:
+        ranked = (
+            select(
+                checkpoints.c.id,
+                func.row_number()
+                .over(partition_by=(checkpoints.c.task_name, checkpoints.c.version), order_by=checkpoints.c.id.desc())
+                .label("rn"),
+            )
+            .where(checkpoints.c.job_name == job, checkpoints.c.generation == generation)
+            .subquery()
+        )
+        conn.execute(delete(checkpoints).where(checkpoints.c.id.in_(select(ranked.c.id).where(ranked.c.rn > self.history_size))))
+
+    def _read_checkpoints(
+        self, conn: Connection, job: str, generation: int, read_versions: tuple[int, ...], live_max_age_ms: int
+    ) -> dict[TaskName, TaskCheckpoint]:
+        latest = (
+            select(func.max(checkpoints.c.id).label("id"))
+            .where(checkpoints.c.job_name == job, checkpoints.c.generation == generation, checkpoints.c.version.in_(read_versions))
+            .group_by(checkpoints.c.task_name, checkpoints.c.version)
+            .subquery()
+        )
+        rows = conn.execute(select(checkpoints).join(latest, and_(checkpoints.c.id == latest.c.id))).all()
+        candidates: dict[str, dict[int, Candidate]] = {}
+        for r in rows:
+            candidates.setdefault(r.task_name, {})[r.version] = Candidate(r.created_ms, r)
+        out = {}
+        for task, by_version in candidates.items():
+            chosen = choose(by_version, read_versions, live_max_age_ms)
+            if chosen is not None:
+                out[TaskName(task)] = self._decode(chosen.payload)
+        return out
+
+    @staticmethod
+    def _decode(row) -> TaskCheckpoint:
+        offsets = v1_from_json(row.payload).offsets if row.version == 1 else v2_from_json(row.payload).input_offsets
+        parsed: dict[SystemStreamPartition, int] = {s: int(o) for s, o in offsets.items() if o is not None}
+        return TaskCheckpoint(TaskName(row.task_name), parsed, watermarks_from_json(row.watermarks))
+

@@ -1,0 +1,56 @@
+"""The checkpoint tool's JSON: `{"<task>": {"<system>.<stream>.<partition>[.<keyBucket>]": "<offset>"}}`.
+
+Offsets are the next record to process. Watermarks, when a task has any, sit
+beside the tasks under the top-level key "watermarks" (no task can bear that name).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ..model import SystemStreamPartition, TaskName
+from ..serde import SerdeError, ssp_from_key
+from .model import TaskCheckpoint, Watermark
+
+WATERMARKS = "watermarks"
+
+
+def _key(ssp: SystemStreamPartition) -> str:
+    base = f"{ssp.system}.{ssp.stream}.{ssp.partition}"
+    return f"{base}.{ssp.key_bucket}" if ssp.has_key_bucket else base
+
+
+def checkpoints_to_tool_json(cps: Iterable[TaskCheckpoint]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    marks: dict[str, Any] = {}
+    for cp in sorted(cps, key=lambda c: c.task_name):
+        out[cp.task_name.name] = {_key(s): str(o) for s, o in sorted(cp.offsets.items())}
+        if cp.watermarks:
+            marks[cp.task_name.name] = {
+                _key(s): [{"factor": w.factor, "bucket": w.bucket, "offset": str(w.offset)} for w in wms]
+                for s, wms in sorted(cp.watermarks.items())
+            }
+    if marks:
+        out[WATERMARKS] = marks
+    return out
+
+
+def checkpoints_from_tool_json(doc: dict[str, Any]) -> list[TaskCheckpoint]:
+    if not isinstance(doc, dict):
+        raise SerdeError("checkpoint file must be a JSON object of task name -> {ssp: offset}")
+    marks = doc.get(WATERMARKS, {})
+    out = []
+    for task, offsets in doc.items():
+        if task == WATERMARKS:
+            continue
+        try:
+            parsed = {ssp_from_key(k): int(v) for k, v in offsets.items()}
+            wms = {
+                ssp_from_key(k): tuple(Watermark(int(w["factor"]), int(w["bucket"]), int(w["offset"])) for w in v)
+                for k, v in marks.get(task, {}).items()
+            }
+        except (AttributeError, KeyError, TypeError, ValueError) as e:
+            raise SerdeError(f"task {task!r}: offsets must be {{'system.stream.partition[.keyBucket]': '<offset>'}} ({e})") from e
+        out.append(TaskCheckpoint(TaskName(task), parsed, wms))
+    return out

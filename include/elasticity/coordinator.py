@@ -1,0 +1,148 @@
+"""The job coordinator: JobModel generations and their checkpoints, as Samza's
+JobCoordinator does, plus the rescale that moves a job from one factor to another.
+
+It composes pure parts (grouping, migration) with the store and the inputs'
+metadata (partition counts, start offsets), which it gets through `Inputs`, so
+that the same code runs on Kafka and on the in-memory stream of the tests.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from . import faults
+from .checkpoint.migration import Migration, migrate
+from .checkpoint.model import TaskCheckpoint
+from .checkpoint.store import CheckpointStore, Generation
+from .config import MAX_ELASTICITY_FACTOR, ConfigError, JobConfig
+from .grouping import build_job_model
+from .model import JobModel, SystemStream, SystemStreamPartition, TaskName
+
+
+class Inputs(Protocol):
+    def partition_counts(self, streams: Iterable[SystemStream]) -> dict[SystemStream, int]: ...
+
+    def offsets(self, ssps: Iterable[SystemStreamPartition], which: str) -> dict[SystemStreamPartition, int]: ...
+
+
+def default_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class RescalePlan:
+    old: Generation | None
+    model: JobModel
+    factor: int
+    migration: Migration
+
+    @property
+    def changes_nothing(self) -> bool:
+        return self.old is not None and self.old.factor == self.factor and self.old.job_model.tasks() == self.model.tasks()
+
+
+class JobCoordinator:
+    def __init__(self, config: JobConfig, store: CheckpointStore, inputs: Inputs) -> None:
+        self.config = config
+        self.store = store
+        self.inputs = inputs
+        self.job = config.job_name
+
+    def current(self) -> Generation | None:
+        return self.store.generation(self.job)
+
+    def checkpoints(self, generation: Generation) -> dict[TaskName, TaskCheckpoint]:
+        return self.store.checkpoints(
+            self.job, generation.number, self.config.checkpoint_read_versions, self.config.live_checkpoint_max_age_ms
+        )
+
+    def _model(self, factor: int) -> JobModel:
+        config = self.config.with_overrides({"job.elasticity.factor": str(factor)})
+        return build_job_model(config, self.inputs.partition_counts(config.inputs))
+
+    def _new_ssp_offsets(self, old: Mapping[TaskName, TaskCheckpoint], model: JobModel) -> dict[SystemStreamPartition, int]:
+        """Start offsets of the input partitions that no old checkpoint covers."""
+        known = {s.without_key_bucket() for cp in old.values() for s in cp.offsets}
+        new = {s.without_key_bucket() for t in model.tasks() for s in t.system_stream_partitions} - known
+        out: dict[SystemStreamPartition, int] = {}
+        for system in {s.system for s in new}:
+            group = [s for s in new if s.system == system]
+            out.update(self.inputs.offsets(group, self.config.offset_default(system)))
+        return out
+
+    def plan_rescale(self, factor: int | None = None) -> RescalePlan:
+        """What a rescale would do, computed from the current checkpoints (no lock, no write)."""
+        old = self.current()
+        factor = factor or (old.factor if old else self.config.elasticity_factor)
+        if not 1 <= factor <= MAX_ELASTICITY_FACTOR:
+            raise ConfigError(f"job.elasticity.factor={factor!r}: expected an integer from 1 to {MAX_ELASTICITY_FACTOR}")
+        model = self._model(factor)
+        old_cps = self.checkpoints(old) if old else {}
+        migration = migrate(old.factor if old else 1, old_cps.values(), model, factor, self._new_ssp_offsets(old_cps, model))
+        return RescalePlan(old, model, factor, migration)
+
+    def rescale(self, factor: int | None = None, owner: str | None = None, abandon_pending: bool = False) -> RescalePlan:
+        """Move the job to `factor` (default: the current one, picking up new partitions) under the lease.
+
+        Either the whole new generation is written, or nothing: the store holds
+        the old or the new generation, never a mix.
+        """
+        owner = owner or default_owner()
+        self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
+        try:
+            faults.point("rescale.lease_acquired")
+            plan = self.plan_rescale(factor)
+            if plan.changes_nothing:
+                return plan
+            result: dict[str, Migration] = {}
+            expected = plan.old.number if plan.old else 0
+            old_factor = plan.old.factor if plan.old else 1
+
+            def compute(old_cps: dict[TaskName, TaskCheckpoint]) -> Mapping[TaskName, TaskCheckpoint]:
+                # Recomputed from what the transaction reads under the lock, not from the dry run.
+                m = migrate(old_factor, old_cps.values(), plan.model, plan.factor, self._new_ssp_offsets(old_cps, plan.model))
+                result["migration"] = m
+                return m.checkpoints
+
+            reason = f"rescale {old_factor} -> {plan.factor}" if plan.old else f"first generation at factor {plan.factor}"
+            self.store.write_generation(
+                self.job, expected, plan.factor, plan.model, compute, owner, reason,
+                self.config.checkpoint_write_versions, self.config.checkpoint_read_versions,
+                self.config.live_checkpoint_max_age_ms, abandon_pending,
+            )
+            return RescalePlan(plan.old, plan.model, plan.factor, result["migration"])
+        finally:
+            self.store.release_lease(self.job, owner)
+
+    def initialize(self, owner: str | None = None) -> Generation:
+        """The current generation, creating the first one from the config if the job is new."""
+        current = self.current()
+        if current is None:
+            self.rescale(self.config.elasticity_factor, owner)
+            current = self.current()
+            assert current is not None
+        return current
+
+    def replace_checkpoints(self, task_checkpoints: Iterable[TaskCheckpoint], owner: str | None = None) -> Generation:
+        """Overwrite checkpoints of the current generation (the job is created first when new)."""
+        owner = owner or default_owner()
+        generation = self.initialize(owner)
+        task_checkpoints = list(task_checkpoints)
+        for cp in task_checkpoints:
+            try:
+                owned = generation.job_model.task(cp.task_name).system_stream_partitions
+            except KeyError:
+                raise ConfigError(f"task {cp.task_name.name!r} is not in generation {generation.number} (factor {generation.factor})") from None
+            foreign = set(cp.offsets) - owned
+            if foreign:
+                raise ConfigError(f"task {cp.task_name.name!r} does not read {sorted(map(str, foreign))}")
+        self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
+        try:
+            self.store.replace_checkpoints(self.job, generation.number, task_checkpoints, self.config.checkpoint_write_versions, owner)
+        finally:
+            self.store.release_lease(self.job, owner)
+        return generation

@@ -1,0 +1,52 @@
+"""Reading partition metadata and offsets with the standard consumer API."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+from kafka import KafkaConsumer, TopicPartition
+
+from ..config import JobConfig
+from ..model import SystemStream, SystemStreamPartition
+from .admin import partition_counts, probe, resolve_bootstrap
+
+
+@contextmanager
+def consumer(bootstrap: str) -> Iterator[KafkaConsumer]:
+    probe(bootstrap)
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, request_timeout_ms=15_000, client_id="elasticity")
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+class KafkaInputs:
+    """The job's inputs as the brokers see them (one bootstrap per system)."""
+
+    def __init__(self, config: JobConfig) -> None:
+        self.config = config
+
+    def _by_system(self, ssps: Iterable[SystemStreamPartition]) -> dict[str, list[SystemStreamPartition]]:
+        out: dict[str, list[SystemStreamPartition]] = {}
+        for s in ssps:
+            out.setdefault(s.system, []).append(s.without_key_bucket())
+        return out
+
+    def partition_counts(self, streams: Iterable[SystemStream]) -> dict[SystemStream, int]:
+        counts: dict[SystemStream, int] = {}
+        streams = list(streams)
+        for system in sorted({s.system for s in streams}):
+            counts.update(partition_counts(resolve_bootstrap(self.config, system), [s for s in streams if s.system == system]))
+        return counts
+
+    def offsets(self, ssps: Iterable[SystemStreamPartition], which: str) -> dict[SystemStreamPartition, int]:
+        """`oldest` (log start) or `upcoming` (high watermark) offset of each partition."""
+        out = {}
+        for system, group in self._by_system(ssps).items():
+            with consumer(resolve_bootstrap(self.config, system)) as c:
+                tps = {TopicPartition(s.stream, s.partition): s for s in group}
+                found = c.beginning_offsets(list(tps)) if which == "oldest" else c.end_offsets(list(tps))
+                out.update({tps[tp]: int(o) for tp, o in found.items()})
+        return out
