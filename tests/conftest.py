@@ -58,3 +58,25 @@ def spark():
         yield session
     finally:
         session.stop()
+
+
+POSTGRES_ENV = "ELASTICITY_TEST_POSTGRES_URL"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request, tmp_path) -> str:
+    """The same store suite on the embedded SQLite file and on a real PostgreSQL server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'checkpoints.db'}"
+    url = os.environ.get(POSTGRES_ENV)
+    if not url:
+        pytest.skip(f"PostgreSQL store tests need {POSTGRES_ENV} (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test); .ci/run sets it")
+    return url
+
+
+@pytest.fixture
+def job_name(request) -> str:
+    """A job name unique per test, so tests can share one PostgreSQL database."""
+    import uuid
+
+    return f"{request.node.name[:40]}-{uuid.uuid4().hex[:8]}"

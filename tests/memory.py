@@ -78,6 +78,7 @@ class ReferenceRunner:
         cps = c.checkpoints(generation)
         hws = {s: len(self.inputs.topics[s.system_stream][s.partition]) for cp in cps.values() for s in map(SystemStreamPartition.without_key_bucket, cp.offsets)}
         plan = c.store.plan_batch(c.job, generation.number, plan_ranges(cps.values(), hws, max_records), owner)
+        self.log = [p for p in self.log if p.batch_id != plan.batch_id]  # a retry overwrites its own output, as the sink does
         router = Router(generation.factor, cps.values())
         remaining = dict(budgets or {})
         halted: set[TaskName] = set()

@@ -77,7 +77,8 @@ class JobCoordinator:
     def plan_rescale(self, factor: int | None = None) -> RescalePlan:
         """What a rescale would do, computed from the current checkpoints (no lock, no write)."""
         old = self.current()
-        factor = factor or (old.factor if old else self.config.elasticity_factor)
+        if factor is None:
+            factor = old.factor if old else self.config.elasticity_factor
         if not 1 <= factor <= MAX_ELASTICITY_FACTOR:
             raise ConfigError(f"job.elasticity.factor={factor!r}: expected an integer from 1 to {MAX_ELASTICITY_FACTOR}")
         model = self._model(factor)

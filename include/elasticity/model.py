@@ -10,11 +10,21 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 
 NO_KEY_BUCKET = -1
 """keyBucket of an SSP that is read whole (elasticity off), as in Samza."""
 
 _SYSTEM_RE = re.compile(r"^[A-Za-z0-9_\-]+$")
+
+
+@lru_cache(maxsize=4096)
+def _check_names(system: str, stream: str) -> None:
+    """Validated once per name pair: SSPs are built by the hundred thousand in a rescale."""
+    if not _SYSTEM_RE.match(system):
+        raise ValueError(f"system name {system!r} must match {_SYSTEM_RE.pattern} (no dots)")
+    if not stream:
+        raise ValueError("stream name must not be empty")
 
 
 @dataclass(frozen=True, order=True)
@@ -23,10 +33,7 @@ class SystemStream:
     stream: str
 
     def __post_init__(self) -> None:
-        if not _SYSTEM_RE.match(self.system):
-            raise ValueError(f"system name {self.system!r} must match {_SYSTEM_RE.pattern} (no dots)")
-        if not self.stream:
-            raise ValueError("stream name must not be empty")
+        _check_names(self.system, self.stream)
 
     def __str__(self) -> str:
         return f"{self.system}.{self.stream}"
@@ -50,7 +57,7 @@ class SystemStreamPartition:
     key_bucket: int = NO_KEY_BUCKET
 
     def __post_init__(self) -> None:
-        SystemStream(self.system, self.stream)  # validates the names
+        _check_names(self.system, self.stream)
         if self.partition < 0:
             raise ValueError(f"partition must be >= 0, got {self.partition}")
         if self.key_bucket < NO_KEY_BUCKET:

@@ -145,11 +145,12 @@ def migrate(
     not read (per `systems.<s>.default.stream.offset.default`).
     """
     old_states: dict[SystemStreamPartition, dict[int, BucketState]] = defaultdict(dict)
-    old_owner: dict[SystemStreamPartition, TaskName] = {}
+    old_owner: dict[SystemStreamPartition, dict[int, TaskName]] = defaultdict(dict)
     for cp in old_checkpoints:
         for ssp, offset in cp.offsets.items():
-            old_states[ssp.without_key_bucket()][_bucket_index(ssp)] = BucketState(offset, cp.watermarks.get(ssp, ()))
-            old_owner[ssp] = cp.task_name
+            base, bucket = ssp.without_key_bucket(), _bucket_index(ssp)
+            old_states[base][bucket] = BucketState(offset, cp.watermarks.get(ssp, ()))
+            old_owner[base][bucket] = cp.task_name
 
     owner: dict[SystemStreamPartition, TaskName] = {}
     for task in new_model.tasks():
@@ -164,10 +165,8 @@ def migrate(
         if base in old_states:
             new_states = migrate_ssp(old_states[base], old_factor, new_factor)
             g = gcd(old_factor, new_factor)
-            sources = {
-                b: tuple(old_owner[_bucket_ssp(base, a, old_factor)] for a in range(old_factor) if a % g == b % g)
-                for b in range(new_factor)
-            }
+            owners = old_owner[base]
+            sources = {b: tuple(owners[a] for a in range(old_factor) if a % g == b % g) for b in range(new_factor)}
         else:
             if base not in new_ssp_offsets:
                 raise MigrationError(f"no start offset for new input partition {base.system}.{base.stream}.{base.partition}")

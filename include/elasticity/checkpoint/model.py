@@ -64,7 +64,10 @@ class TaskCheckpoint:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "offsets", dict(self.offsets))
-        object.__setattr__(self, "watermarks", {s: tuple(sorted(w)) for s, w in self.watermarks.items() if w})
+        if self.watermarks:
+            object.__setattr__(self, "watermarks", {s: tuple(sorted(w)) for s, w in self.watermarks.items() if w})
+        else:
+            object.__setattr__(self, "watermarks", {})
 
     def __hash__(self) -> int:
         return hash((self.task_name, tuple(sorted(self.offsets.items()))))
