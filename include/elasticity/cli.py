@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 import time
-import warnings
 from collections.abc import Sequence
 
 from .checkpoint.migration import MigrationError
@@ -187,7 +186,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    warnings.simplefilter("default")
     try:
         return args.func(args)
     except (ConfigError, BrokerUnreachable, BrokerError, TopicError, StoreError, MigrationError, SerdeError) as e:
