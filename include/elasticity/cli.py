@@ -126,11 +126,14 @@ def cmd_rescale(args: argparse.Namespace) -> int:
     coordinator = _coordinator(args.config)
     if args.dry_run:
         plan = coordinator.plan_rescale(args.factor)
-        print(plan.migration.describe())
-        print("dry run: nothing written" if not plan.changes_nothing else "nothing to change")
+        if plan.migration is None:
+            print(f"job {coordinator.job!r} already runs at factor {plan.factor}; nothing to change")
+        else:
+            print(plan.migration.describe())
+            print("dry run: nothing written")
         return 0
     plan = coordinator.rescale(args.factor, owner=args.owner, abandon_pending=args.abandon_pending)
-    if plan.changes_nothing:
+    if plan.migration is None:
         print(f"job {coordinator.job!r} already runs at factor {plan.factor} (generation {plan.old.number}); nothing to change")
         return 0
     print(plan.migration.describe())

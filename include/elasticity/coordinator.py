@@ -38,11 +38,11 @@ class RescalePlan:
     old: Generation | None
     model: JobModel
     factor: int
-    migration: Migration
+    migration: Migration | None  # None when the job already runs this model
 
     @property
     def changes_nothing(self) -> bool:
-        return self.old is not None and self.old.factor == self.factor and self.old.job_model.tasks() == self.model.tasks()
+        return self.migration is None
 
 
 class JobCoordinator:
@@ -74,17 +74,27 @@ class JobCoordinator:
             out.update(self.inputs.offsets(group, self.config.offset_default(system)))
         return out
 
-    def plan_rescale(self, factor: int | None = None) -> RescalePlan:
-        """What a rescale would do, computed from the current checkpoints (no lock, no write)."""
+    def _target(self, factor: int | None) -> tuple[Generation | None, int, JobModel]:
         old = self.current()
         if factor is None:
             factor = old.factor if old else self.config.elasticity_factor
         if not 1 <= factor <= MAX_ELASTICITY_FACTOR:
             raise ConfigError(f"job.elasticity.factor={factor!r}: expected an integer from 1 to {MAX_ELASTICITY_FACTOR}")
-        model = self._model(factor)
-        old_cps = self.checkpoints(old) if old else {}
-        migration = migrate(old.factor if old else 1, old_cps.values(), model, factor, self._new_ssp_offsets(old_cps, model))
-        return RescalePlan(old, model, factor, migration)
+        return old, factor, self._model(factor)
+
+    def _migrate(self, old: Generation | None, old_cps: Mapping[TaskName, TaskCheckpoint], factor: int, model: JobModel) -> Migration:
+        return migrate(old.factor if old else 1, old_cps.values(), model, factor, self._new_ssp_offsets(old_cps, model))
+
+    @staticmethod
+    def _unchanged(old: Generation | None, factor: int, model: JobModel) -> bool:
+        return old is not None and old.factor == factor and old.job_model.tasks() == model.tasks()
+
+    def plan_rescale(self, factor: int | None = None) -> RescalePlan:
+        """What a rescale would do, computed from the current checkpoints (no lock, no write)."""
+        old, factor, model = self._target(factor)
+        if self._unchanged(old, factor, model):
+            return RescalePlan(old, model, factor, None)
+        return RescalePlan(old, model, factor, self._migrate(old, self.checkpoints(old) if old else {}, factor, model))
 
     def rescale(self, factor: int | None = None, owner: str | None = None, abandon_pending: bool = False) -> RescalePlan:
         """Move the job to `factor` (default: the current one, picking up new partitions) under the lease.
@@ -96,26 +106,23 @@ class JobCoordinator:
         self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
         try:
             faults.point("rescale.lease_acquired")
-            plan = self.plan_rescale(factor)
-            if plan.changes_nothing:
-                return plan
-            result: dict[str, Migration] = {}
-            expected = plan.old.number if plan.old else 0
-            old_factor = plan.old.factor if plan.old else 1
+            old, factor, model = self._target(factor)
+            if self._unchanged(old, factor, model):
+                return RescalePlan(old, model, factor, None)
+            done: list[Migration] = []
 
             def compute(old_cps: dict[TaskName, TaskCheckpoint]) -> Mapping[TaskName, TaskCheckpoint]:
-                # Recomputed from what the transaction reads under the lock, not from the dry run.
-                m = migrate(old_factor, old_cps.values(), plan.model, plan.factor, self._new_ssp_offsets(old_cps, plan.model))
-                result["migration"] = m
-                return m.checkpoints
+                # from the checkpoints the transaction reads under the row lock
+                done.append(self._migrate(old, old_cps, factor, model))
+                return done[-1].checkpoints
 
-            reason = f"rescale {old_factor} -> {plan.factor}" if plan.old else f"first generation at factor {plan.factor}"
+            reason = f"rescale {old.factor} -> {factor}" if old else f"first generation at factor {factor}"
             self.store.write_generation(
-                self.job, expected, plan.factor, plan.model, compute, owner, reason,
+                self.job, old.number if old else 0, factor, model, compute, owner, reason,
                 self.config.checkpoint_write_versions, self.config.checkpoint_read_versions,
                 self.config.live_checkpoint_max_age_ms, abandon_pending,
             )
-            return RescalePlan(plan.old, plan.model, plan.factor, result["migration"])
+            return RescalePlan(old, model, factor, done[-1])
         finally:
             self.store.release_lease(self.job, owner)
 
