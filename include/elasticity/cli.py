@@ -142,6 +142,22 @@ def cmd_rescale(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run_batch(args: argparse.Namespace) -> int:
+    from .spark.engine import BatchFailed, MicroBatchEngine
+    from .spark.session import session
+
+    config = load_config(args.config)
+    engine = MicroBatchEngine(config, session(config))
+    try:
+        summaries = engine.run(args.max_records, args.until_caught_up, args.owner)
+    except BatchFailed as e:
+        print(f"error: batch failed after committing what succeeded: {e}", file=sys.stderr)
+        return 1
+    for s in summaries:
+        print(s.to_json())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="elasticity", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -184,6 +200,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--owner", default=None, help="lease owner id (a retry with the same id may retake its lease)")
     r.add_argument("--abandon-pending", action="store_true", help="abandon a planned batch that never committed")
     r.set_defaults(func=cmd_rescale)
+
+    b = sub.add_parser("run-batch", help="run one micro-batch on Spark (plan, read, route, process, sink, commit)")
+    b.add_argument("--config", required=True)
+    b.add_argument("--max-records", type=int, default=None, help="cap of this batch (default batch.max.records)")
+    b.add_argument("--until-caught-up", action="store_true", help="keep running batches until no lag is left")
+    b.add_argument("--owner", default=None, help="lease owner id (default batch@host:pid)")
+    b.set_defaults(func=cmd_run_batch)
     return p
 
 
@@ -191,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ConfigError, BrokerUnreachable, BrokerError, TopicError, StoreError, MigrationError, SerdeError) as e:
+    except (ConfigError, BrokerUnreachable, BrokerError, TopicError, StoreError, MigrationError, SerdeError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

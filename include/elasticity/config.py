@@ -164,6 +164,23 @@ KEYS: tuple[Key, ...] = (
     Key("task.checkpoint.history.size", _int_range(1, 1000), 10, "Checkpoints kept per virtual task and version."),
     Key("job.lease.ttl.ms", _int_range(1000), 300_000, "How long a batch or rescale holds the job's lease before another may take it."),
     Key("batch.max.records", _int_range(1), 100_000, "Most records one micro-batch reads over all partitions (like Spark's maxOffsetsPerTrigger)."),
+    Key("batch.read.chunk.records", _int_range(1), 50_000, "Longest offset range one Spark task reads; longer ranges are cut into chunks read in parallel."),
+    Key("app.class", _nonempty, None, "module:factory building the operator chain (default: the identity app)."),
+    Key("job.output.path", _nonempty, None, "Root of the Parquet outputs (default $ELASTICITY_HOME/<job>/output)."),
+    Key("job.audit.path", _nonempty, None, "Parquet audit dataset, one row per processed input record (default $ELASTICITY_HOME/<job>/audit)."),
+    Key("job.dead.letter.path", _nonempty, None, "Parquet dead-letter dataset (default $ELASTICITY_HOME/<job>/dead-letter)."),
+    Key("task.dead.letter.policy", _choice({"dlq": "dlq", "fail": "fail"}), "dlq", "dlq: a bad record goes to the dead-letter sink; fail: its task stops there and the batch fails."),
+    Key("task.max.concurrency", _int_range(1, 10_000), 1, "flat_map_async calls in flight per virtual task."),
+    Key("task.callback.timeout.ms", _int_range(1), None, "A flat_map_async call slower than this fails its record (timeout)."),
+    Key("job.container.thread.pool.size", _int_range(0, 1024), None, "Threads running a container's virtual tasks side by side (default: one per task, at most 64; 0 = one thread)."),
+    Key("task.commit.max.delay.ms", _int_range(0), 60_000, "An upload still running at the next commit: within this delay the new commit is skipped, beyond it the new commit waits."),
+    Key("task.commit.timeout.ms", _int_range(1), 300_000, "Longest a checkpoint upload may take before the batch fails."),
+    Key("spark.master", _nonempty, "local[*]", "Spark master for the embedded session."),
+    Key("spark.remote", _nonempty, None, "Spark Connect URL (sc://host:15002); used instead of spark.master when set."),
+    Key("systems.<system>.samza.key.serde", _choice({"string": "string", "json": "json", "byte": "byte"}), "string", "Key serde of a system: string, json or byte."),
+    Key("systems.<system>.samza.msg.serde", _choice({"string": "string", "json": "json", "byte": "byte"}), "json", "Message serde of a system: string, json or byte."),
+    Key("stores.<store>.backup.factories", _nonempty, None, "State backup backends of a store (CheckpointV2 state checkpoint markers)."),
+    Key("stores.<store>.restore.factory", _nonempty, None, "State restore backend of a store."),
 )
 
 
@@ -185,6 +202,14 @@ class JobConfig:
     checkpoint_history_size: int = 10
     lease_ttl_ms: int = 300_000
     batch_max_records: int = 100_000
+    read_chunk_records: int = 50_000
+    app_class: str | None = None
+    dead_letter_policy: str = "dlq"
+    max_concurrency: int = 1
+    callback_timeout_ms: int | None = None
+    thread_pool_size: int | None = None
+    commit_max_delay_ms: int = 60_000
+    commit_timeout_ms: int = 300_000
 
     @property
     def raw_map(self) -> dict[str, str]:
@@ -204,6 +229,15 @@ class JobConfig:
             or self.get(f"systems.{system}.default.stream.samza.offset.default")
             or "upcoming"
         )
+
+    def serde(self, system: str, what: str) -> str:
+        """`key` or `msg` serde of a system."""
+        return self.get(f"systems.{system}.samza.{what}.serde") or ("string" if what == "key" else "json")
+
+    def path(self, key: str, leaf: str) -> str:
+        """job.output.path / job.audit.path / job.dead.letter.path, defaulting under the state folder."""
+        home = Path(os.environ.get("ELASTICITY_HOME", ".elasticity")).resolve()
+        return self.get(key) or str(home / self.job_name / leaf)
 
     def checkpoint_store_url(self) -> str:
         return (
@@ -309,6 +343,14 @@ def validate(props: Mapping[str, str]) -> JobConfig:
         checkpoint_history_size=get("task.checkpoint.history.size"),
         lease_ttl_ms=get("job.lease.ttl.ms"),
         batch_max_records=get("batch.max.records"),
+        read_chunk_records=get("batch.read.chunk.records"),
+        app_class=get("app.class"),
+        dead_letter_policy=get("task.dead.letter.policy"),
+        max_concurrency=get("task.max.concurrency"),
+        callback_timeout_ms=get("task.callback.timeout.ms"),
+        thread_pool_size=get("job.container.thread.pool.size"),
+        commit_max_delay_ms=get("task.commit.max.delay.ms"),
+        commit_timeout_ms=get("task.commit.timeout.ms"),
     )
 
 

@@ -103,6 +103,8 @@ class JobCoordinator:
         the old or the new generation, never a mix.
         """
         owner = owner or default_owner()
+        held = self.store.lease(self.job)
+        already_ours = held is not None and held.owner == owner  # a batch that refreshes its model keeps its lease
         self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
         try:
             faults.point("rescale.lease_acquired")
@@ -124,15 +126,23 @@ class JobCoordinator:
             )
             return RescalePlan(old, model, factor, done[-1])
         finally:
-            self.store.release_lease(self.job, owner)
+            if not already_ours:
+                self.store.release_lease(self.job, owner)
 
     def initialize(self, owner: str | None = None) -> Generation:
-        """The current generation, creating the first one from the config if the job is new."""
+        """The current generation, creating the first one from the config if the job is new,
+        or a new one at the same factor when input partitions were added."""
         current = self.current()
         if current is None:
             self.rescale(self.config.elasticity_factor, owner)
-            current = self.current()
-            assert current is not None
+        else:
+            counts = self.inputs.partition_counts(self.config.inputs)
+            known = {s.without_key_bucket() for t in current.job_model.tasks() for s in t.system_stream_partitions}
+            wanted = {SystemStreamPartition(ss.system, ss.stream, p) for ss, n in counts.items() for p in range(n)}
+            if wanted != known:
+                self.rescale(current.factor, owner)
+        current = self.current()
+        assert current is not None
         return current
 
     def replace_checkpoints(self, task_checkpoints: Iterable[TaskCheckpoint], owner: str | None = None) -> Generation:

@@ -102,6 +102,17 @@ batches = Table(
 )
 
 
+batch_metrics = Table(
+    "elasticity_batch_metrics",
+    metadata,
+    Column("job_name", String(255), primary_key=True),
+    Column("batch_id", BigInteger, primary_key=True),
+    Column("generation", Integer, nullable=False),
+    Column("created_ms", BigInteger, nullable=False),
+    Column("metrics", Text, nullable=False),  # JSON: the batch summary and SEP-32's metrics
+)
+
+
 class StoreError(RuntimeError):
     pass
 
@@ -233,6 +244,30 @@ class CheckpointStore:
         if row is None or row.lease_owner is None or row.lease_expires_ms < self.clock():
             return None
         return Lease(job, row.lease_owner, row.lease_expires_ms)
+
+    def batches_with_status(self, job: str, status: str) -> list[int]:
+        with self.engine.connect() as conn:
+            return list(
+                conn.execute(select(batches.c.batch_id).where(batches.c.job_name == job, batches.c.status == status)).scalars()
+            )
+
+    def record_metrics(self, job: str, batch_id: int, generation: int, metrics_json: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(delete(batch_metrics).where(batch_metrics.c.job_name == job, batch_metrics.c.batch_id == batch_id))
+            conn.execute(
+                insert(batch_metrics).values(job_name=job, batch_id=batch_id, generation=generation, created_ms=self.clock(), metrics=metrics_json)
+            )
+
+    def metrics(self, job: str, limit: int = 100) -> list[dict]:
+        """The latest batches' metrics, oldest first."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(batch_metrics.c.metrics)
+                .where(batch_metrics.c.job_name == job)
+                .order_by(batch_metrics.c.batch_id.desc())
+                .limit(limit)
+            ).scalars()
+            return [json.loads(r) for r in reversed(list(rows))]
 
     # --- lease ---------------------------------------------------------------
 

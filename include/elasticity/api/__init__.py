@@ -1,0 +1,10 @@
+"""The application API: a Samza-style high-level operator chain on MessageStream.
+
+An application is a factory `build(app: ApplicationDescriptor) -> None` named by
+`app.class=module:factory`; it takes input streams, chains operators, and sends
+results to outputs.
+"""
+
+from .stream import KV, ApplicationDescriptor, Message, MessageStream, OutputStream
+
+__all__ = ["KV", "ApplicationDescriptor", "Message", "MessageStream", "OutputStream"]

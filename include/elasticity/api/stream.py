@@ -1,0 +1,139 @@
+"""MessageStream and its operators, as a small graph the executor runs per virtual task.
+
+Operators: map, filter, flat_map, flat_map_async (Samza's flatMapAsync: a
+coroutine per message, at most `task.max.concurrency` in flight, outputs still
+in input order), merge, partition_by (to an intermediate Kafka topic that the
+job reads as another input) and send_to. An input record is done, and may be
+checkpointed, once everything derived from it has reached a terminal operator.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from ..model import SystemStream, SystemStreamPartition
+
+
+class KV(NamedTuple):
+    """A keyed output; anything else sent to an output keeps the key of its input record."""
+
+    key: Any
+    value: Any
+
+
+@dataclass(frozen=True)
+class Message:
+    """An input record, decoded."""
+
+    key: Any
+    value: Any
+    ssp: SystemStreamPartition
+    offset: int
+    timestamp: int
+
+
+@dataclass(frozen=True)
+class OutputStream:
+    """`kafka.<topic>` (at-least-once) or `parquet.<name>` (exactly-once, under `job.output.path`)."""
+
+    system: str
+    name: str
+
+    @property
+    def kind(self) -> str:
+        return "parquet" if self.system == "parquet" else "kafka"
+
+
+@dataclass(eq=False)
+class Node:
+    op: str  # input | map | filter | flat_map | flat_map_async | merge | send_to
+    fn: Callable[..., Any] | None = None
+    output: OutputStream | None = None
+    stream: SystemStream | None = None
+    children: list[Node] = field(default_factory=list)
+    name: str = ""
+
+
+class MessageStream:
+    def __init__(self, app: ApplicationDescriptor, node: Node) -> None:
+        self._app = app
+        self._node = node
+
+    def _then(self, op: str, fn: Callable[..., Any] | None = None, **kw: Any) -> MessageStream:
+        node = Node(op, fn, name=f"{op}-{self._app._next_id()}", **kw)
+        self._node.children.append(node)
+        return MessageStream(self._app, node)
+
+    def map(self, fn: Callable[[Any], Any]) -> MessageStream:
+        return self._then("map", fn)
+
+    def filter(self, fn: Callable[[Any], bool]) -> MessageStream:
+        return self._then("filter", fn)
+
+    def flat_map(self, fn: Callable[[Any], Iterable[Any]]) -> MessageStream:
+        return self._then("flat_map", fn)
+
+    def flat_map_async(self, fn: Callable[[Any], Awaitable[Iterable[Any]]]) -> MessageStream:
+        return self._then("flat_map_async", fn)
+
+    def merge(self, *others: MessageStream) -> MessageStream:
+        node = Node("merge", name=f"merge-{self._app._next_id()}")
+        for s in (self, *others):
+            s._node.children.append(node)
+        return MessageStream(self._app, node)
+
+    def send_to(self, output: OutputStream | str) -> None:
+        out = self._app.output(output) if isinstance(output, str) else output
+        self._then("send_to", output=out)
+
+    def partition_by(self, key_fn: Callable[[Any], Any], intermediate: str, value_fn: Callable[[Any], Any] | None = None) -> MessageStream:
+        """Re-key through an intermediate topic (`kafka.<topic>`, listed in task.inputs);
+        the returned stream is that topic's, read by later batches."""
+        value_fn = value_fn or (lambda item: item.value if isinstance(item, Message) else item)
+        self.map(lambda item: KV(key_fn(item), value_fn(item))).send_to(intermediate)
+        return self._app.input(intermediate)
+
+
+class ApplicationDescriptor:
+    def __init__(self, job_inputs: tuple[SystemStream, ...] = ()) -> None:
+        self.job_inputs = job_inputs  # task.inputs, for apps that handle every input alike
+        self.inputs: dict[SystemStream, Node] = {}
+        self.outputs: dict[str, OutputStream] = {}
+        self._ids = 0
+
+    def _next_id(self) -> int:
+        self._ids += 1
+        return self._ids
+
+    def input(self, stream: SystemStream | str) -> MessageStream:
+        ss = stream if isinstance(stream, SystemStream) else SystemStream.parse(stream)
+        node = self.inputs.setdefault(ss, Node("input", stream=ss, name=f"input-{ss}"))
+        return MessageStream(self, node)
+
+    def output(self, spec: str) -> OutputStream:
+        system, sep, name = spec.partition(".")
+        if not sep or not name:
+            raise ValueError(f"output {spec!r}: expected kafka.<topic> or parquet.<name>")
+        return self.outputs.setdefault(spec, OutputStream(system, name))
+
+
+def load_application(spec: str | None, inputs: Iterable[SystemStream]) -> ApplicationDescriptor:
+    """Build the app named by `app.class=module:factory`; without one, the identity app."""
+    app = ApplicationDescriptor(tuple(inputs))
+    if not spec:
+        from ..apps.identity import build
+
+        build(app)
+        return app
+    module_name, sep, attr = spec.partition(":")
+    if not sep:
+        raise ValueError(f"app.class={spec!r}: expected module:factory")
+    factory = getattr(importlib.import_module(module_name), attr)
+    factory(app)
+    missing = set(app.inputs) - set(app.job_inputs)
+    if missing:
+        raise ValueError(f"app.class={spec!r} reads {sorted(map(str, missing))}, which task.inputs does not list")
+    return app

@@ -1,0 +1,1 @@
+"""Applications shipped with the product (`app.class=elasticity.apps.<module>:build`)."""

@@ -1,0 +1,199 @@
+"""Process stage: the virtual-task slices of one container, run side by side.
+
+Runs inside a Spark Python worker (or anywhere): routed records in, sinks
+written, one summary row per virtual task out. Slices run on a thread pool
+(Samza's `job.container.thread.pool.size`), each strictly in (SSP, offset)
+order, which is how I/O-bound virtual tasks overlap without more containers.
+Nothing here imports Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .api.executor import SliceExecutor
+from .api.stream import ApplicationDescriptor, Message, load_application
+from .model import SystemStream, SystemStreamPartition, TaskName
+from .serde import ssp_to_key
+from .serdes import SerdeFailure, deserialize, serialize
+from .sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, write_task_file
+
+ROUTED_DDL = (
+    "system string, stream string, partition int, offset long, key binary, value binary, timestamp long, "
+    "key_bucket int, task_name string, container string"
+)
+SUMMARY_SCHEMA = pa.schema(
+    [
+        ("task_name", pa.string()),
+        ("records", pa.int64()),
+        ("processed", pa.int64()),
+        ("dead_lettered", pa.int64()),
+        ("outputs", pa.int64()),
+        ("process_ns", pa.int64()),
+        ("stopped", pa.string()),  # JSON {sspkb key: first offset not processed}, when the task stopped early
+        ("error", pa.string()),
+    ]
+)
+SUMMARY_DDL = "task_name string, records long, processed long, dead_lettered long, outputs long, process_ns long, stopped string, error string"
+
+
+@dataclass(frozen=True)
+class ProcessContext:
+    """Everything a worker needs, shipped with the closure (plain values only)."""
+
+    job_name: str
+    batch_id: int
+    app_class: str | None
+    job_inputs: tuple[SystemStream, ...]
+    key_serdes: dict[str, str]  # system -> serde
+    msg_serdes: dict[str, str]
+    output_path: str
+    audit_path: str
+    dead_letter_path: str
+    output_bootstraps: dict[str, str]  # system -> bootstrap, for Kafka outputs
+    policy: str = "dlq"
+    max_concurrency: int = 1
+    callback_timeout_ms: int | None = None
+    thread_pool_size: int | None = None  # None: one thread per virtual task (at most 64)
+
+
+_apps: dict[tuple[str | None, tuple[SystemStream, ...]], ApplicationDescriptor] = {}
+_apps_lock = threading.Lock()
+
+
+def _application(ctx: ProcessContext) -> ApplicationDescriptor:
+    key = (ctx.app_class, ctx.job_inputs)
+    with _apps_lock:
+        if key not in _apps:
+            _apps[key] = load_application(ctx.app_class, ctx.job_inputs)
+        return _apps[key]
+
+
+@dataclass
+class _Outputs:
+    """Kafka producers shared by the threads of one container."""
+
+    ctx: ProcessContext
+    producers: dict[str, Any] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def producer(self, system: str):
+        with self.lock:
+            if system not in self.producers:
+                from kafka import KafkaProducer
+
+                self.producers[system] = KafkaProducer(bootstrap_servers=self.ctx.output_bootstraps[system], acks="all", linger_ms=5)
+            return self.producers[system]
+
+    def flush(self) -> None:
+        for p in self.producers.values():
+            p.flush()
+            p.close()
+
+
+def process_partition(ctx: ProcessContext, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    batches = list(batches)
+    if not batches:
+        return
+    table = pa.Table.from_batches(batches)
+    if table.num_rows == 0:
+        return
+    table = table.take(pc.sort_indices(table, [("task_name", "ascending"), ("system", "ascending"), ("stream", "ascending"),
+                                               ("partition", "ascending"), ("offset", "ascending")]))
+    names = table.column("task_name").to_pylist()
+    bounds = [0] + [i for i in range(1, len(names)) if names[i] != names[i - 1]] + [len(names)]
+    slices = [(names[a], table.slice(a, b - a)) for a, b in zip(bounds, bounds[1:], strict=False)]
+    outputs = _Outputs(ctx)
+    pool = ctx.thread_pool_size or min(64, len(slices))
+    try:
+        if pool <= 1:
+            rows = [_run_slice(ctx, TaskName(n), t, outputs) for n, t in slices]
+        else:
+            with ThreadPoolExecutor(pool, thread_name_prefix="vtask") as ex:
+                rows = list(ex.map(lambda nt: _run_slice(ctx, TaskName(nt[0]), nt[1], outputs), slices))
+    finally:
+        outputs.flush()
+    yield pa.RecordBatch.from_pylist(rows, schema=SUMMARY_SCHEMA)
+
+
+def _run_slice(ctx: ProcessContext, task: TaskName, table: pa.Table, outputs: _Outputs) -> dict[str, Any]:
+    rows = table.to_pylist()
+    messages, failed = [], {}
+    for i, r in enumerate(rows):
+        ssp = SystemStreamPartition(r["system"], r["stream"], r["partition"])
+        try:
+            key = deserialize(ctx.key_serdes.get(r["system"], "string"), r["key"], "key")
+            value = deserialize(ctx.msg_serdes.get(r["system"], "json"), r["value"], "value")
+        except SerdeFailure as e:
+            key, value, failed[i] = None, None, f"deserialize: {e}"
+        messages.append(Message(key, value, ssp, r["offset"], r["timestamp"]))
+
+    app = _application(ctx)
+    result = SliceExecutor(app, ctx.max_concurrency, ctx.callback_timeout_ms, ctx.policy).run(messages, failed)
+    end = result.stopped_at if result.stopped_at is not None else len(rows)
+
+    output_count = 0
+    for out in app.outputs.values():
+        produced = result.outputs.get(out, [])
+        output_count += len(produced)
+        serde = ctx.msg_serdes.get(out.system, "json")
+        if out.kind == "parquet":
+            table_out = pa.table(
+                {
+                    "key": [serialize("string", k) if not isinstance(k, bytes) else k for _, k, _ in produced],
+                    "value": [serialize("json", v) for _, _, v in produced],
+                    "task_name": [task.name] * len(produced),
+                    "batch_id": [ctx.batch_id] * len(produced),
+                    "seq": list(range(len(produced))),
+                    "source_partition": [rows[i]["partition"] for i, _, _ in produced],
+                    "source_offset": [rows[i]["offset"] for i, _, _ in produced],
+                },
+                schema=OUTPUT_SCHEMA,
+            )
+            write_task_file(f"{ctx.output_path.rstrip('/')}/{out.name}", ctx.batch_id, task, table_out)
+        else:
+            producer = outputs.producer(out.system)
+            key_serde = ctx.key_serdes.get(out.system, "string")
+            for _, k, v in produced:
+                producer.send(out.name, key=serialize(key_serde, k), value=serialize(serde, v))
+
+    audit = [
+        {"system": r["system"], "stream": r["stream"], "partition": r["partition"], "offset": r["offset"], "key": r["key"],
+         "task_name": task.name, "batch_id": ctx.batch_id, "seq": i, "status": "dead_letter" if i in result.failures else "processed"}
+        for i, r in enumerate(rows[:end])
+    ]
+    write_task_file(ctx.audit_path, ctx.batch_id, task, pa.Table.from_pylist(audit, schema=AUDIT_SCHEMA))
+    dead = [
+        {"system": rows[i]["system"], "stream": rows[i]["stream"], "partition": rows[i]["partition"], "offset": rows[i]["offset"],
+         "key": rows[i]["key"], "value": rows[i]["value"], "task_name": task.name, "batch_id": ctx.batch_id, "error": err}
+        for i, err in sorted(result.failures.items())
+        if i < end
+    ]
+    if dead:
+        write_task_file(ctx.dead_letter_path, ctx.batch_id, task, pa.Table.from_pylist(dead, schema=DEAD_LETTER_SCHEMA))
+
+    stopped: dict[str, int] = {}
+    error = None
+    if result.stopped_at is not None:
+        error = f"{task.name} stopped at {rows[end]['stream']}-{rows[end]['partition']}@{rows[end]['offset']}: {result.failures[end]}"
+        for r in rows[end:]:
+            sspkb = SystemStreamPartition(r["system"], r["stream"], r["partition"], r["key_bucket"])
+            stopped.setdefault(ssp_to_key(sspkb), r["offset"])
+    return {
+        "task_name": task.name,
+        "records": len(rows),
+        "processed": end - sum(1 for i in result.failures if i < end),
+        "dead_lettered": len(dead),
+        "outputs": output_count,
+        "process_ns": result.process_ns,
+        "stopped": json.dumps(stopped) if stopped else None,
+        "error": error,
+    }

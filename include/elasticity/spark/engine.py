@@ -1,0 +1,310 @@
+"""One micro-batch on Spark: plan -> read -> route -> process -> sink -> commit -> metrics.
+
+The driver plans from the virtual tasks' checkpoints and writes the plan ahead;
+Spark tasks read each SSP's offset range once (in chunks); bucket, checkpoint and
+watermark filtering run as JVM expressions and broadcast joins (no Python per
+record); the slices of each container run in one Python worker on a thread pool;
+sinks are written per (batch, virtual task); the commit is one fenced transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ..checkpoint.model import TaskCheckpoint
+from ..checkpoint.store import CheckpointStore, Generation
+from ..config import JobConfig
+from ..coordinator import JobCoordinator
+from ..kafka.admin import resolve_bootstrap
+from ..kafka.consumer import KafkaInputs
+from ..keybucket import spark_sql_bucket, spark_sql_hash
+from ..model import NO_KEY_BUCKET, SystemStreamPartition, TaskName
+from ..planning import BatchPlan, OffsetRange, advance, plan_ranges
+from ..processing import ROUTED_DDL, SUMMARY_DDL, ProcessContext, process_partition
+from ..serde import ssp_from_key, ssp_to_key
+from ..sinks import delete_batches
+from .reader import CHUNK_DDL, RECORD_DDL, chunks, read_partition
+
+
+class BatchFailed(RuntimeError):
+    """Some virtual tasks stopped on a bad record (task.dead.letter.policy=fail); the rest committed."""
+
+
+@dataclass
+class BatchSummary:
+    job: str
+    batch_id: int | None
+    generation: int
+    factor: int
+    replayed: bool = False
+    records_read: int = 0
+    processed: int = 0
+    skipped: int = 0
+    dead_lettered: int = 0
+    outputs: int = 0
+    task_count: int = 0
+    offsets_committed: dict[str, dict[str, int]] = field(default_factory=dict)
+    lag_left: int = 0
+    lag_per_sspkb: dict[str, int] = field(default_factory=dict)
+    durations_ms: dict[str, float] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def to_json(self, **kw: Any) -> str:
+        return json.dumps(asdict(self), **kw)
+
+
+def default_batch_owner() -> str:
+    return f"batch@{socket.gethostname()}:{os.getpid()}"
+
+
+class _LeaseHeartbeat:
+    """Renews the job's lease while a long batch runs."""
+
+    def __init__(self, store: CheckpointStore, job: str, owner: str, ttl_ms: int) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(store, job, owner, ttl_ms), daemon=True)
+
+    def _run(self, store: CheckpointStore, job: str, owner: str, ttl_ms: int) -> None:
+        while not self._stop.wait(ttl_ms / 3000):
+            store.acquire_lease(job, owner, ttl_ms)
+
+    def __enter__(self) -> _LeaseHeartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+
+
+class MicroBatchEngine:
+    def __init__(self, config: JobConfig, spark: SparkSession, store: CheckpointStore | None = None, inputs: KafkaInputs | None = None) -> None:
+        self.config = config
+        self.spark = spark
+        self.store = store or CheckpointStore(config.checkpoint_store_url(), config.checkpoint_history_size)
+        self.inputs = inputs or KafkaInputs(config)
+        self.coordinator = JobCoordinator(config, self.store, self.inputs)
+        self.job = config.job_name
+
+    # --- public ---------------------------------------------------------------
+
+    def run(self, max_records: int | None = None, until_caught_up: bool = False, owner: str | None = None) -> list[BatchSummary]:
+        owner = owner or default_batch_owner()
+        summaries = []
+        self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
+        try:
+            with _LeaseHeartbeat(self.store, self.job, owner, self.config.lease_ttl_ms):
+                while True:
+                    summary = self.run_one(max_records or self.config.batch_max_records, owner)
+                    summaries.append(summary)
+                    if summary.errors:
+                        raise BatchFailed("; ".join(summary.errors))
+                    if not until_caught_up or summary.records_read == 0 or summary.lag_left == 0:
+                        return summaries
+        finally:
+            self.store.release_lease(self.job, owner)
+
+    def run_one(self, max_records: int, owner: str) -> BatchSummary:
+        t0 = time.perf_counter()
+        durations: dict[str, float] = {}
+        metrics: dict[str, Any] = {}
+
+        generation = self.coordinator.current()
+        pending = self.store.pending_plan(self.job) if generation else None
+        if pending is None:
+            t = time.perf_counter_ns()
+            generation = self.coordinator.initialize(owner)  # also picks up new input partitions
+            metrics["job-model-generation-ns"] = time.perf_counter_ns() - t
+        assert generation is not None
+        cps = self.coordinator.checkpoints(generation)
+
+        if pending is not None:
+            plan, replayed = pending, True
+            self._clean_batch(plan.batch_id)  # a retry overwrites whatever the failed attempt left
+        else:
+            bases = sorted({s.without_key_bucket() for cp in cps.values() for s in cp.offsets})
+            high = self.inputs.offsets(bases, "upcoming")
+            ranges = plan_ranges(cps.values(), high, max_records)
+            replayed = False
+            if sum(r.size for r in ranges) == 0:
+                return self._summary(generation, None, cps, high, durations | {"plan": _ms(t0)}, metrics)
+            plan = self.store.plan_batch(self.job, generation.number, ranges, owner)
+        self._clean_batch(*self.store.batches_with_status(self.job, "abandoned"))
+        durations["plan"] = _ms(t0)
+
+        t = time.perf_counter()
+        records = self._read(plan)
+        records_read = records.count()
+        durations["read"] = _ms(t)
+        metrics["total-input-consumption-ns"] = int(durations["read"] * 1e6)
+
+        t = time.perf_counter()
+        routed = self._route(records, generation, cps).cache()
+        routed_count = routed.count()
+        durations["route"] = _ms(t)
+        metrics["keyhash-compute-ns"] = int(durations["route"] * 1e6)
+
+        t = time.perf_counter()
+        ctx = self._context(plan)
+        containers = max(1, len(generation.job_model.containers))
+        rows = (
+            routed.repartition(containers, "container")
+            .mapInArrow(partial(process_partition, ctx), SUMMARY_DDL)
+            .collect()
+        )
+        durations["process"] = _ms(t)
+        records.unpersist()
+        routed.unpersist()
+
+        t = time.perf_counter_ns()
+        stopped: dict[TaskName, dict[SystemStreamPartition, int]] = {}
+        for r in rows:
+            if r.stopped:
+                stopped[TaskName(r.task_name)] = {ssp_from_key(k): int(v) for k, v in json.loads(r.stopped).items()}
+        new_cps = {name: advance(cp, plan.ranges, stopped.get(name)) for name, cp in cps.items()}
+        metrics["checkpoint-compute-ns"] = time.perf_counter_ns() - t
+
+        t = time.perf_counter()
+        self.store.commit_batch(plan, new_cps.values(), self.config.checkpoint_write_versions, owner)
+        durations["commit"] = _ms(t)
+        metrics["commit-ns"] = int(durations["commit"] * 1e6)
+        metrics["process-ns"] = {r.task_name: r.process_ns for r in rows}
+
+        high = {r.ssp: r.end for r in plan.ranges}
+        high.update(self.inputs.offsets(list(high), "upcoming"))
+        summary = self._summary(generation, plan, new_cps, high, durations, metrics)
+        summary.replayed = replayed
+        summary.records_read = records_read
+        summary.processed = sum(r.processed for r in rows)
+        summary.dead_lettered = sum(r.dead_lettered for r in rows)
+        summary.outputs = sum(r.outputs for r in rows)
+        summary.skipped = records_read - routed_count
+        summary.errors = [r.error for r in rows if r.error]
+        summary.durations_ms["total"] = _ms(t0)
+        self.store.record_metrics(self.job, plan.batch_id, generation.number, summary.to_json())
+        return summary
+
+    # --- stages ---------------------------------------------------------------
+
+    def _read(self, plan: BatchPlan) -> DataFrame:
+        systems = {r.ssp.system for r in plan.ranges}
+        bootstraps = {s: resolve_bootstrap(self.config, s) for s in systems}
+        parts = [r for r in plan.ranges if r.size > 0]
+        cs = chunks(parts, bootstraps, self.config.read_chunk_records)
+        df = self.spark.createDataFrame([asdict(c) for c in cs] or [], CHUNK_DDL)
+        return df.repartition(max(1, len(cs))).mapInArrow(read_partition, RECORD_DDL).cache()
+
+    def _route(self, records: DataFrame, generation: Generation, cps: dict[TaskName, TaskCheckpoint]) -> DataFrame:
+        """Bucket in the JVM, join each record to its virtual task, drop what a task has done already."""
+        factor = generation.factor
+        container_of = {t.task_name: c.processor_id for c in generation.job_model.containers for t in c.tasks}
+        vtasks, marks = [], []
+        for name, cp in cps.items():
+            for ssp, offset in cp.offsets.items():
+                vtasks.append((ssp.system, ssp.stream, ssp.partition, ssp.key_bucket, name.name, container_of[name], offset))
+                for w in cp.watermarks.get(ssp, ()):
+                    marks.append((ssp.system, ssp.stream, ssp.partition, ssp.key_bucket, w.factor, w.bucket, w.offset))
+        vt = self.spark.createDataFrame(
+            vtasks, "system string, stream string, partition int, key_bucket int, task_name string, container string, start_offset long"
+        )
+        keyed = records.withColumn("h", F.expr(spark_sql_hash("key", "offset"))).withColumn(
+            "key_bucket", F.expr(spark_sql_bucket("key", "offset", factor)).cast("int") if factor > 1 else F.lit(NO_KEY_BUCKET)
+        )
+        routed = keyed.join(F.broadcast(vt), ["system", "stream", "partition", "key_bucket"]).where(F.col("offset") >= F.col("start_offset"))
+        if marks:
+            wm = self.spark.createDataFrame(
+                marks, "w_system string, w_stream string, w_partition int, w_key_bucket int, w_factor int, w_bucket int, w_offset long"
+            )
+            cond = (
+                (routed.system == wm.w_system) & (routed.stream == wm.w_stream) & (routed.partition == wm.w_partition)
+                & (routed.key_bucket == wm.w_key_bucket) & (F.pmod(routed.h, wm.w_factor) == wm.w_bucket)
+                & (routed.offset < wm.w_offset)
+            )
+            routed = routed.join(F.broadcast(wm), cond, "left_anti")
+        return routed.select(*[c.split()[0] for c in ROUTED_DDL.split(", ")])
+
+    def _context(self, plan: BatchPlan) -> ProcessContext:
+        c = self.config
+        kafka_systems = {s.system for s in c.inputs} | {"kafka"}
+        bootstraps = {}
+        for s in kafka_systems:
+            with contextlib.suppress(ConnectionError):  # no broker: no Kafka output on this system
+                bootstraps[s] = resolve_bootstrap(c, s)
+        return ProcessContext(
+            job_name=c.job_name,
+            batch_id=plan.batch_id,
+            app_class=c.app_class,
+            job_inputs=c.inputs,
+            key_serdes={s: c.serde(s, "key") for s in kafka_systems},
+            msg_serdes={s: c.serde(s, "msg") for s in kafka_systems},
+            output_path=c.path("job.output.path", "output"),
+            audit_path=c.path("job.audit.path", "audit"),
+            dead_letter_path=c.path("job.dead.letter.path", "dead-letter"),
+            output_bootstraps=bootstraps,
+            policy=c.dead_letter_policy,
+            max_concurrency=c.max_concurrency,
+            callback_timeout_ms=c.callback_timeout_ms,
+            thread_pool_size=c.thread_pool_size,
+        )
+
+    def _clean_batch(self, *batch_ids: int) -> None:
+        if not batch_ids:
+            return
+        c = self.config
+        roots = [c.path("job.audit.path", "audit"), c.path("job.dead.letter.path", "dead-letter")]
+        out_root = c.path("job.output.path", "output")
+        if os.path.isdir(out_root):
+            roots += [os.path.join(out_root, d) for d in os.listdir(out_root)]
+        for root in roots:
+            delete_batches(root, batch_ids)
+
+    def _summary(
+        self, generation: Generation, plan: BatchPlan | None, cps: dict[TaskName, TaskCheckpoint],
+        high: dict[SystemStreamPartition, int], durations: dict[str, float], metrics: dict[str, Any],
+    ) -> BatchSummary:
+        lag = {}
+        for cp in cps.values():
+            for ssp, offset in cp.offsets.items():
+                lag[ssp_to_key(ssp)] = max(0, high.get(ssp.without_key_bucket(), offset) - offset)
+        metrics["task-count"] = len(cps)
+        metrics["lag"] = lag
+        return BatchSummary(
+            job=self.job,
+            batch_id=plan.batch_id if plan else None,
+            generation=generation.number,
+            factor=generation.factor,
+            task_count=len(cps),
+            offsets_committed={n.name: {ssp_to_key(s): o for s, o in cp.offsets.items()} for n, cp in cps.items()} if plan else {},
+            lag_left=_lag_left(cps, high),
+            lag_per_sspkb=lag,
+            durations_ms=durations,
+            metrics=metrics,
+        )
+
+
+def _lag_left(cps: dict[TaskName, TaskCheckpoint], high: dict[SystemStreamPartition, int]) -> int:
+    """Offsets left to read per SSP: from the slowest virtual task to the high watermark."""
+    starts: dict[SystemStreamPartition, int] = {}
+    for cp in cps.values():
+        for ssp, offset in cp.offsets.items():
+            base = ssp.without_key_bucket()
+            starts[base] = min(offset, starts.get(base, offset))
+    return sum(max(0, high.get(b, o) - o) for b, o in starts.items())
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 1)
+
+
+__all__ = ["BatchFailed", "BatchSummary", "MicroBatchEngine", "OffsetRange"]

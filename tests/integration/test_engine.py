@@ -1,0 +1,148 @@
+"""The Spark micro-batch engine end to end: real broker, real Spark local, real store.
+
+Keyed records (null keys, a hot key, malformed values) on 3 partitions; batches
+at factor 2, rescale to 8, more batches, rescale to 3, more batches, drain.
+Everything is checked from the audit dataset and the sinks."""
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from elasticity.checkpoint.store import CheckpointStore
+from elasticity.config import validate
+from elasticity.coordinator import JobCoordinator
+from elasticity.demo import demo_records
+from elasticity.kafka.admin import create_topic
+from elasticity.kafka.consumer import KafkaInputs
+from elasticity.kafka.producer import send
+from elasticity.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table
+from elasticity.spark.engine import MicroBatchEngine
+from tests.conftest import REPO
+
+ELASTICITY = str(Path(sys.executable).with_name("elasticity"))
+MALFORMED = [(b"user-bad", b"not json{"), (None, b'{"amount": 3}'), (b"user-1", b'{"no_key": true}')]
+
+
+def feed(bootstrap, topic, n, seed):
+    records = list(demo_records(n, keys=25, seed=seed))
+    records[n // 3 : n // 3] = MALFORMED  # undecodable value, and two the app rejects
+    return send(bootstrap, topic, records)
+
+
+@pytest.fixture
+def job(kafka_bootstrap, tmp_path, monkeypatch):
+    topic = f"eng-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka_bootstrap, topic, 3)
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", kafka_bootstrap)
+    props = {
+        "job.name": f"engine-{topic}",
+        "task.inputs": f"kafka.{topic}",
+        "job.elasticity.factor": "2",
+        "job.container.count": "2",
+        "systems.kafka.default.stream.offset.default": "oldest",
+        "app.class": "elasticity.apps.enrichment:build_async",
+        "task.max.concurrency": "16",
+        "task.checkpoint.store.url": f"sqlite:///{tmp_path / 'cp.db'}",
+        "job.output.path": str(tmp_path / "out"),
+        "job.audit.path": str(tmp_path / "audit"),
+        "job.dead.letter.path": str(tmp_path / "dlq"),
+        "batch.read.chunk.records": "150",
+    }
+    return topic, props, tmp_path
+
+
+def committed_audit(store, job_name, audit_path):
+    committed = set(store.batches_with_status(job_name, "committed"))
+    rows = read_table(audit_path, AUDIT_SCHEMA).to_pylist()
+    return [r for r in rows if r["batch_id"] in committed]
+
+
+def assert_exactly_once_in_order(store, config, kafka_bootstrap):
+    job_name = config.job_name
+    audit = committed_audit(store, job_name, config.get("job.audit.path"))
+    seen = {}
+    for r in audit:
+        k = (r["partition"], r["offset"])
+        assert k not in seen, f"audited twice: {r} and {seen[k]}"
+        seen[k] = r
+    gen = store.generation(job_name)
+    inputs = KafkaInputs(config)
+    ends = inputs.offsets([s.without_key_bucket() for t in gen.job_model.tasks() for s in t.system_stream_partitions], "upcoming")
+    for ssp, end in ends.items():  # drained: every offset of every partition audited
+        missing = [o for o in range(end) if (ssp.partition, o) not in seen]
+        assert not missing, f"lost {ssp} offsets {missing[:10]}"
+    by_key = {}
+    for r in sorted(audit, key=lambda r: (r["batch_id"], r["task_name"], r["seq"])):
+        if r["key"] is not None:
+            by_key.setdefault(r["key"], []).append((r["partition"], r["offset"]))
+    for key, offs in by_key.items():
+        for (p1, o1), (p2, o2) in zip(offs, offs[1:], strict=False):
+            assert p1 == p2 and o2 > o1, f"key {key!r} out of order: {(p1, o1)} then {(p2, o2)}"
+    committed = set(store.batches_with_status(job_name, "committed"))
+    sink = [r for r in read_table(f"{config.get('job.output.path')}/enriched", OUTPUT_SCHEMA).to_pylist() if r["batch_id"] in committed]
+    sources = [(r["source_partition"], r["source_offset"]) for r in sink]
+    assert len(sources) == len(set(sources)), "duplicates in the exactly-once sink"
+    processed = {k for k, r in seen.items() if r["status"] == "processed"}
+    assert set(sources) == processed
+    return audit, sink
+
+
+def test_batches_and_rescales_lose_nothing_and_keep_key_order(spark, kafka_bootstrap, job):
+    topic, props, tmp_path = job
+    feed(kafka_bootstrap, topic, 900, seed=1)
+    config = validate(props)
+    engine = MicroBatchEngine(config, spark)
+    first = engine.run(max_records=400)[0]
+    assert (first.generation, first.factor) == (1, 2)
+    assert 400 - 3 <= first.records_read <= 400  # the cap, shared over 3 partitions in proportion to lag
+    engine.run(max_records=300)
+
+    coordinator = JobCoordinator(config, engine.store, engine.inputs)
+    assert coordinator.rescale(8).migration is not None
+    feed(kafka_bootstrap, topic, 600, seed=2)
+    s8 = engine.run(max_records=500)[0]
+    assert (s8.generation, s8.factor, s8.task_count) == (2, 8, 24)
+    coordinator.rescale(3)
+    engine.run(max_records=350)
+    summaries = engine.run(until_caught_up=True)
+    assert summaries[-1].lag_left == 0
+
+    audit, sink = assert_exactly_once_in_order(engine.store, config, kafka_bootstrap)
+    assert len(audit) == 900 + 600 + 2 * len(MALFORMED)
+    dead = read_table(str(tmp_path / "dlq"), DEAD_LETTER_SCHEMA).to_pylist()
+    reasons = sorted(d["error"] for d in dead)
+    assert len(dead) == 2 * len(MALFORMED)
+    assert sum("deserialize: value is not valid json" in r for r in reasons) == 2
+    assert sum("order without a key field" in r for r in reasons) == 4
+    metrics = engine.store.metrics(config.job_name)
+    assert {m["factor"] for m in metrics} == {2, 8, 3}
+    assert all("keyhash-compute-ns" in m["metrics"] and "lag" in m["metrics"] for m in metrics)
+
+
+def test_killed_between_sink_and_commit_rerun_has_no_duplicates(spark, kafka_bootstrap, job):
+    topic, props, tmp_path = job
+    feed(kafka_bootstrap, topic, 600, seed=3)
+    props["spark.master"] = "local[2]"
+    path = tmp_path / "job.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "ELASTICITY_FAULT": "commit.fenced:kill"}
+    args = [ELASTICITY, "run-batch", "--config", str(path), "--max-records", "300", "--owner", "airflow-run-1"]
+    killed = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert killed.returncode == 137, killed.stderr[-2000:]
+    config = validate(props)
+    store = CheckpointStore(config.checkpoint_store_url())
+    assert store.pending_plan(config.job_name).batch_id == 1  # sinks written, commit never happened
+    assert read_table(str(tmp_path / "audit"), AUDIT_SCHEMA).num_rows > 0
+
+    env.pop("ELASTICITY_FAULT")
+    rerun = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    summary = json.loads(rerun.stdout.strip().splitlines()[-1])
+    assert summary["replayed"] is True and summary["batch_id"] == 1
+    MicroBatchEngine(config, spark, store).run(until_caught_up=True)
+    assert_exactly_once_in_order(store, config, kafka_bootstrap)
