@@ -312,14 +312,20 @@ class CheckpointStore:
 
     # --- batches -------------------------------------------------------------
 
-    def plan_batch(self, job: str, generation: int, ranges: tuple[OffsetRange, ...], owner: str | None = None) -> BatchPlan:
+    def plan_batch(
+        self, job: str, generation: int, ranges: tuple[OffsetRange, ...], owner: str | None = None, after: int | None = None
+    ) -> BatchPlan:
         """Write the plan ahead of running it. A plan still pending is returned instead,
-        so a retried batch replays exactly the same ranges."""
+        so a retried batch replays exactly the same ranges; the earliest first.
+
+        `after` chains a plan behind the latest pending one, whose commit is still
+        uploading (async commit): its ranges start where that batch ends.
+        """
         with self.engine.begin() as conn:
             self._fence(conn, job, generation, owner)
-            pending = self._pending(conn, job)
-            if pending is not None:
-                return pending
+            latest = self._pending(conn, job, last=True)
+            if latest is not None and (after is None or latest.batch_id != after):
+                return self._pending(conn, job) or latest
             last = conn.execute(select(func.max(batches.c.batch_id)).where(batches.c.job_name == job)).scalar() or 0
             plan = BatchPlan(job, last + 1, generation, ranges)
             conn.execute(
@@ -337,8 +343,14 @@ class CheckpointStore:
         task_checkpoints: Iterable[TaskCheckpoint],
         write_versions: tuple[int, ...] = (1, 2),
         owner: str | None = None,
+        covers: tuple[int, ...] = (),
     ) -> None:
-        """Checkpoints of every virtual task of the batch, in one transaction, fenced by generation."""
+        """Checkpoints of every virtual task of the batch, in one transaction, fenced by generation.
+
+        `covers` names earlier batches whose own commit was skipped (async commit):
+        these checkpoints include their progress, so they are committed too.
+        """
+        ids = (*covers, plan.batch_id)
         with self.engine.begin() as conn:
             self._fence(conn, plan.job_name, plan.generation, owner)
             faults.point("commit.fenced")
@@ -346,15 +358,15 @@ class CheckpointStore:
                 update(batches)
                 .where(
                     batches.c.job_name == plan.job_name,
-                    batches.c.batch_id == plan.batch_id,
+                    batches.c.batch_id.in_(ids),
                     batches.c.generation == plan.generation,
                     batches.c.status == "planned",
                 )
                 .values(status="committed", committed_ms=self.clock())
             )
-            if res.rowcount != 1:
+            if res.rowcount != len(ids):
                 raise BatchStateError(
-                    f"job {plan.job_name!r}: batch {plan.batch_id} is not pending under generation {plan.generation} "
+                    f"job {plan.job_name!r}: batch {', '.join(map(str, ids))} is not pending under generation {plan.generation} "
                     "(already committed, or abandoned by a rescale); nothing was written"
                 )
             faults.point("commit.plan_marked")
@@ -468,10 +480,10 @@ class CheckpointStore:
             f"job {job!r}: the lease is held by {row.lease_owner!r}, not by {owner!r} (or it expired); nothing was written"
         )
 
-    def _pending(self, conn: Connection, job: str) -> BatchPlan | None:
-        row = conn.execute(
-            select(batches).where(batches.c.job_name == job, batches.c.status == "planned").order_by(batches.c.batch_id.desc())
-        ).first()
+    def _pending(self, conn: Connection, job: str, last: bool = False) -> BatchPlan | None:
+        """The earliest plan not yet committed (the one to replay), or with `last` the latest."""
+        order = batches.c.batch_id.desc() if last else batches.c.batch_id.asc()
+        row = conn.execute(select(batches).where(batches.c.job_name == job, batches.c.status == "planned").order_by(order)).first()
         return self._plan(row) if row else None
 
     @staticmethod

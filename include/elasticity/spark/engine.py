@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 
 from ..checkpoint.model import TaskCheckpoint
 from ..checkpoint.store import CheckpointStore, Generation
+from ..commit import AsyncCommitter
 from ..config import JobConfig
 from ..coordinator import JobCoordinator
 from ..kafka.admin import resolve_bootstrap
@@ -100,34 +101,81 @@ class MicroBatchEngine:
     # --- public ---------------------------------------------------------------
 
     def run(self, max_records: int | None = None, until_caught_up: bool = False, owner: str | None = None) -> list[BatchSummary]:
+        """One batch, or batches until no lag is left. In the loop, each commit's upload
+        overlaps the next batch (async commit); a single batch commits synchronously."""
         owner = owner or default_batch_owner()
-        summaries = []
+        cap = max_records or self.config.batch_max_records
+        summaries: list[BatchSummary] = []
+        by_batch: dict[int, BatchSummary] = {}
+
+        def committed(plan: BatchPlan, covers: tuple[int, ...], commit_ns: int) -> None:
+            for batch_id in (*covers, plan.batch_id):
+                summary = by_batch[batch_id]
+                summary.metrics["commit-ns"] = commit_ns if batch_id == plan.batch_id else 0
+                summary.durations_ms["commit"] = round(commit_ns / 1e6, 1) if batch_id == plan.batch_id else 0.0
+                summary.metrics["commit"] = "committed" if batch_id == plan.batch_id else f"folded into batch {plan.batch_id}"
+                self.store.record_metrics(self.job, batch_id, summary.generation, summary.to_json())
+
         self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
+        committer = AsyncCommitter(
+            self.store, self.config.checkpoint_write_versions, owner, self.config.commit_max_delay_ms,
+            self.config.commit_timeout_ms, committed,
+        )
         try:
             with _LeaseHeartbeat(self.store, self.job, owner, self.config.lease_ttl_ms):
+                snapshot = None
                 while True:
-                    summary = self.run_one(max_records or self.config.batch_max_records, owner)
+                    summary, plan, new_cps = self.run_one(cap, owner, snapshot)
                     summaries.append(summary)
+                    if plan is None:
+                        break
+                    by_batch[plan.batch_id] = summary
+                    if until_caught_up and not summary.replayed and not summary.errors:
+                        summary.metrics["commit"] = committer.submit(plan, new_cps.values())
+                        snapshot = (plan, new_cps)
+                    else:
+                        committer.flush()
+                        t = time.perf_counter_ns()
+                        self.store.commit_batch(plan, new_cps.values(), self.config.checkpoint_write_versions, owner)
+                        committed(plan, (), time.perf_counter_ns() - t)
+                        snapshot = None
                     if summary.errors:
                         raise BatchFailed("; ".join(summary.errors))
-                    if not until_caught_up or summary.records_read == 0 or summary.lag_left == 0:
-                        return summaries
+                    if not until_caught_up or summary.lag_left == 0:
+                        break
+                committer.flush()
         finally:
+            committer.close()
             self.store.release_lease(self.job, owner)
+        return summaries
 
-    def run_one(self, max_records: int, owner: str) -> BatchSummary:
+    def run_one(
+        self, max_records: int, owner: str, snapshot: tuple[BatchPlan, dict[TaskName, TaskCheckpoint]] | None = None
+    ) -> tuple[BatchSummary, BatchPlan | None, dict[TaskName, TaskCheckpoint]]:
+        """Plan, read, route, process and sink one batch; returns the new checkpoints to commit.
+
+        With `snapshot` (the previous batch, its commit still uploading) the plan
+        starts from those checkpoints and is chained behind that batch.
+        """
         t0 = time.perf_counter()
         durations: dict[str, float] = {}
         metrics: dict[str, Any] = {}
 
-        generation = self.coordinator.current()
-        pending = self.store.pending_plan(self.job) if generation else None
-        if pending is None:
-            t = time.perf_counter_ns()
-            generation = self.coordinator.initialize(owner)  # also picks up new input partitions
-            metrics["job-model-generation-ns"] = time.perf_counter_ns() - t
-        assert generation is not None
-        cps = self.coordinator.checkpoints(generation)
+        if snapshot is not None:
+            previous, cps = snapshot
+            generation = self.coordinator.current()
+            assert generation is not None and generation.number == previous.generation
+            pending = None
+        else:
+            previous = None
+            generation = self.coordinator.current()
+            pending = self.store.pending_plan(self.job) if generation else None
+            if pending is None:
+                t = time.perf_counter_ns()
+                generation = self.coordinator.initialize(owner)  # also picks up new input partitions
+                metrics["job-model-generation-ns"] = time.perf_counter_ns() - t
+            assert generation is not None
+            cps = self.coordinator.checkpoints(generation)
 
         if pending is not None:
             plan, replayed = pending, True
@@ -138,8 +186,8 @@ class MicroBatchEngine:
             ranges = plan_ranges(cps.values(), high, max_records)
             replayed = False
             if sum(r.size for r in ranges) == 0:
-                return self._summary(generation, None, cps, high, durations | {"plan": _ms(t0)}, metrics)
-            plan = self.store.plan_batch(self.job, generation.number, ranges, owner)
+                return self._summary(generation, None, cps, high, durations | {"plan": _ms(t0)}, metrics), None, cps
+            plan = self.store.plan_batch(self.job, generation.number, ranges, owner, after=previous.batch_id if previous else None)
         self._clean_batch(*self.store.batches_with_status(self.job, "abandoned"))
         durations["plan"] = _ms(t0)
 
@@ -158,11 +206,7 @@ class MicroBatchEngine:
         t = time.perf_counter()
         ctx = self._context(plan)
         containers = max(1, len(generation.job_model.containers))
-        rows = (
-            routed.repartition(containers, "container")
-            .mapInArrow(partial(process_partition, ctx), SUMMARY_DDL)
-            .collect()
-        )
+        rows = routed.repartition(containers, "container").mapInArrow(partial(process_partition, ctx), SUMMARY_DDL).collect()
         durations["process"] = _ms(t)
         records.unpersist()
         routed.unpersist()
@@ -174,11 +218,6 @@ class MicroBatchEngine:
                 stopped[TaskName(r.task_name)] = {ssp_from_key(k): int(v) for k, v in json.loads(r.stopped).items()}
         new_cps = {name: advance(cp, plan.ranges, stopped.get(name)) for name, cp in cps.items()}
         metrics["checkpoint-compute-ns"] = time.perf_counter_ns() - t
-
-        t = time.perf_counter()
-        self.store.commit_batch(plan, new_cps.values(), self.config.checkpoint_write_versions, owner)
-        durations["commit"] = _ms(t)
-        metrics["commit-ns"] = int(durations["commit"] * 1e6)
         metrics["process-ns"] = {r.task_name: r.process_ns for r in rows}
 
         high = {r.ssp: r.end for r in plan.ranges}
@@ -192,8 +231,7 @@ class MicroBatchEngine:
         summary.skipped = records_read - routed_count
         summary.errors = [r.error for r in rows if r.error]
         summary.durations_ms["total"] = _ms(t0)
-        self.store.record_metrics(self.job, plan.batch_id, generation.number, summary.to_json())
-        return summary
+        return summary, plan, new_cps
 
     # --- stages ---------------------------------------------------------------
 

@@ -1,0 +1,90 @@
+"""Async commit on a real store: uploads overlap the next batch, skipped commits
+fold into the next one, long uploads make the next commit wait, and chained
+plans replay in order after a crash."""
+
+import time
+
+import pytest
+
+from elasticity import faults
+from elasticity.checkpoint.model import TaskCheckpoint
+from elasticity.checkpoint.store import CheckpointStore
+from elasticity.commit import AsyncCommitter
+from elasticity.config import validate
+from elasticity.grouping import build_job_model
+from elasticity.model import SystemStream, SystemStreamPartition
+from elasticity.planning import OffsetRange
+
+S = SystemStream("kafka", "orders")
+SSP = SystemStreamPartition("kafka", "orders", 0)
+
+
+@pytest.fixture
+def setup(store_url, job_name):
+    store = CheckpointStore(store_url)
+    model = build_job_model(validate({"job.name": job_name, "task.inputs": str(S)}), {S: 1})
+    (task,) = model.tasks()
+    store.acquire_lease(job_name, "me", 60_000)
+    store.write_generation(job_name, 0, 1, model, lambda _: {task.task_name: TaskCheckpoint(task.task_name, {SSP: 0})}, "me", "first")
+    yield store, job_name, task.task_name
+    store.close()
+
+
+def cp(task, offset):
+    return [TaskCheckpoint(task, {SSP: offset})]
+
+
+def slow_uploads(seconds):
+    return faults.hook(lambda point: time.sleep(seconds) if point == "commit.upload" else None)
+
+
+def test_skipped_commits_fold_into_the_next_upload(setup):
+    store, job, task = setup
+    done = []
+    committer = AsyncCommitter(store, (1, 2), "me", max_delay_ms=10_000, timeout_ms=10_000,
+                               on_committed=lambda plan, covers, ns: done.append((plan.batch_id, covers)))
+    with slow_uploads(0.4):
+        p1 = store.plan_batch(job, 1, (OffsetRange(SSP, 0, 10),), "me")
+        assert committer.submit(p1, cp(task, 10)) == "uploading"
+        p2 = store.plan_batch(job, 1, (OffsetRange(SSP, 10, 20),), "me", after=p1.batch_id)
+        assert p2.batch_id == p1.batch_id + 1
+        assert committer.submit(p2, cp(task, 20)) == "skipped"
+        p3 = store.plan_batch(job, 1, (OffsetRange(SSP, 20, 30),), "me", after=p2.batch_id)
+        assert committer.submit(p3, cp(task, 30)) == "skipped"
+        committer.close()
+    assert done == [(p1.batch_id, ()), (p3.batch_id, (p2.batch_id,))]
+    assert {store.plan(job, p.batch_id)[1] for p in (p1, p2, p3)} == {"committed"}
+    assert store.checkpoints(job, 1)[task].offsets[SSP] == 30
+
+
+def test_an_upload_older_than_max_delay_makes_the_next_commit_wait(setup):
+    store, job, task = setup
+    committer = AsyncCommitter(store, (2,), "me", max_delay_ms=0, timeout_ms=10_000)
+    with slow_uploads(0.3):
+        p1 = store.plan_batch(job, 1, (OffsetRange(SSP, 0, 10),), "me")
+        committer.submit(p1, cp(task, 10))
+        p2 = store.plan_batch(job, 1, (OffsetRange(SSP, 10, 20),), "me", after=p1.batch_id)
+        assert committer.submit(p2, cp(task, 20)) == "waited"
+        committer.close()
+    assert committer.waits == 1 and store.checkpoints(job, 1, (2,))[task].offsets[SSP] == 20
+
+
+def test_chained_plans_replay_in_order_after_a_crash(setup):
+    store, job, task = setup
+    p1 = store.plan_batch(job, 1, (OffsetRange(SSP, 0, 10),), "me")
+    p2 = store.plan_batch(job, 1, (OffsetRange(SSP, 10, 20),), "me", after=p1.batch_id)
+    # the process died with both uploads outstanding: a new run replays the earliest first
+    assert store.plan_batch(job, 1, (OffsetRange(SSP, 0, 99),), "me") == p1
+    store.commit_batch(p1, cp(task, 10), owner="me")
+    assert store.plan_batch(job, 1, (OffsetRange(SSP, 10, 99),), "me") == p2
+
+
+def test_upload_errors_surface_at_the_next_commit(setup):
+    store, job, task = setup
+    committer = AsyncCommitter(store, (2,), "me", max_delay_ms=0, timeout_ms=10_000)
+    p1 = store.plan_batch(job, 1, (OffsetRange(SSP, 0, 10),), "me")
+    with faults.raise_at("commit.plan_marked"):
+        committer.submit(p1, cp(task, 10))
+        with pytest.raises(faults.InjectedFault):
+            committer.flush()
+    assert store.pending_plan(job) == p1  # nothing half-written; the batch replays

@@ -1,0 +1,137 @@
+"""The application API and the slice executor (pure Python, no Spark)."""
+
+import asyncio
+import time
+
+import pytest
+
+from elasticity.api import KV, ApplicationDescriptor, Message
+from elasticity.api.executor import SliceExecutor
+from elasticity.api.stream import load_application
+from elasticity.model import SystemStream, SystemStreamPartition
+
+S = SystemStream("kafka", "orders")
+P = SystemStream("kafka", "payments")
+
+
+def msgs(*values, stream=S):
+    return [Message(f"k{i % 3}", v, SystemStreamPartition(stream.system, stream.stream, 0), i, 0) for i, v in enumerate(values)]
+
+
+def test_map_filter_flat_map_keep_input_order_and_keys():
+    app = ApplicationDescriptor((S,))
+    app.input(S).map(lambda m: m.value * 10).filter(lambda v: v != 20).flat_map(lambda v: [v, v + 1]).send_to("parquet.out")
+    result = SliceExecutor(app).run(msgs(1, 2, 3))
+    out = result.outputs[app.output("parquet.out")]
+    assert [(i, k, v) for i, k, v in out] == [(0, "k0", 10), (0, "k0", 11), (2, "k2", 30), (2, "k2", 31)]
+    assert result.failures == {} and result.stopped_at is None
+
+
+def test_flat_map_async_runs_concurrently_and_keeps_order():
+    async def slow(m):
+        await asyncio.sleep(0.05 if m.offset % 2 == 0 else 0.01)  # later records finish first
+        return [KV(m.key, m.offset)]
+
+    app = ApplicationDescriptor((S,))
+    app.input(S).flat_map_async(slow).send_to("parquet.out")
+    start = time.perf_counter()
+    result = SliceExecutor(app, max_concurrency=32).run(msgs(*range(40)))
+    elapsed = time.perf_counter() - start
+    assert [v for _, _, v in result.outputs[app.output("parquet.out")]] == list(range(40))
+    assert elapsed < 40 * 0.03 / 4  # far from sequential; generous for a noisy machine
+
+
+def test_max_concurrency_bounds_calls_in_flight():
+    in_flight, peak = 0, 0
+
+    async def probe(m):
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.005)
+        in_flight -= 1
+        return [m.value]
+
+    app = ApplicationDescriptor((S,))
+    app.input(S).flat_map_async(probe).send_to("parquet.out")
+    SliceExecutor(app, max_concurrency=3).run(msgs(*range(20)))
+    assert peak == 3
+
+
+def test_callback_timeout_fails_the_record_into_the_dead_letters():
+    async def maybe_slow(m):
+        await asyncio.sleep(1 if m.value == "slow" else 0)
+        return [m.value]
+
+    app = ApplicationDescriptor((S,))
+    app.input(S).flat_map_async(maybe_slow).send_to("parquet.out")
+    result = SliceExecutor(app, max_concurrency=4, callback_timeout_ms=50).run(msgs("a", "slow", "c"))
+    assert [v for _, _, v in result.outputs[app.output("parquet.out")]] == ["a", "c"]
+    assert "timed out after task.callback.timeout.ms=50" in result.failures[1]
+
+
+def _raises_on_bad(m):
+    if m.value == "bad":
+        raise ValueError("bad record")
+    return m.value
+
+
+def test_dlq_policy_drops_everything_derived_from_a_failing_record():
+    app = ApplicationDescriptor((S,))
+    stream = app.input(S)
+    stream.send_to("parquet.raw")  # this branch alone would succeed
+    stream.map(_raises_on_bad).send_to("parquet.clean")
+    result = SliceExecutor(app, policy="dlq").run(msgs("a", "bad", "c"))
+    assert [v for _, _, v in result.outputs[app.output("parquet.raw")]] == ["a", "c"]
+    assert [v for _, _, v in result.outputs[app.output("parquet.clean")]] == ["a", "c"]
+    assert result.failures == {1: "map-2: ValueError: bad record"} and result.stopped_at is None
+
+
+def test_fail_policy_stops_the_task_at_the_first_failing_record():
+    app = ApplicationDescriptor((S,))
+    app.input(S).map(_raises_on_bad).send_to("parquet.out")
+    result = SliceExecutor(app, policy="fail").run(msgs("a", "bad", "c", "bad"))
+    assert [v for _, _, v in result.outputs[app.output("parquet.out")]] == ["a"]
+    assert result.stopped_at == 1
+
+
+def test_undecodable_records_never_reach_the_graph():
+    seen = []
+    app = ApplicationDescriptor((S,))
+    app.input(S).map(lambda m: seen.append(m.offset) or m.value).send_to("parquet.out")
+    result = SliceExecutor(app).run(msgs("a", None, "c"), failed={1: "deserialize: value is not valid json"})
+    assert seen == [0, 2] and result.failures[1].startswith("deserialize")
+
+
+def test_merge_and_partition_by():
+    app = ApplicationDescriptor((S, P, SystemStream("kafka", "by-user")))
+    merged = app.input(S).merge(app.input(P))
+    rekeyed = merged.partition_by(lambda m: m.value["user"], "kafka.by-user")
+    rekeyed.map(lambda m: m.value).send_to("parquet.users")
+    orders = [Message("o1", {"user": "u1"}, SystemStreamPartition("kafka", "orders", 0), 0, 0)]
+    payments = [Message("p1", {"user": "u2"}, SystemStreamPartition("kafka", "payments", 0), 5, 0)]
+    result = SliceExecutor(app).run(orders + payments)
+    intermediate = result.outputs[app.output("kafka.by-user")]
+    assert [(k, v) for _, k, v in intermediate] == [("u1", {"user": "u1"}), ("u2", {"user": "u2"})]
+    later = [Message("u1", {"user": "u1"}, SystemStreamPartition("kafka", "by-user", 0), 0, 0)]
+    assert [v for _, _, v in SliceExecutor(app).run(later).outputs[app.output("parquet.users")]] == [{"user": "u1"}]
+
+
+def test_load_application():
+    identity = load_application(None, (S, P))
+    assert set(identity.inputs) == {S, P} and set(identity.outputs) == {"parquet.output"}
+    enrich = load_application("elasticity.apps.enrichment:build_async", (S,))
+    assert [n.op for n in enrich.inputs[S].children] == ["filter"]
+    with pytest.raises(ValueError, match="module:factory"):
+        load_application("elasticity.apps.enrichment", (S,))
+    with pytest.raises(ValueError, match="task.inputs does not list"):
+        load_application("tests.unit.test_api:_reads_payments", (S,))
+
+
+def _reads_payments(app):
+    app.input(P).send_to("parquet.out")
+
+
+def test_output_spec_is_validated():
+    with pytest.raises(ValueError, match="kafka.<topic> or parquet.<name>"):
+        ApplicationDescriptor().output("nowhere")

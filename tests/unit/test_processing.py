@@ -1,0 +1,101 @@
+"""The process stage without Spark: slices in, sinks and summaries out."""
+
+import json
+import subprocess
+import sys
+
+import pyarrow as pa
+import pytest
+
+from elasticity.model import SystemStream, SystemStreamPartition, TaskName
+from elasticity.processing import SUMMARY_SCHEMA, ProcessContext, process_partition
+from elasticity.serde import ssp_to_key
+from elasticity.serdes import SerdeFailure, deserialize, serialize
+from elasticity.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table, task_file
+
+ROUTED = pa.schema(
+    [("system", pa.string()), ("stream", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()), ("key", pa.binary()),
+     ("value", pa.binary()), ("timestamp", pa.int64()), ("key_bucket", pa.int32()), ("task_name", pa.string()), ("container", pa.string())]
+)
+
+
+def ctx(tmp_path, policy="dlq", batch_id=7):
+    return ProcessContext(
+        job_name="j", batch_id=batch_id, app_class="tests.unit.test_processing:double_app", job_inputs=(SystemStream("kafka", "orders"),),
+        key_serdes={"kafka": "string"}, msg_serdes={"kafka": "json"}, output_path=str(tmp_path / "out"),
+        audit_path=str(tmp_path / "audit"), dead_letter_path=str(tmp_path / "dlq"), output_bootstraps={}, policy=policy,
+    )
+
+
+def double_app(app):
+    app.input("kafka.orders").map(lambda m: m.value["n"] * 2).send_to("parquet.doubled")
+
+
+def rows(*records):
+    """records: (task, bucket, offset, value bytes)"""
+    cols = {f.name: [] for f in ROUTED}
+    for task, bucket, offset, value in records:
+        for name, v in zip(ROUTED.names, ["kafka", "orders", 0, offset, b"k%d" % bucket, value, 0, bucket, task, "0"], strict=True):
+            cols[name].append(v)
+    return [pa.RecordBatch.from_pydict(cols, schema=ROUTED)]
+
+
+def test_slices_run_in_offset_order_with_sinks_audit_and_dead_letters(tmp_path):
+    batch = rows(
+        ("Partition_0-1-2", 1, 5, b'{"n": 5}'),
+        ("Partition_0-0-2", 0, 3, b'{"n": 3}'),
+        ("Partition_0-1-2", 1, 1, b'{"n": 1}'),
+        ("Partition_0-0-2", 0, 4, b"not json"),
+        ("Partition_0-1-2", 1, 2, b'{"x": 1}'),  # the app fails on it: KeyError
+    )
+    (summary,) = process_partition(ctx(tmp_path), iter(batch))
+    assert summary.schema == SUMMARY_SCHEMA
+    by_task = {r["task_name"]: r for r in summary.to_pylist()}
+    assert by_task["Partition_0-1-2"]["processed"] == 2 and by_task["Partition_0-1-2"]["dead_lettered"] == 1
+    assert by_task["Partition_0-0-2"]["processed"] == 1 and by_task["Partition_0-0-2"]["dead_lettered"] == 1
+    assert all(r["error"] is None and r["stopped"] is None for r in by_task.values())
+
+    out = read_table(str(tmp_path / "out" / "doubled"), OUTPUT_SCHEMA).to_pylist()
+    vtask1 = [json.loads(r["value"]) for r in sorted(out, key=lambda r: r["seq"]) if r["task_name"] == "Partition_0-1-2"]
+    assert vtask1 == [2, 10]  # offsets 1 then 5: offset order, not arrival order
+    audit = read_table(str(tmp_path / "audit"), AUDIT_SCHEMA).to_pylist()
+    assert sorted((r["task_name"], r["seq"], r["offset"], r["status"]) for r in audit) == [
+        ("Partition_0-0-2", 0, 3, "processed"), ("Partition_0-0-2", 1, 4, "dead_letter"),
+        ("Partition_0-1-2", 0, 1, "processed"), ("Partition_0-1-2", 1, 2, "dead_letter"), ("Partition_0-1-2", 2, 5, "processed"),
+    ]
+    dead = {r["offset"]: r["error"] for r in read_table(str(tmp_path / "dlq"), DEAD_LETTER_SCHEMA).to_pylist()}
+    assert "value is not valid json" in dead[4] and "KeyError" in dead[2]
+
+
+def test_fail_policy_reports_where_each_task_stopped(tmp_path):
+    batch = rows(("Partition_0-1-2", 1, 1, b'{"n": 1}'), ("Partition_0-1-2", 1, 2, b'{"x": 1}'), ("Partition_0-1-2", 1, 3, b'{"n": 3}'))
+    (summary,) = process_partition(ctx(tmp_path, policy="fail"), iter(batch))
+    (row,) = summary.to_pylist()
+    assert row["processed"] == 1 and "stopped at orders-0@2" in row["error"]
+    assert json.loads(row["stopped"]) == {ssp_to_key(SystemStreamPartition("kafka", "orders", 0, 1)): 2}
+    assert [r["offset"] for r in read_table(str(tmp_path / "audit"), AUDIT_SCHEMA).to_pylist()] == [1]
+
+
+def test_a_retried_batch_overwrites_its_own_files(tmp_path):
+    batch = rows(("Partition_0-0-2", 0, 1, b'{"n": 1}'))
+    list(process_partition(ctx(tmp_path), iter(batch)))
+    list(process_partition(ctx(tmp_path), iter(batch)))
+    assert read_table(str(tmp_path / "out" / "doubled"), OUTPUT_SCHEMA).num_rows == 1
+    assert task_file(TaskName("a/b")) != task_file(TaskName("a_b"))
+
+
+def test_serdes():
+    assert deserialize("json", b'{"a": 1}', "value") == {"a": 1}
+    assert deserialize("string", None, "key") is None
+    assert serialize("json", {"b": 1, "a": 2}) == b'{"a":2,"b":1}'
+    with pytest.raises(SerdeFailure, match="key is not valid string"):
+        deserialize("string", b"\xff", "key")
+
+
+def test_the_domain_core_imports_neither_spark_nor_airflow():
+    core = ["model", "serde", "keybucket", "tasknames", "grouping", "config", "planning", "coordinator", "processing", "sinks",
+            "checkpoint.store", "checkpoint.migration", "api.executor", "cli"]
+    code = "import sys\n" + "".join(f"import elasticity.{m}\n" for m in core) + \
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('pyspark', 'airflow')]\nprint(bad)\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
