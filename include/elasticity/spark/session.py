@@ -1,6 +1,6 @@
-"""The SparkSession a batch runs on: local by default, a cluster through
-spark-submit, or Spark Connect (`spark.remote`). Only DataFrame APIs that Spark
-Connect has are used (mapInArrow, joins, broadcast, cache)."""
+"""The SparkSession a batch runs on: local by default, the session spark-submit
+set up (its --master wins), or Spark Connect (`spark.remote`). Only DataFrame
+APIs that Spark Connect has are used (mapInArrow, joins, broadcast, cache)."""
 
 from __future__ import annotations
 
@@ -21,30 +21,23 @@ def session(config: JobConfig, app_name: str | None = None) -> SparkSession:
     remote = config.get("spark.remote") or os.environ.get("SPARK_REMOTE")
     if remote:
         spark = builder.remote(remote).getOrCreate()
+        target = remote
     else:
-        existing = SparkSession.getActiveSession()
-        if existing is not None:  # spark-submit or a test made one: use it as it is
-            return existing
-        builder = builder.master(config.get("spark.master") or "local[*]")
-        builder = builder.config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "8")
-        spark = builder.getOrCreate()
-    ship_library(spark)
+        if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: the config names the master
+            builder = builder.master(config.get("spark.master") or "local[*]")
+        spark = builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
+        target = spark.conf.get("spark.master", "local")
+    if not target.startswith("local"):
+        ship_library(spark)
     return spark
 
 
 def ship_library(spark: SparkSession) -> None:
     """Make `elasticity` importable on executors that do not have it installed (cluster mode)."""
-    master = spark.conf.get("spark.master", "local") if not _is_connect(spark) else "connect"
-    if master.startswith("local"):
-        return
     package = Path(__file__).resolve().parents[1]
     folder = tempfile.mkdtemp(prefix="elasticity-lib-")
     archive = shutil.make_archive(os.path.join(folder, "elasticity"), "zip", root_dir=package.parent, base_dir=package.name)
-    if _is_connect(spark):
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
         spark.addArtifacts(archive, pyfile=True)
     else:
         spark.sparkContext.addPyFile(archive)
-
-
-def _is_connect(spark: SparkSession) -> bool:
-    return type(spark).__module__.startswith("pyspark.sql.connect")
