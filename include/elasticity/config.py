@@ -326,6 +326,12 @@ def validate(props: Mapping[str, str]) -> JobConfig:
             f"job.container.count={props['job.container.count']!r}: with AllSspToSingleTask every container "
             "would read every SSP and process each record once per container; expected 1"
         )
+    read_v, write_v = get("task.checkpoint.read.versions"), get("task.checkpoint.write.versions")
+    if not set(read_v) & set(write_v):
+        errors.append(
+            f"task.checkpoint.read.versions={','.join(map(str, read_v))!r}: reads none of the versions that "
+            f"task.checkpoint.write.versions={','.join(map(str, write_v))!r} writes; expected at least one in common"
+        )
     if errors:
         raise ConfigError("invalid job config:\n  " + "\n  ".join(errors))
     return JobConfig(

@@ -17,7 +17,7 @@ from typing import Protocol
 from . import faults
 from .checkpoint.migration import Migration, migrate
 from .checkpoint.model import TaskCheckpoint
-from .checkpoint.store import CheckpointStore, Generation
+from .checkpoint.store import CheckpointStore, Generation, StoreError
 from .config import MAX_ELASTICITY_FACTOR, ConfigError, JobConfig
 from .grouping import build_job_model
 from .model import JobModel, SystemStream, SystemStreamPartition, TaskName
@@ -56,9 +56,18 @@ class JobCoordinator:
         return self.store.generation(self.job)
 
     def checkpoints(self, generation: Generation) -> dict[TaskName, TaskCheckpoint]:
-        return self.store.checkpoints(
+        """Every task's checkpoint; a task without one is an error, never a silent restart."""
+        found = self.store.checkpoints(
             self.job, generation.number, self.config.checkpoint_read_versions, self.config.live_checkpoint_max_age_ms
         )
+        missing = sorted(t.task_name.name for t in generation.job_model.tasks() if t.task_name not in found)
+        if missing:
+            raise StoreError(
+                f"job {self.job!r} generation {generation.number}: no checkpoint of version "
+                f"{','.join(map(str, self.config.checkpoint_read_versions))} (task.checkpoint.read.versions) for "
+                f"{len(missing)} tasks, e.g. {missing[:3]}"
+            )
+        return found
 
     def _model(self, factor: int) -> JobModel:
         config = self.config.with_overrides({"job.elasticity.factor": str(factor)})

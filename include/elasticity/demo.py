@@ -8,13 +8,15 @@ import random
 from collections.abc import Iterator
 
 
-def demo_records(count: int, keys: int, seed: int = 7, null_key_every: int = 50) -> Iterator[tuple[bytes | None, bytes]]:
+def demo_records(
+    count: int, keys: int, seed: int = 7, null_key_every: int = 50, hot_key_share: float = 0.1
+) -> Iterator[tuple[bytes | None, bytes]]:
     rng = random.Random(seed)
     seq: dict[str | None, int] = {}
     for i in range(count):
         if null_key_every and i % null_key_every == null_key_every - 1:
             key = None
-        elif rng.random() < 0.1:
+        elif rng.random() < hot_key_share:
             key = "user-0"  # hot key
         else:
             key = f"user-{rng.randrange(keys)}"

@@ -126,3 +126,9 @@ def test_readme_documents_every_key():
     readme = (REPO / "README.md").read_text()
     missing = [k.name for k in KEYS if f"`{k.name}`" not in readme]
     assert not missing, f"README.md does not document {missing}"
+
+
+def test_read_versions_must_read_something_written():
+    with pytest.raises(ConfigError, match="reads none of the versions"):
+        validate({**BASE, "task.checkpoint.write.versions": "2", "task.checkpoint.read.versions": "1"})
+    assert validate({**BASE, "task.checkpoint.write.versions": "2", "task.checkpoint.read.versions": "1,2"}).checkpoint_read_versions == (1, 2)
