@@ -45,6 +45,8 @@ def spark():
     import sys
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # Python workers can import the test apps (tests/apps.py), as a user's workers import theirs
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     from pyspark.sql import SparkSession
 
     session = (

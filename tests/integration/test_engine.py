@@ -146,3 +146,38 @@ def test_killed_between_sink_and_commit_rerun_has_no_duplicates(spark, kafka_boo
     assert summary["replayed"] is True and summary["batch_id"] == 1
     MicroBatchEngine(config, spark, store).run(until_caught_up=True)
     assert_exactly_once_in_order(store, config, kafka_bootstrap)
+
+
+def test_kafka_sink_is_at_least_once_and_keeps_keys(spark, kafka_bootstrap, job):
+    from kafka import KafkaConsumer, TopicPartition
+
+    topic, props, tmp_path = job
+    feed(kafka_bootstrap, topic, 300, seed=4)
+    props["app.class"] = "tests.apps:relay"
+    config = validate(props)
+    summary = MicroBatchEngine(config, spark).run(until_caught_up=True)[-1]
+    assert summary.lag_left == 0
+    consumer = KafkaConsumer(bootstrap_servers=kafka_bootstrap, enable_auto_commit=False, consumer_timeout_ms=3000)
+    tps = [TopicPartition(f"{topic}-relay", p) for p in range(3)]
+    consumer.assign(tps)
+    consumer.seek_to_beginning()
+    relayed = [json.loads(r.value) | {"key": r.key} for r in consumer]
+    consumer.close()
+    assert len(relayed) == 300 + 2  # the undecodable record went to the dead letters
+    assert len({(r["partition"], r["offset"]) for r in relayed}) == len(relayed)
+
+
+def test_fail_policy_commits_the_others_and_stops_the_failing_task(spark, kafka_bootstrap, job):
+    from elasticity.spark.engine import BatchFailed
+
+    topic, props, tmp_path = job
+    feed(kafka_bootstrap, topic, 60, seed=5)
+    props |= {"app.class": "tests.apps:broken", "task.dead.letter.policy": "fail"}
+    config = validate(props)
+    engine = MicroBatchEngine(config, spark)
+    with pytest.raises(BatchFailed, match="cannot handle offset"):
+        engine.run()
+    cps = engine.coordinator.checkpoints(engine.coordinator.current())
+    stopped = [o for cp in cps.values() for o in cp.offsets.values()]
+    assert min(stopped) <= 2 < max(stopped)  # the failing tasks stopped early; the others moved on
+    assert not engine.store.pending_plan(config.job_name)

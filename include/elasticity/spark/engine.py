@@ -22,12 +22,13 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ..api.stream import load_application
 from ..checkpoint.model import TaskCheckpoint
 from ..checkpoint.store import CheckpointStore, Generation
 from ..commit import AsyncCommitter
 from ..config import JobConfig
 from ..coordinator import JobCoordinator
-from ..kafka.admin import resolve_bootstrap
+from ..kafka.admin import create_topic, resolve_bootstrap
 from ..kafka.consumer import KafkaInputs
 from ..keybucket import spark_sql_bucket, spark_sql_hash
 from ..model import NO_KEY_BUCKET, SystemStreamPartition, TaskName
@@ -274,11 +275,17 @@ class MicroBatchEngine:
 
     def _context(self, plan: BatchPlan) -> ProcessContext:
         c = self.config
-        kafka_systems = {s.system for s in c.inputs} | {"kafka"}
+        app = load_application(c.app_class, c.inputs)  # on the driver too: a bad app.class fails before any work
+        kafka_outputs = [o for o in app.outputs.values() if o.kind == "kafka"]
+        kafka_systems = {s.system for s in c.inputs} | {o.system for o in kafka_outputs}
         bootstraps = {}
         for s in kafka_systems:
             with contextlib.suppress(ConnectionError):  # no broker: no Kafka output on this system
                 bootstraps[s] = resolve_bootstrap(c, s)
+        if kafka_outputs:
+            partitions = max(self.inputs.partition_counts(c.inputs).values())
+            for o in kafka_outputs:
+                create_topic(bootstraps[o.system], o.name, partitions)  # intermediate streams get the inputs' width
         return ProcessContext(
             job_name=c.job_name,
             batch_id=plan.batch_id,

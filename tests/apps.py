@@ -1,0 +1,21 @@
+"""Applications used by the engine tests (importable by Spark's Python workers)."""
+
+from elasticity.api import KV, ApplicationDescriptor
+
+
+def relay(app: ApplicationDescriptor) -> None:
+    """Every input record to the Kafka topic `<input>-relay`, keyed as it came."""
+    for s in app.job_inputs:
+        app.input(s).map(lambda m: KV(m.key, {"offset": m.offset, "partition": m.ssp.partition, **m.value})).send_to(f"kafka.{s.stream}-relay")
+
+
+def broken(app: ApplicationDescriptor) -> None:
+    """Fails on every third record: for task.dead.letter.policy=fail."""
+
+    def check(m):
+        if m.offset % 3 == 2:
+            raise RuntimeError(f"cannot handle offset {m.offset}")
+        return m.value
+
+    for s in app.job_inputs:
+        app.input(s).map(check).send_to("parquet.out")
