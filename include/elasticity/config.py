@@ -169,6 +169,7 @@ KEYS: tuple[Key, ...] = (
     Key("job.output.path", _nonempty, None, "Root of the Parquet outputs (default $ELASTICITY_HOME/<job>/output)."),
     Key("job.audit.path", _nonempty, None, "Parquet audit dataset, one row per processed input record (default $ELASTICITY_HOME/<job>/audit)."),
     Key("job.dead.letter.path", _nonempty, None, "Parquet dead-letter dataset (default $ELASTICITY_HOME/<job>/dead-letter)."),
+    Key("job.report.path", _nonempty, None, "Folder of the data-quality reports (default $ELASTICITY_HOME/<job>/reports)."),
     Key("task.dead.letter.policy", _choice({"dlq": "dlq", "fail": "fail"}), "dlq", "dlq: a bad record goes to the dead-letter sink; fail: its task stops there and the batch fails."),
     Key("task.max.concurrency", _int_range(1, 10_000), 1, "flat_map_async calls in flight per virtual task."),
     Key("task.callback.timeout.ms", _int_range(1), None, "A flat_map_async call slower than this fails its record (timeout)."),

@@ -245,6 +245,14 @@ class CheckpointStore:
             return None
         return Lease(job, row.lease_owner, row.lease_expires_ms)
 
+    def plans(self, job: str, status: str | None = None) -> list[BatchPlan]:
+        """Batch plans in batch order, optionally only those with `status`."""
+        query = select(batches).where(batches.c.job_name == job).order_by(batches.c.batch_id)
+        if status:
+            query = query.where(batches.c.status == status)
+        with self.engine.connect() as conn:
+            return [self._plan(r) for r in conn.execute(query)]
+
     def batches_with_status(self, job: str, status: str) -> list[int]:
         with self.engine.connect() as conn:
             return list(

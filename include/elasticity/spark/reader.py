@@ -65,6 +65,12 @@ def _consumer(bootstrap: str):
     return c
 
 
+def close_consumers() -> None:
+    """Close the cached consumers (a driver that read directly, not a Spark worker)."""
+    while _consumers:
+        _consumers.popitem()[1].close()
+
+
 def read_chunk(chunk: Chunk) -> Iterator[pa.RecordBatch]:
     from kafka import TopicPartition
 

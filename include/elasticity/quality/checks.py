@@ -1,0 +1,90 @@
+"""The facts the data-quality suites check, as plain tables (pandas).
+
+Each table has one boolean or count column that an expectation constrains, and
+a `record` column that names the offending key and offset when it fails:
+
+  loss     every input record the current checkpoints have passed is audited
+  order    per key, audit order (batch, seq) follows offset order, across rescales
+  routing  within a generation every key was handled by one virtual task
+  audit    no input record audited twice
+  sink     no input record twice in the exactly-once (Parquet) sink
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..checkpoint.model import TaskCheckpoint
+from ..keybucket import record_hash
+from ..model import SystemStreamPartition, TaskName
+
+
+@dataclass(frozen=True)
+class QualityInputs:
+    audit: pd.DataFrame  # committed batches' audit rows
+    inputs: pd.DataFrame  # re-read input records: system, stream, partition, offset, key
+    sink: pd.DataFrame  # committed batches' Parquet output rows (may be empty)
+    generation_of_batch: dict[int, int]
+    factor: int  # of the current generation
+    checkpoints: dict[TaskName, TaskCheckpoint]  # of the current generation
+
+
+def _record(row: pd.Series, key_col: str = "key") -> str:
+    key = row[key_col]
+    key = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
+    return f"{row['stream']}-{row['partition']}@{row['offset']} key={key}"
+
+
+def committed_records(q: QualityInputs) -> pd.DataFrame:
+    """The re-read input records that the current checkpoints say are done."""
+    owner: dict[SystemStreamPartition, tuple[int, tuple]] = {}
+    for cp in q.checkpoints.values():
+        for ssp, offset in cp.offsets.items():
+            owner[ssp] = (offset, cp.watermarks.get(ssp, ()))
+    done = []
+    for system, stream, partition, offset, key in q.inputs[["system", "stream", "partition", "offset", "key"]].itertuples(index=False):
+        h = record_hash(key, offset)
+        base = SystemStreamPartition(system, stream, int(partition))
+        found = owner.get(base.with_key_bucket(h % q.factor) if q.factor > 1 else base)
+        done.append(found is not None and (offset < found[0] or any(w.covers(h, offset) for w in found[1])))
+    return q.inputs[pd.Series(done, index=q.inputs.index, dtype=bool)] if len(q.inputs) else q.inputs
+
+
+def loss_table(q: QualityInputs) -> pd.DataFrame:
+    committed = committed_records(q)
+    audited = q.audit[["system", "stream", "partition", "offset"]].drop_duplicates().assign(audited=True)
+    t = committed.merge(audited, on=["system", "stream", "partition", "offset"], how="left")
+    t["audited"] = t["audited"].eq(True)
+    t["record"] = t.apply(_record, axis=1) if len(t) else pd.Series(dtype=str)
+    return t[["record", "audited"]]
+
+
+def order_table(q: QualityInputs) -> pd.DataFrame:
+    a = q.audit[q.audit["key"].notna()].sort_values(["batch_id", "task_name", "seq"], kind="stable")
+    prev = a.groupby(["system", "stream", "partition", "key"], sort=False)["offset"].shift()
+    t = a.assign(in_order=prev.isna() | (a["offset"] > prev))
+    t["record"] = t.apply(_record, axis=1) if len(t) else pd.Series(dtype=str)
+    return t[["record", "in_order"]]
+
+
+def routing_table(q: QualityInputs) -> pd.DataFrame:
+    a = q.audit[q.audit["key"].notna()].assign(generation=q.audit["batch_id"].map(q.generation_of_batch))
+    t = a.groupby(["generation", "system", "stream", "partition", "key"])["task_name"].nunique().rename("tasks_per_key").reset_index()
+    t["record"] = [f"generation {g} {s}-{p} key={k.decode('utf-8', 'replace')}" for g, s, p, k in
+                   t[["generation", "stream", "partition", "key"]].itertuples(index=False)]
+    return t[["record", "tasks_per_key"]]
+
+
+def audit_table(q: QualityInputs) -> pd.DataFrame:
+    t = q.audit[["stream", "partition", "offset", "key", "batch_id"]].copy()
+    t["record"] = t.apply(_record, axis=1) if len(t) else pd.Series(dtype=str)
+    return t
+
+
+def sink_table(q: QualityInputs) -> pd.DataFrame:
+    t = q.sink[["output", "source_partition", "source_offset", "batch_id"]].copy() if len(q.sink) else pd.DataFrame(
+        {"output": [], "source_partition": [], "source_offset": [], "batch_id": []})
+    t["record"] = [f"{o} from partition {p}@{s}" for o, p, s in t[["output", "source_partition", "source_offset"]].itertuples(index=False)]
+    return t
