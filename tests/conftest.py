@@ -4,6 +4,9 @@ the embedded broker (or the Kafka named by KAFKA_BOOTSTRAP_SERVERS)."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,16 @@ settings.register_profile("ci", deadline=None, max_examples=200)
 settings.load_profile("ci" if os.environ.get("CI") else "default")
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Airflow reads its configuration when first imported: point it at a private,
+# throw-away home (SQLite) before any test module imports it.
+os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="elasticity-airflow-"))
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "dags")
+os.environ.setdefault("AIRFLOW__CORE__PARALLELISM", "4")
+os.environ.setdefault("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')
+os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # spark-submit of the venv
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -40,11 +53,15 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="session")
+def airflow_db() -> str:
+    """A real Airflow metadata database (SQLite), migrated once per session."""
+    subprocess.run([str(Path(sys.executable).parent / "airflow"), "db", "migrate"], check=True, capture_output=True, timeout=300)
+    return os.environ["AIRFLOW_HOME"]
+
+
+@pytest.fixture(scope="session")
 def spark():
     """A real local SparkSession (local[2]: this machine has 2 cores)."""
-    import sys
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # Python workers can import the test apps (tests/apps.py), as a user's workers import theirs
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     from pyspark.sql import SparkSession

@@ -50,6 +50,8 @@ class BatchSummary:
     generation: int
     factor: int
     replayed: bool = False
+    owner: str = ""  # the lease owner: an Airflow run id, so a run finds the batches it committed
+    finished_ms: int = 0
     records_read: int = 0
     processed: int = 0
     skipped: int = 0
@@ -127,6 +129,7 @@ class MicroBatchEngine:
                 snapshot = None
                 while True:
                     summary, plan, new_cps = self.run_one(cap, owner, snapshot)
+                    summary.owner = owner
                     summaries.append(summary)
                     if plan is None:
                         break
@@ -232,6 +235,7 @@ class MicroBatchEngine:
         summary.skipped = records_read - routed_count
         summary.errors = [r.error for r in rows if r.error]
         summary.durations_ms["total"] = _ms(t0)
+        summary.finished_ms = int(time.time() * 1000)
         return summary, plan, new_cps
 
     # --- stages ---------------------------------------------------------------

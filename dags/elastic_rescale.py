@@ -1,0 +1,58 @@
+"""elastic_rescale: change a job's elasticity factor from the UI.
+
+Trigger with params `job`, `factor` (1..256) and `dry_run`. The task takes the
+job's lease (a running batch is allowed to finish first), migrates the
+checkpoints (split, merge, or any factor, with watermarks so nothing is lost or
+processed twice), writes the new generation in one transaction and releases the
+lease; its log shows the migration plan. A data-quality run of the job follows.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
+from airflow.sdk import DAG, Param, task
+
+from elasticity.airflow.hooks import job_configs
+from elasticity.config import MAX_ELASTICITY_FACTOR
+
+JOBS = sorted(job_configs()) or ["demo"]
+
+with DAG(
+    dag_id="elastic_rescale",
+    description="Change the elasticity factor of a job (checkpoint split/merge)",
+    doc_md=__doc__,
+    schedule=None,
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    tags=["elasticity", "rescale"],
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
+    params={
+        "job": Param(JOBS[0], type="string", enum=JOBS, description="The job to rescale"),
+        "factor": Param(4, type="integer", minimum=1, maximum=MAX_ELASTICITY_FACTOR,
+                        description=f"New elasticity factor (1 turns elasticity off; at most {MAX_ELASTICITY_FACTOR})"),
+        "dry_run": Param(False, type="boolean", description="Only print the migration plan"),
+    },
+) as dag:
+
+    @task
+    def rescale(**context) -> dict:
+        from elasticity.airflow.tasks import rescale as do_rescale
+
+        p = context["params"]
+        return do_rescale(p["job"], int(p["factor"]), bool(p["dry_run"]), owner=f"rescale:{context['run_id']}",
+                          reason=f"elastic_rescale run {context['run_id']}")
+
+    @task.short_circuit
+    def applied(result: dict) -> bool:
+        return not result["dry_run"]
+
+    result = rescale()
+    applied(result) >> TriggerDagRunOperator(
+        task_id="trigger_data_quality",
+        trigger_dag_id="elastic_data_quality__{{ params.job }}",
+        conf={"reason": "after rescale"},
+        wait_for_completion=False,
+    )

@@ -1,0 +1,86 @@
+"""Where a job's infrastructure is, from Airflow connections, never hard-coded:
+
+- `kafka_default`: the Kafka bootstrap servers (`extra.bootstrap_servers`, or host:port);
+- `elasticity_store`: the checkpoint store (`extra.url`, or the connection's URI;
+  a `postgres` connection becomes `postgresql+psycopg://`).
+
+Without a connection, the job config (and the embedded defaults) decide. The
+store URL's password is registered with Airflow's secrets masker.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowNotFoundException
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def jobs_dir() -> Path:
+    return Path(os.environ.get("ELASTICITY_JOBS_DIR", REPO / "include" / "jobs"))
+
+
+def job_configs() -> dict[str, Path]:
+    """job.name -> config file, for every `.properties` file in the jobs folder."""
+    from ..config import parse_properties
+
+    found = {}
+    for path in sorted(jobs_dir().glob("*.properties")):
+        name = parse_properties(path.read_text()).get("job.name")
+        if name:
+            found[name] = path
+    return found
+
+
+class ElasticityHook(BaseHook):
+    conn_name_attr = "kafka_conn_id"
+    hook_name = "Elasticity"
+
+    def __init__(self, kafka_conn_id: str = "kafka_default", store_conn_id: str = "elasticity_store") -> None:
+        super().__init__()
+        self.kafka_conn_id = kafka_conn_id
+        self.store_conn_id = store_conn_id
+
+    def _conn(self, conn_id: str):
+        try:
+            return self.get_connection(conn_id)
+        except AirflowNotFoundException:
+            return None
+
+    def bootstrap_servers(self) -> str | None:
+        conn = self._conn(self.kafka_conn_id)
+        if conn is None:
+            return None
+        return conn.extra_dejson.get("bootstrap_servers") or f"{conn.host}:{conn.port or 9092}"
+
+    def store_url(self) -> str | None:
+        conn = self._conn(self.store_conn_id)
+        if conn is None:
+            return None
+        url = conn.extra_dejson.get("url") or conn.get_uri()
+        for prefix in ("postgres://", "postgresql://"):
+            if url.startswith(prefix):
+                url = "postgresql+psycopg://" + url[len(prefix):]
+        if conn.password:
+            from airflow.sdk.log import mask_secret
+
+            mask_secret(conn.password)
+        return url
+
+    def env(self) -> dict[str, str]:
+        """Environment for the batch (spark-submit) and for in-process tasks."""
+        env = {"PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
+        if os.environ.get("ELASTICITY_HOME"):
+            env["ELASTICITY_HOME"] = os.environ["ELASTICITY_HOME"]
+        if bootstrap := self.bootstrap_servers():
+            env["KAFKA_BOOTSTRAP_SERVERS"] = bootstrap
+        if url := self.store_url():
+            env["ELASTICITY_CHECKPOINT_STORE_URL"] = url
+        return env
+
+    def apply(self) -> None:
+        os.environ.update(self.env())
