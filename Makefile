@@ -8,7 +8,7 @@ export ELASTICITY_HOME ?= $(CURDIR)/.elasticity
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup demo test lint clean
+.PHONY: setup demo ui test lint clean
 
 setup: $(STAMP)
 
@@ -18,9 +18,12 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/elasticity broker start
-	$(BIN)/elasticity feed --config include/jobs/demo.properties --records 5000 --keys 100 --partitions 4
-	$(BIN)/elasticity job-model --config include/jobs/demo.properties
+	$(BIN)/elasticity demo
+
+# The Airflow UI over the demo's runs (Ctrl-C stops it).
+ui: $(STAMP)
+	AIRFLOW_HOME=$(ELASTICITY_HOME)/airflow AIRFLOW__CORE__DAGS_FOLDER=$(CURDIR)/dags AIRFLOW__CORE__LOAD_EXAMPLES=False \
+	AIRFLOW__CORE__PARALLELISM=4 AIRFLOW__API__BASE_URL=http://127.0.0.1:8080 $(BIN)/airflow standalone
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -158,6 +158,12 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .airflow.story import run_story
+
+    return run_story(args.records)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="elasticity", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -207,6 +213,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--until-caught-up", action="store_true", help="keep running batches until no lag is left")
     b.add_argument("--owner", default=None, help="lease owner id (default batch@host:pid)")
     b.set_defaults(func=cmd_run_batch)
+
+    d = sub.add_parser("demo", help="the whole story through Airflow: feed, batches, scale up and down, data quality")
+    d.add_argument("--records", type=int, default=3000)
+    d.set_defaults(func=cmd_demo)
     return p
 
 
