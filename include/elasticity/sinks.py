@@ -20,13 +20,17 @@ import pyarrow.parquet as pq
 
 from .model import TaskName
 
+SOURCE_FIELDS = [  # where an input record came from: the first columns of records, audit rows and dead letters
+    ("system", pa.string()),
+    ("stream", pa.string()),
+    ("partition", pa.int32()),
+    ("offset", pa.int64()),
+    ("key", pa.binary()),
+]
+
 AUDIT_SCHEMA = pa.schema(
     [
-        ("system", pa.string()),
-        ("stream", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("key", pa.binary()),
+        *SOURCE_FIELDS,
         ("task_name", pa.string()),
         ("batch_id", pa.int64()),
         ("seq", pa.int64()),
@@ -36,11 +40,7 @@ AUDIT_SCHEMA = pa.schema(
 
 DEAD_LETTER_SCHEMA = pa.schema(
     [
-        ("system", pa.string()),
-        ("stream", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("key", pa.binary()),
+        *SOURCE_FIELDS,
         ("value", pa.binary()),
         ("task_name", pa.string()),
         ("batch_id", pa.int64()),

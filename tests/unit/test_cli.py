@@ -29,11 +29,11 @@ def test_job_model_json_has_samza_shape(capsys):
     assert main(["job-model", "--config", DEMO, "--partitions", "kafka.orders=4"]) == 0
     captured = capsys.readouterr()
     model = json.loads(captured.out)
-    assert model["config"]["job.elasticity.factor"] == "4"
+    assert model["config"]["job.elasticity.factor"] == "2"
     tasks = {n: t for c in model["containers"].values() for n, t in c["tasks"].items()}
-    assert len(tasks) == 16 and "Partition_3-3-4" in tasks
+    assert len(tasks) == 8 and "Partition_3-1-2" in tasks
     assert all(c["processor-id"] == cid for cid, c in model["containers"].items())
-    assert "job-model-generation-ns=" in captured.err and "task-count=16" in captured.err
+    assert "job-model-generation-ns=" in captured.err and "task-count=8" in captured.err
 
 
 def test_bad_config_exits_2_naming_the_key(tmp_path, capsys):

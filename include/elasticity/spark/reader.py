@@ -10,18 +10,9 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from ..planning import OffsetRange
+from ..sinks import SOURCE_FIELDS
 
-RECORD_SCHEMA = pa.schema(
-    [
-        ("system", pa.string()),
-        ("stream", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("timestamp", pa.int64()),
-    ]
-)
+RECORD_SCHEMA = pa.schema([*SOURCE_FIELDS, ("value", pa.binary()), ("timestamp", pa.int64())])
 RECORD_DDL = "system string, stream string, partition int, offset long, key binary, value binary, timestamp long"
 CHUNK_DDL = "bootstrap string, system string, stream string, partition int, start long, end long"
 
