@@ -12,6 +12,16 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 setup: $(STAMP)
 
+# Debian packages the tests use: headless Chromium (the UI browser test) and docker-compose 1.29
+# (validates docker-compose.yaml; no engine runs here). Installed only when missing.
+SYSTEM_STAMP := $(VENV)/.system-deps
+
+$(SYSTEM_STAMP):
+	@command -v chromium >/dev/null && command -v docker-compose >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium docker-compose >/dev/null; }
+	@mkdir -p $(VENV) && touch $(SYSTEM_STAMP)
+
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements.txt -e .
@@ -28,7 +38,7 @@ ui: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: lint
+test: lint $(SYSTEM_STAMP)
 	$(BIN)/pytest
 
 clean:

@@ -31,8 +31,9 @@ def _chart(title: str, xs: Sequence[int], series: dict[str, Sequence[float]], ma
              f'<text x="4" y="{PAD}">{top:,.0f}</text><text x="4" y="{H - PAD}">0</text>',
              f'<text x="{PAD}" y="{H - 8}">batch {x0}</text><text x="{W - PAD - 50}" y="{H - 8}">batch {x1}</text>']
     for x, label in marks:
+        anchor = "end" if px(x) > W * 0.7 else "start"  # keep the label inside the chart
         parts.append(f'<line x1="{px(x):.1f}" y1="{PAD}" x2="{px(x):.1f}" y2="{H - PAD}" stroke="#c00" stroke-dasharray="4"/>'
-                     f'<text x="{px(x) + 3:.1f}" y="{PAD - 4}" fill="#c00">{html.escape(label)}</text>')
+                     f'<text x="{px(x) + (-3 if anchor == "end" else 3):.1f}" y="{PAD - 4}" fill="#c00" text-anchor="{anchor}">{html.escape(label)}</text>')
     for i, (name, ys) in enumerate(series.items()):
         color = COLORS[i % len(COLORS)]
         if bars:
