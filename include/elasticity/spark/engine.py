@@ -32,7 +32,7 @@ from ..kafka.admin import create_topic, resolve_bootstrap
 from ..kafka.consumer import KafkaInputs
 from ..keybucket import spark_sql_bucket, spark_sql_hash
 from ..model import NO_KEY_BUCKET, SystemStreamPartition, TaskName
-from ..planning import BatchPlan, OffsetRange, advance, plan_ranges
+from ..planning import BatchPlan, advance, plan_ranges
 from ..processing import ROUTED_DDL, SUMMARY_DDL, ProcessContext, process_partition
 from ..serde import ssp_from_key, ssp_to_key
 from ..sinks import delete_batches
@@ -356,4 +356,3 @@ def _ms(start: float) -> float:
     return round((time.perf_counter() - start) * 1000, 1)
 
 
-__all__ = ["BatchFailed", "BatchSummary", "MicroBatchEngine", "OffsetRange"]
