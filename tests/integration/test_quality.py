@@ -1,21 +1,18 @@
 """Data quality over a real run (engine, rescales), and proof that each check can fail:
 a dropped, a swapped and a duplicated audit row each fail the right expectation."""
 
-import uuid
 
 import pyarrow as pa
 import pytest
 
 from elasticity.config import validate
 from elasticity.coordinator import JobCoordinator
-from elasticity.demo import demo_records
-from elasticity.kafka.admin import create_topic
 from elasticity.kafka.consumer import KafkaInputs
-from elasticity.kafka.producer import send
 from elasticity.model import TaskName
 from elasticity.quality.runner import run_quality
 from elasticity.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, read_table, write_task_file
 from elasticity.spark.engine import MicroBatchEngine
+from tests.helpers import fresh_topic, job_props
 
 
 @pytest.fixture(scope="module")
@@ -24,14 +21,8 @@ def run(spark, kafka_bootstrap, tmp_path_factory):
 
     os.environ["KAFKA_BOOTSTRAP_SERVERS"] = kafka_bootstrap
     tmp = tmp_path_factory.mktemp("dq")
-    topic = f"dq-{uuid.uuid4().hex[:8]}"
-    create_topic(kafka_bootstrap, topic, 2)
-    send(kafka_bootstrap, topic, demo_records(600, keys=30, seed=11))
-    config = validate({
-        "job.name": f"dq-{topic}", "task.inputs": f"kafka.{topic}", "job.elasticity.factor": "2",
-        "systems.kafka.default.stream.offset.default": "oldest", "task.checkpoint.store.url": f"sqlite:///{tmp / 'cp.db'}",
-        "job.output.path": str(tmp / "out"), "job.audit.path": str(tmp / "audit"), "job.dead.letter.path": str(tmp / "dlq"),
-    })
+    topic = fresh_topic(kafka_bootstrap, "dq", 2, records=600, keys=30, seed=11)
+    config = validate(job_props(f"dq-{topic}", topic, tmp))
     engine = MicroBatchEngine(config, spark)
     engine.run(max_records=250)
     JobCoordinator(config, engine.store, engine.inputs).rescale(8)

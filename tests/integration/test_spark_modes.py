@@ -4,35 +4,22 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
 
-from elasticity.demo import demo_records
-from elasticity.kafka.admin import create_topic
-from elasticity.kafka.producer import send
 from tests.conftest import REPO
+from tests.helpers import fresh_topic, job_props, write_properties
 
 BIN = Path(sys.executable).parent
 
 
 @pytest.fixture
 def job_file(kafka_bootstrap, tmp_path):
-    topic = f"modes-{uuid.uuid4().hex[:8]}"
-    create_topic(kafka_bootstrap, topic, 2)
-    send(kafka_bootstrap, topic, demo_records(300, 10))
+    topic = fresh_topic(kafka_bootstrap, "modes", 2, records=300, keys=10)
 
     def write(**extra):
-        props = {
-            "job.name": f"modes-{topic}", "task.inputs": f"kafka.{topic}", "job.elasticity.factor": "4",
-            "systems.kafka.default.stream.offset.default": "oldest",
-            "task.checkpoint.store.url": f"sqlite:///{tmp_path / 'cp.db'}", "job.output.path": str(tmp_path / "out"),
-            "job.audit.path": str(tmp_path / "audit"), "job.dead.letter.path": str(tmp_path / "dlq"), **extra,
-        }
-        path = tmp_path / "job.properties"
-        path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        return path
+        return write_properties(tmp_path / "job.properties", job_props(f"modes-{topic}", topic, tmp_path, factor=4, **extra))
 
     env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "PYSPARK_PYTHON": sys.executable, "PATH": f"{BIN}:{os.environ['PATH']}"}
     return write, env

@@ -17,13 +17,13 @@ import requests
 from elasticity.config import validate
 from elasticity.coordinator import JobCoordinator
 from elasticity.demo import demo_records
-from elasticity.kafka.admin import create_topic
 from elasticity.kafka.broker import free_port
 from elasticity.kafka.consumer import KafkaInputs
 from elasticity.kafka.producer import send
 from elasticity.quality.runner import run_quality
 from elasticity.spark.engine import MicroBatchEngine
 from tests.conftest import REPO
+from tests.helpers import fresh_topic, job_props, write_properties
 
 CHROMIUM = "/usr/bin/chromium"
 OUTPUT = REPO / "test-output"
@@ -33,18 +33,11 @@ OUTPUT = REPO / "test-output"
 def job(spark, kafka_bootstrap, tmp_path_factory):
     os.environ["KAFKA_BOOTSTRAP_SERVERS"] = kafka_bootstrap
     tmp = tmp_path_factory.mktemp("ui")
-    topic = f"ui-{uuid.uuid4().hex[:8]}"
-    create_topic(kafka_bootstrap, topic, 2)
-    send(kafka_bootstrap, topic, demo_records(500, keys=20, seed=31))
+    topic = fresh_topic(kafka_bootstrap, "ui", 2, records=500, seed=31)
     name = f"ui{uuid.uuid4().hex[:6]}"
-    props = {
-        "job.name": name, "task.inputs": f"kafka.{topic}", "job.elasticity.factor": "2",
-        "systems.kafka.default.stream.offset.default": "oldest", "task.checkpoint.store.url": f"sqlite:///{tmp / 'store.db'}",
-        "job.output.path": f"{tmp}/out", "job.audit.path": f"{tmp}/audit", "job.dead.letter.path": f"{tmp}/dlq",
-        "job.report.path": f"{tmp}/report",
-    }
+    props = job_props(name, topic, tmp)
     (tmp / "jobs").mkdir()
-    (tmp / "jobs" / f"{name}.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    write_properties(tmp / "jobs" / f"{name}.properties", props)
     config = validate(props)
     engine = MicroBatchEngine(config, spark)
     engine.run(max_records=200)
