@@ -105,7 +105,9 @@ class JobCoordinator:
             return RescalePlan(old, model, factor, None)
         return RescalePlan(old, model, factor, self._migrate(old, self.checkpoints(old) if old else {}, factor, model))
 
-    def rescale(self, factor: int | None = None, owner: str | None = None, abandon_pending: bool = False) -> RescalePlan:
+    def rescale(
+        self, factor: int | None = None, owner: str | None = None, abandon_pending: bool = False, trigger: str | None = None
+    ) -> RescalePlan:
         """Move the job to `factor` (default: the current one, picking up new partitions) under the lease.
 
         Either the whole new generation is written, or nothing: the store holds
@@ -128,6 +130,7 @@ class JobCoordinator:
                 return done[-1].checkpoints
 
             reason = f"rescale {old.factor} -> {factor}" if old else f"first generation at factor {factor}"
+            reason += f" ({trigger or 'by ' + owner})"  # who or what asked, for the history
             self.store.write_generation(
                 self.job, old.number if old else 0, factor, model, compute, owner, reason,
                 self.config.checkpoint_write_versions, self.config.checkpoint_read_versions,

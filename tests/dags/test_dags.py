@@ -77,6 +77,7 @@ def test_microbatch_rescale_microbatch_then_quality(world):
     rescale = bag.dags["elastic_rescale"].test(run_conf={"job": job, "factor": 8, "dry_run": False}, mark_success_pattern="trigger_data_quality")
     assert rescale.state == "success"
     assert coordinator.current().factor == 8
+    assert "rescale 2 -> 8 (elastic_rescale run " in coordinator.current().reason  # who asked, for the UI's history
 
     second = bag.dags[f"elastic_microbatch__{job}"].test()
     assert second.state == "success"

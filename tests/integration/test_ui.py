@@ -97,6 +97,7 @@ def test_json_endpoint_needs_airflow_auth(job, airflow):
     assert (data["generation"], data["factor"]) == (generation.number, 4)
     assert sum(len(t) for t in data["containers"].values()) == 8
     assert [r["factor"] for r in data["rescales"]] == [2, 4]
+    assert data["rescales"][1]["reason"].startswith("rescale 2 -> 4 (by ")
     assert data["quality"]["success"] is True
 
 

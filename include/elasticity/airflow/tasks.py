@@ -40,7 +40,7 @@ def rescale(job: str, factor: int | None, dry_run: bool, owner: str, reason: str
     deadline = time.monotonic() + LEASE_WAIT_S
     while True:
         try:
-            plan = coordinator.rescale(factor, owner=owner)
+            plan = coordinator.rescale(factor, owner=owner, trigger=reason)
             break
         except LeaseHeldError as e:
             if time.monotonic() > deadline:
