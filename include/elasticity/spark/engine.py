@@ -32,7 +32,7 @@ from ..kafka.admin import create_topic, resolve_bootstrap
 from ..kafka.consumer import KafkaInputs
 from ..keybucket import spark_sql_bucket, spark_sql_hash
 from ..model import NO_KEY_BUCKET, SystemStreamPartition, TaskName
-from ..planning import BatchPlan, advance, plan_ranges
+from ..planning import BatchPlan, advance, plan_ranges, start_offsets
 from ..processing import ROUTED_DDL, SUMMARY_DDL, ProcessContext, process_partition
 from ..serde import ssp_from_key, ssp_to_key
 from ..sinks import delete_batches
@@ -344,12 +344,7 @@ class MicroBatchEngine:
 
 def _lag_left(cps: dict[TaskName, TaskCheckpoint], high: dict[SystemStreamPartition, int]) -> int:
     """Offsets left to read per SSP: from the slowest virtual task to the high watermark."""
-    starts: dict[SystemStreamPartition, int] = {}
-    for cp in cps.values():
-        for ssp, offset in cp.offsets.items():
-            base = ssp.without_key_bucket()
-            starts[base] = min(offset, starts.get(base, offset))
-    return sum(max(0, high.get(b, o) - o) for b, o in starts.items())
+    return sum(max(0, high.get(b, o) - o) for b, o in start_offsets(cps.values()).items())
 
 
 def _ms(start: float) -> float:
