@@ -8,7 +8,7 @@ export ELASTICITY_HOME ?= $(CURDIR)/.elasticity
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup demo ui test lint clean
+.PHONY: setup demo airflow ui stop test lint clean
 
 setup: $(STAMP)
 
@@ -30,11 +30,16 @@ $(STAMP): requirements.txt pyproject.toml
 demo: $(STAMP)
 	$(BIN)/elasticity demo
 
-# The Airflow UI over the demo's runs (Ctrl-C stops it).
-ui: $(STAMP)
-	AIRFLOW_HOME=$(ELASTICITY_HOME)/airflow AIRFLOW__CORE__DAGS_FOLDER=$(CURDIR)/dags AIRFLOW__CORE__PLUGINS_FOLDER=$(CURDIR)/plugins \
-	AIRFLOW__CORE__LOAD_EXAMPLES=False AIRFLOW__CORE__EXECUTION_API_SERVER_URL=http://127.0.0.1:8080/execution/ \
-	AIRFLOW__CORE__PARALLELISM=4 AIRFLOW__API__BASE_URL=http://127.0.0.1:8080 $(BIN)/airflow standalone
+# Airflow as users run it (scheduler, UI on 127.0.0.1:8080) on the embedded broker and Spark Connect server,
+# the demo job running every minute; Ctrl-C stops Airflow, `make stop` the broker and Spark.
+airflow: $(STAMP)
+	$(BIN)/elasticity airflow
+
+ui: airflow
+
+stop:
+	-$(BIN)/elasticity spark stop
+	-$(BIN)/elasticity broker stop
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -42,6 +47,5 @@ lint: $(STAMP)
 test: lint $(SYSTEM_STAMP)
 	$(BIN)/pytest
 
-clean:
-	-$(BIN)/elasticity broker stop
+clean: stop
 	rm -rf $(VENV) .elasticity

@@ -1,11 +1,14 @@
 """elastic_data_quality__<job>: data-quality checks of a job, with reports.
 
-Runs on each batches Asset event of the job (and after every rescale), or
-manually over a window of batches (params from_batch / to_batch). Great
+Runs on each batches Asset event of the job and after every rescale, over the
+batches committed since the last validated one (its cost depends on them, not
+on the job's age; order and routing are checked across the window's edge), or
+manually over any window of batches (params from_batch / to_batch). Great
 Expectations suites over the audit rows and a re-read of the committed input
 ranges prove: no loss, per-key order across rescales, correct routing, no
 duplicates in the exactly-once sink. It publishes GX Data Docs and a one-page
-summary with charts to the job's report folder, and fails naming the offending
+summary per run (`runs/<run id>/`) and a rolling `summary.html` linking them all
+to the job's report folder, and fails naming the offending
 keys and offsets when any expectation fails.
 """
 
@@ -27,11 +30,13 @@ for job in job_configs():
         start_date=datetime(2026, 1, 1),
         catchup=False,
         max_active_runs=1,
+        is_paused_upon_creation=False,
         tags=["elasticity", "data-quality", job],
         default_args={"retries": 2, "retry_delay": timedelta(seconds=20)},
         params={
-            "from_batch": Param(None, type=["null", "integer"], minimum=1, description="First batch of the window (default: all)"),
-            "to_batch": Param(None, type=["null", "integer"], minimum=1, description="Last batch of the window (default: latest)"),
+            "from_batch": Param(None, type=["null", "integer"], minimum=1,
+                                description="First batch of a manual window (both empty: the batches since the last validated one)"),
+            "to_batch": Param(None, type=["null", "integer"], minimum=1, description="Last batch of a manual window (default: latest)"),
         },
     ) as dag:
 
@@ -40,7 +45,7 @@ for job in job_configs():
             from elasticity.airflow.tasks import quality
 
             p = context["params"]
-            return quality(job, p.get("from_batch"), p.get("to_batch"), report_dir=None)
+            return quality(job, p.get("from_batch"), p.get("to_batch"), report_dir=None, run_name=context["run_id"])
 
         validate()
     globals()[dag.dag_id] = dag

@@ -5,6 +5,9 @@ job's lease (a running batch is allowed to finish first), migrates the
 checkpoints (split, merge, or any factor, with watermarks so nothing is lost or
 processed twice), writes the new generation in one transaction and releases the
 lease; its log shows the migration plan. A data-quality run of the job follows.
+The rescale holds against the job's schedule and autosizer for
+`job.elasticity.manual.hold.ms` (default one hour); a later manual rescale
+replaces the hold. The form's factor starts at the current factor of the first job.
 """
 
 from __future__ import annotations
@@ -15,9 +18,12 @@ from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOpe
 from airflow.sdk import DAG, Param, task
 
 from elasticity.airflow.hooks import job_configs
+from elasticity.airflow.tasks import current_factors
 from elasticity.config import MAX_ELASTICITY_FACTOR
 
 JOBS = sorted(job_configs()) or ["demo"]
+CURRENT = current_factors(JOBS)  # read when the file is parsed, so the form shows where each job stands
+NOW = ", ".join(f"{job}: {f if f is not None else 'not started'}" for job, f in CURRENT.items())
 
 with DAG(
     dag_id="elastic_rescale",
@@ -27,12 +33,13 @@ with DAG(
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
+    is_paused_upon_creation=False,
     tags=["elasticity", "rescale"],
     default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
     params={
         "job": Param(JOBS[0], type="string", enum=JOBS, description="The job to rescale"),
-        "factor": Param(4, type="integer", minimum=1, maximum=MAX_ELASTICITY_FACTOR,
-                        description=f"New elasticity factor (1 turns elasticity off; at most {MAX_ELASTICITY_FACTOR})"),
+        "factor": Param(CURRENT.get(JOBS[0]) or 1, type="integer", minimum=1, maximum=MAX_ELASTICITY_FACTOR,
+                        description=f"New elasticity factor (1 turns elasticity off; at most {MAX_ELASTICITY_FACTOR}). Current factors: {NOW}"),
         "dry_run": Param(False, type="boolean", description="Only print the migration plan"),
     },
 ) as dag:
@@ -47,7 +54,8 @@ with DAG(
 
     @task.short_circuit
     def applied(result: dict) -> bool:
-        return not result["dry_run"]
+        """A data-quality run follows every rescale that changed something."""
+        return result["applied"]
 
     result = rescale()
     applied(result) >> TriggerDagRunOperator(

@@ -3,13 +3,17 @@
 Every 5 minutes, for each job whose config has `job.elasticity.schedule`
 (`<cron> -> <factor>; ...`) or `job.elasticity.autosize=true` (a factor from lag
 and measured processing rate, within min/max bounds and a cool-down), apply the
-desired factor through the same rescale path as elastic_rescale.
+desired factor through the same rescale path as elastic_rescale. One policy: a
+rescale a person asked for holds against both for `job.elasticity.manual.hold.ms`
+(default one hour; the log says until when). Every applied rescale is recorded
+with its origin and followed by the job's data-quality run.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import DAG, task
 
 with DAG(
@@ -20,24 +24,31 @@ with DAG(
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
+    is_paused_upon_creation=False,
     tags=["elasticity", "rescale", "autosize"],
     default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
 ) as dag:
 
     @task
-    def apply_schedules(**context) -> list[dict]:
+    def apply_schedules(**context) -> list[str]:
+        """The data-quality DAGs of the jobs it rescaled."""
+        import logging
+
         from elasticity.airflow.hooks import job_configs
-        from elasticity.airflow.tasks import desired_factor, open_job, rescale
+        from elasticity.airflow.tasks import rescale, scale_decision
 
-        changes = []
+        log = logging.getLogger(__name__)
+        rescaled = []
         for job in job_configs():
-            want = desired_factor(job)
-            if want is None:
-                continue
-            _, _, coordinator = open_job(job)
-            current = coordinator.current()
-            if current is not None and want.factor != current.factor:
-                changes.append(rescale(job, want.factor, False, owner=f"schedule:{context['run_id']}", reason=want.reason))
-        return changes
+            decision = scale_decision(job)
+            log.info("%s: factor %s, %s", job, decision.current, decision.reason)
+            if decision.applies:
+                result = rescale(job, decision.factor, False, owner=f"schedule:{context['run_id']}",
+                                 reason=f"{decision.reason} (elastic_scale_schedule run {context['run_id']})", origin=decision.origin)
+                if result["applied"]:
+                    rescaled.append(f"elastic_data_quality__{job}")
+        return rescaled
 
-    apply_schedules()
+    TriggerDagRunOperator.partial(
+        task_id="trigger_data_quality", conf={"reason": "after scheduled rescale"}, wait_for_completion=False,
+    ).expand(trigger_dag_id=apply_schedules())

@@ -53,6 +53,29 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="session")
+def spark_connect_server(tmp_path_factory: pytest.TempPathFactory):
+    """The warm engine of the embedded default: a Spark Connect server (local[2]) on a free loopback port,
+    its state file under its own ELASTICITY_HOME (`home`)."""
+    from types import SimpleNamespace
+
+    from elasticity.daemon import free_port
+    from elasticity.spark.server import SparkConnectServer
+
+    home = tmp_path_factory.mktemp("spark-connect-home")
+    server = SparkConnectServer(home)
+    state = server.start(port=free_port(), master="local[2]")
+    try:
+        yield SimpleNamespace(remote=state.remote, home=home)
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_connect(spark_connect_server) -> str:
+    return spark_connect_server.remote
+
+
+@pytest.fixture(scope="session")
 def airflow_db() -> str:
     """A real Airflow metadata database (SQLite), migrated once per session."""
     subprocess.run([str(Path(sys.executable).parent / "airflow"), "db", "migrate"], check=True, capture_output=True, timeout=300)

@@ -11,6 +11,8 @@ from datetime import datetime
 
 from croniter import croniter
 
+from .checkpoint.store import Generation
+
 
 @dataclass(frozen=True)
 class ScheduleRule:
@@ -92,3 +94,23 @@ def recommend(samples: Sequence[BatchSample], current: int, last_change_ms: int,
         if target < current:
             return Recommendation(target, f"idle: need factor {need:.1f} of {current}")
     return Recommendation(current, f"need factor {need:.1f}: holding")
+
+
+@dataclass(frozen=True)
+class ManualHold:
+    """A person's rescale holds against the schedule and the autosizer until `until_ms`."""
+
+    factor: int
+    generation: int
+    until_ms: int
+    reason: str
+
+
+def manual_hold(generations: Sequence[Generation], hold_ms: int, now_ms: int) -> ManualHold | None:
+    """The hold of the latest manual rescale, unless it has expired; a later manual rescale replaces an earlier one."""
+    manual = [g for g in generations if g.origin == "manual"]
+    if not manual or hold_ms <= 0:
+        return None
+    last = max(manual, key=lambda g: g.number)
+    until = last.created_ms + hold_ms
+    return ManualHold(last.factor, last.number, until, last.reason) if now_ms < until else None

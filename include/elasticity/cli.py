@@ -143,19 +143,57 @@ def cmd_rescale(args: argparse.Namespace) -> int:
 
 
 def cmd_run_batch(args: argparse.Namespace) -> int:
+    from .checkpoint.store import CheckpointStore
+    from .kafka.consumer import KafkaInputs
+    from .lag import lag_report
+    from .summary import BatchSummary
+
+    config = load_config(args.config)
+    store = CheckpointStore(config.checkpoint_store_url(), config.checkpoint_history_size)
+    lag = lag_report(config, store, KafkaInputs(config))  # broker and store answer before Spark starts
+    if not lag.has_work:
+        print(BatchSummary(config.job_name, None, lag.generation, lag.factor, lag_left=0, lag_per_sspkb=lag.per_sspkb).to_json(), flush=True)
+        return 0
     from .spark.engine import BatchFailed, MicroBatchEngine
     from .spark.session import session
 
-    config = load_config(args.config)
-    engine = MicroBatchEngine(config, session(config))
+    engine = MicroBatchEngine(config, session(config), store)
     try:
-        summaries = engine.run(args.max_records, args.until_caught_up, args.owner)
+        summaries = engine.run(args.max_records, args.until_caught_up, args.owner, args.max_seconds,
+                               on_commit=lambda s: print(s.to_json(), flush=True))
     except BatchFailed as e:
         print(f"error: batch failed after committing what succeeded: {e}", file=sys.stderr)
         return 1
     for s in summaries:
-        print(s.to_json())
+        if s.batch_id is None:  # the batches were printed as they committed
+            print(s.to_json(), flush=True)
     return 0
+
+
+def cmd_spark(args: argparse.Namespace) -> int:
+    from .spark.server import SparkConnectServer
+
+    server = SparkConnectServer()
+    if args.action == "start":
+        state = server.start(port=args.port, master=args.master)
+        print(state.remote)
+        print(f"Spark Connect server pid {state.pid} ({args.master}), log {state.log_file}", file=sys.stderr)
+    elif args.action == "stop":
+        print("stopped" if server.stop() else "not running")
+    else:
+        state = server.status()
+        if state is None:
+            print("not running")
+            return 3
+        print(state.remote)
+    return 0
+
+
+def cmd_airflow(args: argparse.Namespace) -> int:
+    from .airflow.standalone import serve
+    from .daemon import state_home
+
+    return serve(state_home(), args.port)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -211,8 +249,19 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--config", required=True)
     b.add_argument("--max-records", type=int, default=None, help="cap of this batch (default batch.max.records)")
     b.add_argument("--until-caught-up", action="store_true", help="keep running batches until no lag is left")
+    b.add_argument("--max-seconds", type=float, default=None, help="with --until-caught-up: start no new batch after this")
     b.add_argument("--owner", default=None, help="lease owner id (default batch@host:pid)")
     b.set_defaults(func=cmd_run_batch)
+
+    k = sub.add_parser("spark", help="run the embedded Spark Connect server, the warm engine (state under $ELASTICITY_HOME)")
+    k.add_argument("action", choices=["start", "stop", "status"])
+    k.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default 15002)")
+    k.add_argument("--master", default="local[*]", help="master of the server's driver (default local[*])")
+    k.set_defaults(func=cmd_spark)
+
+    a = sub.add_parser("airflow", help="Airflow as users run it on the embedded default (broker, Spark Connect, SQLite), until Ctrl-C")
+    a.add_argument("--port", type=int, default=8080, help="port of the UI and API on 127.0.0.1")
+    a.set_defaults(func=cmd_airflow)
 
     d = sub.add_parser("demo", help="the whole story through Airflow: feed, batches, scale up and down, data quality")
     d.add_argument("--records", type=int, default=3000)

@@ -176,14 +176,17 @@ KEYS: tuple[Key, ...] = (
     Key("job.elasticity.autosize.cooldown.ms", _int_range(0), 600_000, "No automatic change sooner than this after the last one."),
     Key("job.elasticity.autosize.target.lag.seconds", _int_range(1), 60, "The autosizer sizes the job to drain its backlog within this."),
     Key("airflow.microbatch.schedule", _nonempty, "*/1 * * * *", "Cron schedule of the job's elastic_microbatch DAG."),
+    Key("airflow.microbatch.max.seconds", _int_range(1), 45, "A micro-batch DAG run starts no new batch after this many seconds (keep it below the schedule interval)."),
+    Key("job.elasticity.manual.hold.ms", _int_range(0), 3_600_000, "A rescale a person asked for holds this long against the schedule and the autosizer."),
     Key("job.report.path", _nonempty, None, "Folder of the data-quality reports (default $ELASTICITY_HOME/<job>/reports)."),
     Key("task.dead.letter.policy", _choice({"dlq": "dlq", "fail": "fail"}), "dlq", "dlq: a bad record goes to the dead-letter sink; fail: its task stops there and the batch fails."),
     Key("task.max.concurrency", _int_range(1, 10_000), 1, "flat_map_async calls in flight per virtual task."),
     Key("task.callback.timeout.ms", _int_range(1), None, "A flat_map_async call slower than this fails its record (timeout)."),
+    Key("job.container.process.count", _int_range(1, 64), 1, "Python processes per container; its virtual tasks are dealt over them (CPU-bound apps: no GIL shared between them)."),
     Key("job.container.thread.pool.size", _int_range(0, 1024), None, "Threads running a container's virtual tasks side by side (default: one per task, at most 64; 0 = one thread)."),
     Key("task.commit.max.delay.ms", _int_range(0), 60_000, "An upload still running at the next commit: within this delay the new commit is skipped, beyond it the new commit waits."),
     Key("task.commit.timeout.ms", _int_range(1), 300_000, "Longest a checkpoint upload may take before the batch fails."),
-    Key("spark.master", _nonempty, "local[*]", "Spark master for the embedded session."),
+    Key("spark.master", _nonempty, None, "Spark master of a classic session (default: the embedded Spark Connect server when it runs, else local[*])."),
     Key("spark.remote", _nonempty, None, "Spark Connect URL (sc://host:15002); used instead of spark.master when set."),
     Key("systems.<system>.samza.key.serde", _choice({"string": "string", "json": "json", "byte": "byte"}), "string", "Key serde of a system: string, json or byte."),
     Key("systems.<system>.samza.msg.serde", _choice({"string": "string", "json": "json", "byte": "byte"}), "json", "Message serde of a system: string, json or byte."),
@@ -216,6 +219,7 @@ class JobConfig:
     max_concurrency: int = 1
     callback_timeout_ms: int | None = None
     thread_pool_size: int | None = None
+    container_process_count: int = 1
     commit_max_delay_ms: int = 60_000
     commit_timeout_ms: int = 300_000
 
@@ -363,6 +367,7 @@ def validate(props: Mapping[str, str]) -> JobConfig:
         max_concurrency=get("task.max.concurrency"),
         callback_timeout_ms=get("task.callback.timeout.ms"),
         thread_pool_size=get("job.container.thread.pool.size"),
+        container_process_count=get("job.container.process.count"),
         commit_max_delay_ms=get("task.commit.max.delay.ms"),
         commit_timeout_ms=get("task.commit.timeout.ms"),
     )

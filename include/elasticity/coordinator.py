@@ -106,7 +106,8 @@ class JobCoordinator:
         return RescalePlan(old, model, factor, self._migrate(old, self.checkpoints(old) if old else {}, factor, model))
 
     def rescale(
-        self, factor: int | None = None, owner: str | None = None, abandon_pending: bool = False, trigger: str | None = None
+        self, factor: int | None = None, owner: str | None = None, abandon_pending: bool = False, trigger: str | None = None,
+        origin: str = "manual",
     ) -> RescalePlan:
         """Move the job to `factor` (default: the current one, picking up new partitions) under the lease.
 
@@ -134,7 +135,7 @@ class JobCoordinator:
             self.store.write_generation(
                 self.job, old.number if old else 0, factor, model, compute, owner, reason,
                 self.config.checkpoint_write_versions, self.config.checkpoint_read_versions,
-                self.config.live_checkpoint_max_age_ms, abandon_pending,
+                self.config.live_checkpoint_max_age_ms, abandon_pending, origin if old else "start",
             )
             return RescalePlan(old, model, factor, done[-1])
         finally:
@@ -152,7 +153,7 @@ class JobCoordinator:
             known = {s.without_key_bucket() for t in current.job_model.tasks() for s in t.system_stream_partitions}
             wanted = {SystemStreamPartition(ss.system, ss.stream, p) for ss, n in counts.items() for p in range(n)}
             if wanted != known:
-                self.rescale(current.factor, owner)
+                self.rescale(current.factor, owner, trigger=f"new input partitions {sorted(map(str, wanted - known))}", origin="partitions")
         current = self.current()
         assert current is not None
         return current

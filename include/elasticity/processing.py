@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from .sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, write_task_f
 
 ROUTED_DDL = (
     "system string, stream string, partition int, offset long, key binary, value binary, timestamp long, "
-    "key_bucket int, task_name string, container string"
+    "key_bucket int, task_name string, slot int"
 )
 SUMMARY_SCHEMA = pa.schema(
     [
@@ -38,11 +39,12 @@ SUMMARY_SCHEMA = pa.schema(
         ("dead_lettered", pa.int64()),
         ("outputs", pa.int64()),
         ("process_ns", pa.int64()),
+        ("group_ns", pa.int64()),  # wall time of the whole group of virtual tasks this one ran in (one Python worker)
         ("stopped", pa.string()),  # JSON {sspkb key: first offset not processed}, when the task stopped early
         ("error", pa.string()),
     ]
 )
-SUMMARY_DDL = "task_name string, records long, processed long, dead_lettered long, outputs long, process_ns long, stopped string, error string"
+SUMMARY_DDL = "task_name string, records long, processed long, dead_lettered long, outputs long, process_ns long, group_ns long, stopped string, error string"
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,7 @@ def process_partition(ctx: ProcessContext, batches: Iterator[pa.RecordBatch]) ->
     table = pa.Table.from_batches(batches)
     if table.num_rows == 0:
         return
+    start = time.perf_counter_ns()
     table = table.take(pc.sort_indices(table, [("task_name", "ascending"), ("system", "ascending"), ("stream", "ascending"),
                                                ("partition", "ascending"), ("offset", "ascending")]))
     names = table.column("task_name").to_pylist()
@@ -121,7 +124,8 @@ def process_partition(ctx: ProcessContext, batches: Iterator[pa.RecordBatch]) ->
                 rows = list(ex.map(lambda nt: _run_slice(ctx, TaskName(nt[0]), nt[1], outputs), slices))
     finally:
         outputs.flush()
-    yield pa.RecordBatch.from_pylist(rows, schema=SUMMARY_SCHEMA)
+    elapsed = time.perf_counter_ns() - start
+    yield pa.RecordBatch.from_pylist([{**r, "group_ns": elapsed} for r in rows], schema=SUMMARY_SCHEMA)
 
 
 def _run_slice(ctx: ProcessContext, task: TaskName, table: pa.Table, outputs: _Outputs) -> dict[str, Any]:

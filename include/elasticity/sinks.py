@@ -88,13 +88,18 @@ def delete_batches(root: str, batch_ids: Iterable[int]) -> None:
             fs.delete_dir(folder)
 
 
-def read_table(root: str, schema: pa.Schema) -> pa.Table:
-    """All files of a dataset written here (empty when there are none yet)."""
+def read_table(root: str, schema: pa.Schema, batch_ids: Iterable[int] | None = None) -> pa.Table:
+    """The files of a dataset written here (empty when there are none yet): all, or only
+    those of `batch_ids`, whose folders alone are listed and read (cost by batch, not by age)."""
     import pyarrow.dataset as ds
 
     fs, base = pafs.FileSystem.from_uri(root) if "://" in root else (pafs.LocalFileSystem(), root)
     if fs.get_file_info(base).type != pafs.FileType.Directory:
         return schema.empty_table()
-    partitioning = ds.partitioning(pa.schema([("batch_id", pa.int64())]), flavor="hive")
-    return ds.dataset(base, filesystem=fs, format="parquet", schema=schema, partitioning=partitioning,
-                      exclude_invalid_files=True, ignore_prefixes=[".", "_"]).to_table()
+    options = {"filesystem": fs, "format": "parquet", "schema": schema, "exclude_invalid_files": True, "ignore_prefixes": [".", "_"]}
+    if batch_ids is None:
+        partitioning = ds.partitioning(pa.schema([("batch_id", pa.int64())]), flavor="hive")
+        return ds.dataset(base, partitioning=partitioning, **options).to_table()
+    folders = [f"{base.rstrip('/')}/batch_id={b}" for b in sorted(set(batch_ids))]
+    tables = [ds.dataset(f, **options).to_table() for f in folders if fs.get_file_info(f).type == pafs.FileType.Directory]
+    return pa.concat_tables(tables) if tables else schema.empty_table()

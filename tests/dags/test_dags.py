@@ -42,6 +42,16 @@ def world(airflow_db, kafka_bootstrap, tmp_path_factory):
     os.environ.update(saved)
 
 
+def kafka_bootstrap_of(job: str) -> str:
+    conn = json.loads(os.environ["AIRFLOW_CONN_KAFKA_DEFAULT"])
+    return f"{conn['host']}:{conn['port']}"
+
+
+def topic_of(tmp) -> str:
+    text = next((tmp / "jobs").glob("*.properties")).read_text()
+    return next(line.split("=", 1)[1].removeprefix("kafka.") for line in text.splitlines() if line.startswith("task.inputs="))
+
+
 def dagbag():
     from airflow.dag_processing.dagbag import DagBag
 
@@ -72,13 +82,18 @@ def test_microbatch_rescale_microbatch_then_quality(world):
     first = bag.dags[f"elastic_microbatch__{job}"].test()
     assert first.state == "success"
     _, store, coordinator = open_job(job)
-    assert coordinator.current().factor == 2 and store.plans(job, "committed")
+    assert coordinator.current().factor == 2
+    mine = [m for m in store.metrics(job) if m["owner"] == first.run_id]
+    assert len(mine) == 2 and mine[-1]["lag_left"] == 0  # one run, batches (cap 250) until caught up
 
     rescale = bag.dags["elastic_rescale"].test(run_conf={"job": job, "factor": 8, "dry_run": False}, mark_success_pattern="trigger_data_quality")
     assert rescale.state == "success"
     assert coordinator.current().factor == 8
     assert "rescale 2 -> 8 (elastic_rescale run " in coordinator.current().reason  # who asked, for the UI's history
 
+    empty = bag.dags[f"elastic_microbatch__{job}"].test()  # nothing to read: the lag probe skips the batch
+    assert empty.state == "success" and not [m for m in store.metrics(job) if m["owner"] == empty.run_id]
+    send(kafka_bootstrap_of(job), topic_of(tmp), demo_records(100, keys=20, seed=22))
     second = bag.dags[f"elastic_microbatch__{job}"].test()
     assert second.state == "success"
     assert {m["factor"] for m in store.metrics(job)} == {2, 8}
@@ -87,7 +102,8 @@ def test_microbatch_rescale_microbatch_then_quality(world):
     assert dq.state == "success"
     summary = json.loads((tmp / "report" / "summary.json").read_text())
     assert summary["success"] and {c["name"] for c in summary["checks"]} >= {"no_loss", "key_order", "routing"}
-    assert (tmp / "report" / "data_docs" / "index.html").is_file()
+    assert (tmp / "report" / summary["folder"] / "data_docs" / "index.html").is_file()  # each run keeps its own report
+    assert summary["folder"] in (tmp / "report" / "summary.html").read_text()  # linked from the rolling page
 
 
 def test_quality_dag_fails_on_a_corrupted_audit(world):
@@ -103,10 +119,10 @@ def test_quality_dag_fails_on_a_corrupted_audit(world):
         path.unlink()
     for b in {r["batch_id"] for r in rows}:
         write_task_file(str(tmp / "audit"), b, TaskName("rewritten"), pa.Table.from_pylist([r for r in rows if r["batch_id"] == b], schema=AUDIT_SCHEMA))
-    dq = dagbag().dags[f"elastic_data_quality__{job}"].test()
+    dq = dagbag().dags[f"elastic_data_quality__{job}"].test(run_conf={"from_batch": 1})  # a manual window over every batch
     assert dq.state == "failed"
     with pytest.raises(QualityFailed, match=rf"no_loss .*{victim['stream']}-{victim['partition']}@{victim['offset']}"):
-        quality(job, None, None, None)
+        quality(job, 1, None, None)
 
 
 def test_scale_schedule_applies_the_configured_factor(world):
@@ -114,7 +130,35 @@ def test_scale_schedule_applies_the_configured_factor(world):
 
     job, tmp = world
     config_file = next((tmp / "jobs").glob("*.properties"))
+    before = open_job(job)[2].current()
+    assert before.origin == "manual"  # the rescale to 8 of the test above: it holds for an hour by default
     config_file.write_text(config_file.read_text() + "job.elasticity.schedule=* * * * * -> 3\n")
-    run = dagbag().dags["elastic_scale_schedule"].test()
+    held = dagbag().dags["elastic_scale_schedule"].test(mark_success_pattern="trigger_data_quality")
+    assert held.state == "success" and open_job(job)[2].current().number == before.number
+    config_file.write_text(config_file.read_text() + "job.elasticity.manual.hold.ms=0\n")
+    run = dagbag().dags["elastic_scale_schedule"].test(mark_success_pattern="trigger_data_quality")
     assert run.state == "success"
-    assert open_job(job)[2].current().factor == 3
+    after = open_job(job)[2].current()
+    assert (after.factor, after.origin) == (3, "schedule") and "elastic_scale_schedule run" in after.reason
+
+
+def test_no_silent_yarn(world, monkeypatch):
+    """A spark connection whose master cannot work fails at once, naming the connection and the value;
+    without a connection the job config's master (or the embedded Connect server) decides, never YARN."""
+    from elasticity.airflow.operators import MicroBatchOperator
+    from elasticity.config import ConfigError, validate
+
+    job, tmp = world
+    op = MicroBatchOperator(task_id="t", job=job, config_path=str(next((tmp / "jobs").glob("*.properties"))), spark_conn_id="spark_yarn")
+    config = validate({"job.name": job, "task.inputs": "kafka.x", "spark.master": "local[3]"})
+    monkeypatch.delenv("HADOOP_CONF_DIR", raising=False)
+    monkeypatch.delenv("YARN_CONF_DIR", raising=False)
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps({"conn_type": "spark", "host": "yarn"}))
+    with pytest.raises(ConfigError, match=r"spark master 'yarn' from connection 'spark_yarn' cannot work here"):
+        op.spark_target(config)
+    monkeypatch.delenv("AIRFLOW_CONN_SPARK_YARN")
+    target = op.spark_target(config)
+    assert (target.kind, target.value) == ("master", "local[3]") and "spark.master" in target.source
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps({"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": 15999}))
+    target = op.spark_target(config)
+    assert (target.kind, target.value) == ("connect", "sc://127.0.0.1:15999/")

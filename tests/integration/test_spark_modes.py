@@ -42,9 +42,38 @@ def test_spark_submit_runs_the_batch(job_file):
     assert summary["processed"] == 300 and summary["lag_left"] == 0 and summary["task_count"] == 8
 
 
-def test_spark_connect_runs_the_batch(job_file):
+def test_spark_connect_runs_batches_on_the_warm_server(job_file, spark_connect, kafka_bootstrap):
+    """The default path: the CLI as a thin Connect client of a long-lived server; a second run reuses its
+    session (one per job), and a run with nothing to read never starts Spark."""
     write, env = job_file
-    path = write(**{"spark.remote": "local[2]"})
-    out = subprocess.run([str(BIN / "elasticity"), "run-batch", "--config", str(path)], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    summary = _summary(out)
-    assert summary["processed"] == 300 and summary["factor"] == 4
+    path = write(**{"spark.remote": spark_connect})
+    args = [str(BIN / "elasticity"), "run-batch", "--config", str(path), "--until-caught-up"]
+    first = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    summary = _summary(first)
+    assert summary["processed"] == 300 and summary["factor"] == 4 and summary["lag_left"] == 0
+    empty = subprocess.run([*args, "--max-seconds", "30"], cwd=REPO, env={**env, "SPARK_REMOTE": "sc://127.0.0.1:1"},
+                           capture_output=True, text=True, timeout=120)  # a dead Spark address: never touched
+    assert _summary(empty)["batch_id"] is None
+    send_more(kafka_bootstrap, path)
+    second = _summary(subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=300))
+    assert second["processed"] == 50 and second["batch_id"] == summary["batch_id"] + 1
+
+
+def test_the_embedded_server_is_the_default(job_file, spark_connect_server, monkeypatch):
+    from elasticity.config import load_config
+    from elasticity.spark.target import resolve_target
+
+    write, _ = job_file
+    config = load_config(write())
+    monkeypatch.setenv("ELASTICITY_HOME", str(spark_connect_server.home))
+    target = resolve_target(config)
+    assert (target.kind, target.value) == ("connect", spark_connect_server.remote) and "embedded" in target.source
+    assert resolve_target(load_config(write(**{"spark.master": "local[1]"}))).value == "local[1]"  # an explicit master wins
+
+
+def send_more(bootstrap: str, config_path: Path) -> None:
+    from elasticity.config import load_config
+    from elasticity.demo import demo_records
+    from elasticity.kafka.producer import send
+
+    send(bootstrap, load_config(config_path).inputs[0].stream, demo_records(50, keys=10, seed=3))

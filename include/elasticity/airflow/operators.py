@@ -1,28 +1,135 @@
-"""Operators: spark-submit of one micro-batch, its infrastructure resolved at run time."""
+"""MicroBatchOperator: the micro-batches of one DAG run of a job.
+
+1. A lag probe (broker end offsets against the committed checkpoints, no Spark):
+   nothing to read ends the task at once, skipped, with no Asset event.
+2. Batches until caught up or `airflow.microbatch.max.seconds`, each commit's
+   upload overlapping the next batch. Where they run:
+   - a Spark Connect server (a `spark_connect` connection, `spark.remote`, or the
+     embedded server): the task is a thin client, the engine's driver logic runs
+     here and the work on the warm server;
+   - a Spark master (a `spark` connection, or the job's `spark.master`):
+     spark-submit of spark_apps/run_batch.py, a new driver per run.
+   A master that cannot work fails at once, naming the connection and the value
+   (no silent YARN).
+3. An Asset event carrying the last batch's summary and the ids of all.
+
+The lease owner is the run id: a retry reclaims its own lease and replays its
+written-ahead plan.
+"""
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
 from typing import Any
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException, AirflowSkipException
 
+from ..config import JobConfig, load_config
+from ..spark.target import SparkTarget, check_master, resolve_target
+from .assets import batches_asset
 from .hooks import REPO, ElasticityHook
 
+SUMMARY_KEYS = ("job", "batch_id", "generation", "factor", "records_read", "processed", "dead_lettered", "skipped", "lag_left", "durations_ms")
 
-class MicroBatchOperator(SparkSubmitOperator):
-    """spark_apps/run_batch.py for one job; the lease owner is the run id, so a
-    retry of this task reclaims its own lease and replays its written-ahead plan."""
 
-    def __init__(self, *, config_path: str, kafka_conn_id: str = "kafka_default", store_conn_id: str = "elasticity_store", **kwargs: Any) -> None:
-        kwargs.setdefault("conf", {"spark.ui.enabled": "false"})
-        super().__init__(
-            application=str(REPO / "spark_apps" / "run_batch.py"),
-            application_args=["--config", config_path, "--owner", "{{ run_id }}"],
-            **kwargs,
-        )
+class _MasterSubmitHook(SparkSubmitHook):
+    """spark-submit on a master we resolved and checked ourselves (no `spark` connection): never
+    the hook's YARN default. The fields are those SparkSubmitHook._resolve_connection fills (provider 6.3)."""
+
+    def __init__(self, *, master: str, **kwargs: Any) -> None:
+        self._master = master
+        super().__init__(**kwargs)
+
+    def _resolve_connection(self) -> dict[str, Any]:
+        return {"master": self._master, "queue": None, "deploy_mode": None, "spark_binary": self.spark_binary or "spark-submit",
+                "namespace": None, "principal": self._principal, "keytab": self._keytab, "rest_scheme": "http", "rest_port": 6066,
+                "rest_endpoint": None}
+
+
+class MicroBatchOperator(BaseOperator):
+    ui_color = "#e8f1fb"
+
+    def __init__(
+        self, *, job: str, config_path: str, spark_conn_id: str = "spark_default", kafka_conn_id: str = "kafka_default",
+        store_conn_id: str = "elasticity_store", **kwargs: Any,
+    ) -> None:
+        super().__init__(outlets=[batches_asset(job)], **kwargs)
+        self.job = job
+        self.config_path = config_path
+        self.spark_conn_id = spark_conn_id
         self.kafka_conn_id = kafka_conn_id
         self.store_conn_id = store_conn_id
 
-    def execute(self, context: Any) -> None:
-        self.env_vars = {**(self.env_vars or {}), **ElasticityHook(self.kafka_conn_id, self.store_conn_id).env()}
-        return super().execute(context)
+    def spark_target(self, config: JobConfig) -> SparkTarget:
+        source = f"connection {self.spark_conn_id!r}"
+        try:
+            conn = ElasticityHook.get_connection(self.spark_conn_id)
+        except AirflowNotFoundException:
+            return resolve_target(config, Path(self.config_path).name)
+        if conn.conn_type == "spark_connect":
+            from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+            return SparkTarget("connect", SparkConnectHook(self.spark_conn_id).get_connection_url(), source)
+        if conn.conn_type != "spark":
+            raise AirflowException(f"{source} has type {conn.conn_type!r}: expected 'spark' (spark-submit) or 'spark_connect'")
+        master = conn.host or ""
+        if conn.port:
+            master = f"{master}:{conn.port}"
+        if "://" not in master and conn.port and not master.startswith(("spark", "k8s")):
+            master = f"spark://{master}"
+        return SparkTarget("master", check_master(master, source), source)
+
+    def execute(self, context: Any) -> list[int]:
+        from ..checkpoint.store import CheckpointStore
+        from ..kafka.consumer import KafkaInputs
+        from ..lag import lag_report
+
+        logging.getLogger("kafka").setLevel(logging.WARNING)
+        hook = ElasticityHook(self.kafka_conn_id, self.store_conn_id)
+        hook.apply()
+        config = load_config(self.config_path)
+        store = CheckpointStore(config.checkpoint_store_url(), config.checkpoint_history_size)
+        lag = lag_report(config, store, KafkaInputs(config))
+        self.log.info("lag probe: %s", lag.describe())
+        if not lag.has_work:
+            raise AirflowSkipException(f"nothing to read: {lag.describe()}")
+        run_id = context["run_id"]
+        max_seconds = int(config.get("airflow.microbatch.max.seconds") or 45)
+        target = self.spark_target(config)
+        self.log.info("micro-batches of %s on %s (%s)", self.job, target.value, target.source)
+        if target.kind == "connect":
+            self._run_connected(config, store, target, run_id, max_seconds)
+        else:
+            self._submit(target, hook, run_id, max_seconds)
+        committed = [m for m in store.metrics(self.job, limit=200) if m.get("owner") == run_id and m.get("batch_id") is not None]
+        if not committed:
+            raise AirflowSkipException("no batch committed")
+        context["outlet_events"][batches_asset(self.job)].extra = {
+            **{k: committed[-1][k] for k in SUMMARY_KEYS}, "batch_ids": [m["batch_id"] for m in committed]
+        }
+        return [m["batch_id"] for m in committed]
+
+    def _run_connected(self, config: JobConfig, store: Any, target: SparkTarget, run_id: str, max_seconds: int) -> None:
+        from ..spark.engine import BatchFailed, MicroBatchEngine
+        from ..spark.session import session
+
+        engine = MicroBatchEngine(config, session(config, target=target), store)
+        try:
+            engine.run(until_caught_up=True, owner=run_id, max_seconds=max_seconds, on_commit=lambda s: self.log.info("%s", s.line()))
+        except BatchFailed as e:
+            raise AirflowException(f"batch failed after committing what succeeded: {e}") from e
+
+    def _submit(self, target: SparkTarget, hook: ElasticityHook, run_id: str, max_seconds: int) -> None:
+        from ..spark.server import log4j_options
+
+        kwargs = {
+            "name": f"elasticity-{self.job}", "env_vars": hook.env(),
+            "conf": {"spark.ui.enabled": "false", "spark.driver.extraJavaOptions": log4j_options()},
+            "application_args": ["--config", self.config_path, "--owner", run_id, "--until-caught-up", "--max-seconds", str(max_seconds)],
+        }
+        from_connection = target.source == f"connection {self.spark_conn_id!r}"
+        submit = SparkSubmitHook(conn_id=self.spark_conn_id, **kwargs) if from_connection else _MasterSubmitHook(master=target.value, **kwargs)
+        submit.submit(str(REPO / "spark_apps" / "run_batch.py"))

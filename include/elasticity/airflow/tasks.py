@@ -5,10 +5,20 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ..autosize import AutosizePolicy, BatchSample, Recommendation, parse_schedule, recommend, scheduled_factor
+from ..autosize import (
+    AutosizePolicy,
+    BatchSample,
+    ManualHold,
+    Recommendation,
+    manual_hold,
+    parse_schedule,
+    recommend,
+    scheduled_factor,
+)
 from ..checkpoint.store import CheckpointStore, LeaseHeldError
 from ..config import JobConfig, load_config
 from ..coordinator import JobCoordinator
@@ -29,18 +39,18 @@ def open_job(job: str) -> tuple[JobConfig, CheckpointStore, JobCoordinator]:
     return config, store, JobCoordinator(config, store, KafkaInputs(config))
 
 
-def rescale(job: str, factor: int | None, dry_run: bool, owner: str, reason: str) -> dict[str, Any]:
+def rescale(job: str, factor: int | None, dry_run: bool, owner: str, reason: str, origin: str = "manual") -> dict[str, Any]:
     """Migrate under the job's lease; a running batch is allowed to finish first."""
     config, store, coordinator = open_job(job)
     old = coordinator.current()
     if dry_run:
         plan = coordinator.plan_rescale(factor)
         log.info("dry run of %s:\n%s", reason, plan.migration.describe() if plan.migration else "nothing to change")
-        return {"job": job, "dry_run": True, "old_generation": old.number if old else None, "new_generation": None}
+        return {"job": job, "dry_run": True, "applied": False, "old_generation": old.number if old else None, "new_generation": None}
     deadline = time.monotonic() + LEASE_WAIT_S
     while True:
         try:
-            plan = coordinator.rescale(factor, owner=owner, trigger=reason)
+            plan = coordinator.rescale(factor, owner=owner, trigger=reason, origin=origin)
             break
         except LeaseHeldError as e:
             if time.monotonic() > deadline:
@@ -52,14 +62,22 @@ def rescale(job: str, factor: int | None, dry_run: bool, owner: str, reason: str
     else:
         log.info("%s (%s):\n%s", job, reason, plan.migration.describe())
     new = coordinator.current()
-    return {"job": job, "dry_run": False, "old_generation": old.number if old else None, "new_generation": new.number if new else None,
+    return {"job": job, "dry_run": False, "applied": plan.migration is not None, "origin": origin,
+            "old_generation": old.number if old else None, "new_generation": new.number if new else None,
             "old_factor": old.factor if old else None, "new_factor": new.factor if new else None, "reason": reason}
 
 
-def batches_of_run(job: str, owner: str) -> list[dict[str, Any]]:
-    """The summaries of the batches a run committed (they carry their owner)."""
-    _, store, _ = open_job(job)
-    return [m for m in store.metrics(job, limit=50) if m.get("owner") == owner and m.get("batch_id") is not None]
+def current_factors(jobs: list[str]) -> dict[str, int | None]:
+    """Each job's current factor, for the rescale form; None when unknown (never raises: it runs at parse time)."""
+    out: dict[str, int | None] = {}
+    for job in jobs:
+        try:
+            generation = open_job(job)[2].current()
+            out[job] = generation.factor if generation else None
+        except Exception as e:  # a DAG file must parse even when the store is down
+            log.warning("current factor of %s unknown: %s", job, e)
+            out[job] = None
+    return out
 
 
 def samples(metrics: list[dict[str, Any]], created: dict[int, int]) -> list[BatchSample]:
@@ -70,38 +88,69 @@ def samples(metrics: list[dict[str, Any]], created: dict[int, int]) -> list[Batc
     return out
 
 
-def desired_factor(job: str, now: datetime | None = None) -> Recommendation | None:
-    """What the schedule or the autosizer wants for this job, or None when it has neither."""
+@dataclass(frozen=True)
+class ScaleDecision:
+    """What the scale policy wants for a job now: one policy for schedule, autosizer and people."""
+
+    job: str
+    current: int | None
+    factor: int | None  # None: nothing to apply
+    origin: str  # schedule | autosize
+    reason: str
+    hold: ManualHold | None = None
+
+    @property
+    def applies(self) -> bool:
+        return self.factor is not None and self.current is not None and self.factor != self.current and self.hold is None
+
+
+def scale_decision(job: str, now: datetime | None = None) -> ScaleDecision:
+    """The schedule's or the autosizer's factor, unless a person's rescale holds
+    (`job.elasticity.manual.hold.ms` after it)."""
     config, store, coordinator = open_job(job)
     current = coordinator.current()
     if current is None:
-        return None
+        return ScaleDecision(job, None, None, "schedule", "the job has not started")
     now = now or datetime.now(UTC)
+    now_ms = int(now.timestamp() * 1000)
     rules = config.get("job.elasticity.schedule")
     if rules:
-        factor = scheduled_factor(parse_schedule(rules), now)
-        return Recommendation(factor, f"schedule {rules!r}")
-    if config.get("job.elasticity.autosize") != "true":
-        return None
-    policy = AutosizePolicy(
-        min_factor=int(config.get("job.elasticity.autosize.min") or 1),
-        max_factor=int(config.get("job.elasticity.autosize.max") or 16),
-        cooldown_ms=int(config.get("job.elasticity.autosize.cooldown.ms") or 600_000),
-        target_lag_s=float(config.get("job.elasticity.autosize.target.lag.seconds") or 60),
-    )
-    metrics = store.metrics(job, limit=20)
-    at = {m["batch_id"]: m.get("finished_ms", 0) for m in metrics}
-    return recommend(samples(metrics, at), current.factor, current.created_ms, int(now.timestamp() * 1000), policy)
+        want = Recommendation(scheduled_factor(parse_schedule(rules), now), f"schedule {rules!r}")
+        origin = "schedule"
+    elif config.get("job.elasticity.autosize") == "true":
+        policy = AutosizePolicy(
+            min_factor=int(config.get("job.elasticity.autosize.min") or 1),
+            max_factor=int(config.get("job.elasticity.autosize.max") or 16),
+            cooldown_ms=int(config.get("job.elasticity.autosize.cooldown.ms") or 600_000),
+            target_lag_s=float(config.get("job.elasticity.autosize.target.lag.seconds") or 60),
+        )
+        metrics = store.metrics(job, limit=20)
+        at = {m["batch_id"]: m.get("finished_ms", 0) for m in metrics}
+        want = recommend(samples(metrics, at), current.factor, current.created_ms, now_ms, policy)
+        origin = "autosize"
+    else:
+        return ScaleDecision(job, current.factor, None, "schedule", "no job.elasticity.schedule and no autosizer")
+    hold = manual_hold(store.generations(job), int(config.get("job.elasticity.manual.hold.ms") or 3_600_000), now_ms)
+    if hold is not None and want.factor != current.factor:
+        until = datetime.fromtimestamp(hold.until_ms / 1000, UTC).isoformat(timespec="seconds")
+        return ScaleDecision(job, current.factor, want.factor, origin,
+                             f"{want.reason} wants {want.factor}, held at {hold.factor} by a manual rescale until {until}", hold)
+    return ScaleDecision(job, current.factor, want.factor, origin, want.reason)
 
 
-def quality(job: str, from_batch: int | None, to_batch: int | None, report_dir: str | None) -> dict[str, Any]:
+def quality(job: str, from_batch: int | None, to_batch: int | None, report_dir: str | None, run_name: str | None = None) -> dict[str, Any]:
+    """Incremental (the batches since the last validated one) unless a window is given."""
     from ..quality.runner import QualityFailed, run_quality
 
     config, store, _ = open_job(job)
-    result, summary = run_quality(config, store, KafkaInputs(config), from_batch, to_batch, report_dir)
-    log.info("data quality of %s: %s\nreport: %s\ndata docs: %s", job, "PASSED" if result.success else "FAILED", summary, result.data_docs)
+    incremental = from_batch is None and to_batch is None
+    result, summary = run_quality(config, store, KafkaInputs(config), from_batch, to_batch, report_dir, incremental, run_name)
+    window = json.loads(summary.with_suffix(".json").read_text())["window"]
+    log.info("data quality of %s (%s): %s\nreport: %s\ndata docs: %s", job, window, "PASSED" if result.success else "FAILED",
+             summary, result.data_docs)
     for c in result.checks:
         log.info("%-13s %s  rows=%d unexpected=%d %s", c.name, "PASS" if c.success else "FAIL", c.rows, c.unexpected, ", ".join(c.examples[:5]))
     if not result.success:
         raise QualityFailed(f"data quality of {job} failed: {result.failure_message()} (report: {summary})")
-    return {"job": job, "report": str(summary), "data_docs": result.data_docs, "checks": json.loads(summary.with_suffix(".json").read_text())["checks"]}
+    return {"job": job, "window": window, "report": str(summary), "data_docs": result.data_docs,
+            "checks": json.loads(summary.with_suffix(".json").read_text())["checks"]}

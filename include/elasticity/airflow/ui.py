@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import json
+import time
 import urllib.parse
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,8 +26,10 @@ class JobView:
     generation: int | None
     factor: int | None
     containers: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # container -> task -> SSPKb keys
-    lag_per_sspkb: dict[str, int] = field(default_factory=dict)
+    lag_per_sspkb: dict[str, int] = field(default_factory=dict)  # offsets between each virtual task's checkpoint and its partition's end
     lag_per_task: dict[str, int] = field(default_factory=dict)
+    lag_error: str | None = None  # why the live lag is unknown (broker down): never an older generation's figures instead
+    scale_policy: str = ""
     lag_history: list[dict[str, Any]] = field(default_factory=list)  # batch_id, factor, lag per SSPKb
     checkpoints: dict[str, Any] = field(default_factory=dict)
     rescales: list[dict[str, Any]] = field(default_factory=list)
@@ -47,8 +50,14 @@ def job_view(job: str) -> JobView:
     for c in current.job_model.containers:
         view.containers[c.processor_id] = {t.task_name.name: sorted(ssp_to_key(s) for s in t.system_stream_partitions) for t in c.tasks}
     metrics = store.metrics(job, limit=50)
-    if metrics:
-        view.lag_per_sspkb = metrics[-1]["metrics"].get("lag", {})
+    try:  # the current model's checkpoints against fresh high watermarks
+        from ..kafka.consumer import KafkaInputs
+        from ..lag import lag_report
+
+        view.lag_per_sspkb = lag_report(config, store, KafkaInputs(config)).per_sspkb
+    except (ConnectionError, OSError, RuntimeError) as e:
+        view.lag_error = str(e)
+    view.scale_policy = scale_policy(job)
     for c in current.job_model.containers:
         for t in c.tasks:
             view.lag_per_task[t.task_name.name] = sum(view.lag_per_sspkb.get(ssp_to_key(s), 0) for s in t.system_stream_partitions)
@@ -61,6 +70,18 @@ def job_view(job: str) -> JobView:
     if summary.is_file():
         view.quality = json.loads(summary.read_text())
     return view
+
+
+def scale_policy(job: str) -> str:
+    from .tasks import scale_decision
+
+    d = scale_decision(job)
+    if d.hold is not None:
+        until = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(d.hold.until_ms / 1000))
+        return f"manual hold at factor {d.hold.factor} until {until} ({d.reason})"
+    if d.factor is None:
+        return d.reason
+    return f"{d.origin}: wants factor {d.factor} ({d.reason})"
 
 
 def render(view: JobView) -> str:
@@ -96,7 +117,10 @@ def render(view: JobView) -> str:
 <a id=rescale href="{html.escape(view.rescale_form)}">Rescale this job</a> (elastic_rescale: Trigger, choose job {html.escape(view.job)} and the factor)
 &middot; <a href="api/jobs/{urllib.parse.quote(view.job)}">JSON</a></p>
 {chart}
-<h2>Job model and lag</h2><table id=tasks><tr><th>container</th><th>virtual task</th><th>SSPKb</th><th>lag (offsets)</th></tr>{rows}</table>
+<p id=policy>Scale policy: {html.escape(view.scale_policy)}</p>
+<h2>Job model and lag</h2><p>Lag of a virtual task: offsets between its checkpoint and its partition's end, now
+(records of the partition's other buckets are among them).{' <b>Live lag unknown: ' + html.escape(view.lag_error) + '</b>' if view.lag_error else ''}</p>
+<table id=tasks><tr><th>container</th><th>virtual task</th><th>SSPKb</th><th>lag (offsets)</th></tr>{rows}</table>
 <h2>Rescales</h2><table><tr><th>generation</th><th>factor</th><th>why</th><th>at (ms)</th></tr>{rescales}</table>
 <h2>Data quality</h2>{quality}
 <h2>Latest checkpoints</h2><pre>{html.escape(json.dumps(view.checkpoints, indent=1)[:20000])}</pre>

@@ -35,8 +35,10 @@ from sqlalchemy import (
     event,
     func,
     insert,
+    inspect,
     or_,
     select,
+    text,
     update,
 )
 from sqlalchemy.engine import Engine
@@ -72,6 +74,7 @@ generations = Table(
     Column("job_model", Text, nullable=False),
     Column("reason", Text, nullable=False),
     Column("created_ms", BigInteger, nullable=False),
+    Column("origin", String(32)),  # who asked: manual | schedule | autosize | start | partitions
 )
 
 checkpoints = Table(
@@ -141,6 +144,10 @@ class Generation:
     job_model: JobModel
     reason: str
     created_ms: int
+    origin: str = "manual"  # manual (a person: the rescale DAG or CLI), schedule, autosize, start, partitions
+
+
+ORIGINS = ("manual", "schedule", "autosize", "start", "partitions")
 
 
 @dataclass(frozen=True)
@@ -186,6 +193,14 @@ class CheckpointStore:
         self.history_size = history_size
         self.clock = clock
         metadata.create_all(self.engine)
+        self._add_missing_columns()
+
+    def _add_missing_columns(self) -> None:
+        """Stores written by an older version lack later nullable columns; add them in place."""
+        have = {c["name"] for c in inspect(self.engine).get_columns(generations.name)}
+        if "origin" not in have:
+            with self.engine.begin() as conn:
+                conn.execute(text(f"ALTER TABLE {generations.name} ADD COLUMN origin VARCHAR(32)"))
 
     def close(self) -> None:
         self.engine.dispose()
@@ -203,7 +218,8 @@ class CheckpointStore:
             ).first()
         if row is None:
             return None
-        return Generation(job, row.generation, row.factor, job_model_from_json(row.job_model), row.reason, row.created_ms)
+        return Generation(job, row.generation, row.factor, job_model_from_json(row.job_model), row.reason, row.created_ms,
+                          row.origin or "manual")
 
     def generations(self, job: str) -> list[Generation]:
         with self.engine.connect() as conn:
@@ -399,6 +415,7 @@ class CheckpointStore:
         read_versions: tuple[int, ...] = (1,),
         live_max_age_ms: int = 600_000,
         abandon_pending: bool = False,
+        origin: str = "manual",
     ) -> Generation:
         """Atomically replace generation `expected` (0: none yet) by a new one.
 
@@ -436,14 +453,14 @@ class CheckpointStore:
             conn.execute(
                 insert(generations).values(
                     job_name=job, generation=new_number, factor=factor, job_model=job_model_to_json(model, indent=None),
-                    reason=reason, created_ms=now,
+                    reason=reason, created_ms=now, origin=origin,
                 )
             )
             faults.point("rescale.generation_written")
             self._insert_checkpoints(conn, job, new_number, new.values(), write_versions, None)
             faults.point("rescale.checkpoints_written")
         faults.point("rescale.after_commit")
-        return Generation(job, new_number, factor, model, reason, now)
+        return Generation(job, new_number, factor, model, reason, now, origin)
 
     def replace_checkpoints(
         self, job: str, generation: int, task_checkpoints: Iterable[TaskCheckpoint], write_versions: tuple[int, ...], owner: str | None

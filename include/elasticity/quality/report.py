@@ -5,6 +5,7 @@ network: it opens from a file anywhere."""
 from __future__ import annotations
 
 import html
+import time
 from collections.abc import Sequence
 
 from .suite import QualityResult
@@ -49,7 +50,7 @@ def _chart(title: str, xs: Sequence[int], series: dict[str, Sequence[float]], ma
     return f"<h3>{html.escape(title)}</h3>{''.join(parts)}<div>{legend}</div>"
 
 
-def summary_html(job: str, result: QualityResult, metrics: Sequence[dict], window: str) -> str:
+def _charts(metrics: Sequence[dict]) -> str:
     xs = [m["batch_id"] for m in metrics]
     lag_keys = sorted({k for m in metrics for k in m["metrics"].get("lag", {})})
     lag = {k: [m["metrics"].get("lag", {}).get(k, 0) for m in metrics] for k in lag_keys}
@@ -59,17 +60,44 @@ def summary_html(job: str, result: QualityResult, metrics: Sequence[dict], windo
         if previous is not None and m["factor"] != previous:
             marks.append((m["batch_id"], f"factor {previous}->{m['factor']}"))
         previous = m["factor"]
+    return (_chart("Lag per SSPKb (offsets) over batches", xs, lag, marks)
+            + _chart("Throughput per batch (records/s of batch time)", xs, throughput, marks, bars=True))
+
+
+_STYLE = "<style>body{font-family:sans-serif;margin:24px} td,th{border:1px solid #ccc;padding:4px 8px;font-size:13px} table{border-collapse:collapse}</style>"
+
+
+def summary_html(job: str, result: QualityResult, metrics: Sequence[dict], window: str) -> str:
     rows = "".join(
         f"<tr><td>{'PASS' if c.success else '<b style=color:#c00>FAIL</b>'}</td><td>{c.name}</td><td>{html.escape(c.describe)}</td>"
         f"<td>{c.expectation}</td><td>{c.rows:,}</td><td>{c.unexpected:,}</td><td>{html.escape(', '.join(c.examples[:5]))}</td></tr>"
         for c in result.checks
     )
     verdict = "PASSED" if result.success else "FAILED"
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>DQ {html.escape(job)}: {verdict}</title>
-<style>body{{font-family:sans-serif;margin:24px}} td,th{{border:1px solid #ccc;padding:4px 8px;font-size:13px}} table{{border-collapse:collapse}}</style>
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>DQ {html.escape(job)}: {verdict}</title>{_STYLE}
 </head><body><h1>Data quality of {html.escape(job)}: {verdict}</h1><p>{html.escape(window)}.
-Great Expectations Data Docs: <a href="data_docs/index.html">data_docs/index.html</a></p>
+Great Expectations Data Docs: <a href="data_docs/index.html">data_docs/index.html</a> &middot; <a href="../../summary.html">all runs</a></p>
 <table><tr><th>result</th><th>check</th><th>what it proves</th><th>expectation</th><th>rows</th><th>unexpected</th><th>examples</th></tr>{rows}</table>
-{_chart("Lag per SSPKb (offsets) over batches", xs, lag, marks)}
-{_chart("Throughput per batch (records/s)", xs, throughput, marks, bars=True)}
+{_charts(metrics)}
+</body></html>"""
+
+
+def _verdicts(checks: Sequence[dict]) -> str:
+    return ", ".join(f"{c['name']} " + ("ok" if c["success"] else f"{c['unexpected']} bad") for c in checks)
+
+
+def index_html(job: str, runs: Sequence[dict], metrics: Sequence[dict]) -> str:
+    """The rolling page: every run (newest first) with its window and verdict, and the job's charts."""
+    rows = "".join(
+        f"<tr><td>{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(r['finished_ms'] / 1000))}</td><td>{html.escape(r['run'])}</td>"
+        f"<td>{html.escape(r['window'])}</td><td>{'PASSED' if r['success'] else '<b style=color:#c00>FAILED</b>'}</td>"
+        f"<td>{html.escape(_verdicts(r['checks']))}</td>"
+        f"<td><a href='runs/{html.escape(r['folder'])}/summary.html'>report</a> &middot; "
+        f"<a href='runs/{html.escape(r['folder'])}/data_docs/index.html'>Data Docs</a></td></tr>"
+        for r in reversed(runs)
+    )
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>DQ {html.escape(job)}</title>{_STYLE}</head>
+<body><h1>Data quality of {html.escape(job)}</h1><p>{len(runs)} runs; each validates the batches committed since the last passing one.</p>
+<table><tr><th>finished</th><th>run</th><th>window</th><th>verdict</th><th>checks</th><th>links</th></tr>{rows}</table>
+{_charts(metrics)}
 </body></html>"""

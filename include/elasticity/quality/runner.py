@@ -1,10 +1,17 @@
 """Runs the data-quality suites for a job over a window of committed batches and
-writes the report folder: Great Expectations Data Docs plus `summary.html`."""
+writes its report: `runs/<run>/` (Great Expectations Data Docs, `summary.html`,
+`summary.json`) per run, and at the report root a rolling `summary.html` that
+links every run, plus `summary.json` of the latest.
+
+Incremental (what the Asset and rescales trigger): the batches committed since
+the last validated one, reading only their audit and sink files and their input
+ranges. A manual window (from/to batch) validates any range of batches."""
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -17,8 +24,9 @@ from ..kafka.admin import resolve_bootstrap
 from ..model import SystemStreamPartition
 from ..sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, read_table
 from ..spark.reader import Chunk, close_consumers, read_chunk
-from .checks import QualityInputs
-from .report import summary_html
+from . import cursor
+from .checks import Done, QualityInputs
+from .report import index_html, summary_html
 from .suite import QualityResult, run_suites
 
 
@@ -26,17 +34,45 @@ class QualityFailed(AssertionError):
     pass
 
 
-def load_inputs(config: JobConfig, store: CheckpointStore, inputs: Inputs, from_batch: int | None, to_batch: int | None) -> tuple[QualityInputs, str]:
-    job = config.job_name
-    committed = store.plans(job, "committed")
-    window = [p for p in committed if (from_batch is None or p.batch_id >= from_batch) and (to_batch is None or p.batch_id <= to_batch)]
-    ids = {p.batch_id for p in committed}
-    audit = read_table(config.path("job.audit.path", "audit"), AUDIT_SCHEMA).to_pandas()
-    audit = audit[audit["batch_id"].isin(ids)]
+def _read_inputs(config: JobConfig, starts: dict[SystemStreamPartition, int], ends: dict[SystemStreamPartition, int]) -> pd.DataFrame:
+    rows = []
+    try:
+        for ssp, start in starts.items():
+            bootstrap = resolve_bootstrap(config, ssp.system)
+            for batch in read_chunk(Chunk(bootstrap, ssp.system, ssp.stream, ssp.partition, start, ends[ssp])):
+                rows.append(batch.to_pandas()[["system", "stream", "partition", "offset", "key"]])
+    finally:
+        close_consumers()
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["system", "stream", "partition", "offset", "key"])
 
+
+def _consistent_state(store: CheckpointStore, coordinator: JobCoordinator, attempts: int = 20):
+    """The committed batches and the checkpoints that include exactly them: batches keep
+    committing while data quality runs, so read until no commit landed in between."""
+    for _ in range(attempts):
+        committed = store.plans(coordinator.job, "committed")
+        generation = coordinator.current()
+        cps = coordinator.checkpoints(generation) if generation else {}
+        if [p.batch_id for p in store.plans(coordinator.job, "committed")] == [p.batch_id for p in committed]:
+            return committed, generation, cps
+        time.sleep(0.5)
+    raise RuntimeError(f"job {coordinator.job!r}: batches kept committing while data quality read the checkpoints")
+
+
+def load_inputs(
+    config: JobConfig, store: CheckpointStore, inputs: Inputs, from_batch: int | None, to_batch: int | None,
+    since: cursor.Cursor | None = None,
+) -> tuple[QualityInputs, str, list[int]]:
+    """The window's facts; with `since`, the batches after its last one, checked against its edge."""
     coordinator = JobCoordinator(config, store, inputs)
-    generation = coordinator.current()
-    cps = coordinator.checkpoints(generation) if generation else {}
+    committed, generation, cps = _consistent_state(store, coordinator)
+    if since is not None:
+        window = [p for p in committed if p.batch_id > since.last_batch]
+    else:
+        window = [p for p in committed if (from_batch is None or p.batch_id >= from_batch) and (to_batch is None or p.batch_id <= to_batch)]
+    ids = [p.batch_id for p in window] if since is not None else [p.batch_id for p in committed]
+    audit = read_table(config.path("job.audit.path", "audit"), AUDIT_SCHEMA, ids).to_pandas()
+
     starts: dict[SystemStreamPartition, int] = {}
     ends: dict[SystemStreamPartition, int] = {}
     for p in window:
@@ -48,39 +84,45 @@ def load_inputs(config: JobConfig, store: CheckpointStore, inputs: Inputs, from_
             base = ssp.without_key_bucket()
             if base in starts:
                 ends[base] = max(offset, ends[base])
-    rows = []
-    try:
-        for ssp, start in starts.items():
-            bootstrap = resolve_bootstrap(config, ssp.system)
-            for batch in read_chunk(Chunk(bootstrap, ssp.system, ssp.stream, ssp.partition, start, ends[ssp])):
-                rows.append(batch.to_pandas()[["system", "stream", "partition", "offset", "key"]])
-    finally:
-        close_consumers()
-    records = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["system", "stream", "partition", "offset", "key"])
+    records = _read_inputs(config, starts, ends)
 
     out_root = Path(config.path("job.output.path", "output"))
     sinks = []
     if out_root.is_dir():
         for d in sorted(out_root.iterdir()):
-            t = read_table(str(d), OUTPUT_SCHEMA).to_pandas().assign(output=d.name)
-            sinks.append(t[t["batch_id"].isin(ids)])
+            sinks.append(read_table(str(d), OUTPUT_SCHEMA, [p.batch_id for p in window]).to_pandas().assign(output=d.name))
     sink = pd.concat(sinks, ignore_index=True) if sinks else pd.DataFrame()
 
-    span = f"batches {window[0].batch_id}..{window[-1].batch_id}" if window else "no committed batch in the window"
-    q = QualityInputs(audit, records, sink, {p.batch_id: p.generation for p in committed},
-                      generation.factor if generation else 1, cps)
-    return q, span
+    span = f"batches {window[0].batch_id}..{window[-1].batch_id}" if window else "no new committed batch"
+    if since is not None:
+        span += f" (new since batch {since.last_batch})" if since.last_batch else " (the first validation)"
+    q = QualityInputs(audit, records, sink, {p.batch_id: p.generation for p in committed}, generation.factor if generation else 1, cps,
+                      since.done if since else None, since.positions if since else None)
+    return q, span, [p.batch_id for p in window]
 
 
 def run_quality(
     config: JobConfig, store: CheckpointStore, inputs: Inputs, from_batch: int | None = None, to_batch: int | None = None,
-    report_dir: str | os.PathLike[str] | None = None,
+    report_dir: str | os.PathLike[str] | None = None, incremental: bool = False, run_name: str | None = None,
 ) -> tuple[QualityResult, Path]:
-    q, span = load_inputs(config, store, inputs, from_batch, to_batch)
-    folder = Path(report_dir or config.path("job.report.path", "reports"))
+    """Validate and report; returns the result and the run's summary.html. An incremental
+    run that passes moves the job's validated edge to its last batch."""
+    root = Path(report_dir or config.path("job.report.path", "reports"))
+    since = (cursor.load(root) or cursor.Cursor(0, Done(1, {}), pd.DataFrame(columns=cursor.POSITION_COLUMNS))) if incremental else None
+    q, span, window = load_inputs(config, store, inputs, from_batch, to_batch, since)
+    name = run_name or time.strftime("%Y%m%dT%H%M%S")
+    folder = root / "runs" / "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
     result = run_suites(q, folder)
     metrics = store.metrics(config.job_name, limit=200)
-    (folder / "summary.html").write_text(summary_html(config.job_name, result, metrics, f"Window: {span}"))
-    (folder / "summary.json").write_text(json.dumps({"job": config.job_name, "window": span, "success": result.success,
-                                                     "checks": [asdict(c) for c in result.checks]}, indent=2))
+    summary = {"job": config.job_name, "run": name, "window": span, "batches": window, "success": result.success,
+               "finished_ms": int(time.time() * 1000), "checks": [asdict(c) for c in result.checks]}
+    (folder / "summary.html").write_text(summary_html(config.job_name, result, metrics, f"Run {name}, window: {span}"))
+    (folder / "summary.json").write_text(json.dumps(summary, indent=2))
+    if incremental and result.success and window:
+        cursor.advance(root, since, window[-1], Done(q.factor, q.checkpoints), q.audit,
+                       q.generation_of_batch)
+    runs = sorted(({**json.loads(p.read_text()), "folder": p.parent.name} for p in root.glob("runs/*/summary.json")),
+                  key=lambda r: r["finished_ms"])
+    (root / "summary.json").write_text(json.dumps({**summary, "folder": str(folder.relative_to(root))}, indent=2))
+    (root / "summary.html").write_text(index_html(config.job_name, runs, metrics))
     return result, folder / "summary.html"

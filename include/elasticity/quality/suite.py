@@ -80,7 +80,10 @@ def run_suites(q: checks.QualityInputs, report_dir: str | Path) -> QualityResult
 
     root = Path(report_dir)
     root.mkdir(parents=True, exist_ok=True)
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
     ctx = gx.get_context(mode="ephemeral")
+    ctx.variables.progress_bars = ProgressBarsConfig(globally=False)  # task logs carry the results, not tqdm bars
     docs = root / "data_docs"
     ctx.add_data_docs_site(
         site_name=SITE,

@@ -15,11 +15,12 @@ import os
 import socket
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict
 from functools import partial
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from ..api.stream import load_application
@@ -30,43 +31,18 @@ from ..config import JobConfig
 from ..coordinator import JobCoordinator
 from ..kafka.admin import create_topic, resolve_bootstrap
 from ..kafka.consumer import KafkaInputs
-from ..keybucket import spark_sql_bucket, spark_sql_hash
-from ..model import NO_KEY_BUCKET, SystemStreamPartition, TaskName
+from ..model import SystemStreamPartition, TaskName
 from ..planning import BatchPlan, advance, plan_ranges, start_offsets
 from ..processing import ROUTED_DDL, SUMMARY_DDL, ProcessContext, process_partition
 from ..serde import ssp_from_key, ssp_to_key
 from ..sinks import delete_batches
-from .reader import CHUNK_DDL, RECORD_DDL, chunks, read_partition
+from ..summary import BatchSummary
+from .partitioning import slot_values
+from .reader import CHUNK_DDL, ROUTED_READ_DDL, Owner, RouteTable, chunks, read_routed
 
 
 class BatchFailed(RuntimeError):
     """Some virtual tasks stopped on a bad record (task.dead.letter.policy=fail); the rest committed."""
-
-
-@dataclass
-class BatchSummary:
-    job: str
-    batch_id: int | None
-    generation: int
-    factor: int
-    replayed: bool = False
-    owner: str = ""  # the lease owner: an Airflow run id, so a run finds the batches it committed
-    finished_ms: int = 0
-    records_read: int = 0
-    processed: int = 0
-    skipped: int = 0
-    dead_lettered: int = 0
-    outputs: int = 0
-    task_count: int = 0
-    offsets_committed: dict[str, dict[str, int]] = field(default_factory=dict)
-    lag_left: int = 0
-    lag_per_sspkb: dict[str, int] = field(default_factory=dict)
-    durations_ms: dict[str, float] = field(default_factory=dict)
-    metrics: dict[str, Any] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-
-    def to_json(self, **kw: Any) -> str:
-        return json.dumps(asdict(self), **kw)
 
 
 def default_batch_owner() -> str:
@@ -103,11 +79,17 @@ class MicroBatchEngine:
 
     # --- public ---------------------------------------------------------------
 
-    def run(self, max_records: int | None = None, until_caught_up: bool = False, owner: str | None = None) -> list[BatchSummary]:
-        """One batch, or batches until no lag is left. In the loop, each commit's upload
-        overlaps the next batch (async commit); a single batch commits synchronously."""
+    def run(
+        self, max_records: int | None = None, until_caught_up: bool = False, owner: str | None = None,
+        max_seconds: float | None = None, on_commit: Callable[[BatchSummary], None] | None = None,
+    ) -> list[BatchSummary]:
+        """One batch, or batches until no lag is left or `max_seconds` have passed (no new
+        batch starts after that). In the loop, each commit's upload overlaps the next batch
+        (async commit); a single batch commits synchronously. `on_commit` hears of each
+        batch as its commit lands (from the upload thread, for async commits)."""
         owner = owner or default_batch_owner()
         cap = max_records or self.config.batch_max_records
+        started = time.monotonic()
         summaries: list[BatchSummary] = []
         by_batch: dict[int, BatchSummary] = {}
 
@@ -118,6 +100,8 @@ class MicroBatchEngine:
                 summary.durations_ms["commit"] = round(commit_ns / 1e6, 1) if batch_id == plan.batch_id else 0.0
                 summary.metrics["commit"] = "committed" if batch_id == plan.batch_id else f"folded into batch {plan.batch_id}"
                 self.store.record_metrics(self.job, batch_id, summary.generation, summary.to_json())
+                if on_commit:
+                    on_commit(summary)
 
         self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
         committer = AsyncCommitter(
@@ -145,7 +129,8 @@ class MicroBatchEngine:
                         snapshot = None
                     if summary.errors:
                         raise BatchFailed("; ".join(summary.errors))
-                    if not until_caught_up or summary.lag_left == 0:
+                    out_of_time = max_seconds is not None and time.monotonic() - started >= max_seconds
+                    if not until_caught_up or summary.lag_left == 0 or out_of_time:
                         break
                 committer.flush()
         finally:
@@ -195,25 +180,21 @@ class MicroBatchEngine:
         self._clean_batch(*self.store.batches_with_status(self.job, "abandoned"))
         durations["plan"] = _ms(t0)
 
+        # read+route -> shuffle by process slot -> process, as one Spark job: no cached
+        # intermediate, no extra action; the counts ride along as observed metrics
         t = time.perf_counter()
-        records = self._read(plan)
-        records_read = records.count()
-        durations["read"] = _ms(t)
-        metrics["total-input-consumption-ns"] = int(durations["read"] * 1e6)
-
-        t = time.perf_counter()
-        routed = self._route(records, generation, cps).cache()
-        routed_count = routed.count()
-        durations["route"] = _ms(t)
-        metrics["keyhash-compute-ns"] = int(durations["route"] * 1e6)
-
-        t = time.perf_counter()
-        ctx = self._context(plan)
-        containers = max(1, len(generation.job_model.containers))
-        rows = routed.repartition(containers, "container").mapInArrow(partial(process_partition, ctx), SUMMARY_DDL).collect()
-        durations["process"] = _ms(t)
-        records.unpersist()
-        routed.unpersist()
+        obs = Observation("read")
+        routed = self._read_routed(plan, generation, cps).observe(
+            obs, F.count(F.lit(1)).alias("read"), F.sum(F.col("skip").cast("long")).alias("skipped"), F.sum("hash_ns").alias("hash_ns"))
+        slots = len(generation.job_model.containers) * self.config.container_process_count
+        rows = (routed.where(~F.col("skip")).select(*[c.split()[0] for c in ROUTED_DDL.split(", ")])
+                .repartition(slots, "slot").mapInArrow(partial(process_partition, self._context(plan)), SUMMARY_DDL).collect())
+        observed = obs.get
+        records_read, skipped = observed["read"], observed["skipped"] or 0
+        durations["spark"] = _ms(t)
+        durations["process"] = round(max((r.group_ns for r in rows), default=0) / 1e6, 1)
+        metrics["total-input-consumption-ns"] = int((durations["spark"] - durations["process"]) * 1e6)
+        metrics["keyhash-compute-ns"] = round((observed["hash_ns"] or 0) / max(1, records_read))  # per message, as SEP-32 means it
 
         t = time.perf_counter_ns()
         stopped: dict[TaskName, dict[SystemStreamPartition, int]] = {}
@@ -232,7 +213,7 @@ class MicroBatchEngine:
         summary.processed = sum(r.processed for r in rows)
         summary.dead_lettered = sum(r.dead_lettered for r in rows)
         summary.outputs = sum(r.outputs for r in rows)
-        summary.skipped = records_read - routed_count
+        summary.skipped = skipped
         summary.errors = [r.error for r in rows if r.error]
         summary.durations_ms["total"] = _ms(t0)
         summary.finished_ms = int(time.time() * 1000)
@@ -240,42 +221,28 @@ class MicroBatchEngine:
 
     # --- stages ---------------------------------------------------------------
 
-    def _read(self, plan: BatchPlan) -> DataFrame:
+    def _read_routed(self, plan: BatchPlan, generation: Generation, cps: dict[TaskName, TaskCheckpoint]) -> DataFrame:
+        """Each chunk read by one Spark task, which routes every record to its virtual task (RouteTable)."""
         systems = {r.ssp.system for r in plan.ranges}
         bootstraps = {s: resolve_bootstrap(self.config, s) for s in systems}
-        parts = [r for r in plan.ranges if r.size > 0]
-        cs = chunks(parts, bootstraps, self.config.read_chunk_records)
-        df = self.spark.createDataFrame([asdict(c) for c in cs] or [], CHUNK_DDL)
-        return df.repartition(max(1, len(cs))).mapInArrow(read_partition, RECORD_DDL).cache()
-
-    def _route(self, records: DataFrame, generation: Generation, cps: dict[TaskName, TaskCheckpoint]) -> DataFrame:
-        """Bucket in the JVM, join each record to its virtual task, drop what a task has done already."""
-        factor = generation.factor
-        container_of = {t.task_name: c.processor_id for c in generation.job_model.containers for t in c.tasks}
-        vtasks, marks = [], []
+        cs = chunks([r for r in plan.ranges if r.size > 0], bootstraps, self.config.read_chunk_records)
+        slot_of = self._slots(generation)
+        owners: dict[tuple[str, str, int], dict[int, Owner]] = {}
         for name, cp in cps.items():
             for ssp, offset in cp.offsets.items():
-                vtasks.append((ssp.system, ssp.stream, ssp.partition, ssp.key_bucket, name.name, container_of[name], offset))
-                for w in cp.watermarks.get(ssp, ()):
-                    marks.append((ssp.system, ssp.stream, ssp.partition, ssp.key_bucket, w.factor, w.bucket, w.offset))
-        vt = self.spark.createDataFrame(
-            vtasks, "system string, stream string, partition int, key_bucket int, task_name string, container string, start_offset long"
-        )
-        keyed = records.withColumn("h", F.expr(spark_sql_hash("key", "offset"))).withColumn(
-            "key_bucket", F.expr(spark_sql_bucket("key", "offset", factor)).cast("int") if factor > 1 else F.lit(NO_KEY_BUCKET)
-        )
-        routed = keyed.join(F.broadcast(vt), ["system", "stream", "partition", "key_bucket"]).where(F.col("offset") >= F.col("start_offset"))
-        if marks:
-            wm = self.spark.createDataFrame(
-                marks, "w_system string, w_stream string, w_partition int, w_key_bucket int, w_factor int, w_bucket int, w_offset long"
-            )
-            cond = (
-                (routed.system == wm.w_system) & (routed.stream == wm.w_stream) & (routed.partition == wm.w_partition)
-                & (routed.key_bucket == wm.w_key_bucket) & (F.pmod(routed.h, wm.w_factor) == wm.w_bucket)
-                & (routed.offset < wm.w_offset)
-            )
-            routed = routed.join(F.broadcast(wm), cond, "left_anti")
-        return routed.select(*[c.split()[0] for c in ROUTED_DDL.split(", ")])
+                owners.setdefault((ssp.system, ssp.stream, ssp.partition), {})[ssp.key_bucket] = (
+                    name.name, offset, cp.watermarks.get(ssp, ()), slot_of[name])
+        df = self.spark.createDataFrame([asdict(c) for c in cs] or [], CHUNK_DDL)
+        return df.repartition(max(1, len(cs))).mapInArrow(partial(read_routed, RouteTable(generation.factor, owners)), ROUTED_READ_DDL)
+
+    def _slots(self, generation: Generation) -> dict[TaskName, int]:
+        """Each virtual task's process group: a container's tasks are dealt round-robin over
+        `job.container.process.count` groups, each group one Spark partition and one Python
+        worker (no GIL shared between groups); a task stays whole, in offset order, in one."""
+        per = self.config.container_process_count
+        values = slot_values(len(generation.job_model.containers) * per)
+        return {t.task_name: values[ci * per + ti % per]
+                for ci, c in enumerate(generation.job_model.containers) for ti, t in enumerate(c.tasks)}
 
     def _context(self, plan: BatchPlan) -> ProcessContext:
         c = self.config

@@ -1,43 +1,63 @@
-"""The SparkSession a batch runs on: local by default, the session spark-submit
-set up (its --master wins), or Spark Connect (`spark.remote`). Only DataFrame
-APIs that Spark Connect has are used (mapInArrow, joins, broadcast, cache)."""
+"""The SparkSession a batch runs on: a Spark Connect session (the warm default:
+the embedded server, or `spark.remote`), the session spark-submit set up (its
+--master wins), or a classic session on `spark.master`. Only DataFrame APIs
+that Spark Connect has are used (mapInArrow, joins, broadcast, observe)."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
-import shutil
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 from ..config import JobConfig
+from .server import log4j_options
+from .target import SparkTarget, resolve_target, with_session_id
 
 
-def session(config: JobConfig, app_name: str | None = None) -> SparkSession:
+def session(config: JobConfig, app_name: str | None = None, target: SparkTarget | None = None) -> SparkSession:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name or f"elasticity-{config.job_name}")
-    remote = config.get("spark.remote") or os.environ.get("SPARK_REMOTE")
-    if remote:
-        spark = builder.remote(remote).getOrCreate()
-        target = remote
-    else:
-        if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: the config names the master
-            builder = builder.master(config.get("spark.master") or "local[*]")
+    if "PYSPARK_GATEWAY_PORT" in os.environ:  # under spark-submit: its session, its master
         spark = builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
-        target = spark.conf.get("spark.master", "local")
-    if not target.startswith("local"):
+        target = SparkTarget("master", spark.conf.get("spark.master", "local"), "spark-submit")
+    else:
+        target = target or resolve_target(config)
+        if target.kind == "connect":
+            url = target.value if target.value.startswith("local") else with_session_id(target.value, config.job_name)
+            spark = builder.remote(url).getOrCreate()
+        else:
+            spark = (
+                builder.master(target.value).config("spark.ui.showConsoleProgress", "false")
+                .config("spark.driver.extraJavaOptions", log4j_options()).getOrCreate()
+            )
+            spark.sparkContext.setLogLevel("WARN")
+    if not target.is_local:
         ship_library(spark)
     return spark
 
 
 def ship_library(spark: SparkSession) -> None:
-    """Make `elasticity` importable on executors that do not have it installed (cluster mode)."""
+    """Make `elasticity` importable on executors that do not have it installed (cluster mode).
+    The archive is named by its content: a warm Connect session keeps the version it has."""
     package = Path(__file__).resolve().parents[1]
-    folder = tempfile.mkdtemp(prefix="elasticity-lib-")
-    archive = shutil.make_archive(os.path.join(folder, "elasticity"), "zip", root_dir=package.parent, base_dir=package.name)
+    files = sorted(p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(str(f.relative_to(package)).encode() + f.read_bytes())
+    archive = Path(tempfile.mkdtemp(prefix="elasticity-lib-")) / f"elasticity-{digest.hexdigest()[:12]}.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+        for f in files:
+            z.write(f, f.relative_to(package.parent))
     if type(spark).__module__.startswith("pyspark.sql.connect"):
-        spark.addArtifacts(archive, pyfile=True)
+        from pyspark.errors import PySparkException
+
+        with contextlib.suppress(PySparkException):  # ARTIFACT_ALREADY_EXISTS: this very version is there
+            spark.addArtifacts(str(archive), pyfile=True)
     else:
-        spark.sparkContext.addPyFile(archive)
+        spark.sparkContext.addPyFile(str(archive))

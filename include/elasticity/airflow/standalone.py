@@ -1,0 +1,239 @@
+"""Airflow as users run it, on the embedded default: `airflow standalone` (api-server,
+scheduler, dag-processor, triggerer) on 127.0.0.1 only, SQLite metadata, the
+connections of the embedded broker, Spark Connect server and checkpoint store,
+and a small REST client (the UI's own API) for the tests and benchmarks that
+drive it the way a person clicking in the UI does.
+
+Imports no Airflow: it sets up the environment Airflow starts in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+REPO = Path(__file__).resolve().parents[3]
+BIN = Path(sys.executable).parent
+
+
+def connections(bootstrap: str, spark_remote: str | None, store_url: str) -> dict[str, str]:
+    """AIRFLOW_CONN_* for the embedded default: where the broker, the warm engine and the store are."""
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    conns = {
+        "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps({"conn_type": "generic", "host": host, "port": int(port)}),
+        "AIRFLOW_CONN_ELASTICITY_STORE": json.dumps({"conn_type": "generic", "extra": {"url": store_url}}),
+    }
+    if spark_remote:
+        netloc = spark_remote.removeprefix("sc://").split("/")[0]
+        shost, sport = netloc.rsplit(":", 1)
+        conns["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({"conn_type": "spark_connect", "host": f"sc://{shost}", "port": int(sport)})
+    return conns
+
+
+@dataclass
+class AirflowStandalone:
+    home: Path  # AIRFLOW_HOME
+    port: int = 8080
+    env_extra: dict[str, str | None] = field(default_factory=dict)  # None: unset in Airflow's environment
+    proc: subprocess.Popen | None = None
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log_file(self) -> Path:
+        return self.home / "standalone.log"
+
+    def env(self) -> dict[str, str]:
+        env = {
+            **os.environ,
+            "AIRFLOW_HOME": str(self.home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__PARALLELISM": "4",  # 2 cores: a few tasks at once
+            "AIRFLOW__API__HOST": "127.0.0.1",  # loopback only, never 0.0.0.0
+            "AIRFLOW__API__PORT": str(self.port),
+            "AIRFLOW__API__BASE_URL": self.base,
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.base}/execution/",
+            "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "10",
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
+            "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+            "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            **self.env_extra,
+        }
+        return {k: v for k, v in env.items() if v is not None}
+
+    def start(self) -> AirflowStandalone:
+        self.home.mkdir(parents=True, exist_ok=True)
+        with open(self.log_file, "ab") as log:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen([str(BIN / "airflow"), "standalone"], env=self.env(), stdout=log,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    def wait_ready(self, timeout_s: float = 300) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"airflow standalone exited ({self.proc.returncode}); see {self.log_file}:\n{self.tail()}")
+            try:
+                health = requests.get(f"{self.base}/api/v2/monitor/health", timeout=2)
+                if health.status_code == 200 and self.password_file.is_file():
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(1)
+        raise RuntimeError(f"airflow standalone did not answer on {self.base} within {timeout_s:.0f}s; see {self.log_file}:\n{self.tail()}")
+
+    def tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    @property
+    def password_file(self) -> Path:
+        return self.home / "simple_auth_manager_passwords.json.generated"
+
+    def password(self) -> str:
+        return json.loads(self.password_file.read_text())["admin"]
+
+    def api(self) -> AirflowApi:
+        token = requests.post(f"{self.base}/auth/token", json={"username": "admin", "password": self.password()}, timeout=30)
+        token.raise_for_status()
+        return AirflowApi(self.base, token.json()["access_token"])
+
+    def stop(self, timeout_s: float = 60) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=timeout_s)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+@dataclass
+class AirflowApi:
+    """Airflow's REST API with a bearer token: what the UI's buttons call."""
+
+    base: str
+    token: str
+
+    def _call(self, method: str, path: str, **kw: Any) -> Any:
+        r = requests.request(method, f"{self.base}/api/v2{path}", headers={"Authorization": f"Bearer {self.token}"}, timeout=30, **kw)
+        if r.status_code >= 400:
+            raise RuntimeError(f"{method} {path}: {r.status_code} {r.text[:500]}")
+        return r.json() if r.content else None
+
+    def dag(self, dag_id: str) -> dict:
+        return self._call("GET", f"/dags/{dag_id}")
+
+    def wait_dag(self, dag_id: str, timeout_s: float = 180) -> dict:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                return self.dag(dag_id)
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(2)
+
+    def unpause(self, dag_id: str) -> None:
+        self._call("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
+
+    def trigger(self, dag_id: str, conf: dict | None = None) -> str:
+        """As the trigger form does: a run now with its params."""
+        return self._call("POST", f"/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": conf or {}})["dag_run_id"]
+
+    def runs(self, dag_id: str) -> list[dict]:
+        return self._call("GET", f"/dags/{dag_id}/dagRuns", params={"order_by": "-start_date", "limit": 100})["dag_runs"]
+
+    def run(self, dag_id: str, run_id: str) -> dict:
+        return self._call("GET", f"/dags/{dag_id}/dagRuns/{run_id}")
+
+    def task_instances(self, dag_id: str, run_id: str) -> list[dict]:
+        return self._call("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")["task_instances"]
+
+    def wait_run(self, dag_id: str, run_id: str, timeout_s: float = 300) -> dict:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            run = self.run(dag_id, run_id)
+            if run["state"] in ("success", "failed"):
+                return run
+            time.sleep(2)
+        raise TimeoutError(f"{dag_id} run {run_id} not finished within {timeout_s:.0f}s")
+
+    def log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
+        r = requests.get(f"{self.base}/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}",
+                         headers={"Authorization": f"Bearer {self.token}", "Accept": "application/x-ndjson"}, timeout=30)
+        return r.text
+
+
+def embedded_services(home: Path) -> dict[str, str]:
+    """Start (or find) the embedded broker and Spark Connect server; the connections that point at them."""
+    from ..daemon import DaemonError, free_port
+    from ..kafka.broker import EmbeddedBroker
+    from ..spark.server import SparkConnectServer
+
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if not bootstrap:
+        broker = EmbeddedBroker(home)
+        try:
+            bootstrap = broker.start().bootstrap
+        except DaemonError:  # 9092 is taken by something else: any free port will do
+            bootstrap = broker.start(port=free_port()).bootstrap
+    server = SparkConnectServer(home)
+    try:
+        remote = server.start().remote
+    except DaemonError:
+        remote = server.start(port=free_port()).remote
+    return connections(bootstrap, remote, f"sqlite:///{home / 'checkpoints.db'}")
+
+
+def serve(home: Path, port: int = 8080) -> int:
+    """`make airflow`: the embedded default under Airflow's scheduler, in the foreground until Ctrl-C."""
+    from ..config import load_config
+    from ..demo import demo_records
+    from ..kafka.admin import create_topic
+    from ..kafka.producer import send
+
+    print(f"starting the embedded broker and Spark Connect server (state in {home}) ...", flush=True)
+    conns = embedded_services(home)
+    bootstrap = "{host}:{port}".format(**json.loads(conns["AIRFLOW_CONN_KAFKA_DEFAULT"]))
+    demo = load_config(REPO / "include" / "jobs" / "demo.properties")
+    topic = demo.inputs[0].stream
+    if create_topic(bootstrap, topic, 4):
+        sent = send(bootstrap, topic, demo_records(3000, keys=300))
+        print(f"created topic {topic} with 4 partitions and {sent} demo orders", flush=True)
+    airflow = AirflowStandalone(home / "airflow", port, conns)
+    print(f"starting Airflow (api-server, scheduler, dag-processor, triggerer) on {airflow.base}; log {airflow.log_file} ...", flush=True)
+    airflow.start()
+    try:
+        airflow.wait_ready()
+        print(f"""
+Airflow UI: {airflow.base}   login: admin   password: {airflow.password()}
+  elastic_microbatch__demo   runs every minute (already unpaused): a lag probe, then batches until caught up
+  elastic_rescale            Trigger -> job demo, factor N -> Trigger: the rescale, then a data-quality run
+  elastic_data_quality__demo after each committed run: report {demo.path('job.report.path', 'reports')}/summary.html
+  the elastic job page       Browse -> Elastic job demo ({airflow.base}/elasticity/jobs/demo)
+More orders: .venv/bin/elasticity feed --config include/jobs/demo.properties --records 3000
+Ctrl-C stops Airflow; the broker and the Spark Connect server keep running (`make stop` stops them).""", flush=True)
+        return airflow.proc.wait() if airflow.proc else 0
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        airflow.stop()

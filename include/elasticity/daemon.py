@@ -1,0 +1,146 @@
+"""Background services of the embedded default (the Kafka-protocol broker, the
+Spark Connect server): one per state folder, started detached so that they
+outlive the command that started them, found again through a small state file,
+and stopped with SIGTERM. Loopback only."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+HOST = "127.0.0.1"
+
+
+class DaemonError(RuntimeError):
+    pass
+
+
+def state_home() -> Path:
+    return Path(os.environ.get("ELASTICITY_HOME", ".elasticity")).resolve()
+
+
+@dataclass(frozen=True)
+class DaemonState:
+    pid: int
+    port: int
+    data_dir: str
+    log_file: str
+
+    @property
+    def address(self) -> str:
+        return f"{HOST}:{self.port}"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def port_open(port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child of ours is not alive
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return True
+
+
+def tail(path: str | Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+class Daemon:
+    """A service `name` under `<home>/<name>/`: `<name>.json` (its state), `<name>.log`, `data/`."""
+
+    def __init__(self, name: str, home: Path | None = None, default_port: int = 0) -> None:
+        self.name = name
+        self.home = (home or state_home()) / name
+        self.state_file = self.home / f"{name}.json"
+        self.log_file = self.home / f"{name}.log"
+        self.data_dir = self.home / "data"
+        self.default_port = default_port
+
+    def status(self) -> DaemonState | None:
+        try:
+            state = DaemonState(**json.loads(self.state_file.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+        return state if alive(state.pid) and port_open(state.port) else None
+
+    def start(self, command: Sequence[str], port: int, timeout_s: float, env: dict[str, str] | None = None) -> DaemonState:
+        """Run `command` (which must listen on HOST:port) unless this service already runs."""
+        running = self.status()
+        if running:
+            if port != running.port:
+                raise DaemonError(f"the {self.name} already runs at {running.address} for {self.home}; stop it first")
+            return running
+        if port_open(port):
+            raise DaemonError(f"port {HOST}:{port} is taken by another process; choose one with --port")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_file, "ab") as log:
+            proc = subprocess.Popen(
+                list(command), stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd=self.home,
+                start_new_session=True,  # outlives the CLI that started it
+            )
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise DaemonError(f"the {self.name} exited with code {proc.returncode}; see {self.log_file}:\n{tail(self.log_file)}")
+            if port_open(port):
+                state = DaemonState(proc.pid, port, str(self.data_dir), str(self.log_file))
+                self.state_file.write_text(json.dumps(asdict(state)))
+                return state
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise DaemonError(f"the {self.name} did not listen on {HOST}:{port} within {timeout_s:.0f}s; see {self.log_file}")
+
+    def stop(self, timeout_s: float = 15.0) -> bool:
+        """Stop the service (its data is kept). False when none was running."""
+        try:
+            state = DaemonState(**json.loads(self.state_file.read_text()))
+        except (OSError, ValueError, TypeError):
+            return False
+        stopped = False
+        if alive(state.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(state.pid, signal.SIGTERM)  # the whole group: spark-submit's JVM and its Python workers
+            deadline = time.monotonic() + timeout_s
+            while alive(state.pid) and time.monotonic() < deadline:
+                _reap(state.pid)
+                time.sleep(0.05)
+            if alive(state.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(state.pid, signal.SIGKILL)
+            _reap(state.pid)
+            stopped = True
+        self.state_file.unlink(missing_ok=True)
+        return stopped
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)

@@ -1,0 +1,75 @@
+"""The warm engine of the embedded default: a Spark Connect server on 127.0.0.1.
+
+A micro-batch should cost its work, not its start-up. The server is one
+long-lived Spark driver (local[*] by default) started from the pyspark wheel's
+own spark-submit; Airflow tasks and the CLI are thin Connect clients of it.
+Each job keeps one Connect session (a fixed session id), so its Python workers,
+their Kafka consumers and loaded apps stay warm from one batch to the next.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..daemon import HOST, Daemon, DaemonError, DaemonState
+
+DEFAULT_PORT = 15002
+LOG4J = Path(__file__).with_name("log4j2.properties")
+CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+@dataclass(frozen=True)
+class SparkServerState(DaemonState):
+    @property
+    def remote(self) -> str:
+        return f"sc://{self.address}"
+
+
+def spark_home() -> Path:
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        raise DaemonError("pyspark is not installed (requirements.txt)")
+    return Path(spec.origin).parent
+
+
+def log4j_options() -> str:
+    """JVM options that put Spark's own logging at WARN."""
+    return f"-Dlog4j2.configurationFile=file:{LOG4J}"
+
+
+class SparkConnectServer:
+    """One server per state folder, like the embedded broker."""
+
+    def __init__(self, home: Path | None = None) -> None:
+        self.daemon = Daemon("spark-connect", home)
+
+    def status(self) -> SparkServerState | None:
+        state = self.daemon.status()
+        return SparkServerState(**vars(state)) if state else None
+
+    def start(self, port: int | None = None, master: str = "local[*]", timeout_s: float = 120.0) -> SparkServerState:
+        running = self.status()
+        if running and port is None:
+            return running
+        port = port or DEFAULT_PORT
+        home = spark_home()
+        command = [
+            str(home / "bin" / "spark-submit"), "--master", master, "--class", CONNECT_SERVER_CLASS,
+            "--conf", f"spark.connect.grpc.binding.address={HOST}", "--conf", f"spark.connect.grpc.binding.port={port}",
+            "--conf", "spark.ui.enabled=false", "--conf", f"spark.driver.extraJavaOptions={log4j_options()}",
+            "--conf", "spark.sql.shuffle.partitions=8", "--conf", f"spark.local.dir={self.daemon.data_dir}",
+            "--conf", "spark.connect.session.manager.defaultSessionTimeout=24h",
+            "spark-internal",
+        ]
+        env = {
+            **os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": HOST,
+            "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+        }
+        return SparkServerState(**vars(self.daemon.start(command, port, timeout_s, env)))
+
+    def stop(self) -> bool:
+        return self.daemon.stop()

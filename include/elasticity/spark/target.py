@@ -1,0 +1,71 @@
+"""Where a micro-batch runs: a Spark Connect server (the warm default) or a
+Spark master for spark-submit, and who said so. Resolved without importing
+pyspark, so that a run with nothing to read never pays for it.
+
+Order: `SPARK_REMOTE` or the job's `spark.remote`; the job's `spark.master`
+when set; the embedded Spark Connect server when it runs; `local[*]`.
+A master that cannot work here fails at once, naming where it came from.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from dataclasses import dataclass
+
+from ..config import ConfigError, JobConfig
+
+_MASTER = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]|spark://.+|yarn|k8s://.+)$")
+_LOOPBACK = ("sc://127.0.0.1", "sc://localhost", "sc://[::1]")
+
+
+@dataclass(frozen=True)
+class SparkTarget:
+    kind: str  # "connect" (a Spark Connect URL) or "master" (spark-submit / a classic session)
+    value: str
+    source: str  # e.g. "connection 'spark_default'", "spark.master in demo.properties"
+
+    @property
+    def is_local(self) -> bool:
+        """Executors share this machine's Python environment: no need to ship the library."""
+        return self.value.startswith(_LOOPBACK) if self.kind == "connect" else self.value.startswith("local")
+
+
+def check_master(master: str, source: str) -> str:
+    """The master, or a ConfigError naming the source and the value when it cannot work."""
+    if not _MASTER.match(master):
+        raise ConfigError(
+            f"spark master {master!r} from {source} is not a Spark master: expected local[*], local[N], spark://host:port, "
+            "yarn or k8s://https://host:port (or a Spark Connect URL sc://host:port as a spark_connect connection / spark.remote)"
+        )
+    if master == "yarn" and not (os.environ.get("HADOOP_CONF_DIR") or os.environ.get("YARN_CONF_DIR")):
+        raise ConfigError(
+            f"spark master 'yarn' from {source} cannot work here: neither HADOOP_CONF_DIR nor YARN_CONF_DIR is set. "
+            "Point the connection at local[*], a spark:// master or a Spark Connect server (`elasticity spark start`)"
+        )
+    return master
+
+
+def with_session_id(url: str, job: str) -> str:
+    """One Connect session per job, kept across batches and runs: its Python workers stay warm."""
+    if "session_id=" in url:
+        return url
+    sid = uuid.uuid5(uuid.NAMESPACE_URL, f"elasticity/{job}")
+    base = url.rstrip("/")
+    return f"{base}{'' if '/;' in base else '/'};session_id={sid}"
+
+
+def resolve_target(config: JobConfig, source: str = "the job config") -> SparkTarget:
+    if os.environ.get("SPARK_REMOTE"):
+        return SparkTarget("connect", os.environ["SPARK_REMOTE"], "SPARK_REMOTE")
+    if config.get("spark.remote"):
+        return SparkTarget("connect", config.get("spark.remote"), f"spark.remote in {source}")
+    if config.get("spark.master"):
+        return SparkTarget("master", check_master(config.get("spark.master"), f"spark.master in {source}"), f"spark.master in {source}")
+    from .server import SparkConnectServer
+
+    running = SparkConnectServer().status()
+    if running:
+        return SparkTarget("connect", running.remote, "the embedded Spark Connect server")
+    return SparkTarget("master", "local[*]", "the default (no spark.remote, no spark.master, no embedded server)")

@@ -1,0 +1,46 @@
+"""What one micro-batch did: the JSON a run prints per batch, the Asset event
+carries, the store keeps with SEP-32's metrics, and the job page charts."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class BatchSummary:
+    job: str
+    batch_id: int | None  # None: nothing to read
+    generation: int | None
+    factor: int | None
+    replayed: bool = False
+    owner: str = ""  # the lease owner: an Airflow run id, so a run finds the batches it committed
+    finished_ms: int = 0
+    records_read: int = 0
+    processed: int = 0
+    skipped: int = 0
+    dead_lettered: int = 0
+    outputs: int = 0
+    task_count: int = 0
+    offsets_committed: dict[str, dict[str, int]] = field(default_factory=dict)
+    lag_left: int = 0
+    lag_per_sspkb: dict[str, int] = field(default_factory=dict)
+    durations_ms: dict[str, float] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def to_json(self, **kw: Any) -> str:
+        return json.dumps(asdict(self), **kw)
+
+    def line(self) -> str:
+        """One human line for logs and the demo."""
+        if self.batch_id is None:
+            return f"{self.job}: nothing to read (lag {self.lag_left})"
+        d = self.durations_ms
+        return (
+            f"{self.job} batch {self.batch_id}{' (replayed)' if self.replayed else ''} at factor {self.factor} "
+            f"({self.task_count} virtual tasks): {self.records_read} read, {self.processed} processed, {self.skipped} skipped, "
+            f"{self.dead_lettered} dead letters, lag left {self.lag_left}; {d.get('total', 0) / 1000:.2f} s "
+            f"(process {d.get('process', 0) / 1000:.2f} s)"
+        )
