@@ -315,6 +315,12 @@ def validate(props: Mapping[str, str]) -> JobConfig:
             inputs.append(SystemStream(default_system, item))
         else:
             errors.append(f"task.inputs={item!r}: expected system.stream (or set job.default.system)")
+    for ss in inputs:
+        if re.search(r"\.\d+$", ss.stream):
+            errors.append(
+                f"task.inputs={str(ss)!r}: a stream name ending in '.<digits>' is ambiguous in Samza's "
+                "checkpoint keys (system.stream.partition[.keyBucket]); expected a stream whose last dotted part is not a number"
+            )
     if len(set(inputs)) != len(inputs):
         errors.append(f"task.inputs={props.get('task.inputs')!r}: expected each stream once")
     grouper: Grouper = get("job.systemstreampartition.grouper.factory")

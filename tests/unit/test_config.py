@@ -132,3 +132,10 @@ def test_read_versions_must_read_something_written():
     with pytest.raises(ConfigError, match="reads none of the versions"):
         validate({**BASE, "task.checkpoint.write.versions": "2", "task.checkpoint.read.versions": "1"})
     assert validate({**BASE, "task.checkpoint.write.versions": "2", "task.checkpoint.read.versions": "1,2"}).checkpoint_read_versions == (1, 2)
+
+
+def test_stream_names_ending_in_a_number_are_rejected():
+    """`kafka.orders.5` partition 3 would read back as stream `orders`, partition 5, bucket 3."""
+    with pytest.raises(ConfigError, match=r"task.inputs='kafka.orders.5'.*ambiguous"):
+        validate({**BASE, "task.inputs": "kafka.orders.5"})
+    assert validate({**BASE, "task.inputs": "kafka.orders.v5"}).inputs == (SystemStream("kafka", "orders.v5"),)
