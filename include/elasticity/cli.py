@@ -30,6 +30,25 @@ def _parse_partitions(items: Sequence[str]) -> dict[SystemStream, int]:
     return counts
 
 
+def _positive(flag: str):
+    """An argparse type: an integer >= 1, or an error naming the flag."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{flag} {text!r}: expected an integer >= 1")
+        return value
+
+    return parse
+
+
+def _config(args: argparse.Namespace):
+    return load_config(args.config, strict=args.strict)
+
+
 def job_model_table(model: JobModel, inputs: Sequence[SystemStream]) -> str:
     """One line per SSP(Kb) in `task.inputs` order, as SAMZA-71 writes its mappings."""
     owner = {ssp: t.task_name.name for t in model.tasks() for ssp in t.system_stream_partitions}
@@ -66,7 +85,7 @@ def cmd_topic(args: argparse.Namespace) -> int:
 
 
 def cmd_job_model(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
+    config = _config(args)
     start = time.perf_counter_ns()
     if args.partitions:
         counts = _parse_partitions(args.partitions)
@@ -86,7 +105,7 @@ def cmd_feed(args: argparse.Namespace) -> int:
     from .demo import demo_records
     from .kafka.producer import send
 
-    config = load_config(args.config)
+    config = _config(args)
     for ss in config.inputs:
         bootstrap = resolve_bootstrap(config, ss.system)
         create_topic(bootstrap, ss.stream, args.partitions)
@@ -95,17 +114,17 @@ def cmd_feed(args: argparse.Namespace) -> int:
     return 0
 
 
-def _coordinator(config_path: str) -> JobCoordinator:
+def _coordinator(args: argparse.Namespace) -> JobCoordinator:
     from .checkpoint.store import CheckpointStore
     from .kafka.consumer import KafkaInputs
 
-    config = load_config(config_path)
+    config = _config(args)
     store = CheckpointStore(config.checkpoint_store_url(), config.checkpoint_history_size)
     return JobCoordinator(config, store, KafkaInputs(config))
 
 
 def cmd_checkpoint_tool(args: argparse.Namespace) -> int:
-    coordinator = _coordinator(args.config)
+    coordinator = _coordinator(args)
     if args.action == "read":
         generation = coordinator.current()
         if generation is None:
@@ -123,7 +142,7 @@ def cmd_checkpoint_tool(args: argparse.Namespace) -> int:
 
 
 def cmd_rescale(args: argparse.Namespace) -> int:
-    coordinator = _coordinator(args.config)
+    coordinator = _coordinator(args)
     if args.dry_run:
         plan = coordinator.plan_rescale(args.factor)
         if plan.migration is None:
@@ -146,7 +165,7 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
     from .spark.engine import BatchFailed, MicroBatchEngine
     from .spark.session import session
 
-    config = load_config(args.config)
+    config = _config(args)
     engine = MicroBatchEngine(config, session(config))
     try:
         summaries = engine.run(args.max_records, args.until_caught_up, args.owner)
@@ -167,6 +186,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="elasticity", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
+    job = argparse.ArgumentParser(add_help=False)  # what every command reading a job config takes
+    job.add_argument("--config", required=True, help="job .properties file")
+    job.add_argument("--strict", action="store_true", help="unknown config keys are errors (as job.config.strict=true)")
 
     b = sub.add_parser("broker", help="run the embedded Kafka-protocol broker (data under $ELASTICITY_HOME)")
     b.add_argument("action", choices=["start", "stop", "status"])
@@ -179,37 +201,35 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--partitions", type=int, default=4)
     t.set_defaults(func=cmd_topic)
 
-    j = sub.add_parser("job-model", help="print the JobModel as Samza-style JSON")
-    j.add_argument("--config", required=True, help="job .properties file")
-    j.add_argument("--partitions", nargs="*", default=[], metavar="SYSTEM.STREAM=N", help="partition counts (default: ask the broker)")
+    j = sub.add_parser("job-model", parents=[job], help="print the JobModel as Samza-style JSON")
+    j.add_argument(
+        "--partitions", nargs="+", action="extend", default=[], metavar="SYSTEM.STREAM=N",
+        help="partition counts, repeatable (default: ask the broker)",
+    )
     j.add_argument("--format", choices=["json", "table"], default="json", help="table: one 'stream:partition - task' line per SSP")
     j.set_defaults(func=cmd_job_model)
 
-    f = sub.add_parser("feed", help="write demo records (keyed JSON, per-key seq) to the job's inputs")
-    f.add_argument("--config", required=True)
+    f = sub.add_parser("feed", parents=[job], help="write demo records (keyed JSON, per-key seq) to the job's inputs")
     f.add_argument("--records", type=int, default=10_000)
     f.add_argument("--keys", type=int, default=200)
     f.add_argument("--partitions", type=int, default=4, help="partitions of topics that do not exist yet")
     f.add_argument("--seed", type=int, default=7)
     f.set_defaults(func=cmd_feed)
 
-    c = sub.add_parser("checkpoint-tool", help="read or replace the current generation's checkpoints")
-    c.add_argument("--config", required=True)
+    c = sub.add_parser("checkpoint-tool", parents=[job], help="read or replace the current generation's checkpoints")
     c.add_argument("action", choices=["read", "write"])
     c.add_argument("file", nargs="?", help="FILE.json for write, in the format read prints")
     c.set_defaults(func=cmd_checkpoint_tool)
 
-    r = sub.add_parser("rescale", help="change the elasticity factor: migrate checkpoints to a new generation")
-    r.add_argument("--config", required=True)
+    r = sub.add_parser("rescale", parents=[job], help="change the elasticity factor: migrate checkpoints to a new generation")
     r.add_argument("--factor", type=int, default=None, help="new factor (default: the current one, picking up new partitions)")
     r.add_argument("--dry-run", action="store_true", help="print the migration, write nothing")
     r.add_argument("--owner", default=None, help="lease owner id (a retry with the same id may retake its lease)")
     r.add_argument("--abandon-pending", action="store_true", help="abandon a planned batch that never committed")
     r.set_defaults(func=cmd_rescale)
 
-    b = sub.add_parser("run-batch", help="run one micro-batch on Spark (plan, read, route, process, sink, commit)")
-    b.add_argument("--config", required=True)
-    b.add_argument("--max-records", type=int, default=None, help="cap of this batch (default batch.max.records)")
+    b = sub.add_parser("run-batch", parents=[job], help="run one micro-batch on Spark (plan, read, route, process, sink, commit)")
+    b.add_argument("--max-records", type=_positive("--max-records"), default=None, help="cap of this batch, >= 1 (default batch.max.records)")
     b.add_argument("--until-caught-up", action="store_true", help="keep running batches until no lag is left")
     b.add_argument("--owner", default=None, help="lease owner id (default batch@host:pid)")
     b.set_defaults(func=cmd_run_batch)
