@@ -8,6 +8,7 @@ that the same code runs on Kafka and on the in-memory stream of the tests.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from collections.abc import Iterable, Mapping
@@ -22,6 +23,7 @@ from .config import MAX_ELASTICITY_FACTOR, ConfigError, JobConfig
 from .grouping import build_job_model
 from .model import JobModel, SystemStream, SystemStreamPartition, TaskName
 
+log = logging.getLogger(__name__)
 
 class Inputs(Protocol):
     def partition_counts(self, streams: Iterable[SystemStream]) -> dict[SystemStream, int]: ...
@@ -73,14 +75,22 @@ class JobCoordinator:
         config = self.config.with_overrides({"job.elasticity.factor": str(factor)})
         return build_job_model(config, self.inputs.partition_counts(config.inputs))
 
-    def _new_ssp_offsets(self, old: Mapping[TaskName, TaskCheckpoint], model: JobModel) -> dict[SystemStreamPartition, int]:
-        """Start offsets of the input partitions that no old checkpoint covers."""
+    def _new_ssp_offsets(
+        self, old: Mapping[TaskName, TaskCheckpoint], model: JobModel, first: bool
+    ) -> dict[SystemStreamPartition, int]:
+        """Start offsets of the input partitions that no old checkpoint covers.
+
+        `offset.default` applies to the job's first generation only. A partition
+        added later starts at its oldest available offset, as Spark's Kafka source
+        and Flink read newly discovered partitions: its records were written after
+        the job started, and starting at its end would skip them silently.
+        """
         known = {s.without_key_bucket() for cp in old.values() for s in cp.offsets}
         new = {s.without_key_bucket() for t in model.tasks() for s in t.system_stream_partitions} - known
         out: dict[SystemStreamPartition, int] = {}
         for system in {s.system for s in new}:
             group = [s for s in new if s.system == system]
-            out.update(self.inputs.offsets(group, self.config.offset_default(system)))
+            out.update(self.inputs.offsets(group, self.config.offset_default(system) if first else "oldest"))
         return out
 
     def _target(self, factor: int | None) -> tuple[Generation | None, int, JobModel]:
@@ -92,7 +102,7 @@ class JobCoordinator:
         return old, factor, self._model(factor)
 
     def _migrate(self, old: Generation | None, old_cps: Mapping[TaskName, TaskCheckpoint], factor: int, model: JobModel) -> Migration:
-        return migrate(old.factor if old else 1, old_cps.values(), model, factor, self._new_ssp_offsets(old_cps, model))
+        return migrate(old.factor if old else 1, old_cps.values(), model, factor, self._new_ssp_offsets(old_cps, model, old is None))
 
     @staticmethod
     def _unchanged(old: Generation | None, factor: int, model: JobModel) -> bool:
@@ -152,7 +162,9 @@ class JobCoordinator:
             known = {s.without_key_bucket() for t in current.job_model.tasks() for s in t.system_stream_partitions}
             wanted = {SystemStreamPartition(ss.system, ss.stream, p) for ss, n in counts.items() for p in range(n)}
             if wanted != known:
-                self.rescale(current.factor, owner)
+                plan = self.rescale(current.factor, owner)
+                if plan.migration is not None and plan.migration.new_ssps:
+                    log.info("job %r: %s", self.job, plan.migration.describe_new_ssps())
         current = self.current()
         assert current is not None
         return current
