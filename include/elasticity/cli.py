@@ -126,6 +126,8 @@ def _coordinator(args: argparse.Namespace) -> JobCoordinator:
 
 def cmd_checkpoint_tool(args: argparse.Namespace) -> int:
     coordinator = _coordinator(args)
+    if args.action in ("import", "export"):
+        return _samza_topic(args, coordinator)
     if args.action == "read":
         generation = coordinator.current()
         if generation is None:
@@ -139,6 +141,40 @@ def cmd_checkpoint_tool(args: argparse.Namespace) -> int:
             cps = checkpoints_from_tool_json(json.load(f))
         generation = coordinator.replace_checkpoints(cps)
         print(f"wrote {len(cps)} task checkpoints to generation {generation.number} of job {coordinator.job!r}")
+    return 0
+
+
+def _samza_topic(args: argparse.Namespace, coordinator: JobCoordinator) -> int:
+    """Hand-over with Samza through its checkpoint topic (`<system>.<topic>`, partition 0)."""
+    from .checkpoint import samza_topic
+    from .kafka.consumer import read_log
+    from .kafka.producer import send
+
+    flag, value = ("--from-kafka", args.from_kafka) if args.action == "import" else ("--to-kafka", args.to_kafka)
+    if not value:
+        raise ConfigError(f"checkpoint-tool {args.action} needs {flag} SYSTEM.TOPIC (Samza's checkpoint topic)")
+    topic = SystemStream.parse(value)
+    bootstrap = resolve_bootstrap(coordinator.config, topic.system)
+    config = coordinator.config
+    if args.action == "import":
+        messages = [samza_topic.LogMessage(*m) for m in read_log(bootstrap, topic.stream)]
+        found = samza_topic.last_checkpoints(messages, config.grouper, config.checkpoint_read_versions, config.live_checkpoint_max_age_ms)
+        plan = coordinator.adopt([samza_topic.from_samza(t, f.checkpoint) for t, f in found.items()], str(topic))
+        print(samza_topic.describe(found), file=sys.stderr)
+        generation = coordinator.current()
+        print(f"imported {len(found)} task checkpoints from {topic} ({len(messages)} messages): "
+              f"generation {generation.number} at factor {plan.factor}")
+    else:
+        generation = coordinator.current()
+        if generation is None:
+            raise StoreError(f"job {coordinator.job!r} has no checkpoints yet in {coordinator.store.url}")
+        cps = coordinator.checkpoints(generation).values()
+        records = samza_topic.to_samza_messages(cps, config.grouper, config.checkpoint_write_versions)
+        create_topic(bootstrap, topic.stream, 1)  # Samza's checkpoint topic has one partition
+        send(bootstrap, topic.stream, records)
+        versions = ",".join(map(str, config.checkpoint_write_versions))
+        print(f"exported {len(cps)} task checkpoints of generation {generation.number} (factor {generation.factor}) "
+              f"to {topic}: {len(records)} messages, versions {versions}, last-processed offsets")
     return 0
 
 
@@ -217,9 +253,14 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--seed", type=int, default=7)
     f.set_defaults(func=cmd_feed)
 
-    c = sub.add_parser("checkpoint-tool", parents=[job], help="read or replace the current generation's checkpoints")
-    c.add_argument("action", choices=["read", "write"])
+    c = sub.add_parser(
+        "checkpoint-tool", parents=[job],
+        help="read or replace the current generation's checkpoints; import from or export to a Samza checkpoint topic",
+    )
+    c.add_argument("action", choices=["read", "write", "import", "export"])
     c.add_argument("file", nargs="?", help="FILE.json for write, in the format read prints")
+    c.add_argument("--from-kafka", metavar="SYSTEM.TOPIC", help="import: Samza's checkpoint topic to resume from")
+    c.add_argument("--to-kafka", metavar="SYSTEM.TOPIC", help="export: the topic to write Samza checkpoints to")
     c.set_defaults(func=cmd_checkpoint_tool)
 
     r = sub.add_parser("rescale", parents=[job], help="change the elasticity factor: migrate checkpoints to a new generation")

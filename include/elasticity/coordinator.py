@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -22,6 +22,7 @@ from .checkpoint.store import CheckpointStore, Generation, StoreError
 from .config import MAX_ELASTICITY_FACTOR, ConfigError, JobConfig
 from .grouping import build_job_model
 from .model import JobModel, SystemStream, SystemStreamPartition, TaskName
+from .tasknames import parse_task_name
 
 log = logging.getLogger(__name__)
 
@@ -140,16 +141,52 @@ class JobCoordinator:
                 return done[-1].checkpoints
 
             reason = f"rescale {old.factor} -> {factor}" if old else f"first generation at factor {factor}"
-            reason += f" ({trigger or 'by ' + owner})"  # who or what asked, for the history
-            self.store.write_generation(
-                self.job, old.number if old else 0, factor, model, compute, owner, reason,
-                self.config.checkpoint_write_versions, self.config.checkpoint_read_versions,
-                self.config.live_checkpoint_max_age_ms, abandon_pending,
-            )
+            self._write_generation(old, factor, model, compute, owner, f"{reason} ({trigger or 'by ' + owner})", abandon_pending)
             return RescalePlan(old, model, factor, done[-1])
         finally:
             if not already_ours:
                 self.store.release_lease(self.job, owner)
+
+    def _write_generation(
+        self, old: Generation | None, factor: int, model: JobModel,
+        compute: Callable[[dict[TaskName, TaskCheckpoint]], Mapping[TaskName, TaskCheckpoint]],
+        owner: str, reason: str, abandon_pending: bool = False,
+    ) -> Generation:
+        """The next generation (the first when `old` is None); the caller holds the lease."""
+        return self.store.write_generation(
+            self.job, old.number if old else 0, factor, model, compute, owner, reason,
+            self.config.checkpoint_write_versions, self.config.checkpoint_read_versions,
+            self.config.live_checkpoint_max_age_ms, abandon_pending,
+        )
+
+    def adopt(self, imported: Iterable[TaskCheckpoint], source: str, owner: str | None = None) -> RescalePlan:
+        """A new generation (the job's first, or the next one under the lease) that resumes from
+        checkpoints written elsewhere, e.g. by a Samza job.
+
+        The factor is the one the task names carry (`Partition 3` = 1, `Partition_3-1-4` = 4); every
+        task must be one of the job model at that factor and read only its own SSPs. Input
+        partitions the import does not cover start as new partitions do.
+        """
+        imported = {cp.task_name: cp for cp in imported}
+        if not imported:
+            raise StoreError(f"no checkpoints for job {self.job!r} in {source}")
+        factors = {parse_task_name(t).factor for t in imported}
+        if len(factors) != 1:
+            raise ConfigError(f"checkpoints in {source} mix elasticity factors {sorted(factors)}; expected one")
+        (factor,) = factors
+        owner = owner or default_owner()
+        self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
+        try:
+            old = self.current()
+            model = self._model(factor)
+            for cp in imported.values():
+                _check_owned(model, cp, f"factor {factor}")
+            migration = migrate(factor, imported.values(), model, factor, self._new_ssp_offsets(imported, model, old is None))
+            reason = f"imported from {source} at factor {factor} (by {owner})"
+            self._write_generation(old, factor, model, lambda _old: migration.checkpoints, owner, reason)
+            return RescalePlan(old, model, factor, migration)
+        finally:
+            self.store.release_lease(self.job, owner)
 
     def initialize(self, owner: str | None = None) -> Generation:
         """The current generation, creating the first one from the config if the job is new,
@@ -175,16 +212,21 @@ class JobCoordinator:
         generation = self.initialize(owner)
         task_checkpoints = list(task_checkpoints)
         for cp in task_checkpoints:
-            try:
-                owned = generation.job_model.task(cp.task_name).system_stream_partitions
-            except KeyError:
-                raise ConfigError(f"task {cp.task_name.name!r} is not in generation {generation.number} (factor {generation.factor})") from None
-            foreign = set(cp.offsets) - owned
-            if foreign:
-                raise ConfigError(f"task {cp.task_name.name!r} does not read {sorted(map(str, foreign))}")
+            _check_owned(generation.job_model, cp, f"generation {generation.number} (factor {generation.factor})")
         self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
         try:
             self.store.replace_checkpoints(self.job, generation.number, task_checkpoints, self.config.checkpoint_write_versions, owner)
         finally:
             self.store.release_lease(self.job, owner)
         return generation
+
+
+def _check_owned(model: JobModel, cp: TaskCheckpoint, where: str) -> None:
+    """A checkpoint names a task of the model, and only SSPs that task reads."""
+    try:
+        owned = model.task(cp.task_name).system_stream_partitions
+    except KeyError:
+        raise ConfigError(f"task {cp.task_name.name!r} is not in {where}") from None
+    foreign = set(cp.offsets) - owned
+    if foreign:
+        raise ConfigError(f"task {cp.task_name.name!r} does not read {sorted(map(str, foreign))}")

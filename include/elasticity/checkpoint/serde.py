@@ -37,12 +37,21 @@ def checkpoint_key(task_name: TaskName, grouper_factory: str, version: int) -> s
     )
 
 
+class UnknownCheckpointType(SerdeError):
+    """A key type this version does not know (Samza skips those, for forward compatibility)."""
+
+
 def parse_checkpoint_key(text: str) -> tuple[TaskName, str, int]:
-    d = json.loads(text)
+    """(task, grouper factory, version) of a checkpoint log key."""
+    try:
+        d = json.loads(text)
+        task, factory, kind = d["taskName"], d["systemstreampartition-grouper-factory"], d["type"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise SerdeError(f"not a Samza checkpoint key: {text!r}") from e
     types = {V1_TYPE: 1, V2_TYPE: 2}
-    if d.get("type") not in types:
-        raise SerdeError(f"checkpoint key type {d.get('type')!r} is not one of {sorted(types)}")
-    return TaskName(d["taskName"]), d.get("systemstreampartition-grouper-factory", ""), types[d["type"]]
+    if kind not in types:
+        raise UnknownCheckpointType(f"checkpoint key type {kind!r} is not one of {sorted(types)}")
+    return TaskName(task), factory, types[kind]
 
 
 def v1_to_json(cp: CheckpointV1) -> str:
