@@ -205,7 +205,7 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
     config = _config(args)
     engine = MicroBatchEngine(config, session(config))
     try:
-        summaries = engine.run(args.max_records, args.until_caught_up, args.owner)
+        summaries = engine.run(args.max_records, args.until_caught_up, args.owner, args.reset_sinks)
     except BatchFailed as e:
         print(f"error: batch failed after committing what succeeded: {e}", file=sys.stderr)
         return 1
@@ -274,6 +274,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--max-records", type=_positive("--max-records"), default=None, help="cap of this batch, >= 1 (default batch.max.records)")
     b.add_argument("--until-caught-up", action="store_true", help="keep running batches until no lag is left")
     b.add_argument("--owner", default=None, help="lease owner id (default batch@host:pid)")
+    b.add_argument(
+        "--reset-sinks", action="store_true",
+        help="start although the sinks were written under another checkpoint store: move the old outputs aside",
+    )
     b.set_defaults(func=cmd_run_batch)
 
     d = sub.add_parser("demo", help="the whole story through Airflow: feed, batches, scale up and down, data quality")

@@ -28,6 +28,7 @@ from ..checkpoint.store import CheckpointStore, Generation
 from ..commit import AsyncCommitter
 from ..config import JobConfig
 from ..coordinator import JobCoordinator
+from ..identity import guard_sinks
 from ..kafka.admin import create_topic, resolve_bootstrap
 from ..kafka.consumer import KafkaInputs
 from ..keybucket import spark_sql_bucket, spark_sql_hash
@@ -103,11 +104,13 @@ class MicroBatchEngine:
 
     # --- public ---------------------------------------------------------------
 
-    def run(self, max_records: int | None = None, until_caught_up: bool = False, owner: str | None = None) -> list[BatchSummary]:
+    def run(
+        self, max_records: int | None = None, until_caught_up: bool = False, owner: str | None = None, reset_sinks: bool = False
+    ) -> list[BatchSummary]:
         """One batch, or batches until no lag is left. In the loop, each commit's upload
         overlaps the next batch (async commit); a single batch commits synchronously."""
         owner = owner or default_batch_owner()
-        cap = max_records or self.config.batch_max_records
+        cap = self.config.batch_max_records if max_records is None else max_records
         summaries: list[BatchSummary] = []
         by_batch: dict[int, BatchSummary] = {}
 
@@ -125,6 +128,8 @@ class MicroBatchEngine:
             self.config.commit_timeout_ms, committed,
         )
         try:
+            # job identity: sinks written under another store fail the start (elasticity.identity)
+            guard_sinks(self.config, self.store, lambda: self.coordinator.initialize(owner), reset_sinks)
             with _LeaseHeartbeat(self.store, self.job, owner, self.config.lease_ttl_ms):
                 snapshot = None
                 while True:
