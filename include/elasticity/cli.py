@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from .checkpoint.migration import MigrationError
 from .checkpoint.store import StoreError
 from .checkpoint.tool import checkpoints_from_tool_json, checkpoints_to_tool_json
-from .config import ConfigError, load_config
+from .config import ConfigError, JobConfig, load_config
 from .coordinator import JobCoordinator
 from .grouping import build_job_model
 from .kafka.admin import BrokerUnreachable, TopicError, create_topic, partition_counts, resolve_bootstrap
@@ -46,7 +46,7 @@ def _positive(flag: str):
     return parse
 
 
-def _config(args: argparse.Namespace):
+def _config(args: argparse.Namespace) -> JobConfig:
     return load_config(args.config, strict=args.strict)
 
 

@@ -26,6 +26,7 @@ from .tasknames import parse_task_name
 
 log = logging.getLogger(__name__)
 
+
 class Inputs(Protocol):
     def partition_counts(self, streams: Iterable[SystemStream]) -> dict[SystemStream, int]: ...
 
