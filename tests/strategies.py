@@ -8,7 +8,8 @@ from elasticity.config import Grouper, JobConfig, PartitionScheme, validate
 from elasticity.model import SystemStream
 
 names = st.from_regex(r"[a-z][a-z0-9_\-]{0,8}", fullmatch=True)
-streams = st.from_regex(r"[a-z][a-z0-9_\-]{0,8}(\.[a-z0-9]{1,4})?", fullmatch=True)
+# a dotted stream never ends in a number: Samza's SSP keys (`system.stream.partition[.keyBucket]`) could not tell
+streams = st.from_regex(r"[a-z][a-z0-9_\-]{0,8}(\.[a-z][a-z0-9]{0,3})?", fullmatch=True)
 
 
 @st.composite

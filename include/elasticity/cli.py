@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from collections.abc import Sequence
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 from .checkpoint.migration import MigrationError
 from .checkpoint.store import StoreError
 from .checkpoint.tool import checkpoints_from_tool_json, checkpoints_to_tool_json
-from .config import ConfigError, load_config
+from .config import ConfigError, JobConfig, load_config
 from .coordinator import JobCoordinator
 from .grouping import build_job_model
 from .kafka.admin import BrokerUnreachable, TopicError, create_topic, partition_counts, resolve_bootstrap
@@ -28,6 +29,25 @@ def _parse_partitions(items: Sequence[str]) -> dict[SystemStream, int]:
             raise ConfigError(f"--partitions {item!r}: expected SYSTEM.STREAM=N")
         counts[SystemStream.parse(name)] = int(n)
     return counts
+
+
+def _positive(flag: str):
+    """An argparse type: an integer >= 1, or an error naming the flag."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{flag} {text!r}: expected an integer >= 1")
+        return value
+
+    return parse
+
+
+def _config(args: argparse.Namespace) -> JobConfig:
+    return load_config(args.config, strict=args.strict)
 
 
 def job_model_table(model: JobModel, inputs: Sequence[SystemStream]) -> str:
@@ -66,7 +86,7 @@ def cmd_topic(args: argparse.Namespace) -> int:
 
 
 def cmd_job_model(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
+    config = _config(args)
     start = time.perf_counter_ns()
     if args.partitions:
         counts = _parse_partitions(args.partitions)
@@ -86,7 +106,7 @@ def cmd_feed(args: argparse.Namespace) -> int:
     from .demo import demo_records
     from .kafka.producer import send
 
-    config = load_config(args.config)
+    config = _config(args)
     for ss in config.inputs:
         bootstrap = resolve_bootstrap(config, ss.system)
         create_topic(bootstrap, ss.stream, args.partitions)
@@ -95,17 +115,19 @@ def cmd_feed(args: argparse.Namespace) -> int:
     return 0
 
 
-def _coordinator(config_path: str) -> JobCoordinator:
+def _coordinator(args: argparse.Namespace) -> JobCoordinator:
     from .checkpoint.store import CheckpointStore
     from .kafka.consumer import KafkaInputs
 
-    config = load_config(config_path)
+    config = _config(args)
     store = CheckpointStore(config.checkpoint_store_url(), config.checkpoint_history_size)
     return JobCoordinator(config, store, KafkaInputs(config))
 
 
 def cmd_checkpoint_tool(args: argparse.Namespace) -> int:
-    coordinator = _coordinator(args.config)
+    coordinator = _coordinator(args)
+    if args.action in ("import", "export"):
+        return _samza_topic(args, coordinator)
     if args.action == "read":
         generation = coordinator.current()
         if generation is None:
@@ -122,8 +144,42 @@ def cmd_checkpoint_tool(args: argparse.Namespace) -> int:
     return 0
 
 
+def _samza_topic(args: argparse.Namespace, coordinator: JobCoordinator) -> int:
+    """Hand-over with Samza through its checkpoint topic (`<system>.<topic>`, partition 0)."""
+    from .checkpoint import samza_topic
+    from .kafka.consumer import read_log
+    from .kafka.producer import send
+
+    flag, value = ("--from-kafka", args.from_kafka) if args.action == "import" else ("--to-kafka", args.to_kafka)
+    if not value:
+        raise ConfigError(f"checkpoint-tool {args.action} needs {flag} SYSTEM.TOPIC (Samza's checkpoint topic)")
+    topic = SystemStream.parse(value)
+    bootstrap = resolve_bootstrap(coordinator.config, topic.system)
+    config = coordinator.config
+    if args.action == "import":
+        messages = [samza_topic.LogMessage(*m) for m in read_log(bootstrap, topic.stream)]
+        found = samza_topic.last_checkpoints(messages, config.grouper, config.checkpoint_read_versions, config.live_checkpoint_max_age_ms)
+        plan = coordinator.adopt([samza_topic.from_samza(t, f.checkpoint) for t, f in found.items()], str(topic))
+        print(samza_topic.describe(found), file=sys.stderr)
+        generation = coordinator.current()
+        print(f"imported {len(found)} task checkpoints from {topic} ({len(messages)} messages): "
+              f"generation {generation.number} at factor {plan.factor}")
+    else:
+        generation = coordinator.current()
+        if generation is None:
+            raise StoreError(f"job {coordinator.job!r} has no checkpoints yet in {coordinator.store.url}")
+        cps = coordinator.checkpoints(generation).values()
+        records = samza_topic.to_samza_messages(cps, config.grouper, config.checkpoint_write_versions)
+        create_topic(bootstrap, topic.stream, 1)  # Samza's checkpoint topic has one partition
+        send(bootstrap, topic.stream, records)
+        versions = ",".join(map(str, config.checkpoint_write_versions))
+        print(f"exported {len(cps)} task checkpoints of generation {generation.number} (factor {generation.factor}) "
+              f"to {topic}: {len(records)} messages, versions {versions}, last-processed offsets")
+    return 0
+
+
 def cmd_rescale(args: argparse.Namespace) -> int:
-    coordinator = _coordinator(args.config)
+    coordinator = _coordinator(args)
     if args.dry_run:
         plan = coordinator.plan_rescale(args.factor)
         if plan.migration is None:
@@ -148,7 +204,7 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
     from .lag import lag_report
     from .summary import BatchSummary
 
-    config = load_config(args.config)
+    config = _config(args)
     store = CheckpointStore(config.checkpoint_store_url(), config.checkpoint_history_size)
     lag = lag_report(config, store, KafkaInputs(config))  # broker and store answer before Spark starts
     if not lag.has_work:
@@ -160,7 +216,7 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
     engine = MicroBatchEngine(config, session(config), store)
     try:
         summaries = engine.run(args.max_records, args.until_caught_up, args.owner, args.max_seconds,
-                               on_commit=lambda s: print(s.to_json(), flush=True))
+                               on_commit=lambda s: print(s.to_json(), flush=True), reset_sinks=args.reset_sinks)
     except BatchFailed as e:
         print(f"error: batch failed after committing what succeeded: {e}", file=sys.stderr)
         return 1
@@ -205,6 +261,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="elasticity", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
+    job = argparse.ArgumentParser(add_help=False)  # what every command reading a job config takes
+    job.add_argument("--config", required=True, help="job .properties file")
+    job.add_argument("--strict", action="store_true", help="unknown config keys are errors (as job.config.strict=true)")
 
     b = sub.add_parser("broker", help="run the embedded Kafka-protocol broker (data under $ELASTICITY_HOME)")
     b.add_argument("action", choices=["start", "stop", "status"])
@@ -217,40 +276,47 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--partitions", type=int, default=4)
     t.set_defaults(func=cmd_topic)
 
-    j = sub.add_parser("job-model", help="print the JobModel as Samza-style JSON")
-    j.add_argument("--config", required=True, help="job .properties file")
-    j.add_argument("--partitions", nargs="*", default=[], metavar="SYSTEM.STREAM=N", help="partition counts (default: ask the broker)")
+    j = sub.add_parser("job-model", parents=[job], help="print the JobModel as Samza-style JSON")
+    j.add_argument(
+        "--partitions", nargs="+", action="extend", default=[], metavar="SYSTEM.STREAM=N",
+        help="partition counts, repeatable (default: ask the broker)",
+    )
     j.add_argument("--format", choices=["json", "table"], default="json", help="table: one 'stream:partition - task' line per SSP")
     j.set_defaults(func=cmd_job_model)
 
-    f = sub.add_parser("feed", help="write demo records (keyed JSON, per-key seq) to the job's inputs")
-    f.add_argument("--config", required=True)
+    f = sub.add_parser("feed", parents=[job], help="write demo records (keyed JSON, per-key seq) to the job's inputs")
     f.add_argument("--records", type=int, default=10_000)
     f.add_argument("--keys", type=int, default=200)
     f.add_argument("--partitions", type=int, default=4, help="partitions of topics that do not exist yet")
     f.add_argument("--seed", type=int, default=7)
     f.set_defaults(func=cmd_feed)
 
-    c = sub.add_parser("checkpoint-tool", help="read or replace the current generation's checkpoints")
-    c.add_argument("--config", required=True)
-    c.add_argument("action", choices=["read", "write"])
+    c = sub.add_parser(
+        "checkpoint-tool", parents=[job],
+        help="read or replace the current generation's checkpoints; import from or export to a Samza checkpoint topic",
+    )
+    c.add_argument("action", choices=["read", "write", "import", "export"])
     c.add_argument("file", nargs="?", help="FILE.json for write, in the format read prints")
+    c.add_argument("--from-kafka", metavar="SYSTEM.TOPIC", help="import: Samza's checkpoint topic to resume from")
+    c.add_argument("--to-kafka", metavar="SYSTEM.TOPIC", help="export: the topic to write Samza checkpoints to")
     c.set_defaults(func=cmd_checkpoint_tool)
 
-    r = sub.add_parser("rescale", help="change the elasticity factor: migrate checkpoints to a new generation")
-    r.add_argument("--config", required=True)
+    r = sub.add_parser("rescale", parents=[job], help="change the elasticity factor: migrate checkpoints to a new generation")
     r.add_argument("--factor", type=int, default=None, help="new factor (default: the current one, picking up new partitions)")
     r.add_argument("--dry-run", action="store_true", help="print the migration, write nothing")
     r.add_argument("--owner", default=None, help="lease owner id (a retry with the same id may retake its lease)")
     r.add_argument("--abandon-pending", action="store_true", help="abandon a planned batch that never committed")
     r.set_defaults(func=cmd_rescale)
 
-    b = sub.add_parser("run-batch", help="run one micro-batch on Spark (plan, read, route, process, sink, commit)")
-    b.add_argument("--config", required=True)
-    b.add_argument("--max-records", type=int, default=None, help="cap of this batch (default batch.max.records)")
+    b = sub.add_parser("run-batch", parents=[job], help="run one micro-batch on Spark (plan, read, route, process, sink, commit)")
+    b.add_argument("--max-records", type=_positive("--max-records"), default=None, help="cap of this batch, >= 1 (default batch.max.records)")
     b.add_argument("--until-caught-up", action="store_true", help="keep running batches until no lag is left")
     b.add_argument("--max-seconds", type=float, default=None, help="with --until-caught-up: start no new batch after this")
     b.add_argument("--owner", default=None, help="lease owner id (default batch@host:pid)")
+    b.add_argument(
+        "--reset-sinks", action="store_true",
+        help="start although the sinks were written under another checkpoint store: move the old outputs aside",
+    )
     b.set_defaults(func=cmd_run_batch)
 
     k = sub.add_parser("spark", help="run the embedded Spark Connect server, the warm engine (state under $ELASTICITY_HOME)")
@@ -269,8 +335,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _log_to_stderr() -> None:
+    """The library's INFO lines (e.g. new input partitions and where they start) belong in a batch's log."""
+    logger = logging.getLogger("elasticity")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _log_to_stderr()
     try:
         return args.func(args)
     except (ConfigError, BrokerUnreachable, BrokerError, TopicError, StoreError, MigrationError, SerdeError, ValueError) as e:

@@ -2,11 +2,14 @@
 
 Every key the product reads is declared in `KEYS` with its type, default and what
 is allowed; a bad value fails at load naming the key, the value and the allowed
-values, and unknown keys are warned about (a typo must not pass silently).
+values. An unknown key is warned about with the nearest known key ("did you
+mean"), and is an error in strict mode (`job.config.strict=true`, or `--strict`
+on the command line): a typo must not pass silently.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import warnings
@@ -15,6 +18,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from .model import SystemStream
 
@@ -112,6 +118,53 @@ def _input_list(text: str) -> tuple[str, ...]:
 _input_list.allowed = "a comma-separated list of system.stream"  # type: ignore[attr-defined]
 
 
+def _offset_default(text: str) -> str:
+    """Samza's names; Kafka's `auto.offset.reset` names get a pointer to them."""
+    allowed = "one of oldest, upcoming"
+    value = text.strip()
+    if value in ("oldest", "upcoming"):
+        return value
+    hint = {"earliest": "oldest", "smallest": "oldest", "latest": "upcoming", "largest": "upcoming"}.get(value.lower())
+    raise ValueError(f"{allowed} (Kafka's {value!r} is Samza's {hint!r})" if hint else allowed)
+
+
+_offset_default.allowed = "one of oldest, upcoming"  # type: ignore[attr-defined]
+
+
+def _callback_timeout(text: str) -> int | None:
+    """Samza's -1 (its default) means no timeout; None here."""
+    allowed = "-1 (no timeout) or an integer >= 1 (ms)"
+    try:
+        v = int(text.strip())
+    except ValueError:
+        raise ValueError(allowed) from None
+    if v == -1:
+        return None
+    if v < 1:
+        raise ValueError(allowed)
+    return v
+
+
+_callback_timeout.allowed = "-1 (no timeout) or an integer >= 1 (ms)"  # type: ignore[attr-defined]
+
+STORE_BACKENDS = ("sqlite", "postgresql")
+
+
+def store_url(text: str) -> str:
+    """A SQLAlchemy URL of a backend the store runs on (`sqlite:///...`, `postgresql+psycopg://...`)."""
+    allowed = "a SQLAlchemy URL such as sqlite:///path/checkpoints.db or postgresql+psycopg://user@host:5432/db"
+    try:
+        url = make_url(text.strip())
+    except ArgumentError:
+        raise ValueError(allowed) from None
+    if url.get_backend_name() not in STORE_BACKENDS:
+        raise ValueError(f"{allowed} (backend {url.get_backend_name()!r} is not one of {', '.join(STORE_BACKENDS)})")
+    return text.strip()
+
+
+store_url.allowed = "a SQLAlchemy URL (sqlite:///..., postgresql+psycopg://...)"  # type: ignore[attr-defined]
+
+
 def _versions(text: str) -> tuple[int, ...]:
     allowed = "a comma-separated list of checkpoint versions 1 and 2, each once (e.g. 1,2)"
     try:
@@ -155,9 +208,9 @@ KEYS: tuple[Key, ...] = (
     Key("systems.<system>.consumer.bootstrap.servers", _nonempty, None, "Kafka bootstrap servers of a system (KAFKA_BOOTSTRAP_SERVERS overrides it)."),
     Key("systems.<system>.producer.bootstrap.servers", _nonempty, None, "Kafka bootstrap servers for output to a system."),
     Key("systems.<system>.samza.factory", _nonempty, None, "Samza's system factory class; accepted for compatibility, not used."),
-    Key("systems.<system>.default.stream.offset.default", _choice({"oldest": "oldest", "upcoming": "upcoming"}), "upcoming", "Where a partition without a checkpoint starts: oldest or upcoming."),
-    Key("systems.<system>.default.stream.samza.offset.default", _choice({"oldest": "oldest", "upcoming": "upcoming"}), None, "Samza's name for the key above; the key above wins."),
-    Key("task.checkpoint.store.url", _nonempty, None, "SQLAlchemy URL of the checkpoint store (ELASTICITY_CHECKPOINT_STORE_URL overrides it; default a SQLite file in $ELASTICITY_HOME)."),
+    Key("systems.<system>.default.stream.offset.default", _offset_default, "upcoming", "Where the job's first generation starts on each partition: oldest or upcoming (partitions added later start at their oldest offset)."),
+    Key("systems.<system>.default.stream.samza.offset.default", _offset_default, None, "Samza's name for the key above; the key above wins."),
+    Key("task.checkpoint.store.url", store_url, None, "SQLAlchemy URL of the checkpoint store (ELASTICITY_CHECKPOINT_STORE_URL overrides it; default a SQLite file in $ELASTICITY_HOME)."),
     Key("task.checkpoint.write.versions", _versions, (1, 2), "Checkpoint versions written on every commit (1,2 = dual write)."),
     Key("task.checkpoint.read.versions", _versions, (1,), "Checkpoint versions read, in priority order."),
     Key("task.live.checkpoint.max.age", _int_range(0), 600_000, "A lower-priority checkpoint version newer by more than this many ms wins."),
@@ -181,17 +234,18 @@ KEYS: tuple[Key, ...] = (
     Key("job.report.path", _nonempty, None, "Folder of the data-quality reports (default $ELASTICITY_HOME/<job>/reports)."),
     Key("task.dead.letter.policy", _choice({"dlq": "dlq", "fail": "fail"}), "dlq", "dlq: a bad record goes to the dead-letter sink; fail: its task stops there and the batch fails."),
     Key("task.max.concurrency", _int_range(1, 10_000), 1, "flat_map_async calls in flight per virtual task."),
-    Key("task.callback.timeout.ms", _int_range(1), None, "A flat_map_async call slower than this fails its record (timeout)."),
+    Key("task.callback.timeout.ms", _callback_timeout, None, "A flat_map_async call slower than this fails its record (timeout); -1, Samza's default, means no timeout."),
     Key("job.container.process.count", _int_range(1, 64), 1, "Python processes per container; its virtual tasks are dealt over them (CPU-bound apps: no GIL shared between them)."),
-    Key("job.container.thread.pool.size", _int_range(0, 1024), None, "Threads running a container's virtual tasks side by side (default: one per task, at most 64; 0 = one thread)."),
+    Key("job.container.thread.pool.size", _int_range(0, 1024), None, "0: a container's virtual tasks run one after another; N: a pool of N threads; unset: one thread per virtual task, at most 64."),
     Key("task.commit.max.delay.ms", _int_range(0), 60_000, "An upload still running at the next commit: within this delay the new commit is skipped, beyond it the new commit waits."),
-    Key("task.commit.timeout.ms", _int_range(1), 300_000, "Longest a checkpoint upload may take before the batch fails."),
+    Key("task.commit.timeout.ms", _int_range(1), 1_800_000, "Longest a checkpoint upload may take before the batch fails."),
     Key("spark.master", _nonempty, None, "Spark master of a classic session (default: the embedded Spark Connect server when it runs, else local[*])."),
     Key("spark.remote", _nonempty, None, "Spark Connect URL (sc://host:15002); used instead of spark.master when set."),
     Key("systems.<system>.samza.key.serde", _choice({"string": "string", "json": "json", "byte": "byte"}), "string", "Key serde of a system: string, json or byte."),
     Key("systems.<system>.samza.msg.serde", _choice({"string": "string", "json": "json", "byte": "byte"}), "json", "Message serde of a system: string, json or byte."),
     Key("stores.<store>.backup.factories", _nonempty, None, "State backup backends of a store (CheckpointV2 state checkpoint markers)."),
     Key("stores.<store>.restore.factory", _nonempty, None, "State restore backend of a store."),
+    Key("job.config.strict", _choice({"true": True, "false": False}), False, "true: an unknown key is an error, not a warning (the CLI's --strict does the same)."),
 )
 
 
@@ -221,7 +275,7 @@ class JobConfig:
     thread_pool_size: int | None = None
     container_process_count: int = 1
     commit_max_delay_ms: int = 60_000
-    commit_timeout_ms: int = 300_000
+    commit_timeout_ms: int = 1_800_000
 
     @property
     def raw_map(self) -> dict[str, str]:
@@ -252,33 +306,51 @@ class JobConfig:
         return self.get(key) or str(home / self.job_name / leaf)
 
     def checkpoint_store_url(self) -> str:
+        env = os.environ.get("ELASTICITY_CHECKPOINT_STORE_URL")
+        if env:
+            try:
+                return store_url(env)
+            except ValueError as e:
+                raise ConfigError(f"ELASTICITY_CHECKPOINT_STORE_URL={env!r}: expected {e}") from None
         return (
-            os.environ.get("ELASTICITY_CHECKPOINT_STORE_URL")
-            or self.get("task.checkpoint.store.url")
+            self.get("task.checkpoint.store.url")
             or f"sqlite:///{Path(os.environ.get('ELASTICITY_HOME', '.elasticity')).resolve() / 'checkpoints.db'}"
         )
 
     def with_overrides(self, overrides: Mapping[str, str]) -> JobConfig:
         """A copy with some keys replaced, validated again (e.g. a new elasticity factor)."""
-        return validate({**self.raw_map, **overrides})
+        return validate({**self.raw_map, **overrides}, warn_unknown=False)
+
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(value: str) -> str:
+    """java.util.Properties escapes: `\\\\` is one backslash, `\\t` a tab, `\\uXXXX` a character, `\\x` is x."""
+    return re.sub(
+        r"\\(u[0-9a-fA-F]{4}|.)",
+        lambda m: chr(int(m[1][1:], 16)) if len(m[1]) == 5 else _ESCAPES.get(m[1], m[1]),
+        value,
+    )
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """Java `.properties` lines: `key=value` or `key: value`, `#`/`!` comments, `\\` continuations."""
+    """Java `.properties` lines, as Samza reads them: `key=value` or `key: value`,
+    `#`/`!` comments, a line ending in an odd number of `\\` continues, escapes in values."""
     props: dict[str, str] = {}
     pending = ""
     for line in text.splitlines():
         stripped = line.strip()
         if not pending and (not stripped or stripped[0] in "#!"):
             continue
-        if stripped.endswith("\\") and not stripped.endswith("\\\\"):
+        if (len(stripped) - len(stripped.rstrip("\\"))) % 2 == 1:
             pending += stripped[:-1]
             continue
         logical, pending = pending + stripped, ""
         m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", logical)
         if not m:
             raise ConfigError(f"line {logical!r} is not key=value")
-        props[m.group(1)] = m.group(2).strip()
+        props[m.group(1)] = _unescape(m.group(2).strip())
     return props
 
 
@@ -289,13 +361,34 @@ def _find_key(name: str) -> Key | None:
     return None
 
 
-def validate(props: Mapping[str, str]) -> JobConfig:
+def did_you_mean(name: str) -> str | None:
+    """The known key nearest to an unknown one; `<system>`-like parts take the name's own parts."""
+    parts = name.split(".")
+    candidates = []
+    for key in KEYS:
+        template = key.name.split(".")
+        candidates.append(".".join(parts[i] if t.startswith("<") and i < len(parts) else t for i, t in enumerate(template)))
+    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+def validate(props: Mapping[str, str], strict: bool = False, warn_unknown: bool = True) -> JobConfig:
+    """The typed config, or one ConfigError listing every problem.
+
+    Unknown keys are errors when `strict` (or `job.config.strict=true`), else warnings.
+    """
     errors: list[str] = []
     values: dict[str, Any] = {}
+    strict = strict or props.get("job.config.strict", "").strip() == "true"
     for name, value in props.items():
         key = _find_key(name)
         if key is None:
-            warnings.warn(f"unknown config key {name!r} (ignored)", ConfigWarning, stacklevel=3)
+            hint = did_you_mean(name)
+            message = f"unknown config key {name!r}" + (f" (did you mean {hint!r}?)" if hint else "")
+            if strict:
+                errors.append(f"{message}; job.config.strict=true (or --strict) does not allow unknown keys")
+            elif warn_unknown:
+                warnings.warn(f"{message}; ignored", ConfigWarning, stacklevel=3)
             continue
         try:
             values[name] = key.parse(value)
@@ -319,6 +412,12 @@ def validate(props: Mapping[str, str]) -> JobConfig:
             inputs.append(SystemStream(default_system, item))
         else:
             errors.append(f"task.inputs={item!r}: expected system.stream (or set job.default.system)")
+    for ss in inputs:
+        if re.search(r"\.\d+$", ss.stream):
+            errors.append(
+                f"task.inputs={str(ss)!r}: a stream name ending in '.<digits>' is ambiguous in Samza's "
+                "checkpoint keys (system.stream.partition[.keyBucket]); expected a stream whose last dotted part is not a number"
+            )
     if len(set(inputs)) != len(inputs):
         errors.append(f"task.inputs={props.get('task.inputs')!r}: expected each stream once")
     grouper: Grouper = get("job.systemstreampartition.grouper.factory")
@@ -373,13 +472,13 @@ def validate(props: Mapping[str, str]) -> JobConfig:
     )
 
 
-def load_config(path: str | os.PathLike[str]) -> JobConfig:
+def load_config(path: str | os.PathLike[str], strict: bool = False) -> JobConfig:
     p = Path(path)
     try:
         text = p.read_text()
     except OSError as e:
         raise ConfigError(f"cannot read config file {p}: {e.strerror}") from e
     try:
-        return validate(parse_properties(text))
+        return validate(parse_properties(text), strict)
     except ConfigError as e:
         raise ConfigError(f"{p}: {e}") from e

@@ -8,9 +8,10 @@ that the same code runs on Kafka and on the in-memory stream of the tests.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -21,6 +22,9 @@ from .checkpoint.store import CheckpointStore, Generation, StoreError
 from .config import MAX_ELASTICITY_FACTOR, ConfigError, JobConfig
 from .grouping import build_job_model
 from .model import JobModel, SystemStream, SystemStreamPartition, TaskName
+from .tasknames import parse_task_name
+
+log = logging.getLogger(__name__)
 
 
 class Inputs(Protocol):
@@ -73,14 +77,22 @@ class JobCoordinator:
         config = self.config.with_overrides({"job.elasticity.factor": str(factor)})
         return build_job_model(config, self.inputs.partition_counts(config.inputs))
 
-    def _new_ssp_offsets(self, old: Mapping[TaskName, TaskCheckpoint], model: JobModel) -> dict[SystemStreamPartition, int]:
-        """Start offsets of the input partitions that no old checkpoint covers."""
+    def _new_ssp_offsets(
+        self, old: Mapping[TaskName, TaskCheckpoint], model: JobModel, first: bool
+    ) -> dict[SystemStreamPartition, int]:
+        """Start offsets of the input partitions that no old checkpoint covers.
+
+        `offset.default` applies to the job's first generation only. A partition
+        added later starts at its oldest available offset, as Spark's Kafka source
+        and Flink read newly discovered partitions: its records were written after
+        the job started, and starting at its end would skip them silently.
+        """
         known = {s.without_key_bucket() for cp in old.values() for s in cp.offsets}
         new = {s.without_key_bucket() for t in model.tasks() for s in t.system_stream_partitions} - known
         out: dict[SystemStreamPartition, int] = {}
         for system in {s.system for s in new}:
             group = [s for s in new if s.system == system]
-            out.update(self.inputs.offsets(group, self.config.offset_default(system)))
+            out.update(self.inputs.offsets(group, self.config.offset_default(system) if first else "oldest"))
         return out
 
     def _target(self, factor: int | None) -> tuple[Generation | None, int, JobModel]:
@@ -92,7 +104,7 @@ class JobCoordinator:
         return old, factor, self._model(factor)
 
     def _migrate(self, old: Generation | None, old_cps: Mapping[TaskName, TaskCheckpoint], factor: int, model: JobModel) -> Migration:
-        return migrate(old.factor if old else 1, old_cps.values(), model, factor, self._new_ssp_offsets(old_cps, model))
+        return migrate(old.factor if old else 1, old_cps.values(), model, factor, self._new_ssp_offsets(old_cps, model, old is None))
 
     @staticmethod
     def _unchanged(old: Generation | None, factor: int, model: JobModel) -> bool:
@@ -131,16 +143,53 @@ class JobCoordinator:
                 return done[-1].checkpoints
 
             reason = f"rescale {old.factor} -> {factor}" if old else f"first generation at factor {factor}"
-            reason += f" ({trigger or 'by ' + owner})"  # who or what asked, for the history
-            self.store.write_generation(
-                self.job, old.number if old else 0, factor, model, compute, owner, reason,
-                self.config.checkpoint_write_versions, self.config.checkpoint_read_versions,
-                self.config.live_checkpoint_max_age_ms, abandon_pending, origin if old else "start",
-            )
+            self._write_generation(old, factor, model, compute, owner, f"{reason} ({trigger or 'by ' + owner})", abandon_pending,
+                                   origin if old else "start")
             return RescalePlan(old, model, factor, done[-1])
         finally:
             if not already_ours:
                 self.store.release_lease(self.job, owner)
+
+    def _write_generation(
+        self, old: Generation | None, factor: int, model: JobModel,
+        compute: Callable[[dict[TaskName, TaskCheckpoint]], Mapping[TaskName, TaskCheckpoint]],
+        owner: str, reason: str, abandon_pending: bool = False, origin: str = "manual",
+    ) -> Generation:
+        """The next generation (the first when `old` is None); the caller holds the lease."""
+        return self.store.write_generation(
+            self.job, old.number if old else 0, factor, model, compute, owner, reason,
+            self.config.checkpoint_write_versions, self.config.checkpoint_read_versions,
+            self.config.live_checkpoint_max_age_ms, abandon_pending, origin,
+        )
+
+    def adopt(self, imported: Iterable[TaskCheckpoint], source: str, owner: str | None = None) -> RescalePlan:
+        """A new generation (the job's first, or the next one under the lease) that resumes from
+        checkpoints written elsewhere, e.g. by a Samza job.
+
+        The factor is the one the task names carry (`Partition 3` = 1, `Partition_3-1-4` = 4); every
+        task must be one of the job model at that factor and read only its own SSPs. Input
+        partitions the import does not cover start as new partitions do.
+        """
+        imported = {cp.task_name: cp for cp in imported}
+        if not imported:
+            raise StoreError(f"no checkpoints for job {self.job!r} in {source}")
+        factors = {parse_task_name(t).factor for t in imported}
+        if len(factors) != 1:
+            raise ConfigError(f"checkpoints in {source} mix elasticity factors {sorted(factors)}; expected one")
+        (factor,) = factors
+        owner = owner or default_owner()
+        self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
+        try:
+            old = self.current()
+            model = self._model(factor)
+            for cp in imported.values():
+                _check_owned(model, cp, f"factor {factor}")
+            migration = migrate(factor, imported.values(), model, factor, self._new_ssp_offsets(imported, model, old is None))
+            reason = f"imported from {source} at factor {factor} (by {owner})"
+            self._write_generation(old, factor, model, lambda _old: migration.checkpoints, owner, reason)
+            return RescalePlan(old, model, factor, migration)
+        finally:
+            self.store.release_lease(self.job, owner)
 
     def initialize(self, owner: str | None = None) -> Generation:
         """The current generation, creating the first one from the config if the job is new,
@@ -153,7 +202,10 @@ class JobCoordinator:
             known = {s.without_key_bucket() for t in current.job_model.tasks() for s in t.system_stream_partitions}
             wanted = {SystemStreamPartition(ss.system, ss.stream, p) for ss, n in counts.items() for p in range(n)}
             if wanted != known:
-                self.rescale(current.factor, owner, trigger=f"new input partitions {sorted(map(str, wanted - known))}", origin="partitions")
+                plan = self.rescale(current.factor, owner, trigger=f"new input partitions {sorted(map(str, wanted - known))}",
+                                    origin="partitions")
+                if plan.migration is not None and plan.migration.new_ssps:
+                    log.info("job %r: %s", self.job, plan.migration.describe_new_ssps())
         current = self.current()
         assert current is not None
         return current
@@ -164,16 +216,21 @@ class JobCoordinator:
         generation = self.initialize(owner)
         task_checkpoints = list(task_checkpoints)
         for cp in task_checkpoints:
-            try:
-                owned = generation.job_model.task(cp.task_name).system_stream_partitions
-            except KeyError:
-                raise ConfigError(f"task {cp.task_name.name!r} is not in generation {generation.number} (factor {generation.factor})") from None
-            foreign = set(cp.offsets) - owned
-            if foreign:
-                raise ConfigError(f"task {cp.task_name.name!r} does not read {sorted(map(str, foreign))}")
+            _check_owned(generation.job_model, cp, f"generation {generation.number} (factor {generation.factor})")
         self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
         try:
             self.store.replace_checkpoints(self.job, generation.number, task_checkpoints, self.config.checkpoint_write_versions, owner)
         finally:
             self.store.release_lease(self.job, owner)
         return generation
+
+
+def _check_owned(model: JobModel, cp: TaskCheckpoint, where: str) -> None:
+    """A checkpoint names a task of the model, and only SSPs that task reads."""
+    try:
+        owned = model.task(cp.task_name).system_stream_partitions
+    except KeyError:
+        raise ConfigError(f"task {cp.task_name.name!r} is not in {where}") from None
+    foreign = set(cp.offsets) - owned
+    if foreign:
+        raise ConfigError(f"task {cp.task_name.name!r} does not read {sorted(map(str, foreign))}")

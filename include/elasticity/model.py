@@ -78,7 +78,9 @@ class SystemStreamPartition:
         return self.with_key_bucket(NO_KEY_BUCKET)
 
     def __str__(self) -> str:
-        return f"SystemStreamPartition [{self.system}, {self.stream}, {self.partition}, {self.key_bucket}]"
+        """Samza's toString: the bucket appears only when there is one."""
+        bucket = f", {self.key_bucket}" if self.has_key_bucket else ""
+        return f"SystemStreamPartition [{self.system}, {self.stream}, {self.partition}{bucket}]"
 
 
 @dataclass(frozen=True, order=True)

@@ -2,7 +2,8 @@
 runner in the tests apply the very same ones.
 
 plan:    per SSP, read from the min of its virtual tasks' offsets (SEP-32) to
-         the high watermark, the whole batch capped at `batch.max.records`;
+         the high watermark, the whole batch capped at `batch.max.records`,
+         and every batch moves while there is lag, whatever the cap;
 route:   a record goes to the virtual task of its key bucket; it is skipped when
          below that task's offset or covered by one of its watermarks;
 advance: after the batch, a task's offset on an SSP is max(offset, range end),
@@ -60,22 +61,32 @@ def start_offsets(checkpoints: Iterable[TaskCheckpoint]) -> dict[SystemStreamPar
 def plan_ranges(
     checkpoints: Iterable[TaskCheckpoint], high_watermarks: Mapping[SystemStreamPartition, int], max_records: int
 ) -> tuple[OffsetRange, ...]:
-    """Ranges up to the high watermarks; over the cap, each SSP gets a share proportional to its lag."""
+    """Ranges up to the high watermarks, at most `max_records` (>= 1) in all.
+
+    Over the cap, every lagging SSP takes one record and the rest of the cap is
+    shared in proportion to lag. A cap smaller than the number of lagging SSPs
+    gives one record each to a window of them that rotates with the progress
+    made (the sum of the start offsets), so they take turns and every batch
+    moves: a cap of 1 still drains a topic, one record at a time.
+    """
+    if max_records < 1:
+        raise ValueError(f"batch cap {max_records}: expected an integer >= 1 (batch.max.records or --max-records)")
     starts = start_offsets(checkpoints)
     missing = set(starts) - set(high_watermarks)
     if missing:
         raise ValueError(f"no high watermark for {sorted(missing)}")
     lags = {s: max(0, high_watermarks[s] - start) for s, start in starts.items()}
     total = sum(lags.values())
-    ranges = []
-    for ssp in sorted(starts):
-        take = lags[ssp]
-        if total > max_records:
-            take = lags[ssp] * max_records // total
-            if take == 0 and lags[ssp] > 0 and max_records >= len(lags):
-                take = 1  # every lagging partition moves a little
-        ranges.append(OffsetRange(ssp, starts[ssp], starts[ssp] + take))
-    return tuple(ranges)
+    lagging = sorted(s for s, lag in lags.items() if lag > 0)
+    if total <= max_records:
+        take = lags
+    elif max_records < len(lagging):
+        turn = sum(starts.values()) % len(lagging)
+        take = dict.fromkeys((lagging[turn:] + lagging[:turn])[:max_records], 1)
+    else:
+        rest, spare = max_records - len(lagging), total - len(lagging)
+        take = {s: 1 + (lags[s] - 1) * rest // spare for s in lagging}
+    return tuple(OffsetRange(s, starts[s], starts[s] + take.get(s, 0)) for s in sorted(starts))
 
 
 @dataclass(frozen=True)

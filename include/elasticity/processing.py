@@ -64,7 +64,7 @@ class ProcessContext:
     policy: str = "dlq"
     max_concurrency: int = 1
     callback_timeout_ms: int | None = None
-    thread_pool_size: int | None = None  # None: one thread per virtual task (at most 64)
+    thread_pool_size: int | None = None  # None: one thread per virtual task (at most 64); 0: one after another
 
 
 _apps: dict[tuple[str | None, tuple[SystemStream, ...]], ApplicationDescriptor] = {}
@@ -115,7 +115,8 @@ def process_partition(ctx: ProcessContext, batches: Iterator[pa.RecordBatch]) ->
     bounds = [0] + [i for i in range(1, len(names)) if names[i] != names[i - 1]] + [len(names)]
     slices = [(names[a], table.slice(a, b - a)) for a, b in zip(bounds, bounds[1:], strict=False)]
     outputs = _Outputs(ctx)
-    pool = ctx.thread_pool_size or min(64, len(slices))
+    # Samza's job.container.thread.pool.size: 0 = no pool, the slices run one after another
+    pool = min(64, len(slices)) if ctx.thread_pool_size is None else ctx.thread_pool_size
     try:
         if pool <= 1:
             rows = [_run_slice(ctx, TaskName(n), t, outputs) for n, t in slices]

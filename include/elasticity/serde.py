@@ -1,8 +1,10 @@
 """JSON serde following Samza's SamzaObjectMapper conventions.
 
-Field names are dashed (`task-name`, `system-stream-partitions`, ...), an SSP is
-written with its 4 parts and read with 3 or 4, so a job model or checkpoint
-written by a Samza version without keyBuckets still loads.
+Field names are dashed (`task-name`, `system-stream-partitions`, ...). An SSP
+object always carries `keyBucket` (as SamzaObjectMapper writes it) and is read
+with or without it; an SSP map key has 3 parts unless it has a bucket (as Samza
+writes it) and is read with 3 or 4, so what a Samza version without keyBuckets
+wrote still loads, and what we write loads in Samza.
 """
 
 from __future__ import annotations
@@ -42,8 +44,9 @@ def ssp_from_dict(d: dict[str, Any]) -> SystemStreamPartition:
 
 
 def ssp_to_key(ssp: SystemStreamPartition) -> str:
-    """Map-key form, always 4 parts: `system.stream.partition.keyBucket`."""
-    return f"{ssp.system}.{ssp.stream}.{ssp.partition}.{ssp.key_bucket}"
+    """Map-key form: `system.stream.partition`, plus `.keyBucket` only for an SSPKb."""
+    base = f"{ssp.system}.{ssp.stream}.{ssp.partition}"
+    return f"{base}.{ssp.key_bucket}" if ssp.has_key_bucket else base
 
 
 def ssp_from_key(text: str) -> SystemStreamPartition:

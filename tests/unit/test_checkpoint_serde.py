@@ -51,6 +51,32 @@ def test_v1_and_v2_round_trip_with_key_buckets():
     assert json.loads(v2_to_json(v2))["input-offsets"] == {"kafka.orders.3.1": "7"}
 
 
+def test_unbucketed_ssps_are_written_as_samza_writes_them():
+    """3-part V2 keys and no keyBucket in V1, byte for byte as Samza's Jackson mappers write them."""
+    cp = TaskCheckpoint(TaskName("Partition 3"), {SSP: 42})
+    assert v1_to_json(to_v1(cp)) == (
+        '{"SystemStreamPartition [kafka, orders, 3]":{"offset":"42","partition":"3","stream":"orders","system":"kafka"}}'
+    )
+    v2 = json.loads(v2_to_json(to_v2(cp, CheckpointId(1614147487244, 33577))))
+    assert v2 == {"version": 2, "checkpoint-id": "1614147487244-33577", "input-offsets": {"kafka.orders.3": "42"}, "state-checkpoint-markers": {}}
+    assert str(SSP) == "SystemStreamPartition [kafka, orders, 3]" and str(SSP.with_key_bucket(0)) == "SystemStreamPartition [kafka, orders, 3, 0]"
+
+
+def test_readers_accept_both_forms():
+    four = '{"checkpoint-id": "1-2", "input-offsets": {"kafka.orders.3.-1": "5", "kafka.orders.4.1": "6"}}'
+    assert v2_from_json(four).input_offsets == {SSP: "5", SystemStreamPartition("kafka", "orders", 4, 1): "6"}
+    with_bucket = '{"x": {"system": "kafka", "stream": "orders", "partition": "3", "keyBucket": "-1", "offset": "5"}}'
+    assert v1_from_json(with_bucket).offsets == {SSP: "5"}
+
+
+def test_v1_without_key_bucket_and_v2_without_markers():
+    """Fixtures as older Samza versions wrote them: V1 entries without keyBucket, V2 without state-checkpoint-markers."""
+    v1 = v1_from_json('{"SystemStreamPartition [kafka, orders, 3]": {"system": "kafka", "stream": "orders", "partition": "3", "offset": null}}')
+    assert v1.offsets == {SSP: None}
+    v2 = v2_from_json('{"checkpoint-id": "7-8", "input-offsets": {"kafka.orders.3": "9"}}')
+    assert v2 == CheckpointV2(CheckpointId(7, 8), {SSP: "9"}, {})
+
+
 def test_task_checkpoint_to_both_formats():
     cp = TaskCheckpoint(TaskName("Partition_3-1-2"), {SSP.with_key_bucket(1): 10})
     assert to_v1(cp).offsets == {SSP.with_key_bucket(1): "10"}

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from elasticity.cli import main
 from tests.conftest import REPO
 from tests.unit.test_grouping import SAMZA71_COGROUP, SAMZA71_MAX
@@ -47,3 +49,25 @@ def test_bad_config_exits_2_naming_the_key(tmp_path, capsys):
 def test_bad_partitions_argument(capsys):
     assert main(["job-model", "--config", DEMO, "--partitions", "kafka.orders"]) == 2
     assert "SYSTEM.STREAM=N" in capsys.readouterr().err
+
+
+def test_repeated_partitions_flags_accumulate(capsys):
+    config = f"{EXAMPLES}/samza71-max.properties"
+    assert main(["job-model", "--config", config, "--partitions", "kafka.IS1=4", "--partitions", "kafka.IS2=8", "--format", "table"]) == 0
+    assert _as_seed(capsys.readouterr().out) == SAMZA71_MAX.strip()
+
+
+def test_strict_flag_makes_unknown_keys_errors(tmp_path, capsys):
+    typo = tmp_path / "typo.properties"
+    typo.write_text("job.name=x\ntask.inputs=kafka.t\njob.elasticity.factr=4\n")
+    assert main(["job-model", "--config", str(typo), "--partitions", "kafka.t=2", "--strict"]) == 2
+    err = capsys.readouterr().err
+    assert "'job.elasticity.factr'" in err and "did you mean 'job.elasticity.factor'" in err
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "x"])
+def test_max_records_below_1_is_rejected_naming_the_flag(value, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["run-batch", "--config", DEMO, "--max-records", value])
+    assert e.value.code == 2
+    assert f"--max-records {value!r}: expected an integer >= 1" in capsys.readouterr().err

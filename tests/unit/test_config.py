@@ -61,10 +61,98 @@ def test_all_errors_are_reported_at_once():
     assert "job.name is required" in msg and "task.inputs is required" in msg and "job.elasticity.factor" in msg
 
 
-def test_unknown_key_is_warned_not_fatal():
-    with pytest.warns(ConfigWarning, match="job.elastcity.factor"):
+def test_unknown_key_is_warned_with_a_hint_not_fatal():
+    with pytest.warns(ConfigWarning, match="'job.elastcity.factor' \\(did you mean 'job.elasticity.factor'\\?\\)"):
         c = validate({**BASE, "job.elastcity.factor": "4"})
     assert c.elasticity_factor == 1
+    with pytest.warns(ConfigWarning, match="did you mean 'systems.kafka.consumer.bootstrap.servers'"):
+        validate({**BASE, "systems.kafka.consumer.bootstrap.server": "h:9092"})
+    with pytest.warns(ConfigWarning) as seen:
+        validate({**BASE, "completely.unrelated": "x"})
+    assert "did you mean" not in str(seen[0].message)
+
+
+@pytest.mark.parametrize("strict", [{"job.config.strict": "true"}, {}])
+def test_strict_mode_makes_unknown_keys_errors(strict):
+    props = {**BASE, "job.elasticity.factr": "4", **strict}
+    with pytest.raises(ConfigError, match="'job.elasticity.factr' \\(did you mean 'job.elasticity.factor'\\?\\).*not allow unknown keys"):
+        validate(props, strict=not strict)
+
+
+def test_every_default_is_samzas_or_documented():
+    c = validate(BASE)
+    assert c.offset_default("kafka") == "upcoming"
+    assert (c.serde("kafka", "key"), c.serde("kafka", "msg")) == ("string", "json")
+    assert c.checkpoint_write_versions == (1, 2) and c.checkpoint_read_versions == (1,)
+    assert c.live_checkpoint_max_age_ms == 600_000 and c.commit_max_delay_ms == 60_000
+    assert c.commit_timeout_ms == 1_800_000  # Samza's 30 minutes
+    assert c.callback_timeout_ms is None and c.thread_pool_size is None and c.max_concurrency == 1
+    assert c.batch_max_records == 100_000 and c.dead_letter_policy == "dlq"
+    assert validate({**BASE, "task.callback.timeout.ms": "-1"}).callback_timeout_ms is None  # Samza's default: no timeout
+    assert validate({**BASE, "task.callback.timeout.ms": "250"}).callback_timeout_ms == 250
+    assert validate({**BASE, "job.container.thread.pool.size": "0"}).thread_pool_size == 0
+
+
+@pytest.mark.parametrize(
+    "key,value,expected",
+    [
+        ("job.elasticity.factor", str(MAX_ELASTICITY_FACTOR), MAX_ELASTICITY_FACTOR),
+        ("job.elasticity.factor", "1", 1),
+        ("batch.max.records", "1", 1),
+        ("job.container.thread.pool.size", "1024", 1024),
+        ("task.checkpoint.write.versions", "2,1", (2, 1)),
+    ],
+)
+def test_limits_accepted(key, value, expected):
+    c = validate({**BASE, key: value, "task.checkpoint.read.versions": "1,2"})
+    field = {"job.elasticity.factor": "elasticity_factor", "batch.max.records": "batch_max_records",
+             "job.container.thread.pool.size": "thread_pool_size", "task.checkpoint.write.versions": "checkpoint_write_versions"}[key]
+    assert getattr(c, field) == expected
+
+
+@pytest.mark.parametrize(
+    "key,value,allowed",
+    [
+        ("task.checkpoint.write.versions", "1,1", "each once"),
+        ("task.checkpoint.read.versions", "3", "versions 1 and 2"),
+        ("batch.max.records", "0", "an integer >= 1"),
+        ("batch.max.records", "-5", "an integer >= 1"),
+        ("task.callback.timeout.ms", "0", "-1 (no timeout) or an integer >= 1"),
+        ("task.callback.timeout.ms", "-2", "-1 (no timeout) or an integer >= 1"),
+        ("job.container.thread.pool.size", "-1", "an integer from 0 to 1024"),
+        ("systems.kafka.default.stream.offset.default", "earliest", "one of oldest, upcoming (Kafka's 'earliest' is Samza's 'oldest')"),
+        ("systems.kafka.default.stream.samza.offset.default", "latest", "one of oldest, upcoming (Kafka's 'latest' is Samza's 'upcoming')"),
+        ("systems.kafka.default.stream.offset.default", "newest", "one of oldest, upcoming"),
+        ("task.checkpoint.store.url", "not-a-url", "a SQLAlchemy URL such as sqlite:///"),
+        ("task.checkpoint.store.url", "mysql://u@h/db", "backend 'mysql' is not one of sqlite, postgresql"),
+        ("job.config.strict", "yes", "one of true, false"),
+    ],
+)
+def test_limits_rejected_naming_key_and_allowed(key, value, allowed):
+    with pytest.raises(ConfigError) as e:
+        validate({**BASE, key: value})
+    assert f"{key}={value!r}: expected" in str(e.value) and allowed in str(e.value)
+
+
+@pytest.mark.parametrize("url", ["sqlite:///tmp/x.db", "sqlite://", "postgresql+psycopg://postgres@127.0.0.1:5432/test"])
+def test_store_urls_accepted(url):
+    assert validate({**BASE, "task.checkpoint.store.url": url}).checkpoint_store_url() == url
+
+
+def test_store_url_from_the_environment_is_checked_too(monkeypatch):
+    monkeypatch.setenv("ELASTICITY_CHECKPOINT_STORE_URL", "nonsense")
+    with pytest.raises(ConfigError, match="ELASTICITY_CHECKPOINT_STORE_URL='nonsense': expected a SQLAlchemy URL"):
+        validate(BASE).checkpoint_store_url()
+
+
+def test_line_ending_in_an_escaped_backslash_is_not_a_continuation():
+    assert parse_properties("a=C:\\\\\nb=2\n") == {"a": "C:\\", "b": "2"}  # as java.util.Properties reads it
+    assert parse_properties("a=x\\\\\\\n  y\nb=\\u0041\\tz\n") == {"a": "x\\y", "b": "A\tz"}  # 3 backslashes: one, then a continuation
+
+
+def test_all_ssp_to_single_task_rejects_more_than_one_container():
+    with pytest.raises(ConfigError, match="job.container.count='2'.*expected 1"):
+        validate({**BASE, "job.systemstreampartition.grouper.factory": "AllSspToSingleTask", "job.container.count": "2"})
 
 
 def test_system_scoped_keys_are_known():
@@ -132,3 +220,10 @@ def test_read_versions_must_read_something_written():
     with pytest.raises(ConfigError, match="reads none of the versions"):
         validate({**BASE, "task.checkpoint.write.versions": "2", "task.checkpoint.read.versions": "1"})
     assert validate({**BASE, "task.checkpoint.write.versions": "2", "task.checkpoint.read.versions": "1,2"}).checkpoint_read_versions == (1, 2)
+
+
+def test_stream_names_ending_in_a_number_are_rejected():
+    """`kafka.orders.5` partition 3 would read back as stream `orders`, partition 5, bucket 3."""
+    with pytest.raises(ConfigError, match=r"task.inputs='kafka.orders.5'.*ambiguous"):
+        validate({**BASE, "task.inputs": "kafka.orders.5"})
+    assert validate({**BASE, "task.inputs": "kafka.orders.v5"}).inputs == (SystemStream("kafka", "orders.v5"),)

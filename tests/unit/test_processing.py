@@ -1,8 +1,10 @@
 """The process stage without Spark: slices in, sinks and summaries out."""
 
+import dataclasses
 import json
 import subprocess
 import sys
+import threading
 
 import pyarrow as pa
 import pytest
@@ -99,3 +101,43 @@ def test_the_domain_core_imports_neither_spark_nor_airflow():
         "bad = [m for m in sys.modules if m.split('.')[0] in ('pyspark', 'airflow')]\nprint(bad)\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+_threads: dict[str, int] = {}
+_meeting: list = []  # a threading.Barrier the slices wait at, when a test wants them side by side
+
+
+def meeting_app(app):
+    def meet(m):
+        _threads[m.key] = threading.get_ident()
+        for barrier in _meeting:
+            barrier.wait(timeout=10)  # only slices running at the same time get past it
+        return m.value
+
+    app.input("kafka.orders").map(meet).send_to("parquet.met")
+
+
+def _pool_ctx(tmp_path, size):
+    return dataclasses.replace(ctx(tmp_path), app_class="tests.unit.test_processing:meeting_app", thread_pool_size=size)
+
+
+def test_thread_pool_size_0_runs_the_virtual_tasks_one_after_another(tmp_path):
+    _threads.clear()
+    _meeting.clear()
+    batch = rows(("Partition_0-0-2", 0, 0, b"1"), ("Partition_0-1-2", 1, 1, b"2"))
+    (summary,) = process_partition(_pool_ctx(tmp_path, 0), iter(batch))
+    assert [r["processed"] for r in summary.to_pylist()] == [1, 1]
+    assert set(_threads.values()) == {threading.get_ident()}  # the caller's own thread, no pool
+
+
+@pytest.mark.parametrize("size", [2, None])
+def test_thread_pool_runs_virtual_tasks_side_by_side(tmp_path, size):
+    _threads.clear()
+    _meeting[:] = [threading.Barrier(2)]
+    try:
+        batch = rows(("Partition_0-0-2", 0, 0, b"1"), ("Partition_0-1-2", 1, 1, b"2"))
+        (summary,) = process_partition(_pool_ctx(tmp_path, size), iter(batch))
+    finally:
+        _meeting.clear()
+    assert [(r["processed"], r["dead_lettered"]) for r in summary.to_pylist()] == [(1, 0), (1, 0)]  # both met at the barrier
+    assert len(set(_threads.values())) == 2

@@ -23,8 +23,9 @@ class RescaleMachine(RuleBasedStateMachine):
         factor=st.integers(1, 16),
         grouper=st.sampled_from(["GroupByPartition", "GroupBySystemStreamPartition"]),
         read_versions=st.sampled_from(["1", "2", "2,1", "1,2"]),
+        offset_default=st.sampled_from(["oldest", "upcoming"]),
     )
-    def setup(self, partitions, factor, grouper, read_versions):
+    def setup(self, partitions, factor, grouper, read_versions, offset_default):
         self.inputs = MemoryInputs()
         for s, n in zip(STREAMS, partitions, strict=True):
             self.inputs.create(s, n)
@@ -34,13 +35,16 @@ class RescaleMachine(RuleBasedStateMachine):
                 "task.inputs": ",".join(map(str, STREAMS)),
                 "job.elasticity.factor": str(factor),
                 "job.systemstreampartition.grouper.factory": grouper,
-                "systems.kafka.default.stream.offset.default": "oldest",
+                "systems.kafka.default.stream.offset.default": offset_default,
                 "task.checkpoint.read.versions": read_versions,
                 "task.checkpoint.history.size": "3",
             }
         )
         self.store = CheckpointStore("sqlite://")
         self.runner = ReferenceRunner(JobCoordinator(config, self.store, self.inputs), self.inputs)
+        # the job starts before anything is produced, so under `upcoming` too every record must be processed,
+        # including those of partitions added later (they start at their oldest offset)
+        self.runner.coordinator.initialize()
         self.factors_used = {factor}
 
     def teardown(self):
@@ -71,10 +75,12 @@ class RescaleMachine(RuleBasedStateMachine):
         assert self.runner.coordinator.current().factor == factor
 
     @precondition(lambda self: sum(len(p) for p in self.inputs.topics.values()) < 8)
-    @rule(stream=st.sampled_from(STREAMS))
-    def add_partition(self, stream):
+    @rule(stream=st.sampled_from(STREAMS), discover_now=st.booleans())
+    def add_partition(self, stream, discover_now):
         self.inputs.add_partitions(stream, 1)
-        self.runner.coordinator.rescale()  # picks up the new partition at the current factor
+        if discover_now:
+            self.runner.coordinator.rescale()  # picks up the new partition at the current factor
+        # else the next batch discovers it, after records may have been written to it
 
     @invariant()
     def no_duplicates_and_key_order(self):

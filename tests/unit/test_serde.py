@@ -61,6 +61,20 @@ def test_reads_a_samza_job_model_with_3_part_ssps():
     assert set(written["tasks"]["Partition 0"]) == {"task-name", "system-stream-partitions", "changelog-partition", "task-mode"}
 
 
+def test_container_id_wins_over_its_map_key():
+    """Samza's ContainerModel deserializer reads processor-id, then container-id; the map key is not the id."""
+    doc = json.loads(SAMZA_JOB_MODEL)
+    doc["containers"]["0"]["container-id"] = "5"
+    assert [c.processor_id for c in job_model_from_dict(doc).containers] == ["5"]
+    doc["containers"]["0"]["processor-id"] = "p-7"
+    assert [c.processor_id for c in job_model_from_dict(doc).containers] == ["p-7"]
+
+
+def test_ssp_keys_are_written_as_samza_writes_them():
+    assert ssp_to_key(SystemStreamPartition("kafka", "orders", 3)) == "kafka.orders.3"
+    assert ssp_to_key(SystemStreamPartition("kafka", "orders", 3, 1)) == "kafka.orders.3.1"
+
+
 @pytest.mark.parametrize(
     "key,expected",
     [

@@ -125,11 +125,16 @@ class Migration:
             for m in moves:
                 wm = f" skipping {', '.join(f'{w.bucket}/{w.factor}<{w.offset}' for w in m.watermarks)}" if m.watermarks else ""
                 lines.append(f"  -> {m.new_task.name}  {m.ssp.system}.{m.ssp.stream}.{m.ssp.partition}.{m.ssp.key_bucket} @ {m.offset}{wm}")
-        for s in self.new_ssps:
-            lines.append(f"new input partition {s.system}.{s.stream}.{s.partition}")
+        if self.new_ssps:
+            lines.append(self.describe_new_ssps())
         for s in self.dropped_ssps:
             lines.append(f"input partition no longer read: {s.system}.{s.stream}.{s.partition}")
         return "\n".join(lines)
+
+    def describe_new_ssps(self) -> str:
+        """One line per input partition the old generation did not read, with where it starts."""
+        starts = {m.ssp.without_key_bucket(): m.offset for m in self.moves}
+        return "\n".join(f"new input partition {s.system}.{s.stream}.{s.partition} starts at offset {starts[s]}" for s in self.new_ssps)
 
 
 def migrate(

@@ -1,10 +1,13 @@
-"""Samza-compatible checkpoint JSON, and the checkpoint log key.
+"""Samza-compatible checkpoint JSON, and the checkpoint log key, byte for byte as
+Samza's Jackson mappers write them (compact JSON).
 
 V1 (CheckpointV1Serde): `{"<SSP.toString()>": {"system", "stream", "partition", "offset"}}`,
-all strings; a bucketed SSP adds `keyBucket` (readers without it see the whole partition).
-V2 (SamzaObjectMapper + JsonCheckpointV2Mixin): `checkpoint-id`, `input-offsets`
-keyed `system.stream.partition[.keyBucket]`, `state-checkpoint-markers`
-(backend factory -> store -> marker). Readers ignore unknown fields, as Samza's do.
+all strings; only a bucketed SSP adds `keyBucket` (and a 4-part toString).
+V2 (SamzaObjectMapper + JsonCheckpointV2Mixin): `version` (Jackson writes the
+getter), `checkpoint-id`, `input-offsets` keyed `system.stream.partition`, plus
+`.keyBucket` only for a bucketed SSP, and `state-checkpoint-markers` (backend
+factory -> store -> marker). Readers take 3- and 4-part forms, with or without
+`keyBucket`, and ignore unknown fields, as Samza's do.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from ..model import NO_KEY_BUCKET, SystemStreamPartition, TaskName
 from ..serde import SerdeError, ssp_from_key, ssp_to_key
 from .model import CheckpointId, CheckpointV1, CheckpointV2, Watermark
 
+_COMPACT = (",", ":")
 V1_TYPE = "checkpoint"
 V2_TYPE = "checkpoint-v2"
 
@@ -29,16 +33,25 @@ def checkpoint_key(task_name: TaskName, grouper_factory: str, version: int) -> s
             "taskName": task_name.name,
             "type": V1_TYPE if version == 1 else V2_TYPE,
         },
-        sort_keys=True,
+        separators=_COMPACT,
     )
 
 
+class UnknownCheckpointType(SerdeError):
+    """A key type this version does not know (Samza skips those, for forward compatibility)."""
+
+
 def parse_checkpoint_key(text: str) -> tuple[TaskName, str, int]:
-    d = json.loads(text)
+    """(task, grouper factory, version) of a checkpoint log key."""
+    try:
+        d = json.loads(text)
+        task, factory, kind = d["taskName"], d["systemstreampartition-grouper-factory"], d["type"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise SerdeError(f"not a Samza checkpoint key: {text!r}") from e
     types = {V1_TYPE: 1, V2_TYPE: 2}
-    if d.get("type") not in types:
-        raise SerdeError(f"checkpoint key type {d.get('type')!r} is not one of {sorted(types)}")
-    return TaskName(d["taskName"]), d.get("systemstreampartition-grouper-factory", ""), types[d["type"]]
+    if kind not in types:
+        raise UnknownCheckpointType(f"checkpoint key type {kind!r} is not one of {sorted(types)}")
+    return TaskName(task), factory, types[kind]
 
 
 def v1_to_json(cp: CheckpointV1) -> str:
@@ -48,7 +61,7 @@ def v1_to_json(cp: CheckpointV1) -> str:
         if ssp.has_key_bucket:
             entry["keyBucket"] = str(ssp.key_bucket)
         out[str(ssp)] = entry
-    return json.dumps(out, sort_keys=True)
+    return json.dumps(out, sort_keys=True, separators=_COMPACT)
 
 
 def v1_from_json(text: str) -> CheckpointV1:
@@ -67,11 +80,12 @@ def v1_from_json(text: str) -> CheckpointV1:
 def v2_to_json(cp: CheckpointV2) -> str:
     return json.dumps(
         {
+            "version": CheckpointV2.version,
             "checkpoint-id": str(cp.checkpoint_id),
             "input-offsets": {ssp_to_key(s): o for s, o in sorted(cp.input_offsets.items())},
             "state-checkpoint-markers": {k: dict(v) for k, v in cp.state_checkpoint_markers.items()},
         },
-        sort_keys=True,
+        separators=_COMPACT,
     )
 
 

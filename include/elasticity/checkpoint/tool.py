@@ -9,26 +9,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..model import SystemStreamPartition, TaskName
-from ..serde import SerdeError, ssp_from_key
+from ..model import TaskName
+from ..serde import SerdeError, ssp_from_key, ssp_to_key
 from .model import TaskCheckpoint, Watermark
 
 WATERMARKS = "watermarks"
-
-
-def _key(ssp: SystemStreamPartition) -> str:
-    base = f"{ssp.system}.{ssp.stream}.{ssp.partition}"
-    return f"{base}.{ssp.key_bucket}" if ssp.has_key_bucket else base
 
 
 def checkpoints_to_tool_json(cps: Iterable[TaskCheckpoint]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     marks: dict[str, Any] = {}
     for cp in sorted(cps, key=lambda c: c.task_name):
-        out[cp.task_name.name] = {_key(s): str(o) for s, o in sorted(cp.offsets.items())}
+        out[cp.task_name.name] = {ssp_to_key(s): str(o) for s, o in sorted(cp.offsets.items())}
         if cp.watermarks:
             marks[cp.task_name.name] = {
-                _key(s): [{"factor": w.factor, "bucket": w.bucket, "offset": str(w.offset)} for w in wms]
+                ssp_to_key(s): [{"factor": w.factor, "bucket": w.bucket, "offset": str(w.offset)} for w in wms]
                 for s, wms in sorted(cp.watermarks.items())
             }
     if marks:

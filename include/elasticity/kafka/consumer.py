@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
@@ -9,7 +10,7 @@ from kafka import KafkaConsumer, TopicPartition
 
 from ..config import JobConfig
 from ..model import SystemStream, SystemStreamPartition
-from .admin import partition_counts, probe, resolve_bootstrap
+from .admin import TopicError, partition_counts, probe, resolve_bootstrap
 
 
 @contextmanager
@@ -49,4 +50,29 @@ class KafkaInputs:
                 tps = {TopicPartition(s.stream, s.partition): s for s in group}
                 found = c.beginning_offsets(list(tps)) if which == "oldest" else c.end_offsets(list(tps))
                 out.update({tps[tp]: int(o) for tp, o in found.items()})
+        return out
+
+
+STALL_TIMEOUT_S = 30.0
+
+
+def read_log(bootstrap: str, topic: str, partition: int = 0) -> list[tuple[int, bytes | None, bytes | None, int]]:
+    """Every record of one partition, oldest first, as (offset, key, value, timestamp ms): a log read whole,
+    such as Samza's checkpoint topic."""
+    with consumer(bootstrap) as c:
+        tp = TopicPartition(topic, partition)
+        if partition not in (c.partitions_for_topic(topic) or set()):
+            raise TopicError(f"topic {topic!r} has no partition {partition} on {bootstrap}")
+        c.assign([tp])
+        start, end = c.beginning_offsets([tp])[tp], c.end_offsets([tp])[tp]
+        c.seek(tp, start)
+        out: list[tuple[int, bytes | None, bytes | None, int]] = []
+        position, last_progress = start, time.monotonic()
+        while position < end:
+            polled = c.poll(timeout_ms=500, max_records=5000).get(tp, [])
+            out += [(r.offset, r.key, r.value, r.timestamp) for r in polled if r.offset < end]
+            if polled:
+                position, last_progress = polled[-1].offset + 1, time.monotonic()
+            elif time.monotonic() - last_progress > STALL_TIMEOUT_S:
+                raise TopicError(f"reading {topic}-{partition} from {bootstrap}: no records after offset {position} for {STALL_TIMEOUT_S:.0f}s")
         return out

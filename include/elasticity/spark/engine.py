@@ -29,6 +29,7 @@ from ..checkpoint.store import CheckpointStore, Generation
 from ..commit import AsyncCommitter
 from ..config import JobConfig
 from ..coordinator import JobCoordinator
+from ..identity import guard_sinks
 from ..kafka.admin import create_topic, resolve_bootstrap
 from ..kafka.consumer import KafkaInputs
 from ..model import SystemStreamPartition, TaskName
@@ -81,14 +82,14 @@ class MicroBatchEngine:
 
     def run(
         self, max_records: int | None = None, until_caught_up: bool = False, owner: str | None = None,
-        max_seconds: float | None = None, on_commit: Callable[[BatchSummary], None] | None = None,
+        max_seconds: float | None = None, on_commit: Callable[[BatchSummary], None] | None = None, reset_sinks: bool = False,
     ) -> list[BatchSummary]:
         """One batch, or batches until no lag is left or `max_seconds` have passed (no new
         batch starts after that). In the loop, each commit's upload overlaps the next batch
         (async commit); a single batch commits synchronously. `on_commit` hears of each
         batch as its commit lands (from the upload thread, for async commits)."""
         owner = owner or default_batch_owner()
-        cap = max_records or self.config.batch_max_records
+        cap = self.config.batch_max_records if max_records is None else max_records
         started = time.monotonic()
         summaries: list[BatchSummary] = []
         by_batch: dict[int, BatchSummary] = {}
@@ -109,6 +110,8 @@ class MicroBatchEngine:
             self.config.commit_timeout_ms, committed,
         )
         try:
+            # job identity: sinks written under another store fail the start (elasticity.identity)
+            guard_sinks(self.config, self.store, lambda: self.coordinator.initialize(owner), reset_sinks)
             with _LeaseHeartbeat(self.store, self.job, owner, self.config.lease_ttl_ms):
                 snapshot = None
                 while True:

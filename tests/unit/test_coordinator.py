@@ -1,0 +1,62 @@
+"""The coordinator's generations with the real SQL store and the in-memory stream."""
+
+import logging
+
+from elasticity.checkpoint.store import CheckpointStore
+from elasticity.config import validate
+from elasticity.coordinator import JobCoordinator
+from elasticity.model import SystemStream, SystemStreamPartition
+from tests.memory import MemoryInputs, ReferenceRunner
+
+ORDERS = SystemStream("kafka", "orders")
+
+
+def _runner(**props: str) -> ReferenceRunner:
+    inputs = MemoryInputs()
+    inputs.create(ORDERS, 2)
+    config = validate({"job.name": "j", "task.inputs": "kafka.orders", "job.elasticity.factor": "2", **props})
+    return ReferenceRunner(JobCoordinator(config, CheckpointStore("sqlite://"), inputs), inputs)
+
+
+def _produce(runner: ReferenceRunner, n: int, tag: str) -> None:
+    for i in range(n):
+        runner.inputs.produce(ORDERS, b"key-%d" % i, tag.encode())
+
+
+def test_partitions_added_later_start_at_their_oldest_offset_under_the_default(caplog):
+    runner = _runner()  # systems.kafka.default.stream.offset.default unset: upcoming
+    _produce(runner, 10, "before the job")
+    runner.run_batch(1000)  # the first generation starts at the end: these 10 are not the job's
+    assert runner.log == []
+
+    runner.inputs.add_partitions(ORDERS, 2)
+    _produce(runner, 40, "after")  # some land in the new partitions before the job discovers them
+    new = [SystemStreamPartition("kafka", "orders", p) for p in (2, 3)]
+    assert all(runner.inputs.topics[ORDERS][s.partition] for s in new)
+    with caplog.at_level(logging.INFO, logger="elasticity"):
+        runner.drain()
+
+    done = {(p.ssp, p.offset) for p in runner.log}
+    for ssp in new:
+        assert {(ssp, o) for o in range(len(runner.inputs.topics[ORDERS][ssp.partition]))} <= done
+    assert len(runner.log) == 40  # every record written after the start, each once
+    runner.assert_no_duplicates()
+    assert "new input partition kafka.orders.2 starts at offset 0" in caplog.text
+    assert "new input partition kafka.orders.3 starts at offset 0" in caplog.text
+    assert runner.coordinator.current().number == 2 and runner.coordinator.current().factor == 2
+
+
+def test_offset_default_still_decides_the_first_generation():
+    runner = _runner(**{"systems.kafka.default.stream.offset.default": "oldest"})
+    _produce(runner, 10, "before the job")
+    runner.drain()
+    runner.assert_everything_processed_once()
+
+
+def test_a_rescale_plan_names_the_new_partitions_and_their_start():
+    runner = _runner()
+    runner.coordinator.initialize()
+    runner.inputs.add_partitions(ORDERS, 1)
+    _produce(runner, 30, "x")
+    plan = runner.coordinator.plan_rescale(4)
+    assert "new input partition kafka.orders.2 starts at offset 0" in plan.migration.describe()
