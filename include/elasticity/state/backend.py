@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import ClassVar
 
@@ -38,14 +39,20 @@ class StoreContext:
     def name(self) -> str:
         return self.config.name
 
-    def owns(self, raw_key: bytes) -> bool:
+    @cached_property
+    def _bucket(self) -> tuple[int, int]:
         parsed = parse_task_name(self.task)
-        return parsed.factor <= 1 or bucket_of(self.descriptor, raw_key, parsed.factor) == parsed.key_bucket
+        return parsed.key_bucket, parsed.factor
+
+    def owns(self, raw_key: bytes) -> bool:
+        bucket, factor = self._bucket
+        return factor <= 1 or bucket_of(self.descriptor, raw_key, factor) == bucket
 
 
 class StateBackend(ABC):
     factory: ClassVar[str]  # Samza's factory class name: the key of its markers in CheckpointV2
     tracks_changes: ClassVar[bool] = False  # whether the store must remember the keys written since the last snapshot
+    bytes_uploaded = 0  # by the last upload
 
     def __init__(self, context: StoreContext) -> None:
         self.context = context

@@ -39,7 +39,6 @@ class BlobStoreStateBackend(StateBackend):
         c = context
         self.prefix = f"{quote(c.job_name, safe='-_.')}-{quote(c.job_id, safe='-_.')}/{quote(c.task.name, safe='-_.')}/{c.name}/"
         self.previous: tuple[str, SnapshotIndex] | None = None  # the base of the next incremental upload
-        self.bytes_uploaded = 0
 
     def read_index(self, blob_id: str) -> SnapshotIndex:
         return SnapshotIndex.from_json(self.blobs.get_bytes(blob_id).decode())

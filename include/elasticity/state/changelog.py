@@ -37,6 +37,7 @@ from .kv import KeyValueStore
 from .rocksdb import open_db
 
 COMPACTED = {"cleanup.policy": "compact"}
+READ_IDLE_POLLS = 30  # one-second polls without a record before a read gives up
 
 
 @dataclass(frozen=True)
@@ -109,8 +110,13 @@ class ChangelogClient:
                 return
             c.assign([tp])
             c.seek(tp, start)
+            idle = 0
             while c.position(tp) < end:
-                for rec in c.poll(timeout_ms=1000, max_records=10_000).get(tp, []):
+                records = c.poll(timeout_ms=1000, max_records=10_000).get(tp, [])
+                idle = 0 if records else idle + 1
+                if idle > READ_IDLE_POLLS:
+                    raise TopicError(f"changelog {tp.topic}[{tp.partition}] ends before offset {end} (at {c.position(tp)})")
+                for rec in records:
                     if rec.offset >= end:
                         return
                     yield rec.offset, rec.key, rec.value

@@ -75,6 +75,9 @@ class TaskStorageCommitManager:
             out: Markers = {}
             for factory, store, future in jobs:
                 out.setdefault(factory, {})[store] = future.result()
+            for s in snapshot.stores:
+                ts = self.stores[s.store]
+                ts.metrics.bytes_uploaded = sum(ts.backends[f].bytes_uploaded for f, _ in s.pending)
             faults.point("state.upload.done")
             return out
 
@@ -86,7 +89,6 @@ class TaskStorageCommitManager:
         backend = ts.backends[factory]
         marker = backend.upload(checkpoint_id, folder, pending)
         ts.metrics.upload_ns += time.perf_counter_ns() - start
-        ts.metrics.bytes_uploaded = getattr(backend, "bytes_uploaded", 0)
         return marker
 
     def cleanup(self, checkpoint_id: CheckpointId, markers: Markers) -> None:
