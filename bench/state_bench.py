@@ -7,7 +7,14 @@ as a ratio, because absolute times drift on a shared machine.
   4. restart with a matching local store (goal < 1 s)
 
 usage: PYTHONPATH=include:. python bench/state_bench.py [--keys 1000000]
-Uses KAFKA_BOOTSTRAP_SERVERS, or starts an embedded broker of its own.
+Uses KAFKA_BOOTSTRAP_SERVERS, or starts an embedded broker of its own. About 4 minutes on 2 cores,
+most of it the first commit sending 1M records to the changelog with kafka-python.
+
+Measured here (2 cores, embedded broker, SeaweedFS on loopback):
+  bytes uploaded after updating 1 %               | 118,984 of 14,599,277 bytes | 0.0081 (goal <= 0.05)
+  restore 1,000,000 keys: blob store vs changelog | 0.25 s vs 33.91 s           | 134.7x (goal >= 5x)
+  restart with a matching local store             | 40 ms                       | goal < 1000 ms
+  batch with a 2 s upload: async vs sync          | 2.54 s vs 4.55 s per batch  | hides 100% of the upload (goal >= 80%)
 """
 
 from __future__ import annotations
