@@ -122,3 +122,12 @@ def job_name(request) -> str:
     import uuid
 
     return f"{request.node.name[:40]}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory):
+    """A real S3-protocol server (SeaweedFS from its wheel) on a free loopback port."""
+    from tests.s3server import SeaweedS3
+
+    with SeaweedS3(tmp_path_factory.mktemp("seaweedfs")) as server:
+        yield server

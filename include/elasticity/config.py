@@ -196,6 +196,64 @@ class Key:
         return re.compile("^" + re.sub(r"<[a-z]+>", "[^.]+", re.escape(self.name)) + "$")
 
 
+# --- state: stores, backup/restore backends, commit and restore pools (read by elasticity.state.config) ---
+
+KAFKA_CHANGELOG_FACTORY = "org.apache.samza.storage.KafkaChangelogStateBackendFactory"
+BLOB_STORE_FACTORY = "org.apache.samza.storage.blobstore.BlobStoreStateBackendFactory"
+STATE_BACKEND_FACTORIES = {
+    KAFKA_CHANGELOG_FACTORY: KAFKA_CHANGELOG_FACTORY,
+    "KafkaChangelogStateBackendFactory": KAFKA_CHANGELOG_FACTORY,
+    "kafka": KAFKA_CHANGELOG_FACTORY,
+    BLOB_STORE_FACTORY: BLOB_STORE_FACTORY,
+    "BlobStoreStateBackendFactory": BLOB_STORE_FACTORY,
+    "blobstore": BLOB_STORE_FACTORY,
+}
+
+
+def parse_factories(text: str) -> tuple[str, ...]:
+    """Backend factories (Samza class names or short names), each once, as class names; empty = none."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    found = tuple(STATE_BACKEND_FACTORIES.get(n, "") for n in names)
+    if "" in found or len(set(found)) != len(found):
+        raise ValueError(parse_factories.allowed)  # type: ignore[attr-defined]
+    return found
+
+
+parse_factories.allowed = "a comma-separated list, each once, of " + ", ".join(sorted(STATE_BACKEND_FACTORIES, key=len))  # type: ignore[attr-defined]
+
+
+def _deprecated_factory(text: str) -> tuple[str, ...]:
+    warnings.warn("stores.<store>.restore.factory is deprecated: use stores.<store>.restore.factories", ConfigWarning, stacklevel=4)
+    return parse_factories(text)
+
+
+_deprecated_factory.allowed = parse_factories.allowed  # type: ignore[attr-defined]
+
+
+def _system_stream(text: str) -> SystemStream:
+    try:
+        return SystemStream.parse(text)
+    except ValueError:
+        raise ValueError("system.stream, e.g. kafka.my-job-counts-changelog") from None
+
+
+_system_stream.allowed = "system.stream"  # type: ignore[attr-defined]
+
+STATE_KEYS: tuple[Key, ...] = (
+    Key("stores.<store>.backup.factories", parse_factories, None, "Backup backends of a store (overrides stores.backup.factories); a commit writes every one's marker into CheckpointV2 (dual commit)."),
+    Key("stores.backup.factories", parse_factories, None, "Backup backends of every store without its own list (default: the Kafka changelog when the store has one)."),
+    Key("stores.<store>.restore.factories", parse_factories, None, "Restore backends of a store in priority order: the first with a marker for the store wins."),
+    Key("stores.<store>.restore.factory", _deprecated_factory, None, "Deprecated singular of stores.<store>.restore.factories (accepted with a warning)."),
+    Key("stores.restore.factories", parse_factories, None, "Restore backends of every store without its own list (default: the store's backup factories)."),
+    Key("stores.<store>.changelog", _system_stream, None, "Compacted Kafka topic backing a store, system.stream (created when missing)."),
+    Key("stores.<store>.blob.retain", _int_range(1, 1000), 2, "Blob-store snapshots kept per virtual task and store; older ones are deleted after a commit."),
+    Key("blob.store.uri", _nonempty, None, "Where blob-store snapshots go: a folder or a pyarrow/fsspec URI such as s3://bucket/prefix (default $ELASTICITY_HOME/<job>/blobs)."),
+    Key("task.transactional.state.checkpoint.enabled", _choice({"true": True, "false": False}), True, "true: a restore yields exactly the last checkpoint's state; false: Samza's non-transactional state (local store reused as it is, changelog replayed to its end)."),
+    Key("job.state.dir", _nonempty, None, "Folder of the local RocksDB stores, one per virtual task and store (default $ELASTICITY_HOME/<job>/state)."),
+    Key("job.container.commit.thread.pool.size", _int_range(1, 64), None, "Threads uploading a container's state snapshots (default: one per virtual task, at most 64)."),
+    Key("job.container.restore.thread.pool.size", _int_range(1, 64), 2, "Threads restoring a container's stores."),
+)
+
 KEYS: tuple[Key, ...] = (
     Key("job.name", _nonempty, None, "Name of the job; also names its state and checkpoints.", required=True),
     Key("job.id", _nonempty, "1", "Instance id of the job, as in Samza."),
@@ -243,8 +301,7 @@ KEYS: tuple[Key, ...] = (
     Key("spark.remote", _nonempty, None, "Spark Connect URL (sc://host:15002); used instead of spark.master when set."),
     Key("systems.<system>.samza.key.serde", _choice({"string": "string", "json": "json", "byte": "byte"}), "string", "Key serde of a system: string, json or byte."),
     Key("systems.<system>.samza.msg.serde", _choice({"string": "string", "json": "json", "byte": "byte"}), "json", "Message serde of a system: string, json or byte."),
-    Key("stores.<store>.backup.factories", _nonempty, None, "State backup backends of a store (CheckpointV2 state checkpoint markers)."),
-    Key("stores.<store>.restore.factory", _nonempty, None, "State restore backend of a store."),
+    *STATE_KEYS,
     Key("job.config.strict", _choice({"true": True, "false": False}), False, "true: an unknown key is an error, not a warning (the CLI's --strict does the same)."),
 )
 

@@ -61,6 +61,10 @@ class TaskCheckpoint:
     task_name: TaskName
     offsets: Mapping[SystemStreamPartition, int]
     watermarks: Mapping[SystemStreamPartition, tuple[Watermark, ...]] = field(default_factory=dict)
+    # The state this checkpoint commits (CheckpointV2 only): its id is also sealed into each local store
+    # snapshot, and the markers locate each store's backups. Not part of equality: offsets are.
+    checkpoint_id: CheckpointId | None = field(default=None, compare=False)
+    state_markers: Mapping[str, Mapping[str, str]] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "offsets", dict(self.offsets))
@@ -75,7 +79,7 @@ class TaskCheckpoint:
     def collapsed(self) -> TaskCheckpoint:
         """Without the watermarks that the task's own offset has passed."""
         kept = {s: tuple(w for w in wms if w.offset > self.offsets.get(s, 0)) for s, wms in self.watermarks.items()}
-        return TaskCheckpoint(self.task_name, self.offsets, kept)
+        return TaskCheckpoint(self.task_name, self.offsets, kept, self.checkpoint_id, self.state_markers)
 
 
 @dataclass(frozen=True)
@@ -98,5 +102,7 @@ def to_v1(cp: TaskCheckpoint) -> CheckpointV1:
     return CheckpointV1({s: str(o) for s, o in cp.offsets.items()})
 
 
-def to_v2(cp: TaskCheckpoint, checkpoint_id: CheckpointId, markers: Mapping[str, Mapping[str, str]] | None = None) -> CheckpointV2:
-    return CheckpointV2(checkpoint_id, {s: str(o) for s, o in cp.offsets.items()}, markers or {})
+def to_v2(cp: TaskCheckpoint, checkpoint_id: CheckpointId | None = None) -> CheckpointV2:
+    """With the task checkpoint's own id and state markers when it has them (a stateful commit)."""
+    cid = cp.checkpoint_id or checkpoint_id or CheckpointId.create()
+    return CheckpointV2(cid, {s: str(o) for s, o in cp.offsets.items()}, {f: dict(m) for f, m in cp.state_markers.items()})

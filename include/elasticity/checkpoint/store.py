@@ -49,7 +49,7 @@ from .. import faults
 from ..model import JobModel, SystemStreamPartition, TaskName
 from ..planning import BatchPlan, OffsetRange
 from ..serde import job_model_from_json, job_model_to_json, ssp_from_key, ssp_to_key
-from .model import CheckpointId, TaskCheckpoint, to_v1, to_v2
+from .model import TaskCheckpoint, to_v1, to_v2
 from .serde import v1_from_json, v1_to_json, v2_from_json, v2_to_json, watermarks_from_json, watermarks_to_json
 from .versions import Candidate, choose
 
@@ -524,7 +524,7 @@ class CheckpointStore:
         for cp in task_checkpoints:
             marks = watermarks_to_json(cp.watermarks) if cp.watermarks else None
             for version in write_versions:
-                payload = v1_to_json(to_v1(cp)) if version == 1 else v2_to_json(to_v2(cp, CheckpointId.create()))
+                payload = v1_to_json(to_v1(cp)) if version == 1 else v2_to_json(to_v2(cp))
                 rows.append(
                     {"job_name": job, "generation": generation, "task_name": cp.task_name.name, "version": version,
                      "payload": payload, "watermarks": marks, "batch_id": batch_id, "created_ms": now}
@@ -567,7 +567,11 @@ class CheckpointStore:
 
     @staticmethod
     def _decode(row) -> TaskCheckpoint:
-        offsets = v1_from_json(row.payload).offsets if row.version == 1 else v2_from_json(row.payload).input_offsets
+        v2 = v2_from_json(row.payload) if row.version == 2 else None
+        offsets = v2.input_offsets if v2 else v1_from_json(row.payload).offsets
         parsed: dict[SystemStreamPartition, int] = {s: int(o) for s, o in offsets.items() if o is not None}
-        return TaskCheckpoint(TaskName(row.task_name), parsed, watermarks_from_json(row.watermarks))
+        return TaskCheckpoint(
+            TaskName(row.task_name), parsed, watermarks_from_json(row.watermarks),
+            v2.checkpoint_id if v2 else None, v2.state_checkpoint_markers if v2 else {},
+        )
 

@@ -1,0 +1,109 @@
+"""The stores of a container's virtual tasks (Samza's ContainerStorageManager):
+opens and restores them on `job.container.restore.thread.pool.size` threads,
+hands operators their task's stores, and runs the commit of all tasks with
+uploads on a pool of min(virtual tasks, 64) threads
+(`job.container.commit.thread.pool.size`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from ..checkpoint.model import CheckpointId, CheckpointV2
+from ..config import BLOB_STORE_FACTORY, KAFKA_CHANGELOG_FACTORY
+from ..model import TaskModel, TaskName
+from .backend import StateBackend, StoreContext
+from .blobs import BlobStore
+from .blobstore import BlobStoreStateBackend
+from .changelog import ChangelogClient, KafkaChangelogStateBackend
+from .commit import Markers, TaskSnapshot, TaskStorageCommitManager
+from .config import StorageConfig
+from .descriptor import StoreDescriptor
+from .kv import KeyValueStore
+from .metrics import StoreMetrics
+from .restore import restore
+from .taskstore import TaskStore
+
+
+class ContainerStorageManager:
+    def __init__(
+        self, config: StorageConfig, descriptors: Sequence[StoreDescriptor], tasks: Sequence[TaskModel], changelog_partitions: int,
+    ) -> None:
+        """`changelog_partitions`: the job's task count (partitions of each changelog topic)."""
+        self.config = config
+        self._clients: dict[str, ChangelogClient] = {}
+        self._blobs: BlobStore | None = None
+        self.tasks: dict[TaskName, dict[str, TaskStore]] = {}
+        for task in tasks:
+            stores = {}
+            for d in descriptors:
+                ctx = StoreContext(
+                    config.job_name, config.job_id, task.task_name, task.changelog_partition, config.store(d.name), d, config.transactional
+                )
+                factories = dict.fromkeys(ctx.config.backup_factories + ctx.config.restore_factories)
+                if ctx.config.changelog is not None:
+                    factories[KAFKA_CHANGELOG_FACTORY] = None  # the fallback of last resort: bootstrap
+                stores[d.name] = TaskStore(ctx, config.state_dir, {f: self._backend(f, ctx, changelog_partitions) for f in factories})
+            self.tasks[task.task_name] = stores
+        self.committers = {t: TaskStorageCommitManager(t, s) for t, s in self.tasks.items()}
+        self._commit_pool = ThreadPoolExecutor(config.commit_pool_size or max(1, min(len(tasks), 64)), thread_name_prefix="state-upload")
+        self._restore_pool = ThreadPoolExecutor(config.restore_pool_size, thread_name_prefix="state-restore")
+
+    def _backend(self, factory: str, ctx: StoreContext, partitions: int) -> StateBackend:
+        if factory == KAFKA_CHANGELOG_FACTORY:
+            assert ctx.config.changelog_bootstrap is not None
+            client = self._clients.setdefault(ctx.config.changelog_bootstrap, ChangelogClient(ctx.config.changelog_bootstrap))
+            return KafkaChangelogStateBackend(ctx, client, partitions)
+        if factory == BLOB_STORE_FACTORY:
+            if self._blobs is None:
+                self._blobs = BlobStore(self.config.blob_uri)
+            return BlobStoreStateBackend(ctx, self._blobs)
+        raise ValueError(f"unknown state backend factory {factory!r}")
+
+    def restore(self, checkpoints: Mapping[TaskName, CheckpointV2 | None]) -> dict[TaskName, dict[str, str]]:
+        """Every store of every task to its task's checkpoint (None: none yet); returns each store's source."""
+        futures = {
+            (task, name): self._restore_pool.submit(restore, ts, checkpoints.get(task))
+            for task, stores in self.tasks.items() for name, ts in stores.items()
+        }
+        out: dict[TaskName, dict[str, str]] = {}
+        for (task, name), f in futures.items():
+            out.setdefault(task, {})[name] = f.result()
+        return out
+
+    def store(self, task: TaskName, name: str) -> KeyValueStore:
+        """What `context.store(name)` gives an operator running for `task` (after `restore`)."""
+        ts = self.tasks[task][name]
+        if ts.kv is None:
+            raise RuntimeError(f"store {name!r} of task {task.name!r} is not restored yet: call restore() first")
+        return ts.kv
+
+    def snapshot(self, checkpoint_id: CheckpointId) -> tuple[TaskSnapshot, ...]:
+        """Synchronous: processing must be paused. One checkpoint id for the whole batch."""
+        return tuple(c.snapshot(checkpoint_id) for c in self.committers.values())
+
+    def upload(self, snapshots: Sequence[TaskSnapshot]) -> dict[TaskName, Markers]:
+        """Every backend of every store in parallel; the markers for each task's CheckpointV2."""
+        waits = {s.task_name: self.committers[s.task_name].submit_upload(s, self._commit_pool) for s in snapshots}
+        return {task: wait() for task, wait in waits.items()}
+
+    def cleanup(self, checkpoints: Mapping[TaskName, CheckpointV2]) -> None:
+        """After the checkpoints are written."""
+        futures = [
+            self._commit_pool.submit(self.committers[t].cleanup, cp.checkpoint_id, {f: dict(m) for f, m in cp.state_checkpoint_markers.items()})
+            for t, cp in checkpoints.items() if t in self.committers
+        ]
+        for f in futures:
+            f.result()
+
+    def metrics(self) -> dict[TaskName, dict[str, StoreMetrics]]:
+        return {t: {n: ts.metrics for n, ts in stores.items()} for t, stores in self.tasks.items()}
+
+    def close(self) -> None:
+        self._commit_pool.shutdown(wait=True)
+        self._restore_pool.shutdown(wait=True)
+        for stores in self.tasks.values():
+            for ts in stores.values():
+                ts.close()
+        for client in self._clients.values():
+            client.close()

@@ -1,0 +1,119 @@
+"""The local RocksDB (rocksdict) of one (virtual task, store), and its local checkpoints.
+
+Layout under `job.state.dir`: `<task>/<store>/db` is the live store, and
+`<task>/<store>/checkpoint-<checkpointId>` a RocksDB checkpoint (hard links to
+the immutable SST files, taken in the synchronous snapshot, as Samza does). A
+checkpoint folder counts only once its `CHECKPOINT-ID` file is written, so a
+crash while creating it leaves nothing a restore would trust.
+
+The live store is scratch: writes go to it directly (no WAL: durability comes
+from checkpoints), and a restore rebuilds it from the checkpoint that was
+committed, which is how uncommitted changes are trimmed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+from rocksdict import Checkpoint, Options, Rdict, WriteOptions
+
+from ..checkpoint.model import CheckpointId
+from ..model import TaskName
+
+CHECKPOINT_ID_FILE = "CHECKPOINT-ID"
+_SKIPPED = {"LOCK", CHECKPOINT_ID_FILE}  # never copied nor uploaded: per process or rewritten
+
+
+def open_db(path: Path) -> Rdict:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    options = Options(raw_mode=True)
+    options.create_if_missing(True)
+    db = Rdict(str(path), options)
+    write = WriteOptions()
+    write.disable_wal = True
+    db.set_write_options(write)
+    return db
+
+
+@dataclass(frozen=True)
+class StoreDirs:
+    """The folders of one (virtual task, store)."""
+
+    root: Path
+
+    @classmethod
+    def of(cls, state_dir: Path, task: TaskName, store: str) -> StoreDirs:
+        return cls(Path(state_dir) / quote(task.name, safe="-_.") / store)  # task names hold spaces and brackets
+
+    @property
+    def live(self) -> Path:
+        return self.root / "db"
+
+    def checkpoint(self, checkpoint_id: CheckpointId) -> Path:
+        return self.root / f"checkpoint-{checkpoint_id}"
+
+    def valid_checkpoint(self, checkpoint_id: CheckpointId) -> Path | None:
+        path = self.checkpoint(checkpoint_id)
+        return path if read_checkpoint_id(path) == checkpoint_id else None
+
+    def checkpoints(self) -> list[Path]:
+        return sorted(self.root.glob("checkpoint-*")) if self.root.exists() else []
+
+
+def read_checkpoint_id(folder: Path) -> CheckpointId | None:
+    try:
+        return CheckpointId.parse((folder / CHECKPOINT_ID_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def write_checkpoint_id(folder: Path, checkpoint_id: CheckpointId) -> None:
+    """Atomically: the file is the folder's seal."""
+    tmp = folder / f".{CHECKPOINT_ID_FILE}.tmp"
+    with open(tmp, "w") as f:
+        f.write(str(checkpoint_id))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, folder / CHECKPOINT_ID_FILE)
+
+
+def create_checkpoint(db: Rdict, target: Path, checkpoint_id: CheckpointId) -> Path:
+    """Flush the memtable and take a RocksDB checkpoint (hard links), then seal it."""
+    if target.exists():  # a leftover of a crash with the same id: never trusted
+        shutil.rmtree(target)
+    db.flush(True)
+    Checkpoint(db).create_checkpoint(str(target))
+    write_checkpoint_id(target, checkpoint_id)
+    return target
+
+
+def clone(src: Path, dst: Path) -> None:
+    """A new live store from a checkpoint: SST files hard-linked (immutable), the rest copied
+    (RocksDB rewrites those in place, which must not reach the checkpoint through a link)."""
+    if dst.exists():
+        shutil.rmtree(dst)
+    tmp = dst.with_name(dst.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    for f in src.iterdir():
+        if f.name in _SKIPPED or not f.is_file():
+            continue
+        if f.suffix == ".sst":
+            os.link(f, tmp / f.name)
+        else:
+            shutil.copy2(f, tmp / f.name)
+    os.replace(tmp, dst)
+
+
+def snapshot_files(folder: Path) -> list[Path]:
+    """The files that make up a checkpoint, for upload."""
+    return sorted(f for f in folder.iterdir() if f.is_file() and f.name not in _SKIPPED and not f.name.startswith("."))
+
+
+def disk_usage(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) if folder.exists() else 0

@@ -1,0 +1,132 @@
+"""The blob-store backend on a local folder: incremental uploads, Samza's SnapshotIndex,
+retention, removal of what failed uploads left, checksums, restore without local state."""
+
+import json
+import shutil
+
+import pytest
+
+from elasticity import faults
+from elasticity.checkpoint.model import CheckpointId
+from elasticity.config import BLOB_STORE_FACTORY
+from elasticity.model import TaskName
+from elasticity.state.blobstore import ChecksumMismatch
+from elasticity.state.snapshot_index import SnapshotIndex
+from tests.unit.test_state_store import commit, container
+
+TASK = TaskName("Partition 0")
+BLOB = {"stores.counts.backup.factories": "blobstore"}
+
+
+@pytest.fixture
+def csm(tmp_path):
+    c = container(tmp_path, **BLOB)
+    c.restore({})
+    yield c
+    c.close()
+
+
+def backend(csm):
+    return csm.tasks[TASK]["counts"].backends[BLOB_STORE_FACTORY]
+
+
+def index_of(csm, cps) -> SnapshotIndex:
+    return backend(csm).read_index(cps[TASK].state_checkpoint_markers[BLOB_STORE_FACTORY]["counts"])
+
+
+def test_index_is_samzas_json_and_the_marker_is_its_blob_id(csm):
+    csm.store(TASK, "counts").put_all({f"k{i}": i for i in range(1000)})
+    cps = commit(csm)
+    marker = cps[TASK].state_checkpoint_markers[BLOB_STORE_FACTORY]["counts"]
+    d = json.loads(backend(csm).blobs.get_bytes(marker))
+    assert set(d) == {"creation-time-millis", "snapshot-metadata", "dir-index", "prev-snapshot-index-blob-id"}
+    assert d["snapshot-metadata"] == {
+        "checkpoint-id": str(cps[TASK].checkpoint_id), "job-name": "j", "job-id": "1", "task-name": "Partition 0", "store-name": "counts",
+    }
+    assert set(d["dir-index"]) == {"dir-name", "files-present", "files-removed", "sub-dirs-present", "sub-dirs-removed"}
+    f = d["dir-index"]["files-present"][0]
+    assert set(f) == {"file-name", "blobs", "file-metadata", "checksum"} and set(f["blobs"][0]) == {"blob-id", "offset"}
+    assert d["prev-snapshot-index-blob-id"] is None
+    assert SnapshotIndex.from_json(json.dumps(d)).to_json() == json.dumps(d, sort_keys=True)
+
+
+def test_only_new_files_are_uploaded(csm):
+    kv = csm.store(TASK, "counts")
+    kv.put_all({f"k{i:05d}": "x" * 50 for i in range(20_000)})
+    first = index_of(csm, cps1 := commit(csm))
+    full = csm.metrics()[TASK]["counts"].bytes_uploaded
+    kv.put_all({f"k{i:05d}": "y" * 50 for i in range(0, 20_000, 100)})  # 1 %
+    second = index_of(csm, commit(csm))
+    delta = csm.metrics()[TASK]["counts"].bytes_uploaded
+    ssts = {f.file_name: f for f in first.files_present if f.file_name.endswith(".sst")}
+    reused = [f for f in second.files_present if f.file_name in ssts]
+    assert reused and all(f.blobs == ssts[f.file_name].blobs for f in reused)
+    assert second.prev_snapshot_index_blob_id == cps1[TASK].state_checkpoint_markers[BLOB_STORE_FACTORY]["counts"]
+    assert delta < full * 0.2
+
+
+def test_retention_keeps_the_last_snapshots_and_deletes_the_rest(tmp_path):
+    csm = container(tmp_path, **BLOB, **{"stores.counts.blob.retain": "2"})
+    csm.restore({})
+    markers = []
+    for i in range(4):
+        csm.store(TASK, "counts").put(f"k{i}", i)
+        markers.append(commit(csm)[TASK].state_checkpoint_markers[BLOB_STORE_FACTORY]["counts"])
+    b = backend(csm)
+    present = set(b.blobs.list(b.prefix))
+    assert markers[3] in present and markers[2] in present and markers[1] not in present and markers[0] not in present
+    assert present == b.read_index(markers[3]).blob_ids() | b.read_index(markers[2]).blob_ids() | {markers[2], markers[3]}
+    csm.close()
+
+
+def test_cleanup_removes_what_a_failed_upload_left(csm):
+    csm.store(TASK, "counts").put("a", 1)
+    commit(csm)
+    csm.store(TASK, "counts").put("b", 2)
+    snaps = csm.snapshot(CheckpointId.create())
+    with faults.raise_at("state.blob.index_uploaded"), pytest.raises(faults.InjectedFault):
+        csm.upload(snaps)
+    b = backend(csm)
+    orphans = set(b.blobs.list(b.prefix))
+    cps = commit(csm)
+    left = set(b.blobs.list(b.prefix))
+    kept = index_of(csm, cps).blob_ids() | {cps[TASK].state_checkpoint_markers[BLOB_STORE_FACTORY]["counts"]}
+    prev = b.read_index(index_of(csm, cps).prev_snapshot_index_blob_id)
+    assert left == kept | prev.blob_ids() | {index_of(csm, cps).prev_snapshot_index_blob_id}
+    assert orphans - left  # the failed upload's blobs are gone
+
+
+def test_restore_without_local_state_downloads_and_checks(tmp_path):
+    csm = container(tmp_path, **BLOB)
+    csm.restore({})
+    csm.store(TASK, "counts").put_all({f"k{i}": i for i in range(500)})
+    cps = commit(csm)
+    csm.close()
+    shutil.rmtree(tmp_path / "state")
+    again = container(tmp_path, **BLOB)
+    assert again.restore(cps) == {TASK: {"counts": BLOB_STORE_FACTORY}}
+    assert dict(again.store(TASK, "counts").all()) == {f"k{i}": i for i in range(500)}
+    again.close()
+    shutil.rmtree(tmp_path / "state")
+    sst = next(f for f in index_of(again, cps).files_present if f.file_name.endswith(".sst"))
+    blob = tmp_path / "blobs" / sst.blobs[0].blob_id
+    blob.write_bytes(blob.read_bytes()[:-1] + b"\0")
+    third = container(tmp_path, **BLOB)
+    with pytest.raises(ChecksumMismatch, match=sst.file_name):
+        third.restore(cps)
+    third.close()
+
+
+def test_a_missing_marker_logs_an_error_and_falls_back(tmp_path, caplog):
+    csm = container(tmp_path, **BLOB)
+    csm.restore({})
+    csm.store(TASK, "counts").put("a", 1)
+    cps = commit(csm)
+    csm.close()
+    shutil.rmtree(tmp_path / "state")
+    without = {TASK: type(cps[TASK])(cps[TASK].checkpoint_id, {}, {})}
+    again = container(tmp_path, **BLOB)
+    assert again.restore(without) == {TASK: {"counts": "empty"}}
+    assert "has no marker from org.apache.samza.storage.blobstore.BlobStoreStateBackendFactory" in caplog.text
+    assert any(r.levelname == "ERROR" for r in caplog.records)
+    again.close()
