@@ -330,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.set_defaults(func=cmd_airflow)
 
     d = sub.add_parser("demo", help="the whole story through Airflow: feed, batches, scale up and down, data quality")
-    d.add_argument("--records", type=int, default=3000)
+    d.add_argument("--records", type=int, default=6000, help="orders fed before each phase")
     d.set_defaults(func=cmd_demo)
     return p
 

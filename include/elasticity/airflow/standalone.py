@@ -66,8 +66,6 @@ class AirflowStandalone:
             "AIRFLOW__API__PORT": str(self.port),
             "AIRFLOW__API__BASE_URL": self.base,
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.base}/execution/",
-            "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "10",
-            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
             "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
             "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
             **self.env_extra,

@@ -1,105 +1,143 @@
-"""The demo, through Airflow on the embedded default: feed a topic, scheduled
-micro-batches, a scale-up and a scale-down from the rescale DAG, a data-quality
-run with its report. Each DAG run goes through Airflow (`dag.test()`, SQLite
-metadata database), so the UI shows them afterwards."""
+"""`make demo`: the whole story through Airflow as users run it, on the embedded
+default. The embedded broker and the warm Spark Connect server, `airflow
+standalone` (its scheduler runs the DAGs), runs triggered through Airflow's REST
+API as the UI's Trigger button does: micro-batches at factor 2, a scale-up to 8,
+a scale-down to 3, the data-quality runs that follow. It prints the story and its
+figures; the details (Airflow's own output) go to the files it names."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+import time
 from pathlib import Path
 
+from ..checkpoint.store import CheckpointStore
 from ..config import load_config
+from ..daemon import free_port, port_open
 from ..demo import demo_records
 from ..kafka.admin import create_topic
-from ..kafka.broker import BrokerError, EmbeddedBroker, free_port
 from ..kafka.producer import send
+from .standalone import REPO, AirflowStandalone, embedded_services
 
-REPO = Path(__file__).resolve().parents[3]  # not from .hooks: Airflow must not load its config before the env below
+JOB = "demo"
 
 
 def _say(text: str) -> None:
-    print(f"\n== {text}", flush=True)
+    print(text, flush=True)
 
 
-def run_story(records: int = 3000) -> int:
+def run_story(records: int = 6000) -> int:
     home = Path(os.environ.setdefault("ELASTICITY_HOME", str(REPO / ".elasticity"))).resolve()
-    os.environ.setdefault("AIRFLOW_HOME", str(home / "airflow"))
-    os.environ.update({
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-        "AIRFLOW__CORE__PARALLELISM": "4",
-        "PYSPARK_PYTHON": sys.executable,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    })
-    os.environ.setdefault("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')
-    _say(f"Airflow metadata database in {os.environ['AIRFLOW_HOME']}")
-    subprocess.run([str(Path(sys.executable).parent / "airflow"), "db", "migrate"], check=True, capture_output=True)
-
-    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if not bootstrap:
-        broker = EmbeddedBroker(home)
-        try:
-            bootstrap = broker.start().bootstrap
-        except BrokerError:  # 9092 is taken by something else: any free port will do
-            bootstrap = broker.start(port=free_port()).bootstrap
-    host, port = bootstrap.split(",")[0].rsplit(":", 1)
-    os.environ.setdefault("AIRFLOW_CONN_KAFKA_DEFAULT", json.dumps({"conn_type": "generic", "host": host, "port": int(port)}))
-    os.environ.setdefault("AIRFLOW_CONN_ELASTICITY_STORE", json.dumps({"conn_type": "generic", "extra": {"url": f"sqlite:///{home / 'checkpoints.db'}"}}))
-    os.environ.pop("KAFKA_BOOTSTRAP_SERVERS", None)  # from here on, Airflow connections tell where things are
-    config = load_config(REPO / "include" / "jobs" / "demo.properties")
+    _say(f"elasticity demo: job {JOB!r} through Airflow's scheduler (state in {home})")
+    conns = embedded_services(home)
+    kafka = json.loads(conns["AIRFLOW_CONN_KAFKA_DEFAULT"])
+    bootstrap = f"{kafka['host']}:{kafka['port']}"
+    spark = json.loads(conns["AIRFLOW_CONN_SPARK_DEFAULT"])
+    _say(f"1. embedded Kafka-protocol broker at {bootstrap}; warm Spark Connect server at {spark['host']}:{spark['port']}")
+    config = load_config(REPO / "include" / "jobs" / f"{JOB}.properties")
     topic = config.inputs[0].stream
+    create_topic(bootstrap, topic, 4)
+    store = CheckpointStore(json.loads(conns["AIRFLOW_CONN_ELASTICITY_STORE"])["extra"]["url"])
 
-    from airflow.dag_processing.dagbag import DagBag
+    port = 8080 if not port_open(8080) else free_port()
+    airflow = AirflowStandalone(home / "airflow", port, conns)
+    _say(f"2. Airflow standalone (api-server, scheduler, dag-processor, triggerer) on {airflow.base}; its log: {airflow.log_file}")
+    airflow.start()
+    try:
+        airflow.wait_ready()
+        api = airflow.api()
+        api.wait_dag(f"elastic_microbatch__{JOB}")
+        seeds = iter(range(1000, 10_000))
+        step = iter(range(3, 100))
+        rates: dict[int, float] = {}
 
-    from .tasks import open_job
+        def feed(n: int) -> None:
+            sent = send(bootstrap, topic, demo_records(n, keys=300, seed=next(seeds), hot_key_share=0))
+            _say(f"{next(step)}. fed {sent:,} orders of 300 users to {topic} (every 50th without a key)")
 
-    bag = DagBag(dag_folder=str(REPO / "dags"))
-    if bag.import_errors:
-        raise RuntimeError(f"DAG import errors: {bag.import_errors}")
-    microbatch, rescale = bag.dags["elastic_microbatch__demo"], bag.dags["elastic_rescale"]
-    quality = bag.dags["elastic_data_quality__demo"]
-    _, store, coordinator = open_job("demo")
+        def batches() -> None:
+            before = max((m["batch_id"] for m in store.metrics(JOB, limit=1)), default=0)
+            run_id = api.trigger(f"elastic_microbatch__{JOB}")
+            api.wait_run(f"elastic_microbatch__{JOB}", run_id, 1800)
+            _wait_idle(api, f"elastic_microbatch__{JOB}")  # a scheduled run may have taken part of the work
+            done = [m for m in store.metrics(JOB, limit=500) if m["batch_id"] > before]
+            runs = sorted({m["owner"] for m in done})
+            task_s = sum(ti["duration"] or 0 for r in runs for ti in api.task_instances(f"elastic_microbatch__{JOB}", r))
+            read = sum(m["records_read"] for m in done)
+            factor = done[-1]["factor"] if done else None
+            rates[factor] = read / task_s if task_s else 0.0
+            _say(f"{next(step)}. elastic_microbatch__{JOB}: {len(runs)} run(s), {len(done)} batches at factor {factor} "
+                 f"({done[-1]['task_count'] if done else 0} virtual tasks): {read:,} orders read, "
+                 f"{sum(m['processed'] for m in done):,} processed, {sum(m['dead_lettered'] for m in done)} dead letters, "
+                 f"lag left {done[-1]['lag_left'] if done else 0}; {task_s:.1f} s of task time = {rates[factor]:,.0f} orders/s")
 
-    def batches(n: int) -> None:
-        for _ in range(n):
-            run = microbatch.test()
-            if run.state != "success":
-                raise RuntimeError("a micro-batch failed; see its log above")
-            mine = [m for m in store.metrics("demo", limit=5) if m.get("owner") == run.run_id]
-            if not mine:
-                print("   elastic_microbatch__demo success: nothing to read", flush=True)
-            for m in mine:
-                print(f"   elastic_microbatch__demo success: batch {m['batch_id']} at factor {m['factor']} ({m['task_count']} virtual tasks): "
-                      f"{m['processed']} processed, {m['skipped']} skipped, {m['dead_lettered']} dead letters, lag left {m['lag_left']}", flush=True)
+        def rescale(factor: int) -> None:
+            run_id = api.trigger("elastic_rescale", {"job": JOB, "factor": factor, "dry_run": False})
+            state = api.wait_run("elastic_rescale", run_id, 600)["state"]
+            g = store.generation(JOB)
+            _say(f"{next(step)}. elastic_rescale to {factor} (as the Trigger form does): {state}, generation {g.number} at factor "
+                 f"{g.factor}, {len(g.job_model.tasks())} virtual tasks; a data-quality run follows")
 
-    def scale(factor: int) -> None:
-        run = rescale.test(run_conf={"job": "demo", "factor": factor, "dry_run": False}, mark_success_pattern="trigger_data_quality")
-        current = coordinator.current()
-        print(f"   elastic_rescale {run.state}: generation {current.number}, factor {current.factor}", flush=True)
+        current = store.generation(JOB)
+        if current is not None and current.factor != config.elasticity_factor:
+            rescale(config.elasticity_factor)  # a second demo starts where the first began
+        feed(records // 10)
+        batches()
+        _say("   (the job's first run on the server starts its Spark Connect session and Python workers: a warm-up)")
+        feed(records)
+        batches()
+        rescale(8)
+        feed(records)
+        batches()
+        rescale(3)
+        feed(records // 2)
+        batches()
+        if 2 in rates and 8 in rates and rates[2]:
+            _say(f"   factor 8 over factor 2: {rates[8] / rates[2]:.1f}x the orders per second of task time")
+        _wait_validated(api, store, config)
+        return _quality(api, config, step, airflow)
+    finally:
+        airflow.stop()
 
-    _say(f"feeding {records} orders to {topic} on {host}:{port}")
-    create_topic(f"{host}:{port}", topic, 4)
-    send(f"{host}:{port}", topic, demo_records(records, keys=300))
-    _say("scheduled micro-batches at factor 2")
-    batches(2)
-    _say("scale up to 8 (elastic_rescale)")
-    scale(8)
-    send(f"{host}:{port}", topic, demo_records(records // 2, keys=300, seed=8))
-    batches(2)
-    _say("scale down to 3 (elastic_rescale)")
-    scale(3)
-    send(f"{host}:{port}", topic, demo_records(records // 2, keys=300, seed=9))
-    batches(2)
-    _say("data quality (elastic_data_quality__demo)")
-    run = quality.test()
-    report = config.path("job.report.path", "reports")
-    summary = json.loads((Path(report) / "summary.json").read_text())
-    for c in summary["checks"]:
-        print(f"   {'PASS' if c['success'] else 'FAIL'} {c['name']:13s} {c['rows']:>6} rows, {c['unexpected']} unexpected  {c['describe']}")
-    print(f"\nData quality {run.state}. Report: {report}/summary.html  (Great Expectations Data Docs: {report}/data_docs/index.html)")
-    print(f"Airflow UI: `make ui` starts it on http://127.0.0.1:8080 with these runs (AIRFLOW_HOME={os.environ['AIRFLOW_HOME']});"
-          " the admin password is printed there.")
-    return 0 if run.state == "success" else 1
+
+def _wait_idle(api, dag_id: str, timeout_s: float = 900) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not [r for r in api.runs(dag_id) if r["state"] in ("queued", "running")]:
+            return
+        time.sleep(2)
+    raise TimeoutError(f"{dag_id} still busy after {timeout_s:.0f}s")
+
+
+def _wait_validated(api, store: CheckpointStore, config, timeout_s: float = 900) -> None:
+    """Until data quality has validated the last committed batch (its run follows the batches' Asset event), or a run failed."""
+    last = max((m["batch_id"] for m in store.metrics(JOB, limit=1)), default=0)
+    cursor = Path(config.path("job.report.path", "reports")) / "validated.json"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cursor.is_file() and json.loads(cursor.read_text())["last_batch"] >= last:
+            break
+        if [r for r in api.runs(f"elastic_data_quality__{JOB}") if r["state"] == "failed"]:
+            break
+        time.sleep(2)
+    _wait_idle(api, f"elastic_data_quality__{JOB}")
+
+
+def _quality(api, config, step, airflow: AirflowStandalone) -> int:
+    report = Path(config.path("job.report.path", "reports"))
+    runs = [r for r in api.runs(f"elastic_data_quality__{JOB}") if r["state"] in ("success", "failed")]
+    failed = [r for r in runs if r["state"] == "failed"]
+    docs = sorted((json.loads(p.read_text()) for p in report.glob("runs/*/summary.json")), key=lambda d: d["finished_ms"])
+    validated = sum(next(c["rows"] for c in d["checks"] if c["name"] == "no_loss") for d in docs if d["success"])
+    _say(f"{next(step)}. elastic_data_quality__{JOB}: {len(runs)} runs (after each committed run and each rescale), "
+         f"{len(failed)} failed; together they validated {validated:,} orders, each run only the batches committed since the last")
+    if docs:
+        last = docs[-1]
+        for c in last["checks"]:
+            _say(f"   {'PASS' if c['success'] else 'FAIL'} {c['name']:13s} {c['rows']:>6,} rows, {c['unexpected']} unexpected: {c['describe']}")
+        _say(f"   (the last run, {last['window']}; rows are the window's records, and key_order also counts each key's "
+             "last validated record before the window; routing counts keys per generation)")
+    _say(f"Report: {report / 'summary.html'} (every run, with Great Expectations Data Docs per run)")
+    _say(f"The UI over these runs: `make airflow`, then {airflow.base} (login admin, password {airflow.password()})")
+    return 1 if failed or not docs else 0

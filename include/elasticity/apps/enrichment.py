@@ -1,5 +1,5 @@
 """Demo enrichment: each order is enriched by a slow per-record lookup (a
-simulated remote call of `demo.lookup.ms`, default 5 ms), the kind of job that
+simulated remote call of DEMO_LOOKUP_MS, default 20 ms), the kind of job that
 elasticity is for. Malformed orders (no `key` field) raise and go to the
 dead-letter sink."""
 
@@ -11,7 +11,7 @@ import time
 
 from ..api import KV, ApplicationDescriptor, Message
 
-LOOKUP_MS = float(os.environ.get("DEMO_LOOKUP_MS", "5"))
+LOOKUP_MS = float(os.environ.get("DEMO_LOOKUP_MS", "20"))
 
 
 def _tier(user: str) -> str:

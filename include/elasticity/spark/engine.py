@@ -39,7 +39,7 @@ from ..serde import ssp_from_key, ssp_to_key
 from ..sinks import delete_batches
 from ..summary import BatchSummary
 from .partitioning import slot_values
-from .reader import CHUNK_DDL, ROUTED_READ_DDL, Owner, RouteTable, chunks, read_routed
+from .reader import CHUNK_DDL, ROUTED_READ_DDL, Owner, RouteTable, chunks, read_routed, read_tasks
 
 
 class BatchFailed(RuntimeError):
@@ -235,8 +235,11 @@ class MicroBatchEngine:
             for ssp, offset in cp.offsets.items():
                 owners.setdefault((ssp.system, ssp.stream, ssp.partition), {})[ssp.key_bucket] = (
                     name.name, offset, cp.watermarks.get(ssp, ()), slot_of[name])
-        df = self.spark.createDataFrame([asdict(c) for c in cs] or [], CHUNK_DDL)
-        return df.repartition(max(1, len(cs))).mapInArrow(partial(read_routed, RouteTable(generation.factor, owners)), ROUTED_READ_DDL)
+        tasks = read_tasks(cs, self.config.read_chunk_records)
+        n = max(tasks, default=0) + 1
+        placed = slot_values(n)
+        df = self.spark.createDataFrame([{**asdict(c), "task": placed[t]} for c, t in zip(cs, tasks, strict=True)] or [], CHUNK_DDL)
+        return df.repartition(n, "task").mapInArrow(partial(read_routed, RouteTable(generation.factor, owners)), ROUTED_READ_DDL)
 
     def _slots(self, generation: Generation) -> dict[TaskName, int]:
         """Each virtual task's process group: a container's tasks are dealt round-robin over

@@ -22,7 +22,7 @@ from ..sinks import SOURCE_FIELDS
 RECORD_SCHEMA = pa.schema([*SOURCE_FIELDS, ("value", pa.binary()), ("timestamp", pa.int64())])
 RECORD_DDL = "system string, stream string, partition int, offset long, key binary, value binary, timestamp long"
 ROUTED_READ_DDL = RECORD_DDL + ", key_bucket int, task_name string, slot int, skip boolean, hash_ns long"
-CHUNK_DDL = "bootstrap string, system string, stream string, partition int, start long, end long"
+CHUNK_DDL = "bootstrap string, system string, stream string, partition int, start long, end long, task int"
 
 _consumers: dict[str, object] = {}  # one consumer per bootstrap and Python worker, reused across chunks
 ROWS_PER_ARROW_BATCH = 10_000
@@ -45,6 +45,18 @@ def chunks(ranges: Iterable[OffsetRange], bootstraps: dict[str, str], chunk_reco
     for r in ranges:
         for start in range(r.start, r.end, max(1, chunk_records)):
             out.append(Chunk(bootstraps[r.ssp.system], r.ssp.system, r.ssp.stream, r.ssp.partition, start, min(r.end, start + chunk_records)))
+    return out
+
+
+def read_tasks(cs: list[Chunk], chunk_records: int) -> list[int]:
+    """The read task of each chunk: chunks packed in order, up to `chunk_records` records per task.
+    A small batch is one Spark task (each costs a Python worker round trip); a big one spreads out."""
+    task, filled, out = 0, 0, []
+    for c in cs:
+        if filled and filled + (c.end - c.start) > chunk_records:
+            task, filled = task + 1, 0
+        filled += c.end - c.start
+        out.append(task)
     return out
 
 
@@ -162,6 +174,7 @@ def read_routed(table: RouteTable, batches: Iterator[pa.RecordBatch]) -> Iterato
     """mapInArrow function: chunk rows in, routed records out (hash_ns: hashing time, on a batch's first row)."""
     for b in batches:
         for row in b.to_pylist():
+            row.pop("task")
             chunk = Chunk(**row)
             for records in read_chunk(chunk):
                 yield route_batch(table, chunk, records)

@@ -1,0 +1,130 @@
+"""Benchmark through Airflow's scheduler: what a user sees is the DAG run's task
+time, not one stage's. Everything runs side by side in one go, on its own state
+folder: the embedded broker, a warm Spark Connect server (local[2]), `airflow
+standalone` on a free loopback port; runs are triggered through the REST API as
+the UI's Trigger button does.
+
+  1. an empty run (nothing to read): the lag probe ends it without Spark
+  2. a 10-record batch: its fixed cost in the warm session (plan, read start, route, commit)
+  3. the demo app (a 20 ms lookup per record, one at a time per virtual task) with a
+     backlog at factor 2, then at factor 8: records/s of the run's task time
+  4. the process stage's share of a 3,000-record batch
+
+usage: python bench/airflow_bench.py [--backlog 12000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "include"))
+
+from elasticity.airflow.standalone import AirflowStandalone, connections  # noqa: E402
+from elasticity.checkpoint.store import CheckpointStore  # noqa: E402
+from elasticity.daemon import free_port  # noqa: E402
+from elasticity.demo import demo_records  # noqa: E402
+from elasticity.kafka.admin import create_topic  # noqa: E402
+from elasticity.kafka.broker import EmbeddedBroker  # noqa: E402
+from elasticity.kafka.producer import send  # noqa: E402
+from elasticity.spark.server import SparkConnectServer  # noqa: E402
+
+JOB = "bench"
+
+
+def job_config(folder: Path, topic: str) -> str:
+    demo = (REPO / "include" / "jobs" / "demo.properties").read_text()
+    lines = [line for line in demo.splitlines() if line and not line.startswith(("job.name", "task.inputs", "#"))]
+    return "\n".join([
+        f"job.name={JOB}", f"task.inputs=kafka.{topic}", *lines,
+        "airflow.microbatch.schedule=0 0 1 1 *",  # runs are triggered here, one at a time
+        "airflow.microbatch.max.seconds=600",  # one run drains the backlog
+        f"job.output.path={folder}/out", f"job.audit.path={folder}/audit", f"job.dead.letter.path={folder}/dlq",
+        f"job.report.path={folder}/reports",
+    ]) + "\n"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--backlog", type=int, default=12_000, help="records of each backlog run")
+    args = p.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="elasticity-airflow-bench-"))
+    broker, spark = EmbeddedBroker(home), SparkConnectServer(home)
+    bootstrap = broker.start(port=free_port()).bootstrap
+    remote = spark.start(port=free_port(), master="local[2]").remote
+    topic = "orders"
+    create_topic(bootstrap, topic, 4)
+    (home / "jobs").mkdir()
+    (home / "jobs" / f"{JOB}.properties").write_text(job_config(home, topic))
+    store_url = f"sqlite:///{home / 'checkpoints.db'}"
+    airflow = AirflowStandalone(home / "airflow", free_port(), {
+        **connections(bootstrap, remote, store_url), "ELASTICITY_JOBS_DIR": str(home / "jobs"), "ELASTICITY_HOME": str(home),
+        "KAFKA_BOOTSTRAP_SERVERS": None, "ELASTICITY_CHECKPOINT_STORE_URL": None,
+    })
+    store = CheckpointStore(store_url)
+    print(f"state in {home}; Airflow log {airflow.log_file}", flush=True)
+    try:
+        airflow.start().wait_ready()
+        api = airflow.api()
+        dag = f"elastic_microbatch__{JOB}"
+        api.wait_dag(dag)
+
+        def run() -> tuple[float, list[dict]]:
+            run_id = api.trigger(dag)
+            state = api.wait_run(dag, run_id, 1800)["state"]
+            (ti,) = api.task_instances(dag, run_id)
+            if state != "success":
+                raise RuntimeError(f"{dag} {run_id}: {state}\n{airflow.tail(40)}")
+            return ti["duration"], [m for m in store.metrics(JOB, limit=500) if m["owner"] == run_id]
+
+        def rescale(factor: int) -> None:
+            run_id = api.trigger("elastic_rescale", {"job": JOB, "factor": factor, "dry_run": False})
+            assert api.wait_run("elastic_rescale", run_id, 600)["state"] == "success"
+
+        seed = iter(range(100, 10_000))
+        send(bootstrap, topic, demo_records(3000, keys=300, seed=next(seed), hot_key_share=0))
+        warm_s, warm = run()  # first run of the job's Connect session: its Python workers start
+        empty_s, _ = run()
+        send(bootstrap, topic, demo_records(10, keys=300, seed=next(seed), hot_key_share=0))
+        small_s, (small,) = run()
+        fixed = small["durations_ms"]["total"] - small["durations_ms"]["process"] + small["durations_ms"].get("commit", 0)
+
+        rates = {}
+        for factor in (2, 8):
+            if factor != 2:
+                rescale(factor)
+            send(bootstrap, topic, demo_records(args.backlog, keys=300, seed=next(seed), hot_key_share=0))
+            task_s, batches = run()
+            records = sum(m["records_read"] for m in batches)
+            rates[factor] = (records / task_s, records, task_s, len(batches), batches)
+        full = [m for m in rates[2][4] if m["records_read"] >= 2900]
+        share = sum(m["durations_ms"]["process"] for m in full) / max(1e-9, sum(m["durations_ms"]["total"] for m in full))
+
+        rows = [
+            ("a run with nothing to read (task time)", f"{empty_s:.1f} s", f"goal <= 3 s; first run of the session {warm_s:.1f} s"),
+            ("fixed cost of a 10-record batch (warm)", f"{fixed:,.0f} ms",
+             f"goal <= 1,000 ms; plan {small['durations_ms']['plan']:.0f}, spark {small['durations_ms']['spark']:.0f} "
+             f"(process {small['durations_ms']['process']:.0f}), commit {small['durations_ms'].get('commit', 0):.0f}; task {small_s:.1f} s"),
+            ("process stage share of a 3,000-record batch (F=2)", f"{share:.2f}", f"goal >= 0.5 (over {len(full)} batches)"),
+            ("records/s through the scheduler, F=2", f"{rates[2][0]:,.0f}", f"{rates[2][1]:,} records in {rates[2][2]:.1f} s, {rates[2][3]} batches"),
+            ("records/s through the scheduler, F=8", f"{rates[8][0]:,.0f}", f"{rates[8][1]:,} records in {rates[8][2]:.1f} s, {rates[8][3]} batches"),
+            ("F=8 over F=2", f"{rates[8][0] / rates[2][0]:.2f}x", "goal >= 3x"),
+        ]
+        width = max(len(r[0]) for r in rows)
+        print(f"\n{'measure'.ljust(width)} | figure     | notes")
+        for name, figure, note in rows:
+            print(f"{name.ljust(width)} | {figure:<10} | {note}")
+    finally:
+        airflow.stop()
+        spark.stop()
+        broker.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    sys.exit(main())
