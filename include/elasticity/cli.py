@@ -61,21 +61,27 @@ def job_model_table(model: JobModel, inputs: Sequence[SystemStream]) -> str:
     return "\n".join(lines)
 
 
-def cmd_broker(args: argparse.Namespace) -> int:
-    broker = EmbeddedBroker()
-    if args.action == "start":
-        state = broker.start(port=args.port)
-        print(state.bootstrap)
-        print(f"embedded broker pid {state.pid}, data in {state.data_dir}", file=sys.stderr)
-    elif args.action == "stop":
-        print("stopped" if broker.stop() else "not running")
+def _service(action: str, service, start, address, started: str) -> int:
+    """start | stop | status of an embedded service (the broker, the Spark Connect server): its address on stdout."""
+    if action == "start":
+        state = start()
+        print(address(state))
+        print(started.format(state=state), file=sys.stderr)
+    elif action == "stop":
+        print("stopped" if service.stop() else "not running")
     else:
-        state = broker.status()
+        state = service.status()
         if state is None:
             print("not running")
             return 3
-        print(state.bootstrap)
+        print(address(state))
     return 0
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    broker = EmbeddedBroker()
+    return _service(args.action, broker, lambda: broker.start(port=args.port), lambda s: s.bootstrap,
+                    "embedded broker pid {state.pid}, data in {state.data_dir}")
 
 
 def cmd_topic(args: argparse.Namespace) -> int:
@@ -230,19 +236,8 @@ def cmd_spark(args: argparse.Namespace) -> int:
     from .spark.server import SparkConnectServer
 
     server = SparkConnectServer()
-    if args.action == "start":
-        state = server.start(port=args.port, master=args.master)
-        print(state.remote)
-        print(f"Spark Connect server pid {state.pid} ({args.master}), log {state.log_file}", file=sys.stderr)
-    elif args.action == "stop":
-        print("stopped" if server.stop() else "not running")
-    else:
-        state = server.status()
-        if state is None:
-            print("not running")
-            return 3
-        print(state.remote)
-    return 0
+    return _service(args.action, server, lambda: server.start(port=args.port, master=args.master), lambda s: s.remote,
+                    f"Spark Connect server pid {{state.pid}} ({args.master}), log {{state.log_file}}")
 
 
 def cmd_airflow(args: argparse.Namespace) -> int:
