@@ -119,7 +119,7 @@ def autosize_policy(config: JobConfig) -> AutosizePolicy:
 def policy_view(job: str, now: datetime | None = None) -> PolicyView:
     """The scale policy as the job page shows it: its rules or bounds, a manual hold, and what comes next."""
     now = now or datetime.now(UTC)
-    config = open_job(job)[0]
+    config, store, _ = open_job(job)
     d = scale_decision(job, now)
     rules_text = config.get("job.elasticity.schedule")
     rules = tuple(ScheduleRuleView(r.cron, r.factor, int(croniter(r.cron, now).get_next(datetime).timestamp() * 1000))
@@ -142,9 +142,13 @@ def policy_view(job: str, now: datetime | None = None) -> PolicyView:
         step = f"keep factor {d.current}; the next rule ({nxt.cron} -> {nxt.factor}) fires at {_iso(nxt.next_ms)}"
     else:
         step = f"keep factor {d.current}"
-    hold = d.hold
+    hold = _manual_hold(config, store, job, int(now.timestamp() * 1000))  # shown even while the policy agrees with it
     return PolicyView(kind, d.factor, d.reason, step, rules, bounds, hold.factor if hold else None, hold.until_ms if hold else None,
                       hold.reason if hold else "")
+
+
+def _manual_hold(config: JobConfig, store: CheckpointStore, job: str, now_ms: int) -> ManualHold | None:
+    return manual_hold(store.generations(job), int(config.get("job.elasticity.manual.hold.ms") or 3_600_000), now_ms)
 
 
 def _iso(ms: int) -> str:
@@ -172,7 +176,7 @@ def scale_decision(job: str, now: datetime | None = None) -> ScaleDecision:
         origin = "autosize"
     else:
         return ScaleDecision(job, current.factor, None, "schedule", "no job.elasticity.schedule and no autosizer")
-    hold = manual_hold(store.generations(job), int(config.get("job.elasticity.manual.hold.ms") or 3_600_000), now_ms)
+    hold = _manual_hold(config, store, job, now_ms)
     if hold is not None and want.factor != current.factor:
         until = datetime.fromtimestamp(hold.until_ms / 1000, UTC).isoformat(timespec="seconds")
         return ScaleDecision(job, current.factor, want.factor, origin,
