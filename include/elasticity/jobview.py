@@ -37,10 +37,6 @@ class TaskRow:
     sspkbs: tuple[SspkbRow, ...]
     rate: float | None  # records/s of its own processing time in the latest batch where it had records
 
-    @property
-    def lag(self) -> int:
-        return sum(s.lag or 0 for s in self.sspkbs)
-
 
 @dataclass(frozen=True)
 class ScheduleRuleView:
