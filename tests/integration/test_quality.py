@@ -61,7 +61,7 @@ def test_a_real_run_passes_every_check_and_writes_the_report(run):
     assert {c.name for c in result.checks} == {"no_loss", "key_order", "routing", "audit_unique", "sink_unique"}
     assert all(c.rows > 0 for c in result.checks)
     page = summary.read_text()
-    assert "PASSED" in page and "<svg" in page and "factor 2-&gt;8" in page
+    assert "PASSED" in page and "<svg" in page and "factor 2\u21928" in page
     assert (summary.parent / "data_docs" / "index.html").is_file() and summary.parent.parent.name == "runs"
     assert summary.parent.name in (tmp / "report" / "summary.html").read_text()  # the rolling page links the run
 

@@ -1,19 +1,19 @@
-"""The operators' page in a real Airflow: `airflow standalone` on loopback, a
-login, the page in headless Chromium (Debian's, driven by Playwright), and the
-JSON endpoint refusing anonymous calls."""
+"""The operators' page in a real Airflow: `airflow standalone` on loopback with an
+admin and a viewer, the page in headless Chromium (Debian's, driven by
+Playwright): charts, the prefilled rescale form, a preview then an apply that
+starts an `elastic_rescale` run through Airflow's REST API as the user, a viewer
+who cannot rescale, Data Docs styled with every non-loopback request blocked,
+and anonymous calls refused."""
 
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
 import uuid
-from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 import requests
 
+from elasticity.airflow.standalone import AirflowStandalone
 from elasticity.config import validate
 from elasticity.coordinator import JobCoordinator
 from elasticity.demo import demo_records
@@ -26,7 +26,10 @@ from tests.conftest import REPO
 from tests.helpers import fresh_topic, job_props, write_properties
 
 CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]
 OUTPUT = REPO / "test-output"
+SCHEDULE = "0 8 * * * -> 3; 0 20 * * * -> 2"  # never the current factor 4: the hold always shows
 
 
 @pytest.fixture(scope="module")
@@ -35,93 +38,171 @@ def job(spark, kafka_bootstrap, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ui")
     topic = fresh_topic(kafka_bootstrap, "ui", 2, records=500, seed=31)
     name = f"ui{uuid.uuid4().hex[:6]}"
-    props = job_props(name, topic, tmp)
+    props = job_props(name, topic, tmp, **{"job.elasticity.schedule": SCHEDULE})
     (tmp / "jobs").mkdir()
     write_properties(tmp / "jobs" / f"{name}.properties", props)
     config = validate(props)
     engine = MicroBatchEngine(config, spark)
     engine.run(max_records=200)
-    JobCoordinator(config, engine.store, engine.inputs).rescale(4)
+    JobCoordinator(config, engine.store, engine.inputs).rescale(4)  # a person's rescale: holds against the schedule
     send(kafka_bootstrap, topic, demo_records(100, keys=20, seed=32))
     engine.run(until_caught_up=True)
-    result, _ = run_quality(config, engine.store, KafkaInputs(config))
+    result, _ = run_quality(config, engine.store, KafkaInputs(config), incremental=True, run_name="manual__ui_test")
     assert result.success
     return name, tmp, engine.coordinator.current()
 
 
 @pytest.fixture(scope="module")
 def airflow(job, kafka_bootstrap, tmp_path_factory):
-    name, tmp, _ = job
-    home = tmp_path_factory.mktemp("airflow-standalone")
-    port = free_port()
-    env = {
-        **os.environ,
-        "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"), "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__CORE__PARALLELISM": "2", "AIRFLOW__API__PORT": str(port),
-        "AIRFLOW__API__HOST": "127.0.0.1", "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
-        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+    _, tmp, _ = job
+    af = AirflowStandalone(tmp_path_factory.mktemp("airflow-standalone"), free_port(), {
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
+        "AIRFLOW__CORE__PARALLELISM": "2",
         "ELASTICITY_JOBS_DIR": str(tmp / "jobs"), "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    }
-    with open(home / "standalone.log", "w") as log:  # the child keeps its own descriptor
-        proc = subprocess.Popen(["airflow", "standalone"], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
+    })
+    assert str(af.env()["AIRFLOW__CORE__PLUGINS_FOLDER"]).startswith(str(REPO))  # this checkout's plugin and DAGs
+    af.start()
     try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            try:
-                if requests.get(f"{base}/api/v2/monitor/health", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            assert proc.poll() is None, (home / "standalone.log").read_text()[-3000:]
-            time.sleep(2)
-        else:
-            pytest.fail("airflow standalone did not answer within 180 s:\n" + (home / "standalone.log").read_text()[-3000:])
-        password = json.loads((home / "simple_auth_manager_passwords.json.generated").read_text())["admin"]
-        token = requests.post(f"{base}/auth/token", json={"username": "admin", "password": password}, timeout=30).json()["access_token"]
-        yield base, token
+        af.wait_ready()
+        api = af.api()
+        api.wait_dag("elastic_rescale")
+        yield af, api
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        af.stop()
 
 
-def test_json_endpoint_needs_airflow_auth(job, airflow):
-    name, _, generation = job
-    base, token = airflow
-    assert requests.get(f"{base}/elasticity/api/jobs/{name}", timeout=30).status_code == 401
-    data = requests.get(f"{base}/elasticity/api/jobs/{name}", headers={"Authorization": f"Bearer {token}"}, timeout=30).json()
-    assert (data["generation"], data["factor"]) == (generation.number, 4)
-    assert sum(len(t) for t in data["containers"].values()) == 8
-    assert [r["factor"] for r in data["rescales"]] == [2, 4]
-    assert data["rescales"][1]["reason"].startswith("rescale 2 -> 4 (by ")
-    assert data["quality"]["success"] is True
+def token(af: AirflowStandalone, user: str) -> str:
+    password = json.loads(af.password_file.read_text())[user]
+    r = requests.post(f"{af.base}/auth/token", json={"username": user, "password": password}, timeout=30)
+    r.raise_for_status()
+    return r.json()["access_token"]
 
 
-def test_page_shows_virtual_tasks_and_lag_in_chromium(job, airflow):
+@pytest.fixture(scope="module")
+def browser():
     from playwright.sync_api import sync_playwright
 
-    name, _, generation = job
-    base, token = airflow
     OUTPUT.mkdir(exist_ok=True)
-    shot = OUTPUT / "elastic-job-page.png"
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"])
-        context = browser.new_context(viewport={"width": 1200, "height": 1300})
-        context.add_cookies([{"name": "_token", "value": token, "url": base}])  # the UI's session cookie after login
-        page = context.new_page()
-        page.goto(f"{base}/elasticity/jobs/{name}")
-        assert page.locator("#factor").inner_text() == "4"
-        tasks = page.locator("td.task").all_inner_texts()
-        assert sorted(tasks) == sorted(t.task_name.name for t in generation.job_model.tasks())
-        assert page.locator("td.lag").count() == 8 and page.locator("svg polyline").count() > 0
-        assert "PASSED" in page.content()
-        page.screenshot(path=str(shot), full_page=True)
-        browser.close()
-    assert shot.stat().st_size > 10_000
-    print(f"screenshot: {shot}")
+        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield b
+        b.close()
+
+
+def session(browser, af: AirflowStandalone, user: str, offline: bool = False):
+    """A browser context logged in as `user` (the UI's session cookie); `offline`: every non-loopback request is blocked."""
+    context = browser.new_context(viewport={"width": 1300, "height": 1000})
+    context.add_cookies([{"name": "_token", "value": token(af, user), "url": af.base}])
+    blocked: list[str] = []
+    if offline:
+        def route(r):
+            if urlparse(r.request.url).hostname in ("127.0.0.1", "localhost"):
+                r.continue_()
+            else:
+                blocked.append(r.request.url)
+                r.abort()
+        context.route("**/*", route)
+    return context, blocked
+
+
+def test_anonymous_calls_get_401_and_the_json_has_the_job(job, airflow):
+    name, _, generation = job
+    af, api = airflow
+    for path in (f"api/jobs/{name}", f"jobs/{name}", f"api/jobs/{name}/plan?factor=8", f"reports/{name}/summary.html"):
+        assert requests.get(f"{af.base}/elasticity/{path}", timeout=30).status_code == 401, path
+    data = requests.get(f"{af.base}/elasticity/api/jobs/{name}", headers={"Authorization": f"Bearer {api.token}"}, timeout=30).json()
+    assert (data["generation"], data["factor"]) == (generation.number, 4)
+    assert len(data["tasks"]) == 8 and sum(len(t) for t in data["containers"].values()) == 8
+    assert [(r["factor"], r["origin"]) for r in data["rescales"]] == [(2, "start"), (4, "manual")]
+    assert data["quality"]["success"] is True and data["quality_runs"][0]["run"] == "manual__ui_test"
+    policy = data["policy"]
+    assert policy["kind"] == "schedule" and [r["factor"] for r in policy["rules"]] == [3, 2] and policy["hold_factor"] == 4
+
+
+def test_page_shows_charts_tasks_policy_and_quality_in_chromium(job, airflow, browser):
+    name, _, generation = job
+    af, _ = airflow
+    context, _ = session(browser, af, "admin")
+    page = context.new_page()
+    page.goto(f"{af.base}/elasticity/jobs/{name}")
+    assert page.locator("#factor").inner_text() == "4"
+    assert page.locator("#factor-input").input_value() == "4"  # the rescale form starts at the current factor
+    lag = page.locator("figure.chart").first
+    assert lag.locator("g.x-axis").count() == 1 and lag.locator("g.y-axis").count() == 1
+    assert lag.locator(".axis-label").first.text_content() == "offsets"
+    legend = lag.locator(".legend-item").all_inner_texts()
+    assert len(legend) == 7 and legend[-2:] == ["others", "factor change"]  # top 5 SSPKb, the other 3, the rescale
+    assert lag.locator("circle title").count() > 0 and page.locator("g.mark").count() >= 1
+    assert sorted(page.locator("td.task").all_inner_texts()) == sorted(t.task_name.name for t in generation.job_model.tasks())
+    assert page.locator("td.lag").count() == 8
+    assert "ago)" in page.locator("#rescales time").first.inner_text()  # local time and how long ago
+    assert "manual hold" in page.locator("#policy").inner_text() and "0 20 * * *" in page.locator("#policy").inner_text()
+    assert page.locator("#quality .badge.success").first.inner_text() == "PASSED"
+    page.screenshot(path=str(OUTPUT / "elastic-job-page.png"), full_page=True)
+    context.close()
+
+
+def test_data_docs_open_styled_with_no_network(job, airflow, browser):
+    name, _, _ = job
+    af, _ = airflow
+    context, blocked = session(browser, af, "admin", offline=True)
+    page = context.new_page()
+    page.goto(f"{af.base}/elasticity/jobs/{name}")
+    page.locator("#quality a.docs").first.click()
+    page.wait_for_load_state("load")
+    rows = page.locator("#Validation-Results tr.clickable-row")
+    assert rows.count() == 5  # the validation list, filled without bootstrap-table
+    assert page.evaluate("getComputedStyle(document.querySelector('.alert-secondary')).backgroundColor") == "rgb(233, 236, 239)"
+    assert "manual__ui_test batches" in rows.first.inner_text()  # named after the run and its window
+    page.screenshot(path=str(OUTPUT / "data-docs-offline.png"), full_page=True)
+    rows.first.locator("a").first.click()
+    page.wait_for_load_state("load")
+    text = page.inner_text("body")
+    assert "Data asset: None" not in text and "__none__" not in text and "Data asset: " in text
+    assert page.evaluate("getComputedStyle(document.querySelector('.card')).borderTopStyle") == "solid"
+    page.screenshot(path=str(OUTPUT / "data-docs-validation-offline.png"), full_page=True)
+    context.close()
+    assert blocked == []  # nothing even tried to leave the machine
+
+
+def test_a_viewer_can_preview_but_not_rescale(job, airflow, browser):
+    name, _, _ = job
+    af, api = airflow
+    before = len(api.runs("elastic_rescale"))
+    context, _ = session(browser, af, "viewer")
+    page = context.new_page()
+    page.goto(f"{af.base}/elasticity/jobs/{name}")
+    assert "preview only" in page.inner_text("#rescale-form")
+    page.fill("#factor-input", "8")
+    page.click("#preview")
+    page.wait_for_selector("#plan-table")
+    assert page.locator("#apply").is_disabled()
+    # even past the disabled button, Airflow's API refuses this user's trigger
+    status = page.evaluate("""f => fetch(f.dataset.triggerUrl, {method: 'POST', credentials: 'same-origin',
+        headers: {'Content-Type': 'application/json'}, body: JSON.stringify({logical_date: null, conf: {job: f.dataset.job, factor: 8}})})
+        .then(r => r.status)""", page.locator("#rescale-form").element_handle())
+    assert status == 403
+    context.close()
+    assert len(api.runs("elastic_rescale")) == before
+
+
+def test_preview_then_apply_starts_an_elastic_rescale_run(job, airflow, browser):
+    name, _, _ = job
+    af, api = airflow
+    context, _ = session(browser, af, "admin")
+    page = context.new_page()
+    page.goto(f"{af.base}/elasticity/jobs/{name}")
+    assert page.locator("#apply").is_disabled()  # preview first
+    page.fill("#factor-input", "8")
+    page.click("#preview")
+    page.wait_for_selector("#plan-table")
+    assert page.locator("#plan-table tr").count() == 1 + 16  # 2 partitions x 8 new virtual tasks
+    assert "factor 4 \u2192 8, 8 \u2192 16 virtual tasks" in page.inner_text("#plan")
+    page.screenshot(path=str(OUTPUT / "elastic-job-rescale-preview.png"), full_page=False)
+    page.click("#apply")
+    link = page.wait_for_selector("#run-link")
+    run_id = link.inner_text()
+    assert link.get_attribute("href").endswith(f"/dags/elastic_rescale/runs/{run_id}".replace("+", "%2B").replace(":", "%3A"))
+    run = api.run("elastic_rescale", run_id)
+    assert run["conf"] == {"job": name, "factor": 8, "dry_run": False}
+    context.close()

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from croniter import croniter
+
 from ..autosize import (
     AutosizePolicy,
     BatchSample,
@@ -22,6 +24,7 @@ from ..autosize import (
 from ..checkpoint.store import CheckpointStore, LeaseHeldError
 from ..config import JobConfig, load_config
 from ..coordinator import JobCoordinator
+from ..jobview import PolicyView, ScheduleRuleView
 from ..kafka.consumer import KafkaInputs
 from .hooks import ElasticityHook, job_configs
 
@@ -104,6 +107,54 @@ class ScaleDecision:
         return self.factor is not None and self.current is not None and self.factor != self.current and self.hold is None
 
 
+def autosize_policy(config: JobConfig) -> AutosizePolicy:
+    return AutosizePolicy(
+        min_factor=int(config.get("job.elasticity.autosize.min") or 1),
+        max_factor=int(config.get("job.elasticity.autosize.max") or 16),
+        cooldown_ms=int(config.get("job.elasticity.autosize.cooldown.ms") or 600_000),
+        target_lag_s=float(config.get("job.elasticity.autosize.target.lag.seconds") or 60),
+    )
+
+
+def policy_view(job: str, now: datetime | None = None) -> PolicyView:
+    """The scale policy as the job page shows it: its rules or bounds, a manual hold, and what comes next."""
+    now = now or datetime.now(UTC)
+    config, store, _ = open_job(job)
+    d = scale_decision(job, now)
+    rules_text = config.get("job.elasticity.schedule")
+    rules = tuple(ScheduleRuleView(r.cron, r.factor, int(croniter(r.cron, now).get_next(datetime).timestamp() * 1000))
+                  for r in parse_schedule(rules_text)) if rules_text else ()
+    kind = "schedule" if rules else "autosize" if config.get("job.elasticity.autosize") == "true" else "none"
+    bounds = {}
+    if kind == "autosize":
+        p = autosize_policy(config)
+        bounds = {"min": p.min_factor, "max": p.max_factor, "cooldown_ms": p.cooldown_ms, "target_lag_s": p.target_lag_s}
+    if d.current is None:
+        step = "nothing until the job's first batch"
+    elif kind == "none":
+        step = "nothing: the factor changes only when someone rescales"
+    elif d.hold is not None and d.factor != d.current:
+        step = f"keep factor {d.current} while the manual hold lasts, then rescale to {d.factor} unless the policy changes its mind"
+    elif d.applies:
+        step = f"rescale to factor {d.factor} at the next elastic_scale_schedule run (every 5 minutes)"
+    elif rules:
+        nxt = min(rules, key=lambda r: r.next_ms)
+        step = f"keep factor {d.current}; the next rule ({nxt.cron} -> {nxt.factor}) fires at {_iso(nxt.next_ms)}"
+    else:
+        step = f"keep factor {d.current}"
+    hold = _manual_hold(config, store, job, int(now.timestamp() * 1000))  # shown even while the policy agrees with it
+    return PolicyView(kind, d.factor, d.reason, step, rules, bounds, hold.factor if hold else None, hold.until_ms if hold else None,
+                      hold.reason if hold else "")
+
+
+def _manual_hold(config: JobConfig, store: CheckpointStore, job: str, now_ms: int) -> ManualHold | None:
+    return manual_hold(store.generations(job), int(config.get("job.elasticity.manual.hold.ms") or 3_600_000), now_ms)
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="minutes")
+
+
 def scale_decision(job: str, now: datetime | None = None) -> ScaleDecision:
     """The schedule's or the autosizer's factor, unless a person's rescale holds
     (`job.elasticity.manual.hold.ms` after it)."""
@@ -118,19 +169,14 @@ def scale_decision(job: str, now: datetime | None = None) -> ScaleDecision:
         want = Recommendation(scheduled_factor(parse_schedule(rules), now), f"schedule {rules!r}")
         origin = "schedule"
     elif config.get("job.elasticity.autosize") == "true":
-        policy = AutosizePolicy(
-            min_factor=int(config.get("job.elasticity.autosize.min") or 1),
-            max_factor=int(config.get("job.elasticity.autosize.max") or 16),
-            cooldown_ms=int(config.get("job.elasticity.autosize.cooldown.ms") or 600_000),
-            target_lag_s=float(config.get("job.elasticity.autosize.target.lag.seconds") or 60),
-        )
+        policy = autosize_policy(config)
         metrics = store.metrics(job, limit=20)
         at = {m["batch_id"]: m.get("finished_ms", 0) for m in metrics}
         want = recommend(samples(metrics, at), current.factor, current.created_ms, now_ms, policy)
         origin = "autosize"
     else:
         return ScaleDecision(job, current.factor, None, "schedule", "no job.elasticity.schedule and no autosizer")
-    hold = manual_hold(store.generations(job), int(config.get("job.elasticity.manual.hold.ms") or 3_600_000), now_ms)
+    hold = _manual_hold(config, store, job, now_ms)
     if hold is not None and want.factor != current.factor:
         until = datetime.fromtimestamp(hold.until_ms / 1000, UTC).isoformat(timespec="seconds")
         return ScaleDecision(job, current.factor, want.factor, origin,

@@ -26,6 +26,7 @@ from ..sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, read_table
 from ..spark.reader import Chunk, close_consumers, read_chunk
 from . import cursor
 from .checks import Done, QualityInputs
+from .history import run_summaries
 from .report import index_html, summary_html
 from .suite import QualityResult, run_suites
 
@@ -112,7 +113,7 @@ def run_quality(
     q, span, window = load_inputs(config, store, inputs, from_batch, to_batch, since)
     name = run_name or time.strftime("%Y%m%dT%H%M%S")
     folder = root / "runs" / "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-    result = run_suites(q, folder)
+    result = run_suites(q, folder, config.job_name, name, span)
     metrics = store.metrics(config.job_name, limit=200)
     summary = {"job": config.job_name, "run": name, "window": span, "batches": window, "success": result.success,
                "finished_ms": int(time.time() * 1000), "checks": [asdict(c) for c in result.checks]}
@@ -121,8 +122,8 @@ def run_quality(
     if incremental and result.success and window:
         cursor.advance(root, since, window[-1], Done(q.factor, q.checkpoints), q.audit,
                        q.generation_of_batch)
-    runs = sorted(({**json.loads(p.read_text()), "folder": p.parent.name} for p in root.glob("runs/*/summary.json")),
-                  key=lambda r: r["finished_ms"])
+    runs = run_summaries(root)
     (root / "summary.json").write_text(json.dumps({**summary, "folder": str(folder.relative_to(root))}, indent=2))
     (root / "summary.html").write_text(index_html(config.job_name, runs, metrics))
     return result, folder / "summary.html"
+

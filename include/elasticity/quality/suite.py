@@ -11,11 +11,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 
 from . import checks
+from .offline_docs import make_offline
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 SITE = "elasticity_dq"
@@ -27,6 +29,7 @@ class Check:
     table: Callable[[checks.QualityInputs], pd.DataFrame]
     expectation: Callable[[], object]
     describe: str
+    asset: str  # what the table holds: the data asset's name in Data Docs
 
 
 def _expectations():
@@ -34,17 +37,17 @@ def _expectations():
 
     return [
         Check("no_loss", checks.loss_table, lambda: gxe.ExpectColumnValuesToBeInSet(column="audited", value_set=[True]),
-              "every input record below the committed checkpoints was processed (audited)"),
+              "every input record below the committed checkpoints was processed (audited)", "input records x audit"),
         Check("key_order", checks.order_table, lambda: gxe.ExpectColumnValuesToBeInSet(column="in_order", value_set=[True]),
-              "per key, processing order follows offset order, across batches and rescales"),
+              "per key, processing order follows offset order, across batches and rescales", "audit rows by key"),
         Check("routing", checks.routing_table, lambda: gxe.ExpectColumnValuesToBeBetween(column="tasks_per_key", min_value=1, max_value=1),
-              "within a generation every key was handled by exactly one virtual task"),
+              "within a generation every key was handled by exactly one virtual task", "virtual tasks per key"),
         Check("audit_unique", checks.audit_table,
               lambda: gxe.ExpectCompoundColumnsToBeUnique(column_list=["stream", "partition", "offset"]),
-              "no input record was processed twice"),
+              "no input record was processed twice", "audit rows"),
         Check("sink_unique", checks.sink_table,
               lambda: gxe.ExpectCompoundColumnsToBeUnique(column_list=["output", "source_partition", "source_offset"]),
-              "no input record appears twice in the exactly-once sink"),
+              "no input record appears twice in the exactly-once sink", "sink rows"),
     ]
 
 
@@ -75,13 +78,15 @@ class QualityResult:
         )
 
 
-def run_suites(q: checks.QualityInputs, report_dir: str | Path) -> QualityResult:
+def run_suites(q: checks.QualityInputs, report_dir: str | Path, job: str, run_name: str, window: str) -> QualityResult:
+    """Validate every check; Data Docs name each validation after the run and its window, and
+    each data asset after the job and the table checked, and open offline (`offline_docs`)."""
     import great_expectations as gx
+    from great_expectations.core.run_identifier import RunIdentifier
+    from great_expectations.data_context.types.base import ProgressBarsConfig
 
     root = Path(report_dir)
     root.mkdir(parents=True, exist_ok=True)
-    from great_expectations.data_context.types.base import ProgressBarsConfig
-
     ctx = gx.get_context(mode="ephemeral")
     ctx.variables.progress_bars = ProgressBarsConfig(globally=False)  # task logs carry the results, not tqdm bars
     docs = root / "data_docs"
@@ -93,24 +98,27 @@ def run_suites(q: checks.QualityInputs, report_dir: str | Path) -> QualityResult
             "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
         },
     )
-    source = ctx.data_sources.add_pandas("elasticity")
+    source = ctx.data_sources.add_pandas(job)
+    run_id = RunIdentifier(run_name=f"{run_name} {window}".strip(), run_time=datetime.now(UTC))
     results = []
     for check in _expectations():
         table = check.table(q)
-        batch = source.add_dataframe_asset(check.name).add_batch_definition_whole_dataframe("all")
+        asset = check.asset
+        batch = source.add_dataframe_asset(asset).add_batch_definition_whole_dataframe("all")
         suite = ctx.suites.add(gx.ExpectationSuite(name=check.name, expectations=[check.expectation()]))
         vd = ctx.validation_definitions.add(gx.ValidationDefinition(name=check.name, data=batch, suite=suite))
-        cp = ctx.checkpoints.add(
-            gx.Checkpoint(name=f"{check.name}_checkpoint", validation_definitions=[vd],
-                          actions=[gx.checkpoint.UpdateDataDocsAction(name="docs", site_names=[SITE])],
-                          result_format={"result_format": "COMPLETE"})
-        )
-        outcome = cp.run(batch_parameters={"dataframe": table})
-        (run,) = outcome.run_results.values()
+        cp = ctx.checkpoints.add(gx.Checkpoint(name=f"{check.name}_checkpoint", validation_definitions=[vd],
+                                               result_format={"result_format": "COMPLETE"}))
+        outcome = cp.run(batch_parameters={"dataframe": table}, run_id=run_id)
+        ((key, run),) = outcome.run_results.items()
+        run.meta["batch_spec"] = {**run.meta.get("batch_spec", {}), "data_asset_name": asset}  # the page header reads it here
+        ctx.validation_results_store.set(key, run)
         (r,) = run.results
         index = r.result.get("unexpected_index_list") or []
         positions = [i if isinstance(i, int) else next(iter(i.values())) for i in index]
         examples = [str(table["record"].iloc[i]) for i in positions[:20] if isinstance(i, int) and i < len(table)]
         results.append(CheckResult(check.name, check.describe, r.expectation_config.type, bool(r.success), len(table),
                                    int(r.result.get("unexpected_count") or 0), examples))
+    ctx.build_data_docs(site_names=[SITE])
+    make_offline(docs)
     return QualityResult(results, str(docs / "index.html"))

@@ -207,6 +207,7 @@ class MicroBatchEngine:
         new_cps = {name: advance(cp, plan.ranges, stopped.get(name)) for name, cp in cps.items()}
         metrics["checkpoint-compute-ns"] = time.perf_counter_ns() - t
         metrics["process-ns"] = {r.task_name: r.process_ns for r in rows}
+        metrics["records"] = {r.task_name: r.records for r in rows}  # per virtual task: its records/s on the job page
 
         high = {r.ssp: r.end for r in plan.ranges}
         high.update(self.inputs.offsets(list(high), "upcoming"))

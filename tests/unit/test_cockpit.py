@@ -1,0 +1,85 @@
+"""The job page's parts without Airflow: charts, rates, the view and its paging,
+the rescale preview, and Data Docs made to open offline."""
+
+import re
+
+from bench.ui_bench import Inputs, drift, record_batches
+from elasticity.airflow.page import PAGE_SIZE, render
+from elasticity.charts import Chart, Series, nice_ticks, svg
+from elasticity.checkpoint.store import CheckpointStore
+from elasticity.config import validate
+from elasticity.coordinator import JobCoordinator
+from elasticity.jobview import build_view, preview_rescale
+from elasticity.quality.offline_docs import offline_page
+from elasticity.rates import factor_marks, lag_series, task_rates
+
+
+def batch(b: int, factor: int, lag: dict) -> dict:
+    return {"batch_id": b, "factor": factor, "records_read": 100, "durations_ms": {"total": 500},
+            "metrics": {"lag": lag, "records": {"t0": 50, "t1": 0}, "process-ns": {"t0": 250_000_000, "t1": 1}}}
+
+
+def test_ticks_are_round_and_cover_the_top():
+    assert nice_ticks(870) == [0, 200, 400, 600, 800, 1000]
+    assert nice_ticks(0) == [0.0, 1.0]
+
+
+def test_lag_keeps_the_top_sspkb_and_sums_the_others():
+    metrics = [batch(1, 2, {f"k{i}": i for i in range(8)}), batch(2, 4, {f"k{i}": 2 * i for i in range(8)})]
+    series = lag_series(metrics, top=3)
+    assert [s.name for s in series] == ["k7", "k6", "k5", "others"]
+    assert series[-1].values == [sum(range(5)), 2 * sum(range(5))]
+    assert factor_marks(metrics) == [(2, "factor 2\u21924")]
+    assert task_rates(metrics[0]) == {"t0": 200.0}
+
+
+def test_chart_has_axes_units_legend_hover_and_marks():
+    out = svg(Chart("Lag", "offsets", [3, 4, 5], [Series("kafka.o.0.1", [1, 5, 2]), Series("others", [0, 1, 1])], [(4, "factor 2\u21924")]))
+    assert out.count('class="axis ') == 2 and ">offsets<" in out and "batch (3..5)" in out
+    assert re.findall(r'class="legend-item"><i[^>]*></i>([^<]+)', out) == ["kafka.o.0.1", "others", "factor change"]
+    assert "<title>batch 4: kafka.o.0.1 5 offsets</title>" in out and 'class="mark"' in out
+
+
+def job(tmp_path, factor: int = 100):
+    config = validate({"job.name": "bench-ui", "task.inputs": "kafka.orders", "job.elasticity.factor": str(factor), "job.container.count": "4",
+                       "task.checkpoint.store.url": f"sqlite:///{tmp_path / 'cp.db'}", "job.report.path": str(tmp_path / "reports")})
+    store = CheckpointStore(config.checkpoint_store_url())
+    coordinator = JobCoordinator(config, store, Inputs())
+    coordinator.initialize()
+    drift(coordinator)
+    record_batches(store, coordinator, 1, 3)
+    return config, store
+
+
+def test_view_pages_the_tasks_by_container_and_prefills_the_factor(tmp_path):
+    config, store = job(tmp_path, factor=50)  # 8 partitions x 50 = 400 virtual tasks on 4 containers
+    view = build_view(config, store, Inputs())
+    assert len(view.tasks) == 400 and len(view.containers) == 4 and view.tasks[0].rate is not None
+    page = render(view, page=2)
+    assert page.count("<td class=task>") == PAGE_SIZE
+    assert re.search(r'id=factor-input [^>]*value="50"', page)
+    assert page.count("page 1</a>") + page.count("page 2</a>") + page.count("page 3</a>") + page.count("page 4</a>") == 4
+    assert "Apply: trigger elastic_rescale" in page and "preview only" not in page
+    assert "preview only" in render(view, can_trigger=False)
+
+
+def test_preview_is_the_dry_run_of_the_migration(tmp_path):
+    config, store = job(tmp_path, factor=2)
+    view = build_view(config, store, Inputs())
+    preview = preview_rescale(config, store, Inputs(), 4)
+    assert (preview.old_factor, preview.new_factor, preview.tasks_before, preview.tasks_after) == (2, 4, 16, 32)
+    offsets = {r.sspkb: r.offset for t in view.tasks for r in t.sspkbs}
+    for m in preview.moves:  # a split: each child starts at its parent's offset
+        p, b = m.sspkb.rsplit(".", 2)[1:]
+        assert m.offset == offsets[f"kafka.orders.{p}.{int(b) % 2}"] and len(m.from_tasks) == 1
+    assert preview_rescale(config, store, Inputs(), 2).changes_nothing
+
+
+def test_data_docs_pages_lose_their_cdn_links():
+    page = ('<html><head><link rel="stylesheet" href="https://maxcdn.bootstrapcdn.com/b.css"/>\n<script src="https://code.jquery.com/j.js"'
+            ' integrity="x"></script>\n</head><body><img src="https://great-expectations-web-assets.s3.us-east-2.amazonaws.com/logo-long.png?d=1">'
+            "</body></html>")
+    out = offline_page(page, "../../")
+    assert "https://" not in out
+    assert '<link rel="stylesheet" href="../../static/offline.css"><script src="../../static/offline.js"></script>' in out
+    assert 'src="../../static/images/logo-long.png"' in out
