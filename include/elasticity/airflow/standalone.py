@@ -150,8 +150,8 @@ class AirflowApi:
                     raise
                 time.sleep(2)
 
-    def unpause(self, dag_id: str) -> None:
-        self._call("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
+    def unpause(self, dag_id: str, paused: bool = False) -> None:
+        self._call("PATCH", f"/dags/{dag_id}", json={"is_paused": paused})
 
     def trigger(self, dag_id: str, conf: dict | None = None) -> str:
         """As the trigger form does: a run now with its params."""
