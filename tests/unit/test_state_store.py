@@ -109,7 +109,8 @@ def test_store_names_and_serdes_are_checked():
         StoreDescriptor("a", value_serde="avro")
 
 
-def test_config_precedence_and_short_names():
+def test_config_precedence_and_short_names(monkeypatch):
+    monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)  # the config's servers, not an earlier test's override
     d = [StoreDescriptor("a"), StoreDescriptor("b")]
     config = validate(
         {
