@@ -21,7 +21,6 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,11 +53,6 @@ def job_config(folder: Path, topic: str) -> str:
 def _fixed_ms(m: dict) -> float:
     d = m["durations_ms"]
     return d["total"] - d["process"] + d.get("commit", 0)
-
-
-def _idle(api, dag: str) -> None:
-    while [r for r in api.runs(dag) if r["state"] in ("queued", "running")]:
-        time.sleep(1)
 
 
 def _warm_client_fixed_ms(home: Path, bootstrap: str, topic: str, remote: str, store_url: str, seed) -> float:
@@ -121,7 +115,7 @@ def main() -> int:
             assert api.wait_run("elastic_rescale", run_id, 600)["state"] == "success"
 
         seed = iter(range(100, 10_000))
-        _idle(api, dag)  # the scheduler's first run of the new DAG
+        api.wait_idle(dag)  # the scheduler's first run of the new DAG
         send(bootstrap, topic, demo_records(3000, keys=300, seed=next(seed), hot_key_share=0))
         warm_s, _ = run()  # the first batches of the job's Connect session: its Python workers start
         empty_s, _ = run()

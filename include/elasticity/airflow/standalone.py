@@ -175,6 +175,14 @@ class AirflowApi:
             time.sleep(2)
         raise TimeoutError(f"{dag_id} run {run_id} not finished within {timeout_s:.0f}s")
 
+    def wait_idle(self, dag_id: str, timeout_s: float = 900) -> None:
+        """Until no run of the DAG is queued or running."""
+        deadline = time.monotonic() + timeout_s
+        while [r for r in self.runs(dag_id) if r["state"] in ("queued", "running")]:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{dag_id} still busy after {timeout_s:.0f}s")
+            time.sleep(2)
+
     def log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
         r = requests.get(f"{self.base}/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}",
                          headers={"Authorization": f"Bearer {self.token}", "Accept": "application/x-ndjson"}, timeout=30)

@@ -60,7 +60,7 @@ def run_story(records: int = 6000) -> int:
             before = max((m["batch_id"] for m in store.metrics(JOB, limit=1)), default=0)
             run_id = api.trigger(f"elastic_microbatch__{JOB}")
             api.wait_run(f"elastic_microbatch__{JOB}", run_id, 1800)
-            _wait_idle(api, f"elastic_microbatch__{JOB}")  # a scheduled run may have taken part of the work
+            api.wait_idle(f"elastic_microbatch__{JOB}")  # a scheduled run may have taken part of the work
             done = [m for m in store.metrics(JOB, limit=500) if m["batch_id"] > before]
             runs = sorted({m["owner"] for m in done})
             task_s = sum(ti["duration"] or 0 for r in runs for ti in api.task_instances(f"elastic_microbatch__{JOB}", r))
@@ -101,15 +101,6 @@ def run_story(records: int = 6000) -> int:
         airflow.stop()
 
 
-def _wait_idle(api, dag_id: str, timeout_s: float = 900) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not [r for r in api.runs(dag_id) if r["state"] in ("queued", "running")]:
-            return
-        time.sleep(2)
-    raise TimeoutError(f"{dag_id} still busy after {timeout_s:.0f}s")
-
-
 def _wait_validated(api, store: CheckpointStore, config, timeout_s: float = 900) -> None:
     """Until data quality has validated the last committed batch (its run follows the batches' Asset event), or a run failed."""
     last = max((m["batch_id"] for m in store.metrics(JOB, limit=1)), default=0)
@@ -121,7 +112,7 @@ def _wait_validated(api, store: CheckpointStore, config, timeout_s: float = 900)
         if [r for r in api.runs(f"elastic_data_quality__{JOB}") if r["state"] == "failed"]:
             break
         time.sleep(2)
-    _wait_idle(api, f"elastic_data_quality__{JOB}")
+    api.wait_idle(f"elastic_data_quality__{JOB}")
 
 
 def _quality(api, config, step, airflow: AirflowStandalone) -> int:
