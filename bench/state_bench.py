@@ -42,7 +42,7 @@ STORE = StoreDescriptor("bench", "string", "json")
 
 
 def container(props: dict[str, str]) -> ContainerStorageManager:
-    config = validate({"job.name": "state-bench", "task.inputs": "kafka.in", **props})
+    config = validate({"job.name": "state-bench", "task.inputs": "kafka.in", "task.checkpoint.read.versions": "2,1", **props})
     return ContainerStorageManager(StorageConfig.of(config, [STORE]), [STORE], [TaskModel(TASK, frozenset(), 0)], 1)
 
 

@@ -54,7 +54,7 @@ def reference(batches: int) -> dict[str, int]:
 
 
 def manager(props: dict[str, str]) -> ContainerStorageManager:
-    config = validate({"job.name": "statejob", "task.inputs": "kafka.in", **props})
+    config = validate({"job.name": "statejob", "task.inputs": "kafka.in", "task.checkpoint.read.versions": "2,1", **props})
     models = [TaskModel(t, frozenset(), i) for i, t in enumerate(TASKS)]
     return ContainerStorageManager(StorageConfig.of(config, [COUNTS]), [COUNTS], models, len(models))
 

@@ -21,6 +21,7 @@ from .checkpoint.store import CheckpointStore
 from .planning import BatchPlan
 
 Committed = Callable[[BatchPlan, tuple[int, ...], int], None]  # plan, batches it covers, commit-ns
+AwaitState = Callable[[list[TaskCheckpoint], float], None]  # returns once the checkpoints' state markers are durable
 
 
 class CommitTimeout(RuntimeError):
@@ -30,14 +31,17 @@ class CommitTimeout(RuntimeError):
 class AsyncCommitter:
     def __init__(
         self, store: CheckpointStore, write_versions: tuple[int, ...], owner: str, max_delay_ms: int, timeout_ms: int,
-        on_committed: Committed | None = None,
+        on_committed: Committed | None = None, await_state: AwaitState | None = None,
     ) -> None:
+        """`await_state`: for jobs with stores, whose snapshots upload in the workers: the
+        checkpoint is written only once its markers are durable, within task.commit.timeout.ms."""
         self.store = store
         self.write_versions = write_versions
         self.owner = owner
         self.max_delay_ms = max_delay_ms
         self.timeout_ms = timeout_ms
         self.on_committed = on_committed
+        self.await_state = await_state
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="commit-upload")
         self._running: Future | None = None
         self._started = 0.0
@@ -70,7 +74,9 @@ class AsyncCommitter:
 
     def _upload(self, plan: BatchPlan, cps: list[TaskCheckpoint], covers: tuple[int, ...]) -> None:
         start = time.perf_counter_ns()
-        faults.point("commit.upload")  # state backends would upload here, before the checkpoint is written
+        faults.point("commit.upload")  # the state uploads run meanwhile; the checkpoint waits for them
+        if self.await_state is not None:
+            self.await_state(cps, self.timeout_ms / 1000)
         self.store.commit_batch(plan, cps, self.write_versions, self.owner, covers)
         if self.on_committed:
             self.on_committed(plan, covers, time.perf_counter_ns() - start)

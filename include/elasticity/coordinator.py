@@ -27,6 +27,10 @@ from .tasknames import parse_task_name
 log = logging.getLogger(__name__)
 
 
+class StatefulRescaleError(ValueError):
+    pass
+
+
 class Inputs(Protocol):
     def partition_counts(self, streams: Iterable[SystemStream]) -> dict[SystemStream, int]: ...
 
@@ -101,7 +105,21 @@ class JobCoordinator:
             factor = old.factor if old else self.config.elasticity_factor
         if not 1 <= factor <= MAX_ELASTICITY_FACTOR:
             raise ConfigError(f"job.elasticity.factor={factor!r}: expected an integer from 1 to {MAX_ELASTICITY_FACTOR}")
+        if old is not None and factor != old.factor:
+            self._refuse_stateful_rescale(old.factor, factor)
         return old, factor, self._model(factor)
+
+    def _refuse_stateful_rescale(self, old: int, new: int) -> None:
+        """A store's entries live with their key's bucket: a rescale would have to move them (issue 12)."""
+        from .api.stream import load_application
+
+        stores = sorted(load_application(self.config.app_class, self.config.inputs).stores)
+        if stores:
+            raise StatefulRescaleError(
+                f"job {self.job!r}: cannot rescale {old} -> {new}: the app declares stores {stores} "
+                f"(store {stores[0]!r} keeps its entries in the virtual task of their key's bucket at factor {old}), "
+                "and moving state on a rescale is not supported yet; nothing was changed"
+            )
 
     def _migrate(self, old: Generation | None, old_cps: Mapping[TaskName, TaskCheckpoint], factor: int, model: JobModel) -> Migration:
         return migrate(old.factor if old else 1, old_cps.values(), model, factor, self._new_ssp_offsets(old_cps, model, old is None))

@@ -4,6 +4,10 @@ Runs inside a Spark Python worker (or anywhere): routed records in, sinks
 written, one summary row per virtual task out. Slices run on a thread pool
 (Samza's `job.container.thread.pool.size`), each strictly in (SSP, offset)
 order, which is how I/O-bound virtual tasks overlap without more containers.
+For a job with stores, the container's stores are restored first, operators
+reach them through `m.context.store(name)`, and the slices end with the
+synchronous snapshot; the summary rows carry each task's checkpoint id and
+state markers, while the upload goes on in the background (`state.worker`).
 Nothing here imports Spark.
 """
 
@@ -15,17 +19,20 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .api.context import TaskContext
 from .api.executor import SliceExecutor
 from .api.stream import ApplicationDescriptor, Message, load_application
 from .model import SystemStream, SystemStreamPartition, TaskName
 from .serde import ssp_to_key
 from .serdes import SerdeFailure, deserialize, serialize
 from .sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, write_task_file
+from .state.worker import BatchState, ContainerState, open_container
 
 ROUTED_DDL = (
     "system string, stream string, partition int, offset long, key binary, value binary, timestamp long, "
@@ -42,9 +49,15 @@ SUMMARY_SCHEMA = pa.schema(
         ("group_ns", pa.int64()),  # wall time of the whole group of virtual tasks this one ran in (one Python worker)
         ("stopped", pa.string()),  # JSON {sspkb key: first offset not processed}, when the task stopped early
         ("error", pa.string()),
+        ("checkpoint_id", pa.string()),  # of the task's state snapshot in this batch (stateful jobs)
+        ("state_markers", pa.string()),  # JSON CheckpointV2 state-checkpoint-markers of that snapshot
+        ("state_metrics", pa.string()),  # JSON {store: metrics of this batch}
     ]
 )
-SUMMARY_DDL = "task_name string, records long, processed long, dead_lettered long, outputs long, process_ns long, group_ns long, stopped string, error string"
+SUMMARY_DDL = (
+    "task_name string, records long, processed long, dead_lettered long, outputs long, process_ns long, group_ns long, "
+    "stopped string, error string, checkpoint_id string, state_markers string, state_metrics string"
+)
 
 
 @dataclass(frozen=True)
@@ -65,6 +78,7 @@ class ProcessContext:
     max_concurrency: int = 1
     callback_timeout_ms: int | None = None
     thread_pool_size: int | None = None  # None: one thread per virtual task (at most 64); 0: one after another
+    state: BatchState | None = None  # a job with stores
 
 
 _apps: dict[tuple[str | None, tuple[SystemStream, ...]], ApplicationDescriptor] = {}
@@ -115,22 +129,49 @@ def process_partition(ctx: ProcessContext, batches: Iterator[pa.RecordBatch]) ->
     bounds = [0] + [i for i in range(1, len(names)) if names[i] != names[i - 1]] + [len(names)]
     slices = [(names[a], table.slice(a, b - a)) for a, b in zip(bounds, bounds[1:], strict=False)]
     outputs = _Outputs(ctx)
+    container = open_container(ctx.state, _application(ctx).stores.values(), table.column("slot")[0].as_py()) if ctx.state else None
+    before = _store_metrics(container)
     # Samza's job.container.thread.pool.size: 0 = no pool, the slices run one after another
     pool = min(64, len(slices)) if ctx.thread_pool_size is None else ctx.thread_pool_size
     try:
         if pool <= 1:
-            rows = [_run_slice(ctx, TaskName(n), t, outputs) for n, t in slices]
+            rows = [_run_slice(ctx, TaskName(n), t, outputs, container) for n, t in slices]
         else:
             with ThreadPoolExecutor(pool, thread_name_prefix="vtask") as ex:
-                rows = list(ex.map(lambda nt: _run_slice(ctx, TaskName(nt[0]), nt[1], outputs), slices))
+                rows = list(ex.map(lambda nt: _run_slice(ctx, TaskName(nt[0]), nt[1], outputs, container), slices))
+        if container is not None:
+            assert ctx.state is not None
+            markers = container.commit(ctx.state.checkpoint_id, [TaskName(r["task_name"]) for r in rows if not r["stopped"]])
+            after = _store_metrics(container)
+            for r in rows:
+                task = TaskName(r["task_name"])
+                if task in markers:
+                    r["checkpoint_id"], r["state_markers"] = str(ctx.state.checkpoint_id), json.dumps(markers[task], sort_keys=True)
+                r["state_metrics"] = json.dumps({s: _delta(m, before[task][s]) for s, m in after[task].items()})
     finally:
         outputs.flush()
+        if container is not None:
+            container.release()
     elapsed = time.perf_counter_ns() - start
     yield pa.RecordBatch.from_pylist([{**r, "group_ns": elapsed} for r in rows], schema=SUMMARY_SCHEMA)
 
 
-def _run_slice(ctx: ProcessContext, task: TaskName, table: pa.Table, outputs: _Outputs) -> dict[str, Any]:
+GAUGES = ("bytes-uploaded", "disk-usage-bytes")  # reported as they are; other store metrics as this batch's share
+
+
+def _store_metrics(container: ContainerState | None) -> dict[TaskName, dict[str, dict[str, int]]]:
+    if container is None:
+        return {}
+    return {t: {s: m.as_dict() for s, m in stores.items()} for t, stores in container.csm.metrics().items()}
+
+
+def _delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    return {k: v if k in GAUGES else v - before.get(k, 0) for k, v in after.items()}
+
+
+def _run_slice(ctx: ProcessContext, task: TaskName, table: pa.Table, outputs: _Outputs, container: ContainerState | None) -> dict[str, Any]:
     rows = table.to_pylist()
+    context = TaskContext(task, partial(container.store, task) if container else None)
     messages, failed = [], {}
     for i, r in enumerate(rows):
         ssp = SystemStreamPartition(r["system"], r["stream"], r["partition"])
@@ -139,15 +180,18 @@ def _run_slice(ctx: ProcessContext, task: TaskName, table: pa.Table, outputs: _O
             value = deserialize(ctx.msg_serdes.get(r["system"], "json"), r["value"], "value")
         except SerdeFailure as e:
             key, value, failed[i] = None, None, f"deserialize: {e}"
-        messages.append(Message(key, value, ssp, r["offset"], r["timestamp"]))
+        messages.append(Message(key, value, ssp, r["offset"], r["timestamp"], context))
 
     app = _application(ctx)
     result = SliceExecutor(app, ctx.max_concurrency, ctx.callback_timeout_ms, ctx.policy).run(messages, failed)
-    end = result.stopped_at if result.stopped_at is not None else len(rows)
+    stop = result.stopped_at
+    # a stopped task with stores keeps nothing of the batch: its stores saw records past the stop
+    # (operator at a time), and only its last checkpoint's state is consistent with its offsets
+    end = len(rows) if stop is None else 0 if container else stop
 
     output_count = 0
     for out in app.outputs.values():
-        produced = result.outputs.get(out, [])
+        produced = [p for p in result.outputs.get(out, []) if p[0] < end]
         output_count += len(produced)
         serde = ctx.msg_serdes.get(out.system, "json")
         if out.kind == "parquet":
@@ -187,8 +231,8 @@ def _run_slice(ctx: ProcessContext, task: TaskName, table: pa.Table, outputs: _O
 
     stopped: dict[str, int] = {}
     error = None
-    if result.stopped_at is not None:
-        error = f"{task.name} stopped at {rows[end]['stream']}-{rows[end]['partition']}@{rows[end]['offset']}: {result.failures[end]}"
+    if stop is not None:
+        error = f"{task.name} stopped at {rows[stop]['stream']}-{rows[stop]['partition']}@{rows[stop]['offset']}: {result.failures[stop]}"
         for r in rows[end:]:
             sspkb = SystemStreamPartition(r["system"], r["stream"], r["partition"], r["key_bucket"])
             stopped.setdefault(ssp_to_key(sspkb), r["offset"])

@@ -12,7 +12,7 @@ from elasticity.model import TaskModel, TaskName
 from elasticity.state import ContainerStorageManager, StorageConfig, StoreDescriptor, WrongBucketError
 from tests.state_job import reference, run
 
-BASE = {"job.name": "j", "task.inputs": "kafka.in"}
+BASE = {"job.name": "j", "task.inputs": "kafka.in", "task.checkpoint.read.versions": "2,1"}
 COUNTS = StoreDescriptor("counts", "string", "json")
 
 

@@ -5,6 +5,7 @@ An application is a factory `build(app: ApplicationDescriptor) -> None` named by
 results to outputs.
 """
 
+from .context import TaskContext
 from .stream import KV, ApplicationDescriptor, Message, MessageStream, OutputStream
 
-__all__ = ["KV", "ApplicationDescriptor", "Message", "MessageStream", "OutputStream"]
+__all__ = ["KV", "ApplicationDescriptor", "Message", "MessageStream", "OutputStream", "TaskContext"]

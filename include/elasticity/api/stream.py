@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ..model import SystemStream, SystemStreamPartition
+from ..state.descriptor import StoreDescriptor
+from .context import TaskContext
 
 
 class KV(NamedTuple):
@@ -33,6 +35,7 @@ class Message:
     ssp: SystemStreamPartition
     offset: int
     timestamp: int
+    context: TaskContext | None = field(default=None, compare=False, repr=False)  # the virtual task's stores
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,8 @@ class ApplicationDescriptor:
         self.job_inputs = job_inputs  # task.inputs, for apps that handle every input alike
         self.inputs: dict[SystemStream, Node] = {}
         self.outputs: dict[str, OutputStream] = {}
+        self.stores: dict[str, StoreDescriptor] = {}
+        self.references: dict[str, Callable[[Iterable[Message]], dict[Any, Any]]] = {}
         self._ids = 0
 
     def _next_id(self) -> int:
@@ -112,6 +117,24 @@ class ApplicationDescriptor:
         ss = stream if isinstance(stream, SystemStream) else SystemStream.parse(stream)
         node = self.inputs.setdefault(ss, Node("input", stream=ss, name=f"input-{ss}"))
         return MessageStream(self, node)
+
+    def store(
+        self, name: str | StoreDescriptor, key_serde: str = "string", value_serde: str = "json",
+        input_key: Callable[[Any], bytes] | None = None,
+    ) -> StoreDescriptor:
+        """Declare a key-value store (Samza's `StoreDescriptor`); operators reach it as
+        `m.context.store(name)`, one per virtual task, keyed by the input key."""
+        d = name if isinstance(name, StoreDescriptor) else StoreDescriptor(name, key_serde, value_serde, input_key)
+        if self.stores.get(d.name, d) != d:
+            raise ValueError(f"store {d.name!r} is declared twice, differently")
+        return self.stores.setdefault(d.name, d)
+
+    def state_reference(self, store: str, fold: Callable[[Iterable[Message]], dict[Any, Any]]) -> None:
+        """How to recompute store `store` from the processed input records (in offset order per
+        partition): the `state` data-quality check compares the committed store with it."""
+        if store not in self.stores:
+            raise ValueError(f"state_reference({store!r}): the app declares no such store ({sorted(self.stores)})")
+        self.references[store] = fold
 
     def output(self, spec: str) -> OutputStream:
         system, sep, name = spec.partition(".")

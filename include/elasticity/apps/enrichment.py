@@ -1,15 +1,19 @@
 """Demo enrichment: each order is enriched by a slow per-record lookup (a
 simulated remote call of DEMO_LOOKUP_MS, default 20 ms), the kind of job that
 elasticity is for. Malformed orders (no `key` field) raise and go to the
-dead-letter sink."""
+dead-letter sink. `build_stateful` also keeps each user's running total and
+order count in a store and emits them with the order."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import time
+from collections.abc import Iterable
+from typing import Any
 
 from ..api import KV, ApplicationDescriptor, Message
+from ..state import StoreDescriptor
 
 LOOKUP_MS = float(os.environ.get("DEMO_LOOKUP_MS", "20"))
 
@@ -45,3 +49,38 @@ def build_async(app: ApplicationDescriptor) -> None:
     for stream in app.job_inputs:
         app.input(stream).filter(_valid).flat_map_async(lookup).send_to("parquet.enriched")
 
+
+
+TOTALS = StoreDescriptor("totals", key_serde="string", value_serde="json")  # user -> {"total", "count"}
+
+
+def _add(totals: dict[str, Any] | None, order: dict[str, Any]) -> dict[str, Any]:
+    totals = totals or {"total": 0, "count": 0}
+    return {"total": round(totals["total"] + order["amount"], 2), "count": totals["count"] + 1}
+
+
+def running_totals(m: Message) -> KV:
+    """The order with its user's running total and order count (orders without a user key have none)."""
+    if m.key is None:
+        return KV(m.key, {**m.value, "total": None, "count": None})
+    store = m.context.store("totals")
+    totals = _add(store.get(m.key), m.value)
+    store.put(m.key, totals)
+    return KV(m.key, {**m.value, **totals})
+
+
+def totals_of(messages: Iterable[Message]) -> dict[str, dict[str, Any]]:
+    """What the store must hold after these orders: the `state` data-quality check's reference."""
+    out: dict[str, dict[str, Any]] = {}
+    for m in messages:
+        if m.key is not None:
+            out[m.key] = _add(out.get(m.key), m.value)
+    return out
+
+
+def build_stateful(app: ApplicationDescriptor) -> None:
+    """Running totals per user (a store per virtual task), then the async lookup."""
+    app.store(TOTALS)
+    app.state_reference("totals", totals_of)
+    for stream in app.job_inputs:
+        app.input(stream).filter(_valid).map(running_totals).flat_map_async(lookup).send_to("parquet.enriched")

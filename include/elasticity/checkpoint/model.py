@@ -98,6 +98,11 @@ class CheckpointV2:
     version = 2
 
 
+def state_of(cp: TaskCheckpoint) -> CheckpointV2 | None:
+    """A checkpoint's state part, what a restore needs (None: it commits no state yet)."""
+    return CheckpointV2(cp.checkpoint_id, {}, cp.state_markers) if cp.checkpoint_id is not None else None
+
+
 def to_v1(cp: TaskCheckpoint) -> CheckpointV1:
     return CheckpointV1({s: str(o) for s, o in cp.offsets.items()})
 

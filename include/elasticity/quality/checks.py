@@ -8,6 +8,8 @@ a `record` column that names the offending key and offset when it fails:
   routing  within a generation every key was handled by one virtual task
   audit    no input record audited twice
   sink     no input record twice in the exactly-once (Parquet) sink
+  state    for a stateful app, every stored value equals the app's recomputation
+           from the processed input below the checkpoints (quality.state)
 
 An incremental run validates only the batches committed since the last
 validated one. Its edge is checked too: what the checkpoints had passed at the
@@ -37,6 +39,7 @@ class QualityInputs:
     checkpoints: dict[TaskName, TaskCheckpoint]  # of the current generation
     before: Done | None = None  # what was done at the last validation (incremental runs)
     positions: pd.DataFrame | None = None  # each key's last validated record: system, stream, partition, key, offset, task_name, generation
+    state: pd.DataFrame | None = None  # quality.state.state_table, for apps with a state_reference
 
 
 @dataclass(frozen=True)
@@ -124,3 +127,9 @@ def sink_table(q: QualityInputs) -> pd.DataFrame:
         {"output": [], "source_partition": [], "source_offset": [], "batch_id": []})
     t["record"] = [f"{o} from partition {p}@{s}" for o, p, s in t[["output", "source_partition", "source_offset"]].itertuples(index=False)]
     return t
+
+
+def state_table(q: QualityInputs) -> pd.DataFrame:
+    from .state import COLUMNS
+
+    return q.state if q.state is not None else pd.DataFrame(columns=COLUMNS)

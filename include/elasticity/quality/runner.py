@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..api.stream import load_application
 from ..checkpoint.store import CheckpointStore
 from ..config import JobConfig
 from ..coordinator import Inputs, JobCoordinator
@@ -24,7 +25,7 @@ from ..kafka.admin import resolve_bootstrap
 from ..model import SystemStreamPartition
 from ..sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, read_table
 from ..spark.reader import Chunk, close_consumers, read_chunk
-from . import cursor
+from . import cursor, state
 from .checks import Done, QualityInputs
 from .history import run_summaries
 from .report import index_html, summary_html
@@ -35,16 +36,37 @@ class QualityFailed(AssertionError):
     pass
 
 
-def _read_inputs(config: JobConfig, starts: dict[SystemStreamPartition, int], ends: dict[SystemStreamPartition, int]) -> pd.DataFrame:
+def _read_inputs(
+    config: JobConfig, starts: dict[SystemStreamPartition, int], ends: dict[SystemStreamPartition, int],
+    columns: tuple[str, ...] = ("system", "stream", "partition", "offset", "key"),
+) -> pd.DataFrame:
     rows = []
+    columns = list(columns)
     try:
         for ssp, start in starts.items():
             bootstrap = resolve_bootstrap(config, ssp.system)
             for batch in read_chunk(Chunk(bootstrap, ssp.system, ssp.stream, ssp.partition, start, ends[ssp])):
-                rows.append(batch.to_pandas()[["system", "stream", "partition", "offset", "key"]])
+                rows.append(batch.to_pandas()[columns])
     finally:
         close_consumers()
-    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["system", "stream", "partition", "offset", "key"])
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=columns)
+
+
+def _state(config: JobConfig, generation, cps, committed: list[int], audit: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The `state` check's table over every committed batch (a store holds the whole history);
+    `audit`: theirs, when already read."""
+    app = load_application(config.app_class, config.inputs)
+    if not app.references or generation is None:
+        return None
+    if audit is None:
+        audit = read_table(config.path("job.audit.path", "audit"), AUDIT_SCHEMA, committed).to_pandas()
+    done = audit[audit["status"] == "processed"]
+    starts = {SystemStreamPartition(s, t, int(p)): int(o) for (s, t, p), o in done.groupby(["system", "stream", "partition"])["offset"].min().items()}
+    ends = {SystemStreamPartition(s, t, int(p)): int(o) + 1 for (s, t, p), o in done.groupby(["system", "stream", "partition"])["offset"].max().items()}
+    records = _read_inputs(config, starts, ends, ("system", "stream", "partition", "offset", "key", "value", "timestamp"))
+    messages = state.processed_messages(config, done, records)
+    expected = {name: fold(messages) for name, fold in app.references.items()}
+    return state.state_table(state.committed_state(config, app, generation, cps), expected)
 
 
 def _consistent_state(store: CheckpointStore, coordinator: JobCoordinator, attempts: int = 20):
@@ -98,7 +120,8 @@ def load_inputs(
     if since is not None:
         span += f" (new since batch {since.last_batch})" if since.last_batch else " (the first validation)"
     q = QualityInputs(audit, records, sink, {p.batch_id: p.generation for p in committed}, generation.factor if generation else 1, cps,
-                      since.done if since else None, since.positions if since else None)
+                      since.done if since else None, since.positions if since else None,
+                      _state(config, generation, cps, [p.batch_id for p in committed], audit if since is None else None))
     return q, span, [p.batch_id for p in window]
 
 

@@ -48,6 +48,9 @@ def _expectations():
         Check("sink_unique", checks.sink_table,
               lambda: gxe.ExpectCompoundColumnsToBeUnique(column_list=["output", "source_partition", "source_offset"]),
               "no input record appears twice in the exactly-once sink", "sink rows"),
+        Check("state", checks.state_table, lambda: gxe.ExpectColumnValuesToBeInSet(column="matches", value_set=[True]),
+              "every stored value equals the aggregate recomputed from the processed input below the checkpoints",
+              "stored keys"),
     ]
 
 

@@ -15,19 +15,19 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import asdict
-from functools import partial
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, replace
+from functools import cached_property, partial
 from typing import Any
 
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
-from ..api.stream import load_application
-from ..checkpoint.model import TaskCheckpoint
+from ..api.stream import ApplicationDescriptor, load_application
+from ..checkpoint.model import CheckpointId, TaskCheckpoint, state_of
 from ..checkpoint.store import CheckpointStore, Generation
 from ..commit import AsyncCommitter
-from ..config import JobConfig
+from ..config import BLOB_STORE_FACTORY, JobConfig
 from ..coordinator import JobCoordinator
 from ..identity import guard_sinks
 from ..kafka.admin import create_topic, resolve_bootstrap
@@ -37,6 +37,10 @@ from ..planning import BatchPlan, advance, plan_ranges, start_offsets
 from ..processing import ROUTED_DDL, SUMMARY_DDL, ProcessContext, process_partition
 from ..serde import ssp_from_key, ssp_to_key
 from ..sinks import delete_batches
+from ..state.blobs import BlobStore
+from ..state.blobstore import await_durable
+from ..state.config import StorageConfig
+from ..state.worker import BatchState
 from ..summary import BatchSummary
 from .partitioning import slot_values
 from .reader import CHUNK_DDL, ROUTED_READ_DDL, Owner, RouteTable, chunks, read_routed, read_tasks
@@ -78,6 +82,26 @@ class MicroBatchEngine:
         self.coordinator = JobCoordinator(config, self.store, self.inputs)
         self.job = config.job_name
 
+    @cached_property
+    def app(self) -> ApplicationDescriptor:
+        return load_application(self.config.app_class, self.config.inputs)  # on the driver too: a bad app.class fails before any work
+
+    @cached_property
+    def storage(self) -> StorageConfig | None:
+        """The stores of a stateful app, as the job configures them (None: a stateless app)."""
+        return StorageConfig.of(self.config, list(self.app.stores.values())) if self.app.stores else None
+
+    def _await_state(self, cps: Iterable[TaskCheckpoint], timeout_s: float) -> None:
+        """Before a checkpoint is written: its blob-store snapshots, uploading in the workers, are durable."""
+        markers = [cp.state_markers for cp in cps if BLOB_STORE_FACTORY in cp.state_markers]
+        if markers:
+            await_durable(self._blobs, markers, timeout_s)
+
+    @cached_property
+    def _blobs(self) -> BlobStore:
+        assert self.storage is not None
+        return BlobStore(self.storage.blob_uri)
+
     # --- public ---------------------------------------------------------------
 
     def run(
@@ -107,7 +131,7 @@ class MicroBatchEngine:
         self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
         committer = AsyncCommitter(
             self.store, self.config.checkpoint_write_versions, owner, self.config.commit_max_delay_ms,
-            self.config.commit_timeout_ms, committed,
+            self.config.commit_timeout_ms, committed, self._await_state,
         )
         try:
             # job identity: sinks written under another store fail the start (elasticity.identity)
@@ -127,6 +151,7 @@ class MicroBatchEngine:
                     else:
                         committer.flush()
                         t = time.perf_counter_ns()
+                        self._await_state(new_cps.values(), self.config.commit_timeout_ms / 1000)
                         self.store.commit_batch(plan, new_cps.values(), self.config.checkpoint_write_versions, owner)
                         committed(plan, (), time.perf_counter_ns() - t)
                         snapshot = None
@@ -191,7 +216,7 @@ class MicroBatchEngine:
             obs, F.count(F.lit(1)).alias("read"), F.sum(F.col("skip").cast("long")).alias("skipped"), F.sum("hash_ns").alias("hash_ns"))
         slots = len(generation.job_model.containers) * self.config.container_process_count
         rows = (routed.where(~F.col("skip")).select(*[c.split()[0] for c in ROUTED_DDL.split(", ")])
-                .repartition(slots, "slot").mapInArrow(partial(process_partition, self._context(plan)), SUMMARY_DDL).collect())
+                .repartition(slots, "slot").mapInArrow(partial(process_partition, self._context(plan, generation, cps)), SUMMARY_DDL).collect())
         observed = obs.get
         records_read, skipped = observed["read"], observed["skipped"] or 0
         durations["spark"] = _ms(t)
@@ -205,6 +230,9 @@ class MicroBatchEngine:
             if r.stopped:
                 stopped[TaskName(r.task_name)] = {ssp_from_key(k): int(v) for k, v in json.loads(r.stopped).items()}
         new_cps = {name: advance(cp, plan.ranges, stopped.get(name)) for name, cp in cps.items()}
+        if self.storage is not None:
+            new_cps = _with_state(new_cps, cps, rows)
+            metrics.update(_state_metrics(new_cps, rows))
         metrics["checkpoint-compute-ns"] = time.perf_counter_ns() - t
         metrics["process-ns"] = {r.task_name: r.process_ns for r in rows}
         metrics["records"] = {r.task_name: r.records for r in rows}  # per virtual task: its records/s on the job page
@@ -251,9 +279,9 @@ class MicroBatchEngine:
         return {t.task_name: values[ci * per + ti % per]
                 for ci, c in enumerate(generation.job_model.containers) for ti, t in enumerate(c.tasks)}
 
-    def _context(self, plan: BatchPlan) -> ProcessContext:
+    def _context(self, plan: BatchPlan, generation: Generation, cps: dict[TaskName, TaskCheckpoint]) -> ProcessContext:
         c = self.config
-        app = load_application(c.app_class, c.inputs)  # on the driver too: a bad app.class fails before any work
+        app = self.app
         kafka_outputs = [o for o in app.outputs.values() if o.kind == "kafka"]
         kafka_systems = {s.system for s in c.inputs} | {o.system for o in kafka_outputs}
         bootstraps = {}
@@ -279,6 +307,26 @@ class MicroBatchEngine:
             max_concurrency=c.max_concurrency,
             callback_timeout_ms=c.callback_timeout_ms,
             thread_pool_size=c.thread_pool_size,
+            state=self._batch_state(generation, cps),
+        )
+
+    def _batch_state(self, generation: Generation, cps: dict[TaskName, TaskCheckpoint]) -> BatchState | None:
+        """Where each virtual task's state starts (`cps`: the last written checkpoints, or the previous
+        batch's while its upload runs) and which checkpoints are written (cleanup may rely on those)."""
+        if self.storage is None:
+            return None
+        slot_of = self._slots(generation)
+        slots: dict[int, list[tuple[str, int]]] = {}
+        for t in generation.job_model.tasks():
+            slots.setdefault(slot_of[t.task_name], []).append((t.task_name.name, t.changelog_partition))
+        written = self.coordinator.checkpoints(generation)
+        return BatchState(
+            storage=self.storage,
+            checkpoint_id=CheckpointId.create(),
+            slots={s: tuple(sorted(ts)) for s, ts in slots.items()},
+            start={t.name: state_of(cp) for t, cp in cps.items()},
+            written={t.name: v2 for t, cp in written.items() if (v2 := state_of(cp)) is not None},
+            changelog_partitions=len(generation.job_model.tasks()),
         )
 
     def _clean_batch(self, *batch_ids: int) -> None:
@@ -314,6 +362,42 @@ class MicroBatchEngine:
             durations_ms=durations,
             metrics=metrics,
         )
+
+
+def _with_state(new_cps: dict[TaskName, TaskCheckpoint], cps: dict[TaskName, TaskCheckpoint], rows) -> dict[TaskName, TaskCheckpoint]:
+    """Each task's new checkpoint with its snapshot of this batch; a task that took none (no records
+    here, or stopped) keeps the state of the checkpoint it started from."""
+    snapped = {TaskName(r.task_name): r for r in rows if r.checkpoint_id}
+    out = {}
+    for name, cp in new_cps.items():
+        r = snapped.get(name)
+        if r is not None:
+            out[name] = replace(cp, checkpoint_id=CheckpointId.parse(r.checkpoint_id), state_markers=json.loads(r.state_markers))
+        else:
+            out[name] = replace(cp, checkpoint_id=cps[name].checkpoint_id, state_markers=cps[name].state_markers)
+    return out
+
+
+def _state_metrics(cps: dict[TaskName, TaskCheckpoint], rows) -> dict[str, Any]:
+    """Per store, this batch's metrics summed over its virtual tasks ("store-metrics"), and per virtual
+    task and store its size and markers ("stores"), for the summary and the job page."""
+    totals: dict[str, dict[str, int]] = {}
+    sizes: dict[str, dict[str, int]] = {}
+    for r in rows:
+        for store, m in json.loads(r.state_metrics or "{}").items():
+            agg = totals.setdefault(store, {})
+            for k, v in m.items():
+                agg[k] = agg.get(k, 0) + v
+            sizes.setdefault(r.task_name, {})[store] = m["disk-usage-bytes"]
+    stores: dict[str, dict[str, Any]] = {}
+    for name, cp in cps.items():
+        for factory, by_store in cp.state_markers.items():
+            for store, marker in by_store.items():
+                entry = stores.setdefault(name.name, {}).setdefault(store, {"checkpoint-id": str(cp.checkpoint_id), "markers": {}})
+                entry["markers"][factory] = marker
+                if store in sizes.get(name.name, {}):
+                    entry["disk-usage-bytes"] = sizes[name.name][store]
+    return {"store-metrics": totals, "stores": stores}
 
 
 def _lag_left(cps: dict[TaskName, TaskCheckpoint], high: dict[SystemStreamPartition, int]) -> int:

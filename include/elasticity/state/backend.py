@@ -60,8 +60,8 @@ class StateBackend(ABC):
     def init(self, marker: str | None, store: KeyValueStore) -> None:  # noqa: B027 (optional hook)
         """The store now holds the state of `marker` (None: no committed state)."""
 
-    def snapshot(self, store: KeyValueStore) -> str | None:
-        """Synchronous part of a commit; a marker when it is known already."""
+    def snapshot(self, store: KeyValueStore, checkpoint_id: CheckpointId) -> str | None:
+        """Synchronous part of a commit; the marker when it is known already (the upload must then write that)."""
         return None
 
     @abstractmethod

@@ -6,13 +6,20 @@ S3-compatible server), or any scheme fsspec knows. Blob ids are paths under the 
 from __future__ import annotations
 
 import contextlib
+import time
 import zlib
 from pathlib import Path
 
 from pyarrow import fs
 
+FAILED = ".failed"  # beside a blob an upload promised and could not write: `<blob id>.failed` holds the error
+
 
 class BlobNotFound(FileNotFoundError):
+    pass
+
+
+class UploadFailed(OSError):
     pass
 
 
@@ -68,6 +75,20 @@ class BlobStore:
                 return src.read()
         except FileNotFoundError as e:
             raise BlobNotFound(f"blob {blob_id!r} not found in {self.uri}") from e
+
+    def exists(self, blob_id: str) -> bool:
+        return self.fs.get_file_info(self._path(blob_id)).type == fs.FileType.File
+
+    def await_blob(self, blob_id: str, timeout_s: float) -> None:
+        """Until a blob another process promised exists; its `.failed` sibling or the timeout raise."""
+        deadline, pause = time.monotonic() + timeout_s, 0.01
+        while not self.exists(blob_id):
+            if self.exists(blob_id + FAILED):
+                raise UploadFailed(f"upload of blob {blob_id!r} failed: {self.get_bytes(blob_id + FAILED).decode(errors='replace')}")
+            if time.monotonic() >= deadline:
+                raise BlobNotFound(f"blob {blob_id!r} not in {self.uri} after {timeout_s:g} s")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
 
     def delete(self, blob_id: str) -> None:
         with contextlib.suppress(FileNotFoundError):

@@ -163,7 +163,7 @@ class KafkaChangelogStateBackend(StateBackend):
         if tail:  # trim: the committed value has the last word again
             self.offset = max(self.offset or -1, self._send(store, tail))
 
-    def snapshot(self, store: KeyValueStore) -> str:
+    def snapshot(self, store: KeyValueStore, checkpoint_id: CheckpointId) -> str:
         assert store.changes is not None
         changed, store.changes = store.changes, set()
         if changed:

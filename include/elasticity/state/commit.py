@@ -5,7 +5,8 @@ RocksDB checkpoint, then each backup backend's synchronous part (the changelog
 flush). upload (on the commit pool, overlapping the next batch): every backup
 backend makes the snapshot durable and returns its marker. cleanup (only after
 the checkpoint with those markers is written): backends drop what it no longer
-needs, and local checkpoints other than the committed one are deleted.
+needs, and local checkpoints older than the committed one are deleted (newer
+ones belong to commits that may still come).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class TaskStorageCommitManager:
             kv = ts.open()
             folder = create_checkpoint(kv.db, ts.dirs.checkpoint(checkpoint_id), checkpoint_id)
             faults.point("state.snapshot.checkpoint_created")
-            pending = tuple((f, b.snapshot(kv)) for f, b in ts.backups.items())
+            pending = tuple((f, b.snapshot(kv, checkpoint_id)) for f, b in ts.backups.items())
             ts.base, kv.written = checkpoint_id, False
             ts.metrics.snapshot_ns += time.perf_counter_ns() - start
             ts.metrics.disk_usage_bytes = disk_usage(ts.dirs.live)
@@ -98,8 +99,14 @@ class TaskStorageCommitManager:
                 marker = markers.get(factory, {}).get(name)
                 if marker is not None:
                     backend.cleanup(marker)
-            keep = ts.dirs.checkpoint(checkpoint_id)
             for folder in ts.dirs.checkpoints():
-                if folder != keep:
+                if _id_of(folder) < checkpoint_id:
                     shutil.rmtree(folder, ignore_errors=True)
                     faults.point("state.cleanup.local_deleted")
+
+
+def _id_of(folder: Path) -> CheckpointId:
+    try:
+        return CheckpointId.parse(folder.name.removeprefix("checkpoint-"))
+    except ValueError:
+        return CheckpointId(0, 0)  # not ours: always older

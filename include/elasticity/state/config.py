@@ -38,6 +38,7 @@ class StorageConfig:
     transactional: bool = True
     commit_pool_size: int | None = None
     restore_pool_size: int = 2
+    commit_timeout_ms: int = 1_800_000  # how long a reader waits for a snapshot another process is uploading
 
     def store(self, name: str) -> StoreConfig:
         for s in self.stores:
@@ -52,6 +53,14 @@ class StorageConfig:
 
         raw = config.raw_map
         declared = {d.name for d in descriptors}
+        # markers live in CheckpointV2 only: a V1 read first would restore every store empty
+        for key, versions, ok in (("task.checkpoint.read.versions", config.checkpoint_read_versions, config.checkpoint_read_versions[:1] == (2,)),
+                                  ("task.checkpoint.write.versions", config.checkpoint_write_versions, 2 in config.checkpoint_write_versions)):
+            if declared and not ok:
+                raise ConfigError(
+                    f"{key}={','.join(map(str, versions))}: the app declares stores {sorted(declared)}, whose state markers "
+                    f"live in CheckpointV2 only; {'list 2 first' if 'read' in key else 'include 2'} (e.g. 2,1)"
+                )
         job_level = {k.name for k in KEYS if k.name.startswith("stores.") and "<" not in k.name}
         for key in raw:
             parts = key.split(".")
@@ -84,4 +93,5 @@ class StorageConfig:
             transactional=raw.get("task.transactional.state.checkpoint.enabled", "true").strip() == "true",
             commit_pool_size=int(pool) if pool else None,
             restore_pool_size=int(raw.get("job.container.restore.thread.pool.size", 2)),
+            commit_timeout_ms=config.commit_timeout_ms,
         )

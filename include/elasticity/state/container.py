@@ -6,7 +6,7 @@ uploads on a pool of min(virtual tasks, 64) threads
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from ..checkpoint.model import CheckpointId, CheckpointV2
@@ -57,8 +57,12 @@ class ContainerStorageManager:
         if factory == BLOB_STORE_FACTORY:
             if self._blobs is None:
                 self._blobs = BlobStore(self.config.blob_uri)
-            return BlobStoreStateBackend(ctx, self._blobs)
+            return BlobStoreStateBackend(ctx, self._blobs, self.config.commit_timeout_ms / 1000)
         raise ValueError(f"unknown state backend factory {factory!r}")
+
+    @property
+    def blobs(self) -> BlobStore | None:
+        return self._blobs
 
     def restore(self, checkpoints: Mapping[TaskName, CheckpointV2 | None]) -> dict[TaskName, dict[str, str]]:
         """Every store of every task to its task's checkpoint (None: none yet); returns each store's source."""
@@ -78,9 +82,15 @@ class ContainerStorageManager:
             raise RuntimeError(f"store {name!r} of task {task.name!r} is not restored yet: call restore() first")
         return ts.kv
 
-    def snapshot(self, checkpoint_id: CheckpointId) -> tuple[TaskSnapshot, ...]:
-        """Synchronous: processing must be paused. One checkpoint id for the whole batch."""
-        return tuple(c.snapshot(checkpoint_id) for c in self.committers.values())
+    def snapshot(self, checkpoint_id: CheckpointId, tasks: Collection[TaskName] | None = None) -> tuple[TaskSnapshot, ...]:
+        """Synchronous: processing must be paused. One checkpoint id for the whole batch; `tasks`: only these."""
+        return tuple(c.snapshot(checkpoint_id) for t, c in self.committers.items() if tasks is None or t in tasks)
+
+    def release(self) -> None:
+        """Close every store, sealing those untouched since their snapshot (see TaskStore.release)."""
+        for stores in self.tasks.values():
+            for ts in stores.values():
+                ts.release()
 
     def upload(self, snapshots: Sequence[TaskSnapshot]) -> dict[TaskName, Markers]:
         """Every backend of every store in parallel; the markers for each task's CheckpointV2."""

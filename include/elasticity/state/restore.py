@@ -1,7 +1,9 @@
 """Restoring one store of one virtual task to a checkpoint, as the seed says.
 
-1. The store is open and untouched since it was snapshotted as that checkpoint: nothing to do.
-2. A sealed local checkpoint folder has the checkpoint's id: clone it (hard links, no download).
+1. The store is open (or closed by this process's `release`) and untouched since
+   it was snapshotted as that checkpoint: nothing to do.
+2. The live folder is sealed with the checkpoint's id (released by another
+   process): open it as it is. Else a sealed local checkpoint folder has the checkpoint's id: clone it (hard links, no download).
 3. Else the first restore factory with a marker for the store; a missing marker
    is logged as an ERROR and the next factory is tried.
 4. With no marker at all, bootstrap from the start of the changelog (if any).
@@ -29,7 +31,8 @@ def restore(ts: TaskStore, checkpoint: CheckpointV2 | None) -> str:
     start = time.perf_counter_ns()
     cp_id = checkpoint.checkpoint_id if checkpoint else None
     markers = {f: m[ts.name] for f, m in (checkpoint.state_checkpoint_markers if checkpoint else {}).items() if ts.name in m}
-    if ts.kv is not None and cp_id is not None and ts.base == cp_id and not ts.kv.written:
+    if cp_id is not None and ts.base == cp_id and (ts.kv is not None and not ts.kv.written or ts.live_is(cp_id)):
+        ts.open()
         return "open"
     ts.close()
     source, restored = _rebuild(ts, checkpoint, markers)
@@ -45,6 +48,8 @@ def restore(ts: TaskStore, checkpoint: CheckpointV2 | None) -> str:
 def _rebuild(ts: TaskStore, checkpoint: CheckpointV2 | None, markers: dict[str, str]) -> tuple[str, dict[str, str]]:
     dirs, ctx = ts.dirs, ts.context
     if not ctx.transactional and dirs.live.exists():
+        return "local", {}
+    if checkpoint is not None and ts.live_is(checkpoint.checkpoint_id):
         return "local", {}
     if checkpoint is not None and (local := dirs.valid_checkpoint(checkpoint.checkpoint_id)) is not None:
         clone(local, dirs.live)

@@ -9,7 +9,7 @@ from ..checkpoint.model import CheckpointId
 from .backend import StateBackend, StoreContext
 from .kv import KeyValueStore
 from .metrics import StoreMetrics
-from .rocksdb import StoreDirs, open_db
+from .rocksdb import CHECKPOINT_ID_FILE, StoreDirs, open_db, read_checkpoint_id, write_checkpoint_id
 
 
 class TaskStore:
@@ -30,10 +30,25 @@ class TaskStore:
         return {f: self.backends[f] for f in self.context.config.backup_factories}
 
     def open(self) -> KeyValueStore:
+        """Unseals the live folder: from here on it may differ from every checkpoint."""
         if self.kv is None:
+            (self.dirs.live / CHECKPOINT_ID_FILE).unlink(missing_ok=True)
             track = any(b.tracks_changes for b in self.backups.values())
             self.kv = KeyValueStore(self.context.descriptor, self.context.task, open_db(self.dirs.live), self.metrics, track)
         return self.kv
+
+    def live_is(self, checkpoint_id: CheckpointId) -> bool:
+        """Whether the closed live folder was sealed as equal to that checkpoint (by any process)."""
+        return self.kv is None and read_checkpoint_id(self.dirs.live) == checkpoint_id
+
+    def release(self) -> None:
+        """Close, sealing the live folder with its checkpoint when nothing was written since:
+        another process (the next batch may run in another Spark Python worker) can open it at once."""
+        if self.kv is not None:
+            untouched = not self.kv.written
+            self.close()
+            if untouched and self.base is not None and self.dirs.live.exists():
+                write_checkpoint_id(self.dirs.live, self.base)
 
     def close(self) -> None:
         if self.kv is not None:

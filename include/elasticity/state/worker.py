@@ -1,0 +1,131 @@
+"""A container's stores inside a Spark Python worker, across batches.
+
+The driver ships a `BatchState` with each batch: the checkpoint each virtual
+task starts from, the last checkpoint written (for cleanup) and the id of this
+batch's snapshots. `open_container` keeps one ContainerStorageManager per
+worker process, job and task set, so a warm session reuses its clients, pools
+and backends; a task whose stores this process released after its own snapshot
+is reopened as it is (no restore).
+
+The RocksDB folders are closed (`release`) when a batch's slice is done,
+because Spark may hand the next batch of this container to another Python
+worker of its pool, and RocksDB admits one process per folder: the live folder
+is sealed with its checkpoint id, so that process opens it as it is too.
+
+Uploads run on one thread per container, in commit order (an incremental
+upload builds on the previous one), overlapping the next batch; the driver
+waits for the markers to be durable before writing the checkpoint. A failed
+upload leaves `<index>.failed` beside the index it promised, so the driver
+fails at once instead of at task.commit.timeout.ms. Cleanup runs on the same
+thread, for checkpoints the driver reports as written.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Collection, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from ..checkpoint.model import CheckpointId, CheckpointV2
+from ..config import BLOB_STORE_FACTORY
+from ..model import TaskModel, TaskName
+from .blobs import FAILED
+from .commit import Markers, TaskSnapshot
+from .config import StorageConfig
+from .container import ContainerStorageManager
+from .descriptor import StoreDescriptor
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BatchState:
+    """What the driver ships to the process stage of a stateful job, per batch (plain values)."""
+
+    storage: StorageConfig
+    checkpoint_id: CheckpointId  # of this batch's snapshots, fresh per attempt
+    slots: Mapping[int, tuple[tuple[str, int], ...]]  # process slot -> (task name, changelog partition) of its tasks
+    start: Mapping[str, CheckpointV2 | None]  # task -> the checkpoint the batch starts from (None: no state yet)
+    written: Mapping[str, CheckpointV2]  # task -> its last checkpoint in the store (what cleanup may rely on)
+    changelog_partitions: int  # the job's task count
+
+
+class ContainerState:
+    """One process's stores of one container's virtual tasks."""
+
+    def __init__(self, state: BatchState, descriptors: Collection[StoreDescriptor], tasks: tuple[tuple[str, int], ...]) -> None:
+        models = [TaskModel(TaskName(t), frozenset(), p) for t, p in tasks]
+        self.csm = ContainerStorageManager(state.storage, list(descriptors), models, state.changelog_partitions)
+        self._uploads = ThreadPoolExecutor(1, thread_name_prefix="state-commit")
+        self._cleaned: dict[TaskName, CheckpointId] = {}
+
+    def begin(self, state: BatchState) -> None:
+        """Clean up after written checkpoints (in the background), then restore every task to where the batch starts."""
+        written = {TaskName(t): cp for t, cp in state.written.items() if TaskName(t) in self.csm.tasks}
+        fresh = {t: cp for t, cp in written.items() if self._cleaned.get(t) != cp.checkpoint_id}
+        if fresh:
+            self._cleaned.update({t: cp.checkpoint_id for t, cp in fresh.items()})
+            self._uploads.submit(self._cleanup, fresh)
+        self.csm.restore({t: state.start.get(t.name) for t in self.csm.tasks})
+
+    def store(self, task: TaskName, name: str) -> Any:
+        return self.csm.store(task, name)
+
+    def commit(self, checkpoint_id: CheckpointId, tasks: Collection[TaskName]) -> dict[TaskName, Markers]:
+        """Synchronous snapshot of `tasks`, then release every store; the upload goes on in the background.
+        Returns the markers each task's CheckpointV2 will carry (known before the upload ends)."""
+        snapshots = self.csm.snapshot(checkpoint_id, tasks)
+        self.csm.release()
+        markers: dict[TaskName, Markers] = {}
+        for s in snapshots:
+            for store in s.stores:
+                for factory, marker in store.pending:
+                    assert marker is not None, f"backend {factory} names no marker at snapshot time"
+                    markers.setdefault(s.task_name, {}).setdefault(factory, {})[store.store] = marker
+        if snapshots:
+            self._uploads.submit(self._upload, snapshots, markers)
+        return markers
+
+    def release(self) -> None:
+        self.csm.release()
+
+    def _upload(self, snapshots: tuple[TaskSnapshot, ...], markers: dict[TaskName, Markers]) -> None:
+        try:
+            self.csm.upload(snapshots)
+        except Exception as e:  # noqa: BLE001 - reported to the driver through the blob store
+            log.exception("state upload of checkpoint %s failed", snapshots[0].checkpoint_id)
+            blobs = self.csm.blobs
+            for m in markers.values():
+                for index in m.get(BLOB_STORE_FACTORY, {}).values():
+                    if blobs is not None and not blobs.exists(index):
+                        blobs.put_bytes(index + FAILED, f"{type(e).__name__}: {e}".encode())
+
+    def _cleanup(self, written: dict[TaskName, CheckpointV2]) -> None:
+        try:
+            self.csm.cleanup(written)
+        except Exception:  # noqa: BLE001 - the next cleanup retries; nothing depends on it
+            log.exception("state cleanup failed")
+
+    def drain(self) -> None:
+        """Wait for the uploads and cleanups handed over so far (tests, shutdown)."""
+        self._uploads.submit(lambda: None).result()
+
+
+_containers: dict[tuple[StorageConfig, tuple[tuple[str, int], ...]], ContainerState] = {}
+_lock = threading.Lock()
+
+
+def open_container(state: BatchState, descriptors: Collection[StoreDescriptor], slot: int) -> ContainerState:
+    """This process's ContainerState for the slot's tasks (cached per job, store config and task set),
+    restored to where the batch starts."""
+    tasks = state.slots[slot]
+    with _lock:
+        key = (state.storage, tasks)
+        if key not in _containers:
+            _containers[key] = ContainerState(state, descriptors, tasks)
+        container = _containers[key]
+    container.begin(state)
+    return container

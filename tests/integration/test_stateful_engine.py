@@ -1,0 +1,247 @@
+"""A stateful job on the engine: running totals per user in a store per virtual
+task (elasticity.apps.enrichment:build_stateful), on a classic local session and
+on the Spark Connect server, with async commits whose uploads run in the Python
+workers. After any crash and a rerun, the committed state equals a reference
+computed from the input and every output is there exactly once with the right
+running total."""
+
+import json
+import os
+import shutil
+import subprocess
+import uuid
+
+import pytest
+
+from elasticity.api.stream import load_application
+from elasticity.checkpoint.store import CheckpointStore
+from elasticity.config import BLOB_STORE_FACTORY as BLOB
+from elasticity.config import KAFKA_CHANGELOG_FACTORY as KAFKA
+from elasticity.config import ConfigError, validate
+from elasticity.coordinator import JobCoordinator, StatefulRescaleError
+from elasticity.kafka.admin import create_topic
+from elasticity.kafka.consumer import KafkaInputs
+from elasticity.quality.runner import run_quality
+from elasticity.quality.state import committed_state
+from elasticity.sinks import OUTPUT_SCHEMA, read_table
+from elasticity.spark.engine import MicroBatchEngine
+from elasticity.state import ContainerStorageManager, StorageConfig
+from tests.conftest import REPO
+from tests.integration.test_engine import ELASTICITY, feed
+
+STATEFUL = "elasticity.apps.enrichment:build_stateful"
+
+
+@pytest.fixture
+def job(kafka_bootstrap, tmp_path, monkeypatch):
+    topic = f"st-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka_bootstrap, topic, 2)
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", kafka_bootstrap)
+    monkeypatch.setenv("DEMO_LOOKUP_MS", "0")
+    props = {
+        "job.name": f"stateful-{topic}",
+        "task.inputs": f"kafka.{topic}",
+        "job.elasticity.factor": "2",
+        "job.container.count": "2",
+        "systems.kafka.default.stream.offset.default": "oldest",
+        "app.class": STATEFUL,
+        "task.checkpoint.read.versions": "2,1",
+        "stores.totals.backup.factories": "blobstore",
+        "blob.store.uri": str(tmp_path / "blobs"),
+        "job.state.dir": str(tmp_path / "state"),
+        "task.checkpoint.store.url": f"sqlite:///{tmp_path / 'cp.db'}",
+        "job.output.path": str(tmp_path / "out"),
+        "job.audit.path": str(tmp_path / "audit"),
+        "job.dead.letter.path": str(tmp_path / "dlq"),
+        "job.report.path": str(tmp_path / "reports"),
+        "task.commit.timeout.ms": "60000",
+    }
+    return topic, props, tmp_path
+
+
+def reference(config):
+    """Running (total, count) per user after every input record, computed from the topic alone."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    (stream,) = config.inputs
+    consumer = KafkaConsumer(bootstrap_servers=os.environ["KAFKA_BOOTSTRAP_SERVERS"], enable_auto_commit=False, consumer_timeout_ms=3000)
+    tps = [TopicPartition(stream.stream, p) for p in range(2)]
+    consumer.assign(tps)
+    consumer.seek_to_beginning()
+    records = sorted(consumer, key=lambda r: (r.partition, r.offset))
+    consumer.close()
+    totals, emitted = {}, {}
+    for r in records:
+        try:
+            order = json.loads(r.value)
+        except ValueError:
+            continue
+        if r.key is None or not isinstance(order, dict) or "key" not in order:
+            continue
+        t = totals.get(r.key.decode(), {"total": 0, "count": 0})
+        t = {"total": round(t["total"] + order["amount"], 2), "count": t["count"] + 1}
+        totals[r.key.decode()] = emitted[(r.partition, r.offset)] = t
+    return totals, emitted
+
+
+def assert_state_and_outputs(config, store):
+    """The committed stores equal the reference; each valid order was emitted exactly once with its running totals."""
+    totals, emitted = reference(config)
+    gen = store.generation(config.job_name)
+    cps = JobCoordinator(config, store, KafkaInputs(config)).checkpoints(gen)
+    app = load_application(config.app_class, config.inputs)
+    assert committed_state(config, app, gen, cps) == {"totals": totals}
+    committed = set(store.batches_with_status(config.job_name, "committed"))
+    sink = [r for r in read_table(f"{config.get('job.output.path')}/enriched", OUTPUT_SCHEMA).to_pylist() if r["batch_id"] in committed]
+    out = {(r["source_partition"], r["source_offset"]): json.loads(r["value"]) for r in sink}
+    assert len(out) == len(sink), "duplicates in the exactly-once sink"
+    keyed = {k: {"total": v["total"], "count": v["count"]} for k, v in out.items() if v.get("key") is not None}
+    assert keyed == emitted
+
+
+def run_cli(props, tmp_path, *args, fault=None):
+    path = tmp_path / f"job-{uuid.uuid4().hex[:6]}.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    env = {k: v for k, v in os.environ.items() if k != "ELASTICITY_FAULT"} | ({"ELASTICITY_FAULT": fault} if fault else {})
+    return subprocess.run([ELASTICITY, "run-batch", "--config", str(path), *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_stateful_batches_on_a_classic_session(spark, kafka_bootstrap, job):
+    topic, props, tmp_path = job
+    feed(kafka_bootstrap, topic, 300, seed=11)
+    config = validate(props)
+    engine = MicroBatchEngine(config, spark)
+    first = engine.run(max_records=120)[0]  # one batch, synchronous commit
+    assert first.metrics["store-metrics"]["totals"]["puts"] > 0
+    stores = first.metrics["stores"]
+    assert {m for s in stores.values() for m in s["totals"]["markers"]} == {BLOB} and all(
+        s["totals"]["disk-usage-bytes"] > 0 for s in stores.values())
+    summaries = engine.run(max_records=60, until_caught_up=True)  # async commits: uploads overlap the next batch
+    assert len(summaries) > 1 and summaries[-1].lag_left == 0
+    assert_state_and_outputs(config, engine.store)
+    feed(kafka_bootstrap, topic, 200, seed=12)
+    engine.run(max_records=100, until_caught_up=True)
+    assert_state_and_outputs(config, engine.store)
+
+    result, _ = run_quality(config, engine.store, engine.inputs)
+    state = next(c for c in result.checks if c.name == "state")
+    assert state.success and state.rows > 0, result.failure_message()
+
+    # the check reads the committed snapshots: alter one stored value there, and it fails naming the key
+    tamper(config, engine.store, tmp_path)
+    result, _ = run_quality(config, engine.store, engine.inputs)
+    state = next(c for c in result.checks if c.name == "state")
+    assert not state.success and state.unexpected == 1 and "user-" in state.examples[0]
+
+    with pytest.raises(StatefulRescaleError, match="'totals'"):
+        JobCoordinator(config, engine.store, engine.inputs).rescale(4)
+    with pytest.raises(StatefulRescaleError, match="'totals'"):
+        JobCoordinator(config, engine.store, engine.inputs).plan_rescale(4)
+
+
+def tamper(config, store, tmp_path):
+    """Commit a snapshot in which one user's total is off by one cent (a checkpoint-tool write)."""
+    from dataclasses import replace
+
+    from elasticity.checkpoint.model import CheckpointId, state_of
+
+    app = load_application(config.app_class, config.inputs)
+    gen = store.generation(config.job_name)
+    cps = JobCoordinator(config, store, KafkaInputs(config)).checkpoints(gen)
+    task = sorted(cps)[0]
+    storage = replace(StorageConfig.of(config, list(app.stores.values())), state_dir=tmp_path / "tamper")
+    (model,) = [t for t in gen.job_model.tasks() if t.task_name == task]
+    csm = ContainerStorageManager(storage, list(app.stores.values()), [model], len(gen.job_model.tasks()))
+    try:
+        csm.restore({task: state_of(cps[task])})
+        totals = csm.store(task, "totals")
+        key, value = next(totals.all())
+        totals.put(key, {**value, "total": round(value["total"] + 0.01, 2)})
+        cp_id = CheckpointId.create()
+        markers = csm.upload(csm.snapshot(cp_id))[task]
+    finally:
+        csm.close()
+    store.replace_checkpoints(config.job_name, gen.number, [replace(cps[task], checkpoint_id=cp_id, state_markers=markers)],
+                              config.checkpoint_write_versions, None)
+
+
+def test_stateful_batches_on_spark_connect(spark_connect, kafka_bootstrap, job):
+    topic, props, tmp_path = job
+    feed(kafka_bootstrap, topic, 300, seed=13)
+    props |= {"spark.remote": spark_connect, "job.container.process.count": "2"}
+    for args in (["--max-records", "100"], ["--max-records", "80", "--until-caught-up"], "feed", ["--max-records", "80", "--until-caught-up"]):
+        if args == "feed":
+            feed(kafka_bootstrap, topic, 100, seed=14)
+            continue
+        done = run_cli(props, tmp_path, *args)
+        assert done.returncode == 0, done.stderr[-3000:]
+    config = validate(props)
+    store = CheckpointStore(config.checkpoint_store_url())
+    assert not store.pending_plan(config.job_name)
+    last = store.metrics(config.job_name, limit=1)[0]
+    assert last["metrics"]["stores"] and last["metrics"]["store-metrics"]["totals"]["gets"] > 0
+    assert_state_and_outputs(config, store)
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        "state.snapshot.done:kill",  # a Python worker dies after its snapshot, before the driver hears of it
+        "state.blob.index_uploaded:kill",  # a worker dies after its upload (the driver commits, it is durable)
+        "commit.upload:kill",  # the driver dies while the uploads of an async commit run
+        "commit.fenced:kill",  # the driver dies inside the checkpoint transaction
+        "commit.after_commit:kill",  # the driver dies after the checkpoint, before any cleanup
+    ],
+)
+def test_killed_during_a_stateful_commit_then_rerun(spark, kafka_bootstrap, job, fault):
+    topic, props, tmp_path = job
+    feed(kafka_bootstrap, topic, 240, seed=15)
+    props["spark.master"] = "local[2]"
+    done = run_cli(props, tmp_path, "--max-records", "80")
+    assert done.returncode == 0, done.stderr[-3000:]
+    killed = run_cli(props, tmp_path, "--max-records", "60", "--until-caught-up", fault=fault)
+    assert killed.returncode != 0 or "index_uploaded" in fault, killed.stderr[-3000:]
+    rerun = run_cli(props, tmp_path, "--max-records", "70", "--until-caught-up")
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    config = validate(props)
+    assert_state_and_outputs(config, CheckpointStore(config.checkpoint_store_url()))
+
+
+def test_dual_commit_restores_from_each_backend_and_a_missing_marker_falls_back(spark, kafka_bootstrap, job, s3_server):
+    from dataclasses import replace
+
+    topic, props, tmp_path = job
+    feed(kafka_bootstrap, topic, 200, seed=16)
+    props |= {"stores.totals.backup.factories": "kafka,blobstore", "stores.totals.changelog": f"kafka.{topic}-totals-changelog",
+              "blob.store.uri": s3_server.uri(f"dual-{uuid.uuid4().hex[:8]}")}
+    config = validate(props)
+    engine = MicroBatchEngine(config, spark)
+    engine.run(max_records=70, until_caught_up=True)
+    cps = engine.coordinator.checkpoints(engine.coordinator.current())
+    assert all(set(cp.state_markers) == {KAFKA, BLOB} for cp in cps.values())  # dual commit: both markers in one CheckpointV2
+    assert_state_and_outputs(config, engine.store)
+    for factory in (KAFKA, BLOB):  # each backend alone restores the committed state
+        alone = validate({**props, "stores.totals.restore.factories": factory})
+        assert_state_and_outputs(alone, engine.store)
+
+    # a new host (no local state), and checkpoints without the blob marker: the next batch restores from the changelog
+    gen = engine.coordinator.current()
+    engine.store.replace_checkpoints(config.job_name, gen.number, [
+        replace(cp, state_markers={KAFKA: cp.state_markers[KAFKA]}) for cp in cps.values()], config.checkpoint_write_versions, None)
+    shutil.rmtree(tmp_path / "state")
+    props["stores.totals.restore.factories"] = "blobstore,kafka"
+    config = validate(props)
+    feed(kafka_bootstrap, topic, 100, seed=17)
+    MicroBatchEngine(config, spark).run(max_records=70, until_caught_up=True)
+    assert_state_and_outputs(config, CheckpointStore(config.checkpoint_store_url()))
+
+
+def test_a_stateful_app_needs_checkpoint_v2(job):
+    _, props, _ = job
+    app = load_application(STATEFUL, validate(props).inputs)
+    for versions in ("1", "1,2"):
+        with pytest.raises(ConfigError, match=r"task.checkpoint.read.versions=.*'totals'"):
+            StorageConfig.of(validate({**props, "task.checkpoint.read.versions": versions}), list(app.stores.values()))
+    with pytest.raises(ConfigError, match="task.checkpoint.write.versions=1"):
+        StorageConfig.of(validate({**props, "task.checkpoint.write.versions": "1"}), list(app.stores.values()))
