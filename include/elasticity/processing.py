@@ -51,7 +51,7 @@ SUMMARY_SCHEMA = pa.schema(
         ("error", pa.string()),
         ("checkpoint_id", pa.string()),  # of the task's state snapshot in this batch (stateful jobs)
         ("state_markers", pa.string()),  # JSON CheckpointV2 state-checkpoint-markers of that snapshot
-        ("state_metrics", pa.string()),  # JSON {store: metrics of this batch}
+        ("state_metrics", pa.string()),  # JSON {store: metrics of this batch, and where the store was restored from}
     ]
 )
 SUMMARY_DDL = (
@@ -130,7 +130,6 @@ def process_partition(ctx: ProcessContext, batches: Iterator[pa.RecordBatch]) ->
     slices = [(names[a], table.slice(a, b - a)) for a, b in zip(bounds, bounds[1:], strict=False)]
     outputs = _Outputs(ctx)
     container = open_container(ctx.state, _application(ctx).stores.values(), table.column("slot")[0].as_py()) if ctx.state else None
-    before = _store_metrics(container)
     # Samza's job.container.thread.pool.size: 0 = no pool, the slices run one after another
     pool = min(64, len(slices)) if ctx.thread_pool_size is None else ctx.thread_pool_size
     try:
@@ -142,31 +141,17 @@ def process_partition(ctx: ProcessContext, batches: Iterator[pa.RecordBatch]) ->
         if container is not None:
             assert ctx.state is not None
             markers = container.commit(ctx.state.checkpoint_id, [TaskName(r["task_name"]) for r in rows if not r["stopped"]])
-            after = _store_metrics(container)
             for r in rows:
                 task = TaskName(r["task_name"])
                 if task in markers:
                     r["checkpoint_id"], r["state_markers"] = str(ctx.state.checkpoint_id), json.dumps(markers[task], sort_keys=True)
-                r["state_metrics"] = json.dumps({s: _delta(m, before[task][s]) for s, m in after[task].items()})
+                r["state_metrics"] = json.dumps(container.report(task))
     finally:
         outputs.flush()
         if container is not None:
             container.release()
     elapsed = time.perf_counter_ns() - start
     yield pa.RecordBatch.from_pylist([{**r, "group_ns": elapsed} for r in rows], schema=SUMMARY_SCHEMA)
-
-
-GAUGES = ("bytes-uploaded", "disk-usage-bytes")  # reported as they are; other store metrics as this batch's share
-
-
-def _store_metrics(container: ContainerState | None) -> dict[TaskName, dict[str, dict[str, int]]]:
-    if container is None:
-        return {}
-    return {t: {s: m.as_dict() for s, m in stores.items()} for t, stores in container.csm.metrics().items()}
-
-
-def _delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
-    return {k: v if k in GAUGES else v - before.get(k, 0) for k, v in after.items()}
 
 
 def _run_slice(ctx: ProcessContext, task: TaskName, table: pa.Table, outputs: _Outputs, container: ContainerState | None) -> dict[str, Any]:

@@ -380,23 +380,24 @@ def _with_state(new_cps: dict[TaskName, TaskCheckpoint], cps: dict[TaskName, Tas
 
 def _state_metrics(cps: dict[TaskName, TaskCheckpoint], rows) -> dict[str, Any]:
     """Per store, this batch's metrics summed over its virtual tasks ("store-metrics"), and per virtual
-    task and store its size and markers ("stores"), for the summary and the job page."""
+    task and store its checkpoint id, markers, size and restore source ("stores"), for the summary and
+    the job page."""
     totals: dict[str, dict[str, int]] = {}
-    sizes: dict[str, dict[str, int]] = {}
+    local: dict[str, dict[str, dict[str, Any]]] = {}  # task -> store -> disk usage and restore source
     for r in rows:
         for store, m in json.loads(r.state_metrics or "{}").items():
+            source = m.pop("restored-from")
             agg = totals.setdefault(store, {})
             for k, v in m.items():
                 agg[k] = agg.get(k, 0) + v
-            sizes.setdefault(r.task_name, {})[store] = m["disk-usage-bytes"]
+            local.setdefault(r.task_name, {})[store] = {"disk-usage-bytes": m["disk-usage-bytes"], "restored-from": source}
     stores: dict[str, dict[str, Any]] = {}
     for name, cp in cps.items():
         for factory, by_store in cp.state_markers.items():
             for store, marker in by_store.items():
                 entry = stores.setdefault(name.name, {}).setdefault(store, {"checkpoint-id": str(cp.checkpoint_id), "markers": {}})
                 entry["markers"][factory] = marker
-                if store in sizes.get(name.name, {}):
-                    entry["disk-usage-bytes"] = sizes[name.name][store]
+                entry.update(local.get(name.name, {}).get(store, {}))
     return {"store-metrics": totals, "stores": stores}
 
 

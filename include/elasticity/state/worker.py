@@ -39,6 +39,7 @@ from .container import ContainerStorageManager
 from .descriptor import StoreDescriptor
 
 log = logging.getLogger(__name__)
+GAUGES = ("bytes-uploaded", "disk-usage-bytes")  # reported as they are; the other store metrics are counters
 
 
 @dataclass(frozen=True)
@@ -61,15 +62,19 @@ class ContainerState:
         self.csm = ContainerStorageManager(state.storage, list(descriptors), models, state.changelog_partitions)
         self._uploads = ThreadPoolExecutor(1, thread_name_prefix="state-commit")
         self._cleaned: dict[TaskName, CheckpointId] = {}
+        self.sources: dict[TaskName, dict[str, str]] = {}  # of the last restore
+        self._reported: dict[TaskName, dict[str, dict[str, int]]] = {}
 
-    def begin(self, state: BatchState) -> None:
-        """Clean up after written checkpoints (in the background), then restore every task to where the batch starts."""
+    def begin(self, state: BatchState) -> dict[TaskName, dict[str, str]]:
+        """Clean up after written checkpoints (in the background), then restore every task to where the
+        batch starts; returns where each store came from (open, local, a backend factory, empty)."""
         written = {TaskName(t): cp for t, cp in state.written.items() if TaskName(t) in self.csm.tasks}
         fresh = {t: cp for t, cp in written.items() if self._cleaned.get(t) != cp.checkpoint_id}
         if fresh:
             self._cleaned.update({t: cp.checkpoint_id for t, cp in fresh.items()})
             self._uploads.submit(self._cleanup, fresh)
-        self.csm.restore({t: state.start.get(t.name) for t in self.csm.tasks})
+        self.sources = self.csm.restore({t: state.start.get(t.name) for t in self.csm.tasks})
+        return self.sources
 
     def store(self, task: TaskName, name: str) -> Any:
         return self.csm.store(task, name)
@@ -91,6 +96,14 @@ class ContainerState:
 
     def release(self) -> None:
         self.csm.release()
+
+    def report(self, task: TaskName) -> dict[str, dict[str, Any]]:
+        """Per store of `task`: its counters since its last report (uploads finish after a batch reports,
+        so they count in the next one), its gauges, and where the last restore took it from."""
+        now = {s: m.as_dict() for s, m in self.csm.metrics()[task].items()}
+        last, self._reported[task] = self._reported.get(task, {}), now
+        return {s: {k: v if k in GAUGES else v - last.get(s, {}).get(k, 0) for k, v in m.items()} | {"restored-from": self.sources[task][s]}
+                for s, m in now.items()}
 
     def _upload(self, snapshots: tuple[TaskSnapshot, ...], markers: dict[TaskName, Markers]) -> None:
         try:
