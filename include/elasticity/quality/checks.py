@@ -130,6 +130,5 @@ def sink_table(q: QualityInputs) -> pd.DataFrame:
 
 
 def state_table(q: QualityInputs) -> pd.DataFrame:
-    from .state import COLUMNS
-
-    return q.state if q.state is not None else pd.DataFrame(columns=COLUMNS)
+    assert q.state is not None  # the check applies to apps with a state_reference only
+    return q.state
