@@ -232,8 +232,9 @@ class MicroBatchEngine:
         new_cps = {name: advance(cp, plan.ranges, stopped.get(name)) for name, cp in cps.items()}
         if self.storage is not None:
             new_cps = _with_state(new_cps, cps, rows)
-            metrics.update(_state_metrics(new_cps, rows))
         metrics["checkpoint-compute-ns"] = time.perf_counter_ns() - t
+        if self.storage is not None:
+            metrics.update(_state_metrics(new_cps, rows))
         metrics["process-ns"] = {r.task_name: r.process_ns for r in rows}
         metrics["records"] = {r.task_name: r.records for r in rows}  # per virtual task: its records/s on the job page
 
@@ -393,11 +394,13 @@ def _state_metrics(cps: dict[TaskName, TaskCheckpoint], rows) -> dict[str, Any]:
             local.setdefault(r.task_name, {})[store] = {"disk-usage-bytes": m["disk-usage-bytes"], "restored-from": source}
     stores: dict[str, dict[str, Any]] = {}
     for name, cp in cps.items():
+        markers: dict[str, dict[str, str]] = {}
         for factory, by_store in cp.state_markers.items():
             for store, marker in by_store.items():
-                entry = stores.setdefault(name.name, {}).setdefault(store, {"checkpoint-id": str(cp.checkpoint_id), "markers": {}})
-                entry["markers"][factory] = marker
-                entry.update(local.get(name.name, {}).get(store, {}))
+                markers.setdefault(store, {})[factory] = marker
+        for store in markers.keys() | local.get(name.name, {}).keys():
+            stores.setdefault(name.name, {})[store] = {
+                "checkpoint-id": str(cp.checkpoint_id), "markers": markers.get(store, {}), **local.get(name.name, {}).get(store, {})}
     return {"store-metrics": totals, "stores": stores}
 
 
