@@ -31,11 +31,21 @@ class SspkbRow:
 
 
 @dataclass(frozen=True)
+class StoreRow:
+    """One store of one virtual task: where its committed state lives and how big it was last seen."""
+
+    store: str
+    markers: dict[str, str]  # backup factory -> state marker in the task's CheckpointV2
+    disk_bytes: int | None  # local RocksDB size at the latest batch that touched it (None: not seen yet)
+
+
+@dataclass(frozen=True)
 class TaskRow:
     task: str
     container: str
     sspkbs: tuple[SspkbRow, ...]
     rate: float | None  # records/s of its own processing time in the latest batch where it had records
+    stores: tuple[StoreRow, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -99,8 +109,11 @@ def build_view(config: JobConfig, store: CheckpointStore, inputs: Inputs, policy
     except (ConnectionError, OSError, RuntimeError) as e:
         view.lag_error = str(e)
     rates: dict[str, float] = {}
-    for m in view.batches:  # the latest rate of each task that had records
+    sizes: dict[tuple[str, str], int] = {}
+    for m in view.batches:  # the latest rate of each task that had records, the latest size of each store
         rates.update(task_rates(m))
+        for task, stores in m["metrics"].get("stores", {}).items():
+            sizes.update({(task, s): v["disk-usage-bytes"] for s, v in stores.items() if "disk-usage-bytes" in v})
     cps = coordinator.checkpoints(current)
     for c in current.job_model.containers:
         view.containers[c.processor_id] = {}
@@ -110,7 +123,12 @@ def build_view(config: JobConfig, store: CheckpointStore, inputs: Inputs, policy
             rows = tuple(SspkbRow(ssp_to_key(s), o, view.lag_per_sspkb.get(ssp_to_key(s)) if not view.lag_error else None,
                                   len(cp.watermarks.get(s, ()))) for s, o in sorted(cp.offsets.items()))
             view.containers[c.processor_id][name] = [r.sspkb for r in rows]
-            view.tasks.append(TaskRow(name, c.processor_id, rows, rates.get(name)))
+            markers: dict[str, dict[str, str]] = {}
+            for factory, by_store in cp.state_markers.items():
+                for store_name, marker in by_store.items():
+                    markers.setdefault(store_name, {})[factory] = marker
+            stores = tuple(StoreRow(s, markers.get(s, {}), sizes.get((name, s))) for s in sorted(markers.keys() | {s for t_, s in sizes if t_ == name}))
+            view.tasks.append(TaskRow(name, c.processor_id, rows, rates.get(name), stores))
             view.lag_per_task[name] = sum(r.lag or 0 for r in rows)
     view.rescales = [{"generation": g.number, "factor": g.factor, "reason": g.reason, "created_ms": g.created_ms, "origin": g.origin}
                      for g in store.generations(job)]

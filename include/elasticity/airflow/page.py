@@ -13,7 +13,8 @@ import urllib.parse
 
 from ..charts import CSS as CHART_CSS
 from ..charts import svg
-from ..jobview import JobView, PolicyView
+from ..config import BLOB_STORE_FACTORY, KAFKA_CHANGELOG_FACTORY
+from ..jobview import JobView, PolicyView, StoreRow
 from ..rates import charts
 
 PAGE_SIZE = 100  # virtual tasks per page of the task table
@@ -125,15 +126,23 @@ def _tasks(view: JobView, page: int) -> str:
                                                    if s.watermarks else "") for s in t.sspkbs)
         lag = "?" if view.lag_error else f"{view.lag_per_task.get(t.task, 0):,}"
         rate = f"{t.rate:,.0f}" if t.rate is not None else "-"
+        stores = "<br>".join(_store(s) for s in t.stores) or "-"
         rows.append(f"<tr><td>{_e(t.container)}</td><td class=task>{_e(t.task)}</td><td>{cps}</td><td class=num>{offsets}</td>"
-                    f"<td class='num lag'>{lag}</td><td class=num>{rate}</td></tr>")
+                    f"<td class='num lag'>{lag}</td><td class=num>{rate}</td><td class=stores>{stores}</td></tr>")
     pager = "".join(f"<a href='?page={i}#tasks'>{'<b>' + str(i) + '</b>' if i == page else i}</a>" for i in range(1, pages + 1)) if pages > 1 else ""
     return (f"<table class=containers><tr><th>container</th><th class=num>virtual tasks</th><th class=num>lag (offsets)</th><th></th></tr>{summary}</table>"
             f"<p class=muted>Virtual tasks {first + 1}-{min(first + PAGE_SIZE, len(view.tasks))} of {len(view.tasks):,}, by container. "
             "Lag: offsets between the task's checkpoint and its partition's end, now (records of the partition's other buckets are "
             f"among them). Records/s: of the task's own processing time in its latest batch.</p><div class=pager>{pager}</div>"
             "<table id=tasks><tr><th>container</th><th>virtual task</th><th>SSPKb</th><th class=num>checkpoint (next offset)</th>"
-            f"<th class=num>lag (offsets)</th><th class=num>records/s</th></tr>{''.join(rows)}</table>")
+            f"<th class=num>lag (offsets)</th><th class=num>records/s</th><th>stores (size, last marker)</th></tr>{''.join(rows)}</table>")
+
+
+def _store(s: StoreRow) -> str:
+    size = f"{s.disk_bytes / 1e6:,.1f} MB" if s.disk_bytes is not None else "size ?"
+    short = {BLOB_STORE_FACTORY: "blobstore", KAFKA_CHANGELOG_FACTORY: "kafka"}
+    markers = "; ".join(f"{short.get(f, f)}: {m}" for f, m in sorted(s.markers.items())) or "no marker yet"
+    return f"{_e(s.store)} <span class=muted title='{_e(markers)}'>{size}, {_e(markers[:60])}</span>"
 
 
 def _check(c: dict) -> str:

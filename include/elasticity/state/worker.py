@@ -122,10 +122,6 @@ class ContainerState:
         except Exception:  # noqa: BLE001 - the next cleanup retries; nothing depends on it
             log.exception("state cleanup failed")
 
-    def drain(self) -> None:
-        """Wait for the uploads and cleanups handed over so far (tests, shutdown)."""
-        self._uploads.submit(lambda: None).result()
-
 
 _containers: dict[tuple[StorageConfig, tuple[tuple[str, int], ...]], ContainerState] = {}
 _lock = threading.Lock()
