@@ -115,6 +115,15 @@ batch_metrics = Table(
     Column("metrics", Text, nullable=False),  # JSON: the batch summary and SEP-32's metrics
 )
 
+rescale_metrics = Table(
+    "elasticity_rescale_metrics",
+    metadata,
+    Column("job_name", String(255), primary_key=True),
+    Column("generation", Integer, primary_key=True),
+    Column("created_ms", BigInteger, nullable=False),
+    Column("metrics", Text, nullable=False),  # JSON: SEP-32's job-model-generation-ns and checkpoint-compute-ns of the rescale
+)
+
 
 class StoreError(RuntimeError):
     pass
@@ -289,6 +298,25 @@ class CheckpointStore:
                 select(batch_metrics.c.metrics)
                 .where(batch_metrics.c.job_name == job)
                 .order_by(batch_metrics.c.batch_id.desc())
+                .limit(limit)
+            ).scalars()
+            return [json.loads(r) for r in reversed(list(rows))]
+
+    def record_rescale_metrics(self, job: str, generation: int, metrics_json: str) -> None:
+        """What the rescale that wrote `generation` measured (one row per generation)."""
+        with self.engine.begin() as conn:
+            conn.execute(delete(rescale_metrics).where(rescale_metrics.c.job_name == job, rescale_metrics.c.generation == generation))
+            conn.execute(
+                insert(rescale_metrics).values(job_name=job, generation=generation, created_ms=self.clock(), metrics=metrics_json)
+            )
+
+    def rescale_metrics(self, job: str, limit: int = 100) -> list[dict]:
+        """The latest rescales' metrics, oldest first."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(rescale_metrics.c.metrics)
+                .where(rescale_metrics.c.job_name == job)
+                .order_by(rescale_metrics.c.generation.desc())
                 .limit(limit)
             ).scalars()
             return [json.loads(r) for r in reversed(list(rows))]
