@@ -75,3 +75,19 @@ def test_airflows_metrics_section_in_airflow_cfg_turns_the_export_on(tmp_path):
                         "AIRFLOW__METRICS__STATSD_PORT": "9125", "AIRFLOW__METRICS__STATSD_PREFIX": "prod"}
     config = validate({"job.name": "j", "task.inputs": "kafka.orders"})
     assert statsd_targets(config, exported) == (StatsdTarget("airflow", "127.0.0.1", 9125, "prod.elasticity"),)
+
+
+def test_rescale_metrics_are_kept_per_generation_on_both_stores(store_url, job_name):
+    """The rescale table on SQLite and PostgreSQL: one row per generation, a re-record replaces it, oldest first."""
+    from elasticity.checkpoint.store import CheckpointStore
+
+    store = CheckpointStore(store_url)
+    try:
+        store.record_rescale_metrics(job_name, 1, json.dumps({"generation": 1, "checkpoint-compute-ns": 5}))
+        store.record_rescale_metrics(job_name, 2, json.dumps({"generation": 2, "checkpoint-compute-ns": 7}))
+        store.record_rescale_metrics(job_name, 2, json.dumps({"generation": 2, "checkpoint-compute-ns": 9}))
+        assert store.rescale_metrics(job_name) == [{"generation": 1, "checkpoint-compute-ns": 5}, {"generation": 2, "checkpoint-compute-ns": 9}]
+        assert store.rescale_metrics(job_name, limit=1) == [{"generation": 2, "checkpoint-compute-ns": 9}]
+        assert store.rescale_metrics("another-job") == []
+    finally:
+        store.close()
