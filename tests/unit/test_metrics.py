@@ -37,6 +37,11 @@ def test_airflow_statsd_on_alone_turns_the_export_on_with_airflows_host_port_and
     assert statsd_targets(validate(BASE), {}) == ()
 
 
+def test_a_bad_airflow_statsd_port_names_airflows_option():
+    with pytest.raises(ConfigError, match=r"AIRFLOW__METRICS__STATSD_PORT='81x5' \(Airflow's \[metrics\] statsd_port\): expected an integer"):
+        statsd_targets(validate(BASE), {**AIRFLOW_ON, "AIRFLOW__METRICS__STATSD_PORT": "81x5"})
+
+
 def test_job_keys_win_over_airflows_and_an_empty_list_turns_the_export_off():
     config = validate({**BASE, "metrics.reporters": "statsd", "metrics.reporter.statsd.prefix": "team.orders"})
     assert statsd_targets(config, AIRFLOW_ON) == (StatsdTarget("statsd", "statsd.internal", 9125, "team.orders"),)
