@@ -254,6 +254,38 @@ STATE_KEYS: tuple[Key, ...] = (
     Key("job.container.restore.thread.pool.size", _int_range(1, 64), 2, "Threads restoring a container's stores."),
 )
 
+# --- metrics reporters (read by elasticity.reporters), Samza's `metrics.reporter.<name>.*` names ---
+
+REPORTER_CLASSES = {"statsd": "statsd", "elasticity.reporters.StatsdReporter": "statsd"}
+
+
+def _reporter_names(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if len(set(names)) != len(names) or any(not re.fullmatch(r"[A-Za-z0-9_-]+", n) for n in names):
+        raise ValueError(_reporter_names.allowed)  # type: ignore[attr-defined]
+    return names
+
+
+_reporter_names.allowed = "a comma-separated list of reporter names (letters, digits, _ and -), each once; empty = none"  # type: ignore[attr-defined]
+
+
+def _statsd_prefix(text: str) -> str:
+    value = text.strip()
+    if not re.fullmatch(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*", value):
+        raise ValueError(_statsd_prefix.allowed)  # type: ignore[attr-defined]
+    return value
+
+
+_statsd_prefix.allowed = "dot-separated names of letters, digits, _ and - (e.g. airflow.elasticity)"  # type: ignore[attr-defined]
+
+METRICS_KEYS: tuple[Key, ...] = (
+    Key("metrics.reporters", _reporter_names, (), "Metrics reporters, by name (Samza's key), e.g. statsd; empty: none; unset: Airflow's [metrics] statsd_on decides."),
+    Key("metrics.reporter.<name>.class", _choice(REPORTER_CLASSES), None, "What a reporter is: statsd (the default for a reporter named statsd)."),
+    Key("metrics.reporter.<name>.host", _nonempty, None, "StatsD host (default: Airflow's [metrics] statsd_host, else localhost)."),
+    Key("metrics.reporter.<name>.port", _int_range(1, 65535), None, "StatsD UDP port (default: Airflow's [metrics] statsd_port, else 8125)."),
+    Key("metrics.reporter.<name>.prefix", _statsd_prefix, None, "Prefix of every metric name (default: <Airflow's statsd_prefix>.elasticity, else elasticity)."),
+)
+
 KEYS: tuple[Key, ...] = (
     Key("job.name", _nonempty, None, "Name of the job; also names its state and checkpoints.", required=True),
     Key("job.id", _nonempty, "1", "Instance id of the job, as in Samza."),
@@ -302,6 +334,7 @@ KEYS: tuple[Key, ...] = (
     Key("systems.<system>.samza.key.serde", _choice({"string": "string", "json": "json", "byte": "byte"}), "string", "Key serde of a system: string, json or byte."),
     Key("systems.<system>.samza.msg.serde", _choice({"string": "string", "json": "json", "byte": "byte"}), "json", "Message serde of a system: string, json or byte."),
     *STATE_KEYS,
+    *METRICS_KEYS,
     Key("job.config.strict", _choice({"true": True, "false": False}), False, "true: an unknown key is an error, not a warning (the CLI's --strict does the same)."),
 )
 
@@ -494,6 +527,12 @@ def validate(props: Mapping[str, str], strict: bool = False, warn_unknown: bool 
             f"job.container.count={props['job.container.count']!r}: with AllSspToSingleTask every container "
             "would read every SSP and process each record once per container; expected 1"
         )
+    for name in get("metrics.reporters"):
+        if f"metrics.reporter.{name}.class" not in props and name not in REPORTER_CLASSES:
+            errors.append(
+                f"metrics.reporters={props['metrics.reporters']!r} names {name!r}, but metrics.reporter.{name}.class is not set; "
+                f"expected it set to one of {', '.join(sorted(REPORTER_CLASSES))}"
+            )
     read_v, write_v = get("task.checkpoint.read.versions"), get("task.checkpoint.write.versions")
     if not set(read_v) & set(write_v):
         errors.append(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -21,7 +22,9 @@ from .checkpoint.model import TaskCheckpoint
 from .checkpoint.store import CheckpointStore, Generation, StoreError
 from .config import MAX_ELASTICITY_FACTOR, ConfigError, JobConfig
 from .grouping import build_job_model
+from .metrics import RescaleMetrics, record_rescale
 from .model import JobModel, SystemStream, SystemStreamPartition, TaskName
+from .reporters import Reporters
 from .tasknames import parse_task_name
 
 log = logging.getLogger(__name__)
@@ -54,11 +57,12 @@ class RescalePlan:
 
 
 class JobCoordinator:
-    def __init__(self, config: JobConfig, store: CheckpointStore, inputs: Inputs) -> None:
+    def __init__(self, config: JobConfig, store: CheckpointStore, inputs: Inputs, reporters: Reporters | None = None) -> None:
         self.config = config
         self.store = store
         self.inputs = inputs
         self.job = config.job_name
+        self.reporters = reporters if reporters is not None else Reporters.of(config)
 
     def current(self) -> Generation | None:
         return self.store.generation(self.job)
@@ -150,23 +154,34 @@ class JobCoordinator:
         self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
         try:
             faults.point("rescale.lease_acquired")
+            t = time.perf_counter_ns()
             old, factor, model = self._target(factor)
+            model_ns = time.perf_counter_ns() - t
             if self._unchanged(old, factor, model):
                 return RescalePlan(old, model, factor, None)
             done: list[Migration] = []
+            compute_ns: list[int] = []
 
             def compute(old_cps: dict[TaskName, TaskCheckpoint]) -> Mapping[TaskName, TaskCheckpoint]:
                 # from the checkpoints the transaction reads under the row lock
+                t = time.perf_counter_ns()
                 done.append(self._migrate(old, old_cps, factor, model))
+                compute_ns.append(time.perf_counter_ns() - t)
                 return done[-1].checkpoints
 
             reason = f"rescale {old.factor} -> {factor}" if old else f"first generation at factor {factor}"
-            self._write_generation(old, factor, model, compute, owner, f"{reason} ({trigger or 'by ' + owner})", abandon_pending,
-                                   origin if old else "start")
+            new = self._write_generation(old, factor, model, compute, owner, f"{reason} ({trigger or 'by ' + owner})", abandon_pending,
+                                         origin if old else "start")
+            self._record_rescale(old, new, model_ns, compute_ns[-1])
             return RescalePlan(old, model, factor, done[-1])
         finally:
             if not already_ours:
                 self.store.release_lease(self.job, owner)
+
+    def _record_rescale(self, old: Generation | None, new: Generation, model_ns: int, checkpoint_ns: int) -> None:
+        """SEP-32's rescale metrics: job-model-generation-ns and checkpoint-compute-ns."""
+        record_rescale(self.store, self.reporters, RescaleMetrics(
+            self.job, new.number, old.factor if old else None, new.factor, new.origin, len(new.job_model.tasks()), model_ns, checkpoint_ns))
 
     def _write_generation(
         self, old: Generation | None, factor: int, model: JobModel,

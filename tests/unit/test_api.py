@@ -120,6 +120,50 @@ def test_merge_and_partition_by():
     assert [v for _, _, v in SliceExecutor(app).run(later).outputs[app.output("parquet.users")]] == [{"user": "u1"}]
 
 
+def _interleaved(n):
+    """Records of the slice alternate between orders (even offsets) and payments (odd)."""
+    return [Message(f"k{i}", f"v{i}", SystemStreamPartition("kafka", "orders" if i % 2 == 0 else "payments", 0), i, 0) for i in range(n)]
+
+
+def test_an_operator_after_a_merge_sees_interleaved_inputs_in_input_order():
+    seen = []
+    app = ApplicationDescriptor((S, P))
+    app.input(S).merge(app.input(P)).map(lambda m: seen.append(m.offset) or m.value).send_to("parquet.out")
+    result = SliceExecutor(app).run(_interleaved(6))
+    assert seen == [0, 1, 2, 3, 4, 5]  # one stream of the task's records, not orders first then payments
+    assert [(i, v) for i, _, v in result.outputs[app.output("parquet.out")]] == [(i, f"v{i}") for i in range(6)]
+
+
+def _fails_on_bad_text(text):
+    if "bad" in text:
+        raise ValueError("bad record")
+    return text
+
+
+def test_merged_inputs_keep_input_order_through_per_input_operators_and_failures():
+    app = ApplicationDescriptor((S, P))
+    orders = app.input(S).map(lambda m: f"order {m.value}")
+    payments = app.input(P).flat_map(lambda m: [f"payment {m.value}", f"fee {m.value}"])
+    orders.merge(payments).map(_fails_on_bad_text).send_to("parquet.out")
+    records = _interleaved(6)
+    records[3] = Message("k3", "bad", records[3].ssp, 3, 0)  # a payment whose items reach the merge as "payment bad", "fee bad"
+    result = SliceExecutor(app).run(records)
+    out = [(i, v) for i, _, v in result.outputs[app.output("parquet.out")]]
+    assert out == [(0, "order v0"), (1, "payment v1"), (1, "fee v1"), (2, "order v2"), (4, "order v4"), (5, "payment v5"), (5, "fee v5")]
+
+
+def test_a_record_failing_in_one_branch_never_reaches_a_sibling_branch():
+    sibling_saw = []
+    app = ApplicationDescriptor((S,))
+    stream = app.input(S)
+    stream.filter(lambda m: True).map(_raises_on_bad).send_to("parquet.checked")  # fails deep in the first branch
+    stream.map(lambda m: sibling_saw.append(m.offset) or m.value).send_to("parquet.copy")
+    result = SliceExecutor(app, policy="dlq").run(msgs("a", "bad", "c"))
+    assert sibling_saw == [0, 2]  # the sibling's code never ran on the failed record
+    assert [v for _, _, v in result.outputs[app.output("parquet.copy")]] == ["a", "c"]
+    assert result.failures == {1: "map-2: ValueError: bad record"}
+
+
 def test_load_application():
     identity = load_application(None, (S, P))
     assert set(identity.inputs) == {S, P} and set(identity.outputs) == {"parquet.output"}

@@ -5,7 +5,10 @@
   a `postgres` connection becomes `postgresql+psycopg://`).
 
 Without a connection, the job config (and the embedded defaults) decide. The
-store URL's password is registered with Airflow's secrets masker.
+store URL's password is registered with Airflow's secrets masker. Airflow's
+`[metrics]` StatsD settings travel as their `AIRFLOW__METRICS__*` overrides, so
+the job's metrics reach the collector Airflow's own metrics go to
+(elasticity.reporters).
 """
 
 from __future__ import annotations
@@ -34,6 +37,16 @@ def job_configs() -> dict[str, Path]:
         if name:
             found[name] = path
     return found
+
+
+STATSD_OPTIONS = ("statsd_on", "statsd_host", "statsd_port", "statsd_prefix")
+
+
+def metrics_env() -> dict[str, str]:
+    """Airflow's effective [metrics] StatsD options (airflow.cfg or env) as AIRFLOW__METRICS__* variables."""
+    from airflow.sdk.configuration import conf
+
+    return {f"AIRFLOW__METRICS__{o.upper()}": conf.get("metrics", o) for o in STATSD_OPTIONS}
 
 
 class ElasticityHook(BaseHook):
@@ -80,7 +93,7 @@ class ElasticityHook(BaseHook):
             env["KAFKA_BOOTSTRAP_SERVERS"] = bootstrap
         if url := self.store_url():
             env["ELASTICITY_CHECKPOINT_STORE_URL"] = url
-        return env
+        return env | metrics_env()
 
     def apply(self) -> None:
         os.environ.update(self.env())

@@ -2,7 +2,9 @@
 
 Operator-at-a-time over the slice: each operator sees the slice's items in
 input order, so outputs keep that order (per key, too) whatever runs
-concurrently inside flat_map_async. A failure is charged to the input record it
+concurrently inside flat_map_async. Operators run parents first (a merge after
+all of its inputs, whose items it sees interleaved by input order) and siblings
+in the order they were declared. A failure is charged to the input record it
 derives from: under the `dlq` policy that record goes to the dead-letter sink
 with the error and everything derived from it is dropped; under `fail` the task
 stops at the first failing record, keeps only what came before it, and its
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,15 +45,19 @@ class SliceExecutor:
         start = time.perf_counter_ns()
         self._failures = dict(failed or {})
         sinks: dict[OutputStream, list[Item]] = {}
-        by_input: dict[Node, list[Item]] = {}
+        inbox: dict[Node, list[Item]] = {}
         for i, m in enumerate(messages):
             if i in self._failures:
                 continue
             node = self.app.inputs.get(m.ssp.system_stream)
             if node is not None:
-                by_input.setdefault(node, []).append((i, m))
-        for node, items in by_input.items():
-            self._push(node, items, sinks)
+                inbox.setdefault(node, []).append((i, m))
+        for node in _parents_first(self.app.inputs.values()):
+            items = inbox.pop(node, [])
+            items.sort(key=lambda ix: ix[0])  # stable: a merge's inputs interleave by input order
+            out = items if node.op == "input" else self._apply(node, items, sinks)
+            for child in node.children:
+                inbox.setdefault(child, []).extend(out)
 
         stopped_at = min(self._failures) if self.policy == "fail" and self._failures else None
         outputs = {}
@@ -69,24 +75,20 @@ class SliceExecutor:
             return item.key, item.value
         return origin.key, item
 
-    def _push(self, node: Node, items: list[Item], sinks: dict[OutputStream, list[Item]]) -> None:
-        for child in node.children:
-            self._apply(child, items, sinks)
-
     def _fail(self, index: int, node: Node, e: BaseException) -> None:
         self._failures.setdefault(index, f"{node.name}: {type(e).__name__}: {e}")
 
-    def _apply(self, node: Node, items: list[Item], sinks: dict[OutputStream, list[Item]]) -> None:
+    def _apply(self, node: Node, items: list[Item], sinks: dict[OutputStream, list[Item]]) -> list[Item]:
+        """The node's output items; records that failed anywhere before it are not passed in."""
         items = [ix for ix in items if ix[0] not in self._failures]
         if not items:
-            return
+            return []
         if node.op == "send_to":
             assert node.output is not None
             sinks.setdefault(node.output, []).extend(items)
-            return
+            return []
         if node.op == "merge":
-            self._push(node, items, sinks)
-            return
+            return items
         if node.op == "flat_map_async":
             out = asyncio.run(self._run_async(node, items))
         else:
@@ -104,7 +106,7 @@ class SliceExecutor:
                         out.extend((i, r) for r in fn(item))
                 except Exception as e:  # noqa: BLE001 - user code: charged to its record
                     self._fail(i, node, e)
-        self._push(node, out, sinks)
+        return out
 
     async def _run_async(self, node: Node, items: list[Item]) -> list[Item]:
         gate = asyncio.Semaphore(max(1, self.max_concurrency))
@@ -124,3 +126,21 @@ class SliceExecutor:
 
         done = await asyncio.gather(*(one(i, item) for i, item in items))
         return [ix for part in done for ix in part]
+
+
+def _parents_first(roots: Iterable[Node]) -> list[Node]:
+    """Every node reachable from `roots` after all of its parents; siblings in declaration order."""
+    seen: set[Node] = set()
+    post: list[Node] = []
+
+    def visit(node: Node) -> None:
+        if node in seen:
+            return
+        seen.add(node)
+        for child in reversed(node.children):
+            visit(child)
+        post.append(node)
+
+    for root in reversed(list(roots)):
+        visit(root)
+    return post[::-1]

@@ -115,6 +115,15 @@ batch_metrics = Table(
     Column("metrics", Text, nullable=False),  # JSON: the batch summary and SEP-32's metrics
 )
 
+rescale_metrics = Table(
+    "elasticity_rescale_metrics",
+    metadata,
+    Column("job_name", String(255), primary_key=True),
+    Column("generation", Integer, primary_key=True),
+    Column("created_ms", BigInteger, nullable=False),
+    Column("metrics", Text, nullable=False),  # JSON: SEP-32's job-model-generation-ns and checkpoint-compute-ns of the rescale
+)
+
 
 class StoreError(RuntimeError):
     pass
@@ -276,21 +285,29 @@ class CheckpointStore:
             )
 
     def record_metrics(self, job: str, batch_id: int, generation: int, metrics_json: str) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(delete(batch_metrics).where(batch_metrics.c.job_name == job, batch_metrics.c.batch_id == batch_id))
-            conn.execute(
-                insert(batch_metrics).values(job_name=job, batch_id=batch_id, generation=generation, created_ms=self.clock(), metrics=metrics_json)
-            )
+        self._put_metrics(batch_metrics, batch_metrics.c.batch_id, job, batch_id, metrics_json, generation=generation)
 
     def metrics(self, job: str, limit: int = 100) -> list[dict]:
         """The latest batches' metrics, oldest first."""
+        return self._latest_metrics(batch_metrics, batch_metrics.c.batch_id, job, limit)
+
+    def record_rescale_metrics(self, job: str, generation: int, metrics_json: str) -> None:
+        """What the rescale that wrote `generation` measured (one row per generation)."""
+        self._put_metrics(rescale_metrics, rescale_metrics.c.generation, job, generation, metrics_json)
+
+    def rescale_metrics(self, job: str, limit: int = 100) -> list[dict]:
+        """The latest rescales' metrics, oldest first."""
+        return self._latest_metrics(rescale_metrics, rescale_metrics.c.generation, job, limit)
+
+    def _put_metrics(self, table: Table, key: Column, job: str, number: int, metrics_json: str, **extra: int) -> None:
+        """One row per job and batch (or generation), replaced when recorded again."""
+        with self.engine.begin() as conn:
+            conn.execute(delete(table).where(table.c.job_name == job, key == number))
+            conn.execute(insert(table).values(job_name=job, **{key.name: number}, **extra, created_ms=self.clock(), metrics=metrics_json))
+
+    def _latest_metrics(self, table: Table, key: Column, job: str, limit: int) -> list[dict]:
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(batch_metrics.c.metrics)
-                .where(batch_metrics.c.job_name == job)
-                .order_by(batch_metrics.c.batch_id.desc())
-                .limit(limit)
-            ).scalars()
+            rows = conn.execute(select(table.c.metrics).where(table.c.job_name == job).order_by(key.desc()).limit(limit)).scalars()
             return [json.loads(r) for r in reversed(list(rows))]
 
     # --- lease ---------------------------------------------------------------
