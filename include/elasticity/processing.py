@@ -174,9 +174,16 @@ def _run_slice(ctx: ProcessContext, task: TaskName, table: pa.Table, outputs: _O
     # (operator at a time), and only its last checkpoint's state is consistent with its offsets
     end = len(rows) if stop is None else 0 if container else stop
 
+    def source(i: int) -> tuple[str, str, int, int]:
+        """The input record an output comes from; for a closed window, the last record folded into it."""
+        if i < len(rows):
+            return rows[i]["system"], rows[i]["stream"], rows[i]["partition"], rows[i]["offset"]
+        return result.timers[i].source
+
     output_count = 0
     for out in app.outputs.values():
-        produced = [p for p in result.outputs.get(out, []) if p[0] < end]
+        # closed windows (indices past the slice) come out only when the whole slice is kept
+        produced = [p for p in result.outputs.get(out, []) if p[0] < end or (stop is None and p[0] >= len(rows))]
         output_count += len(produced)
         serde = ctx.msg_serdes.get(out.system, "json")
         if out.kind == "parquet":
@@ -187,8 +194,8 @@ def _run_slice(ctx: ProcessContext, task: TaskName, table: pa.Table, outputs: _O
                     "task_name": [task.name] * len(produced),
                     "batch_id": [ctx.batch_id] * len(produced),
                     "seq": list(range(len(produced))),
-                    "source_partition": [rows[i]["partition"] for i, _, _ in produced],
-                    "source_offset": [rows[i]["offset"] for i, _, _ in produced],
+                    "source_partition": [source(i)[2] for i, _, _ in produced],
+                    "source_offset": [source(i)[3] for i, _, _ in produced],
                 },
                 schema=OUTPUT_SCHEMA,
             )
@@ -211,13 +218,22 @@ def _run_slice(ctx: ProcessContext, task: TaskName, table: pa.Table, outputs: _O
         for i, err in sorted(result.failures.items())
         if i < end
     ]
+    if stop is None:  # a closed window that failed downstream: its last record's coordinates, the window as the value
+        for i, err in sorted(result.failures.items()):
+            if i >= len(rows):
+                system, stream, partition, offset = result.timers[i].source
+                pane = result.timers[i].pane
+                dead.append({"system": system, "stream": stream, "partition": partition, "offset": offset,
+                             "key": serialize("string", pane.key) if not isinstance(pane.key, bytes) else pane.key,
+                             "value": serialize("json", pane.as_dict()), "task_name": task.name, "batch_id": ctx.batch_id, "error": err})
     if dead:
         write_task_file(ctx.dead_letter_path, ctx.batch_id, task, pa.Table.from_pylist(dead, schema=DEAD_LETTER_SCHEMA))
 
     stopped: dict[str, int] = {}
     error = None
     if stop is not None:
-        error = f"{task.name} stopped at {rows[stop]['stream']}-{rows[stop]['partition']}@{rows[stop]['offset']}: {result.failures[stop]}"
+        at = f"{rows[stop]['stream']}-{rows[stop]['partition']}@{rows[stop]['offset']}" if stop < len(rows) else "a closed window"
+        error = f"{task.name} stopped at {at}: {result.failures[stop]}"
         for r in rows[end:]:
             sspkb = SystemStreamPartition(r["system"], r["stream"], r["partition"], r["key_bucket"])
             stopped.setdefault(ssp_to_key(sspkb), r["offset"])
