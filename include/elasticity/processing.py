@@ -32,6 +32,7 @@ from .model import SystemStream, SystemStreamPartition, TaskName
 from .serde import ssp_to_key
 from .serdes import SerdeFailure, deserialize, serialize
 from .sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, write_task_file
+from .state.table import SideInputBatch, SlotTables
 from .state.worker import BatchState, ContainerState, open_container
 
 ROUTED_DDL = (
@@ -79,6 +80,7 @@ class ProcessContext:
     callback_timeout_ms: int | None = None
     thread_pool_size: int | None = None  # None: one thread per virtual task (at most 64); 0: one after another
     state: BatchState | None = None  # a job with stores
+    tables: SideInputBatch | None = None  # a job with tables: their side inputs and this batch's read-up-to offsets
 
 
 _apps: dict[tuple[str | None, tuple[SystemStream, ...]], ApplicationDescriptor] = {}
@@ -129,15 +131,18 @@ def process_partition(ctx: ProcessContext, batches: Iterator[pa.RecordBatch]) ->
     bounds = [0] + [i for i in range(1, len(names)) if names[i] != names[i - 1]] + [len(names)]
     slices = [(names[a], table.slice(a, b - a)) for a, b in zip(bounds, bounds[1:], strict=False)]
     outputs = _Outputs(ctx)
-    container = open_container(ctx.state, _application(ctx).stores.values(), table.column("slot")[0].as_py()) if ctx.state else None
+    slot = table.column("slot")[0].as_py()
+    tables = SlotTables(ctx.tables, _application(ctx).tables, slot) if ctx.tables else None  # caught up before any slice
+    container = None
     # Samza's job.container.thread.pool.size: 0 = no pool, the slices run one after another
     pool = min(64, len(slices)) if ctx.thread_pool_size is None else ctx.thread_pool_size
     try:
+        container = open_container(ctx.state, _application(ctx).stores.values(), slot) if ctx.state else None
         if pool <= 1:
-            rows = [_run_slice(ctx, TaskName(n), t, outputs, container) for n, t in slices]
+            rows = [_run_slice(ctx, TaskName(n), t, outputs, container, tables) for n, t in slices]
         else:
             with ThreadPoolExecutor(pool, thread_name_prefix="vtask") as ex:
-                rows = list(ex.map(lambda nt: _run_slice(ctx, TaskName(nt[0]), nt[1], outputs, container), slices))
+                rows = list(ex.map(lambda nt: _run_slice(ctx, TaskName(nt[0]), nt[1], outputs, container, tables), slices))
         if container is not None:
             assert ctx.state is not None
             markers = container.commit(ctx.state.checkpoint_id, [TaskName(r["task_name"]) for r in rows if not r["stopped"]])
@@ -150,13 +155,17 @@ def process_partition(ctx: ProcessContext, batches: Iterator[pa.RecordBatch]) ->
         outputs.flush()
         if container is not None:
             container.release()
+        if tables is not None:
+            tables.close()
     elapsed = time.perf_counter_ns() - start
     yield pa.RecordBatch.from_pylist([{**r, "group_ns": elapsed} for r in rows], schema=SUMMARY_SCHEMA)
 
 
-def _run_slice(ctx: ProcessContext, task: TaskName, table: pa.Table, outputs: _Outputs, container: ContainerState | None) -> dict[str, Any]:
+def _run_slice(
+    ctx: ProcessContext, task: TaskName, table: pa.Table, outputs: _Outputs, container: ContainerState | None, tables: SlotTables | None,
+) -> dict[str, Any]:
     rows = table.to_pylist()
-    context = TaskContext(task, partial(container.store, task) if container else None)
+    context = TaskContext(task, partial(container.store, task) if container else None, tables.table if tables else None)
     messages, failed = [], {}
     for i, r in enumerate(rows):
         ssp = SystemStreamPartition(r["system"], r["stream"], r["partition"])
