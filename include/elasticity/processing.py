@@ -131,7 +131,7 @@ def process_partition(ctx: ProcessContext, batches: Iterator[pa.RecordBatch]) ->
     bounds = [0] + [i for i in range(1, len(names)) if names[i] != names[i - 1]] + [len(names)]
     slices = [(names[a], table.slice(a, b - a)) for a, b in zip(bounds, bounds[1:], strict=False)]
     outputs = _Outputs(ctx)
-    slot = table.column("slot")[0].as_py()
+    slot = table.column("slot")[0].as_py() if ctx.state or ctx.tables else None
     tables = SlotTables(ctx.tables, _application(ctx).tables, slot) if ctx.tables else None  # caught up before any slice
     container = None
     # Samza's job.container.thread.pool.size: 0 = no pool, the slices run one after another
