@@ -227,6 +227,11 @@ def _run_slice(
         for i, err in sorted(result.failures.items())
         if i < end
     ]
+    dead += [  # late for a window: dropped by that window only, the record itself was processed
+        {"system": rows[i]["system"], "stream": rows[i]["stream"], "partition": rows[i]["partition"], "offset": rows[i]["offset"],
+         "key": rows[i]["key"], "value": rows[i]["value"], "task_name": task.name, "batch_id": ctx.batch_id, "error": reason}
+        for i, reasons in sorted(result.late.items()) if i < end for reason in reasons
+    ]
     if stop is None:  # a closed window that failed downstream: its last record's coordinates, the window as the value
         for i, err in sorted(result.failures.items()):
             if i >= len(rows):
@@ -249,7 +254,7 @@ def _run_slice(
     return {
         "task_name": task.name,
         "records": len(rows),
-        "processed": end - sum(1 for i in result.failures if i < end),
+        "processed": end - sum(1 for i in result.failures if i < end),  # late records count: other branches processed them
         "dead_lettered": len(dead),
         "outputs": output_count,
         "process_ns": result.process_ns,

@@ -69,7 +69,7 @@ class Job:
             self.offset -= len(records)
         self.csm.release()
         out = [v for _, _, v in result.outputs.get(self.app.output("parquet.windows"), [])]
-        return out, {msgs[i].offset: e for i, e in result.failures.items()}
+        return out, {msgs[i].offset: e for i, e in result.failures.items()} | {msgs[i].offset: "; ".join(r) for i, r in result.late.items()}
 
     def close(self):
         self.csm.close()
@@ -184,6 +184,20 @@ def test_window_ids_are_unique_and_name_their_store():
         Windows.keyed_tumbling_window(lambda m: m.key, 0, *Windows.count())
     with pytest.raises(ValueError, match="allowed_lateness_ms"):
         Windows.keyed_tumbling_window(lambda m: m.key, 10, *Windows.count(), allowed_lateness_ms=-1)
+
+
+def test_a_record_late_for_one_window_still_counts_in_another(job):
+    app = ApplicationDescriptor((S,))
+    strict = Windows.keyed_tumbling_window(lambda m: m.key, 10, *Windows.count())
+    patient = Windows.keyed_tumbling_window(lambda m: m.key, 10, *Windows.count(), allowed_lateness_ms=100)
+    stream = app.input(S)
+    stream.window(strict, "strict").map(lambda p: ("strict", p.value)).send_to("parquet.windows")
+    stream.window(patient, "patient").map(lambda p: ("patient", p.value)).send_to("parquet.windows")
+    stream.filter(lambda m: m.value == "raw").send_to("parquet.windows")
+    j = job(app)
+    out, late = j.batch([("a", 1, None), ("a", 20, None), ("a", 2, "raw")])
+    assert out == ["raw", ("strict", 1)] and "'strict'" in late[2] and "'patient'" not in late[2]
+    assert j.batch([("a", 500, None)])[0] == [("strict", 1), ("patient", 2), ("patient", 1)]  # windows fire in declaration order
 
 
 def test_panes_are_values_of_their_own():

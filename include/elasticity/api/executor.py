@@ -11,8 +11,10 @@ checkpoint stops there.
 Window operators are the slice's timer: they take their records once every
 input has been pushed (minus records failed elsewhere), and the windows they
 close go on downstream after every record-derived item, each under an index of
-its own past the slice (`SliceResult.timers` says where it came from). A late
-record goes to the dead letters under either policy: it is data, not a bug.
+its own past the slice (`SliceResult.timers` says where it came from). A record
+late for a window is dropped by that window only (`SliceResult.late`, for the
+dead letters, under either policy: it is data, not a bug); other branches still
+process it.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class SliceResult:
     stopped_at: int | None  # input index where the task stopped (policy fail), else None
     process_ns: int = 0
     timers: dict[int, Timer] = field(default_factory=dict)  # index (>= the slice's length) -> closed window
+    late: dict[int, list[str]] = field(default_factory=dict)  # input index -> why windows dropped it (one reason per window)
 
 
 @dataclass
@@ -54,7 +57,7 @@ class SliceExecutor:
     callback_timeout_ms: int | None = None
     policy: str = "dlq"
     _failures: dict[int, str] = field(default_factory=dict, init=False)
-    _late: set[int] = field(default_factory=set, init=False)
+    _late: dict[int, list[str]] = field(default_factory=dict, init=False)
     _messages: Sequence[Message] = field(default=(), init=False)
     _timers: dict[int, Timer] = field(default_factory=dict, init=False)
     _windows: dict[Node, list[Item]] = field(default_factory=dict, init=False)  # window node -> its records, until the timer
@@ -63,7 +66,7 @@ class SliceExecutor:
         """`failed` holds records that failed before the graph (undecodable), by index."""
         start = time.perf_counter_ns()
         self._failures = dict(failed or {})
-        self._late, self._messages, self._timers, self._windows = set(), messages, {}, {}
+        self._late, self._messages, self._timers, self._windows = {}, messages, {}, {}
         sinks: dict[OutputStream, list[Item]] = {}
         by_input: dict[Node, list[Item]] = {}
         for i, m in enumerate(messages):
@@ -76,14 +79,14 @@ class SliceExecutor:
             self._push(node, items, sinks)
         self._fire_windows(sinks)
 
-        errors = [i for i in self._failures if i not in self._late]
-        stopped_at = min(errors) if self.policy == "fail" and errors else None
+        stopped_at = min(self._failures) if self.policy == "fail" and self._failures else None
         outputs = {}
         for out, items in sinks.items():
             kept = [(i, x) for i, x in items if i not in self._failures and (stopped_at is None or i < stopped_at)]
             kept.sort(key=lambda ix: ix[0])  # stable: items of one input keep their order
             outputs[out] = [(i, *self._key_value(self._origin(i), x)) for i, x in kept]
-        return SliceResult(outputs, dict(self._failures), stopped_at, time.perf_counter_ns() - start, dict(self._timers))
+        return SliceResult(outputs, dict(self._failures), stopped_at, time.perf_counter_ns() - start, dict(self._timers),
+                           {i: r for i, r in self._late.items() if i not in self._failures})
 
     def _origin(self, index: int) -> Message | WindowPane:
         return self._messages[index] if index < len(self._messages) else self._timers[index].pane
@@ -185,8 +188,7 @@ class SliceExecutor:
             for i, e in run.failed.items():
                 self._fail(i, node, e)
             for i, reason in run.late.items():
-                self._failures.setdefault(i, reason)
-                self._late.add(i)
+                self._late.setdefault(i, []).append(reason)
             fired = []
             for c in run.closed:
                 index = len(self._messages) + len(self._timers)

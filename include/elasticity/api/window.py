@@ -79,7 +79,7 @@ class Window:
     key_fn: Callable[[Any], Any]
     size_ms: int
     aggregation: Aggregation
-    event_time: Callable[[Any], int] | None = None  # None: the input record's Kafka timestamp
+    event_time: Callable[[Any], int | None] | None = None  # ms; None (or a None result): the input record's Kafka timestamp
     allowed_lateness_ms: int = 0
     key_serde: str = "string"
 
@@ -215,7 +215,8 @@ class WindowOperator:
         return SERIALIZERS[self.window.key_serde](key)
 
     def _event_time(self, item: Any, timestamp: int) -> int:
-        t = timestamp if self.window.event_time is None else self.window.event_time(item)
+        t = None if self.window.event_time is None else self.window.event_time(item)
+        t = timestamp if t is None else t
         if isinstance(t, bool) or not isinstance(t, int):
             raise TypeError(f"window {self.name!r}: event time must be an int of ms, got {t!r}")
         return t
