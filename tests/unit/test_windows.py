@@ -21,6 +21,7 @@ from elasticity.config import validate
 from elasticity.keybucket import key_hash
 from elasticity.model import SystemStream, SystemStreamPartition, TaskModel, TaskName
 from elasticity.state import ContainerStorageManager, StorageConfig, WrongBucketError
+from elasticity.state.kv import bucket_of
 
 S = SystemStream("kafka", "clicks")
 TASK = TaskName("Partition 0")
@@ -70,6 +71,24 @@ class Job:
         self.csm.release()
         out = [v for _, _, v in result.outputs.get(self.app.output("parquet.windows"), [])]
         return out, {msgs[i].offset: e for i, e in result.failures.items()} | {msgs[i].offset: "; ".join(r) for i, r in result.late.items()}
+
+    def entries(self, store):
+        """The committed entries of a store, raw (what a rescale reads from the snapshots)."""
+        self.csm.restore({self.task: self.cp})
+        try:
+            return list(self.csm.store(self.task, store).db.items())
+        finally:
+            self.csm.release()
+
+    def load(self, store, entries):
+        """Start from these raw entries (what a rescale writes for a new task), committed."""
+        self.csm.restore({self.task: self.cp})
+        db = self.csm.store(self.task, store).db
+        for k, v in entries:
+            db.put(k, v)
+        cp_id = CheckpointId.create()
+        self.cp = CheckpointV2(cp_id, {}, self.csm.upload(self.csm.snapshot(cp_id))[self.task])
+        self.csm.release()
 
     def close(self):
         self.csm.close()
@@ -203,6 +222,32 @@ def test_a_record_late_for_one_window_still_counts_in_another(job):
 def test_panes_are_values_of_their_own():
     p = WindowPane("a", 0, 10, 3)
     assert p.as_dict() == pane("a", 0, 10, 3)
+
+
+def test_window_state_moves_with_its_keys_on_a_rescale(job):
+    """A rescale moves every entry by the bucket of its key (as state rescale does). Splitting 1 -> 2 gives each
+    new task the largest mark of its keys as its watermark: a window closed before stays closed. Merging 2 -> 1
+    gives the max of the two watermarks."""
+    fast = next(k for k in (f"u{i}" for i in range(100)) if key_hash(k.encode()) % 2 == 0)
+    slow = next(k for k in (f"u{i}" for i in range(100)) if key_hash(k.encode()) % 2 == 1)
+    app = tumbling_app()
+    one = job(app)
+    # slow's window [0, 10) is closed by fast's progress (watermark 100), at factor 1
+    assert one.batch([(slow, 5, None), (fast, 100, None)])[0] == [pane(slow, 0, 10, 1)]
+    one.batch([(fast, 101, None)])  # a later batch without slow: its mark stays 100
+    store = app.stores["per-ten"]
+    halves = [job(app, TaskName(f"Partition_0-{b}-2")) for b in range(2)]
+    for b, half in enumerate(halves):
+        half.load("per-ten", [(k, v) for k, v in one.entries("per-ten") if bucket_of(store, k, 2) == b])
+    # slow's task: watermark 100 (slow's mark, not fast's 101): slow@7 is still late, [0, 10) is not emitted again
+    out, late = halves[1].batch([(slow, 7, None), (slow, 102, None)])
+    assert out == [] and list(late) == [0] and "watermark 100" in late[0]
+    assert halves[0].batch([(fast, 111, None)])[0] == [pane(fast, 100, 110, 2)]  # fast's open window moved with it
+    merged = job(app)
+    merged.load("per-ten", [e for half in halves for e in half.entries("per-ten")])
+    # watermark max(111, 102) from the start: slow's [100, 110) is closed, and comes out with the next batch
+    out, late = merged.batch([(fast, 112, None), (slow, 108, None)])
+    assert out == [pane(slow, 100, 110, 1)] and "watermark 112" in late[1]
 
 
 # --- the split property --------------------------------------------------------------------
