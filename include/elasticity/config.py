@@ -239,6 +239,26 @@ def _system_stream(text: str) -> SystemStream:
 
 _system_stream.allowed = "system.stream"  # type: ignore[attr-defined]
 
+
+def parse_side_inputs(text: str) -> tuple[SystemStream, ...]:
+    items = [s.strip() for s in text.split(",") if s.strip()]
+    if not items:
+        raise ValueError(parse_side_inputs.allowed)  # type: ignore[attr-defined]
+    return tuple(_system_stream(s) for s in items)
+
+
+parse_side_inputs.allowed = "a comma-separated list of system.stream (compacted topics)"  # type: ignore[attr-defined]
+
+
+def _factory(text: str) -> str:
+    module, sep, attr = text.strip().partition(":")
+    if not sep or not module or not attr:
+        raise ValueError(_factory.allowed)  # type: ignore[attr-defined]
+    return text.strip()
+
+
+_factory.allowed = "module:factory, e.g. my_app.tables:users_processor"  # type: ignore[attr-defined]
+
 STATE_KEYS: tuple[Key, ...] = (
     Key("stores.<store>.backup.factories", parse_factories, None, "Backup backends of a store (overrides stores.backup.factories); a commit writes every one's marker into CheckpointV2 (dual commit)."),
     Key("stores.backup.factories", parse_factories, None, "Backup backends of every store without its own list (default: the Kafka changelog when the store has one)."),
@@ -246,6 +266,8 @@ STATE_KEYS: tuple[Key, ...] = (
     Key("stores.<store>.restore.factory", _deprecated_factory, None, "Deprecated singular of stores.<store>.restore.factories (accepted with a warning)."),
     Key("stores.restore.factories", parse_factories, None, "Restore backends of every store without its own list (default: the store's backup factories)."),
     Key("stores.<store>.changelog", _system_stream, None, "Compacted Kafka topic backing a store, system.stream (created when missing)."),
+    Key("stores.<store>.side.inputs", parse_side_inputs, None, "Compacted topics (system.stream, comma-separated) that feed table <store>, read whole into every container (replicated); overrides the app's TableDescriptor."),
+    Key("stores.<store>.side.inputs.processor.factory", _factory, None, "module:factory, a function of no arguments returning processor(message) -> [(key, value), ...] for table <store> (Samza's SideInputsProcessor); default: the record's key and value."),
     Key("stores.<store>.blob.retain", _int_range(1, 1000), 2, "Blob-store snapshots kept per virtual task and store; older ones are deleted after a commit."),
     Key("blob.store.uri", _nonempty, None, "Where blob-store snapshots go: a folder or a pyarrow/fsspec URI such as s3://bucket/prefix (default $ELASTICITY_HOME/<job>/blobs)."),
     Key("task.transactional.state.checkpoint.enabled", _choice({"true": True, "false": False}), True, "true: a restore yields exactly the last checkpoint's state; false: Samza's non-transactional state (local store reused as it is, changelog replayed to its end)."),

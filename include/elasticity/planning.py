@@ -42,6 +42,8 @@ class BatchPlan:
     batch_id: int
     generation: int
     ranges: tuple[OffsetRange, ...]
+    # per side-input partition, the offset its tables are read up to in this batch (written with the plan: a replay reads to the same)
+    side_inputs: tuple[tuple[SystemStreamPartition, int], ...] = ()
 
     @property
     def records(self) -> int:

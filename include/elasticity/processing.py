@@ -32,6 +32,7 @@ from .model import SystemStream, SystemStreamPartition, TaskName
 from .serde import ssp_to_key
 from .serdes import SerdeFailure, deserialize, serialize
 from .sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, write_task_file
+from .state.table import SideInputBatch, SlotTables
 from .state.worker import BatchState, ContainerState, open_container
 
 ROUTED_DDL = (
@@ -79,6 +80,7 @@ class ProcessContext:
     callback_timeout_ms: int | None = None
     thread_pool_size: int | None = None  # None: one thread per virtual task (at most 64); 0: one after another
     state: BatchState | None = None  # a job with stores
+    tables: SideInputBatch | None = None  # a job with tables: their side inputs and this batch's read-up-to offsets
 
 
 _apps: dict[tuple[str | None, tuple[SystemStream, ...]], ApplicationDescriptor] = {}
@@ -129,15 +131,18 @@ def process_partition(ctx: ProcessContext, batches: Iterator[pa.RecordBatch]) ->
     bounds = [0] + [i for i in range(1, len(names)) if names[i] != names[i - 1]] + [len(names)]
     slices = [(names[a], table.slice(a, b - a)) for a, b in zip(bounds, bounds[1:], strict=False)]
     outputs = _Outputs(ctx)
-    container = open_container(ctx.state, _application(ctx).stores.values(), table.column("slot")[0].as_py()) if ctx.state else None
+    slot = table.column("slot")[0].as_py() if ctx.state or ctx.tables else None
+    tables = SlotTables(ctx.tables, _application(ctx).tables, slot) if ctx.tables else None  # caught up before any slice
+    container = None
     # Samza's job.container.thread.pool.size: 0 = no pool, the slices run one after another
     pool = min(64, len(slices)) if ctx.thread_pool_size is None else ctx.thread_pool_size
     try:
+        container = open_container(ctx.state, _application(ctx).stores.values(), slot) if ctx.state else None
         if pool <= 1:
-            rows = [_run_slice(ctx, TaskName(n), t, outputs, container) for n, t in slices]
+            rows = [_run_slice(ctx, TaskName(n), t, outputs, container, tables) for n, t in slices]
         else:
             with ThreadPoolExecutor(pool, thread_name_prefix="vtask") as ex:
-                rows = list(ex.map(lambda nt: _run_slice(ctx, TaskName(nt[0]), nt[1], outputs, container), slices))
+                rows = list(ex.map(lambda nt: _run_slice(ctx, TaskName(nt[0]), nt[1], outputs, container, tables), slices))
         if container is not None:
             assert ctx.state is not None
             markers = container.commit(ctx.state.checkpoint_id, [TaskName(r["task_name"]) for r in rows if not r["stopped"]])
@@ -150,13 +155,17 @@ def process_partition(ctx: ProcessContext, batches: Iterator[pa.RecordBatch]) ->
         outputs.flush()
         if container is not None:
             container.release()
+        if tables is not None:
+            tables.close()
     elapsed = time.perf_counter_ns() - start
     yield pa.RecordBatch.from_pylist([{**r, "group_ns": elapsed} for r in rows], schema=SUMMARY_SCHEMA)
 
 
-def _run_slice(ctx: ProcessContext, task: TaskName, table: pa.Table, outputs: _Outputs, container: ContainerState | None) -> dict[str, Any]:
+def _run_slice(
+    ctx: ProcessContext, task: TaskName, table: pa.Table, outputs: _Outputs, container: ContainerState | None, tables: SlotTables | None,
+) -> dict[str, Any]:
     rows = table.to_pylist()
-    context = TaskContext(task, partial(container.store, task) if container else None)
+    context = TaskContext(task, partial(container.store, task) if container else None, tables.table if tables else None)
     messages, failed = [], {}
     for i, r in enumerate(rows):
         ssp = SystemStreamPartition(r["system"], r["stream"], r["partition"])
@@ -174,9 +183,16 @@ def _run_slice(ctx: ProcessContext, task: TaskName, table: pa.Table, outputs: _O
     # (operator at a time), and only its last checkpoint's state is consistent with its offsets
     end = len(rows) if stop is None else 0 if container else stop
 
+    def source(i: int) -> tuple[str, str, int, int]:
+        """The input record an output comes from; for a closed window, the last record folded into it."""
+        if i < len(rows):
+            return rows[i]["system"], rows[i]["stream"], rows[i]["partition"], rows[i]["offset"]
+        return result.timers[i].source
+
     output_count = 0
     for out in app.outputs.values():
-        produced = [p for p in result.outputs.get(out, []) if p[0] < end]
+        # closed windows (indices past the slice) come out only when the whole slice is kept
+        produced = [p for p in result.outputs.get(out, []) if p[0] < end or (stop is None and p[0] >= len(rows))]
         output_count += len(produced)
         serde = ctx.msg_serdes.get(out.system, "json")
         if out.kind == "parquet":
@@ -187,8 +203,8 @@ def _run_slice(ctx: ProcessContext, task: TaskName, table: pa.Table, outputs: _O
                     "task_name": [task.name] * len(produced),
                     "batch_id": [ctx.batch_id] * len(produced),
                     "seq": list(range(len(produced))),
-                    "source_partition": [rows[i]["partition"] for i, _, _ in produced],
-                    "source_offset": [rows[i]["offset"] for i, _, _ in produced],
+                    "source_partition": [source(i)[2] for i, _, _ in produced],
+                    "source_offset": [source(i)[3] for i, _, _ in produced],
                 },
                 schema=OUTPUT_SCHEMA,
             )
@@ -211,20 +227,34 @@ def _run_slice(ctx: ProcessContext, task: TaskName, table: pa.Table, outputs: _O
         for i, err in sorted(result.failures.items())
         if i < end
     ]
+    dead += [  # late for a window: dropped by that window only, the record itself was processed
+        {"system": rows[i]["system"], "stream": rows[i]["stream"], "partition": rows[i]["partition"], "offset": rows[i]["offset"],
+         "key": rows[i]["key"], "value": rows[i]["value"], "task_name": task.name, "batch_id": ctx.batch_id, "error": reason}
+        for i, reasons in sorted(result.late.items()) if i < end for reason in reasons
+    ]
+    if stop is None:  # a closed window that failed downstream: its last record's coordinates, the window as the value
+        for i, err in sorted(result.failures.items()):
+            if i >= len(rows):
+                system, stream, partition, offset = result.timers[i].source
+                pane = result.timers[i].pane
+                dead.append({"system": system, "stream": stream, "partition": partition, "offset": offset,
+                             "key": serialize("string", pane.key) if not isinstance(pane.key, bytes) else pane.key,
+                             "value": serialize("json", pane.as_dict()), "task_name": task.name, "batch_id": ctx.batch_id, "error": err})
     if dead:
         write_task_file(ctx.dead_letter_path, ctx.batch_id, task, pa.Table.from_pylist(dead, schema=DEAD_LETTER_SCHEMA))
 
     stopped: dict[str, int] = {}
     error = None
     if stop is not None:
-        error = f"{task.name} stopped at {rows[stop]['stream']}-{rows[stop]['partition']}@{rows[stop]['offset']}: {result.failures[stop]}"
+        at = f"{rows[stop]['stream']}-{rows[stop]['partition']}@{rows[stop]['offset']}" if stop < len(rows) else "a closed window"
+        error = f"{task.name} stopped at {at}: {result.failures[stop]}"
         for r in rows[end:]:
             sspkb = SystemStreamPartition(r["system"], r["stream"], r["partition"], r["key_bucket"])
             stopped.setdefault(ssp_to_key(sspkb), r["offset"])
     return {
         "task_name": task.name,
         "records": len(rows),
-        "processed": end - sum(1 for i in result.failures if i < end),
+        "processed": end - sum(1 for i in result.failures if i < end),  # late records count: other branches processed them
         "dead_lettered": len(dead),
         "outputs": output_count,
         "process_ns": result.process_ns,

@@ -7,5 +7,7 @@ results to outputs.
 
 from .context import TaskContext
 from .stream import KV, ApplicationDescriptor, Message, MessageStream, OutputStream
+from .window import Aggregation, Window, WindowPane, Windows
 
-__all__ = ["KV", "ApplicationDescriptor", "Message", "MessageStream", "OutputStream", "TaskContext"]
+__all__ = ["KV", "Aggregation", "ApplicationDescriptor", "Message", "MessageStream", "OutputStream", "TaskContext", "Window",
+           "WindowPane", "Windows"]

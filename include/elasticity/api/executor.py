@@ -9,6 +9,14 @@ derives from: under the `dlq` policy that record goes to the dead-letter sink
 with the error and everything derived from it is dropped; under `fail` the task
 stops at the first failing record, keeps only what came before it, and its
 checkpoint stops there.
+
+Window operators are the slice's timer: they take their records once every
+input has been pushed (minus records failed elsewhere), and the windows they
+close go on downstream after every record-derived item, each under an index of
+its own past the slice (`SliceResult.timers` says where it came from). A record
+late for a window is dropped by that window only (`SliceResult.late`, for the
+dead letters, under either policy: it is data, not a bug); other branches still
+process it.
 """
 
 from __future__ import annotations
@@ -19,9 +27,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .context import TaskContext
 from .stream import KV, ApplicationDescriptor, Message, Node, OutputStream
+from .window import WindowPane
 
-Item = tuple[int, Any]  # (index of the input record in the slice, item derived from it)
+Item = tuple[int, Any]  # (index of the input record in the slice, or of a closed window past it; item derived from it)
+
+
+@dataclass(frozen=True)
+class Timer:
+    """A window closed at the end of the slice: where its last record came from."""
+
+    pane: WindowPane
+    source: tuple[str, str, int, int]  # system, stream, partition, offset
 
 
 @dataclass
@@ -30,6 +48,8 @@ class SliceResult:
     failures: dict[int, str]  # input index -> error
     stopped_at: int | None  # input index where the task stopped (policy fail), else None
     process_ns: int = 0
+    timers: dict[int, Timer] = field(default_factory=dict)  # index (>= the slice's length) -> closed window
+    late: dict[int, list[str]] = field(default_factory=dict)  # input index -> why windows dropped it (one reason per window)
 
 
 @dataclass
@@ -39,11 +59,16 @@ class SliceExecutor:
     callback_timeout_ms: int | None = None
     policy: str = "dlq"
     _failures: dict[int, str] = field(default_factory=dict, init=False)
+    _late: dict[int, list[str]] = field(default_factory=dict, init=False)
+    _messages: Sequence[Message] = field(default=(), init=False)
+    _timers: dict[int, Timer] = field(default_factory=dict, init=False)
+    _windows: dict[Node, list[Item]] = field(default_factory=dict, init=False)  # window node -> its records, until the timer
 
     def run(self, messages: Sequence[Message], failed: dict[int, str] | None = None) -> SliceResult:
         """`failed` holds records that failed before the graph (undecodable), by index."""
         start = time.perf_counter_ns()
         self._failures = dict(failed or {})
+        self._late, self._messages, self._timers, self._windows = {}, messages, {}, {}
         sinks: dict[OutputStream, list[Item]] = {}
         inbox: dict[Node, list[Item]] = {}
         for i, m in enumerate(messages):
@@ -52,28 +77,43 @@ class SliceExecutor:
             node = self.app.inputs.get(m.ssp.system_stream)
             if node is not None:
                 inbox.setdefault(node, []).append((i, m))
-        for node in _parents_first(self.app.inputs.values()):
-            items = inbox.pop(node, [])
-            items.sort(key=lambda ix: ix[0])  # stable: a merge's inputs interleave by input order
-            out = items if node.op == "input" else self._apply(node, items, sinks)
-            for child in node.children:
-                inbox.setdefault(child, []).extend(out)
+        self._flow(inbox, sinks)
+        self._fire_windows(sinks)
 
         stopped_at = min(self._failures) if self.policy == "fail" and self._failures else None
         outputs = {}
         for out, items in sinks.items():
             kept = [(i, x) for i, x in items if i not in self._failures and (stopped_at is None or i < stopped_at)]
             kept.sort(key=lambda ix: ix[0])  # stable: items of one input keep their order
-            outputs[out] = [(i, *self._key_value(messages[i], x)) for i, x in kept]
-        return SliceResult(outputs, dict(self._failures), stopped_at, time.perf_counter_ns() - start)
+            outputs[out] = [(i, *self._key_value(self._origin(i), x)) for i, x in kept]
+        return SliceResult(outputs, dict(self._failures), stopped_at, time.perf_counter_ns() - start, dict(self._timers),
+                           {i: r for i, r in self._late.items() if i not in self._failures})
+
+    def _origin(self, index: int) -> Message | WindowPane:
+        return self._messages[index] if index < len(self._messages) else self._timers[index].pane
 
     @staticmethod
-    def _key_value(origin: Message, item: Any) -> tuple[Any, Any]:
-        if isinstance(item, KV):
+    def _key_value(origin: Message | WindowPane, item: Any) -> tuple[Any, Any]:
+        if isinstance(item, KV | Message):
             return item.key, item.value
-        if isinstance(item, Message):
-            return item.key, item.value
+        if isinstance(item, WindowPane):
+            return item.key, item.as_dict()
         return origin.key, item
+
+    def _context(self) -> TaskContext:
+        context = next((m.context for m in self._messages if m.context is not None), None)
+        if context is None:
+            raise RuntimeError("a window or join needs the virtual task's context (stores, tables): none was given")
+        return context
+
+    def _flow(self, inbox: dict[Node, list[Item]], sinks: dict[OutputStream, list[Item]]) -> None:
+        """Runs the nodes reachable from the inbox's, each after all of its parents."""
+        for node in _parents_first(list(inbox)):
+            items = inbox.pop(node, [])
+            items.sort(key=lambda ix: ix[0])  # stable: a merge's inputs interleave by input order
+            out = items if node.op == "input" else self._apply(node, items, sinks)
+            for child in node.children:
+                inbox.setdefault(child, []).extend(out)
 
     def _fail(self, index: int, node: Node, e: BaseException) -> None:
         self._failures.setdefault(index, f"{node.name}: {type(e).__name__}: {e}")
@@ -89,6 +129,11 @@ class SliceExecutor:
             return []
         if node.op == "merge":
             return items
+        if node.op == "window":  # the slice's timer fires it (_fire_windows)
+            self._windows.setdefault(node, []).extend(items)
+            return []
+        if node.op == "join":
+            return self._join(node, items)
         if node.op == "flat_map_async":
             out = asyncio.run(self._run_async(node, items))
         else:
@@ -107,6 +152,56 @@ class SliceExecutor:
                 except Exception as e:  # noqa: BLE001 - user code: charged to its record
                     self._fail(i, node, e)
         return out
+
+    def _join(self, node: Node, items: list[Item]) -> list[Item]:
+        """Stream-table join: each item's key looked up in the table; inner drops a miss, left passes None."""
+        spec = node.join
+        assert spec is not None
+        table = self._context().table(spec.table)
+        out = []
+        for i, item in items:
+            try:
+                key = spec.key_fn(item) if spec.key_fn else self._key_value(self._origin(i), item)[0]
+                record = None if key is None else table.get(key)
+                if record is not None or spec.kind == "left":
+                    out.append((i, spec.fn(item, record)))
+            except Exception as e:  # noqa: BLE001 - user code: charged to its record
+                self._fail(i, node, e)
+        return out
+
+    def _fire_windows(self, sinks: dict[OutputStream, list[Item]]) -> None:
+        """The end of the slice: each window takes its records in input order, then sends on the
+        windows the new watermark closed (which may feed further windows)."""
+        while self._windows:
+            node = next(iter(self._windows))
+            items = sorted((ix for ix in self._windows.pop(node) if ix[0] not in self._failures), key=lambda ix: ix[0])
+            assert node.window is not None
+            store = self._context().store(node.name)
+            fed = []
+            for i, item in items:
+                origin = self._origin(i)
+                try:
+                    key = node.window.window.key_fn(item)
+                except Exception as e:  # noqa: BLE001 - user code: charged to its record
+                    self._fail(i, node, e)
+                    continue
+                if isinstance(origin, Message):
+                    fed.append((i, item, key, origin.timestamp, [origin.ssp.system, origin.ssp.stream, origin.ssp.partition, origin.offset]))
+                else:  # a closed window of an earlier window: its time is its last ms
+                    fed.append((i, item, key, origin.end - 1, list(self._timers[i].source)))
+            run = node.window.run(store, fed)
+            for i, e in run.failed.items():
+                self._fail(i, node, e)
+            for i, reason in run.late.items():
+                self._late.setdefault(i, []).append(reason)
+            fired = []
+            for c in run.closed:
+                index = len(self._messages) + len(self._timers)
+                system, stream, partition, offset = c.source
+                self._timers[index] = Timer(c.pane, (system, stream, partition, offset))
+                fired.append((index, c.pane))
+            if fired:
+                self._flow({child: list(fired) for child in node.children}, sinks)
 
     async def _run_async(self, node: Node, items: list[Item]) -> list[Item]:
         gate = asyncio.Semaphore(max(1, self.max_concurrency))

@@ -3,8 +3,10 @@
 Operators: map, filter, flat_map, flat_map_async (Samza's flatMapAsync: a
 coroutine per message, at most `task.max.concurrency` in flight, outputs still
 in input order), merge, partition_by (to an intermediate Kafka topic that the
-job reads as another input) and send_to. An input record is done, and may be
-checkpointed, once everything derived from it has reached a terminal operator.
+job reads as another input), window (keyed event-time windows, `api.window`),
+join (with a table fed by side inputs) and send_to. An input record is done,
+and may be checkpointed, once everything derived from it has reached a terminal
+operator.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ..model import SystemStream, SystemStreamPartition
-from ..state.descriptor import StoreDescriptor
+from ..state.descriptor import StoreDescriptor, TableDescriptor
 from .context import TaskContext
+from .window import Window, WindowOperator
 
 
 class KV(NamedTuple):
@@ -50,14 +53,35 @@ class OutputStream:
         return "parquet" if self.system == "parquet" else "kafka"
 
 
+JOIN_KINDS = ("inner", "left")
+
+
+@dataclass(frozen=True)
+class JoinSpec:
+    """A stream-table join (Samza's StreamTableJoinFunction): `fn(item, record)`, the record looked
+    up by `key_fn(item)` (default: the item's key); inner drops an item without a record, left
+    passes it with None."""
+
+    table: str
+    fn: Callable[[Any, Any], Any]
+    key_fn: Callable[[Any], Any] | None = None
+    kind: str = "inner"
+
+    def __post_init__(self) -> None:
+        if self.kind not in JOIN_KINDS:
+            raise ValueError(f"join kind {self.kind!r} is not one of {list(JOIN_KINDS)}")
+
+
 @dataclass(eq=False)
 class Node:
-    op: str  # input | map | filter | flat_map | flat_map_async | merge | send_to
+    op: str  # input | map | filter | flat_map | flat_map_async | merge | window | join | send_to
     fn: Callable[..., Any] | None = None
     output: OutputStream | None = None
     stream: SystemStream | None = None
     children: list[Node] = field(default_factory=list)
     name: str = ""
+    window: WindowOperator | None = None
+    join: JoinSpec | None = None
 
 
 class MessageStream:
@@ -65,8 +89,8 @@ class MessageStream:
         self._app = app
         self._node = node
 
-    def _then(self, op: str, fn: Callable[..., Any] | None = None, **kw: Any) -> MessageStream:
-        node = Node(op, fn, name=f"{op}-{self._app._next_id()}", **kw)
+    def _then(self, op: str, fn: Callable[..., Any] | None = None, name: str | None = None, **kw: Any) -> MessageStream:
+        node = Node(op, fn, name=name or f"{op}-{self._app._next_id()}", **kw)
         self._node.children.append(node)
         return MessageStream(self._app, node)
 
@@ -88,6 +112,24 @@ class MessageStream:
             s._node.children.append(node)
         return MessageStream(self._app, node)
 
+    def window(self, window: Window, id: str) -> MessageStream:
+        """Samza's `window(windows, id)`: a stream of `WindowPane`s, each emitted once, when the watermark
+        closes its window. The window's state is the store named `id` (configure it as any store)."""
+        if id in self._app.windows:
+            raise ValueError(f"window id {id!r} is used twice: each window needs its own (it names its store)")
+        self._app.store(window.store(id))
+        self._app.windows.add(id)
+        return self._then("window", window=WindowOperator(window, id), name=id)
+
+    def join(self, table: TableDescriptor | str, fn: Callable[[Any, Any], Any], key_fn: Callable[[Any], Any] | None = None,
+             kind: str = "inner") -> MessageStream:
+        """Stream-table join (Samza's `join(table, joinFn)`): `fn(item, record)` for each item whose key
+        (`key_fn(item)`, default the item's key) the table holds; `kind="left"` also passes the others, with None."""
+        name = table.name if isinstance(table, TableDescriptor) else table
+        if name not in self._app.tables:
+            raise ValueError(f"join: the app declares no table {name!r} (app.table(TableDescriptor(...)) declares one)")
+        return self._then("join", join=JoinSpec(name, fn, key_fn, kind))
+
     def send_to(self, output: OutputStream | str) -> None:
         out = self._app.output(output) if isinstance(output, str) else output
         self._then("send_to", output=out)
@@ -106,6 +148,8 @@ class ApplicationDescriptor:
         self.inputs: dict[SystemStream, Node] = {}
         self.outputs: dict[str, OutputStream] = {}
         self.stores: dict[str, StoreDescriptor] = {}
+        self.tables: dict[str, TableDescriptor] = {}
+        self.windows: set[str] = set()
         self.references: dict[str, Callable[[Iterable[Message]], dict[Any, Any]]] = {}
         self._ids = 0
 
@@ -125,9 +169,19 @@ class ApplicationDescriptor:
         """Declare a key-value store (Samza's `StoreDescriptor`); operators reach it as
         `m.context.store(name)`, one per virtual task, keyed by the input key."""
         d = name if isinstance(name, StoreDescriptor) else StoreDescriptor(name, key_serde, value_serde, input_key)
+        if d.name in self.tables:
+            raise ValueError(f"store {d.name!r}: a table has that name already")
         if self.stores.get(d.name, d) != d:
             raise ValueError(f"store {d.name!r} is declared twice, differently")
         return self.stores.setdefault(d.name, d)
+
+    def table(self, table: TableDescriptor) -> TableDescriptor:
+        """Declare a table fed by side inputs (Samza's `app.getTable(descriptor)`), for `join`."""
+        if table.name in self.stores:
+            raise ValueError(f"table {table.name!r}: a store has that name already")
+        if self.tables.get(table.name, table) != table:
+            raise ValueError(f"table {table.name!r} is declared twice, differently")
+        return self.tables.setdefault(table.name, table)
 
     def state_reference(self, store: str, fold: Callable[[Iterable[Message]], dict[Any, Any]]) -> None:
         """How to recompute store `store` from the processed input records (in offset order per

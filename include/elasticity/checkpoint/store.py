@@ -99,6 +99,7 @@ batches = Table(
     Column("batch_id", BigInteger, primary_key=True),
     Column("generation", Integer, nullable=False),
     Column("ranges", Text, nullable=False),
+    Column("side_inputs", Text),  # JSON [[ssp key, read-up-to offset], ...] of the tables' side inputs
     Column("status", String(16), nullable=False),  # planned | committed | abandoned
     Column("planned_ms", BigInteger, nullable=False),
     Column("committed_ms", BigInteger),
@@ -195,6 +196,10 @@ def _ranges_from_json(text_: str) -> tuple[OffsetRange, ...]:
     return tuple(OffsetRange(ssp_from_key(k), int(s), int(e)) for k, s, e in json.loads(text_))
 
 
+def _side_inputs_from_json(text_: str | None) -> tuple[tuple[SystemStreamPartition, int], ...]:
+    return tuple((ssp_from_key(k), int(o)) for k, o in json.loads(text_)) if text_ else ()
+
+
 class CheckpointStore:
     def __init__(self, url: str, history_size: int = 10, clock: Callable[[], int] = _now_ms) -> None:
         self.url = url
@@ -210,6 +215,9 @@ class CheckpointStore:
         if "origin" not in have:
             with self.engine.begin() as conn:
                 conn.execute(text(f"ALTER TABLE {generations.name} ADD COLUMN origin VARCHAR(32)"))
+        if "side_inputs" not in {c["name"] for c in inspect(self.engine).get_columns(batches.name)}:
+            with self.engine.begin() as conn:
+                conn.execute(text(f"ALTER TABLE {batches.name} ADD COLUMN side_inputs TEXT"))
 
     def close(self) -> None:
         self.engine.dispose()
@@ -354,7 +362,8 @@ class CheckpointStore:
     # --- batches -------------------------------------------------------------
 
     def plan_batch(
-        self, job: str, generation: int, ranges: tuple[OffsetRange, ...], owner: str | None = None, after: int | None = None
+        self, job: str, generation: int, ranges: tuple[OffsetRange, ...], owner: str | None = None, after: int | None = None,
+        side_inputs: tuple[tuple[SystemStreamPartition, int], ...] = (),
     ) -> BatchPlan:
         """Write the plan ahead of running it. A plan still pending is returned instead,
         so a retried batch replays exactly the same ranges; the earliest first.
@@ -368,10 +377,11 @@ class CheckpointStore:
             if latest is not None and (after is None or latest.batch_id != after):
                 return self._pending(conn, job) or latest
             last = conn.execute(select(func.max(batches.c.batch_id)).where(batches.c.job_name == job)).scalar() or 0
-            plan = BatchPlan(job, last + 1, generation, ranges)
+            plan = BatchPlan(job, last + 1, generation, ranges, side_inputs)
             conn.execute(
                 insert(batches).values(
                     job_name=job, batch_id=plan.batch_id, generation=generation, ranges=_ranges_to_json(ranges),
+                    side_inputs=json.dumps([[ssp_to_key(s), o] for s, o in side_inputs]) if side_inputs else None,
                     status="planned", planned_ms=self.clock(),
                 )
             )
@@ -530,7 +540,7 @@ class CheckpointStore:
 
     @staticmethod
     def _plan(row) -> BatchPlan:
-        return BatchPlan(row.job_name, row.batch_id, row.generation, _ranges_from_json(row.ranges))
+        return BatchPlan(row.job_name, row.batch_id, row.generation, _ranges_from_json(row.ranges), _side_inputs_from_json(row.side_inputs))
 
     def _insert_checkpoints(
         self, conn: Connection, job: str, generation: int, task_checkpoints: Iterable[TaskCheckpoint],

@@ -41,7 +41,8 @@ from ..serde import ssp_from_key, ssp_to_key
 from ..sinks import delete_batches
 from ..state.blobs import BlobStore
 from ..state.blobstore import await_durable
-from ..state.config import StorageConfig
+from ..state.config import StorageConfig, state_dir
+from ..state.table import SideInputBatch, TableBatch, TableSource, resolve_tables
 from ..state.worker import BatchState
 from ..summary import BatchSummary
 from .partitioning import slot_values
@@ -93,6 +94,38 @@ class MicroBatchEngine:
     def storage(self) -> StorageConfig | None:
         """The stores of a stateful app, as the job configures them (None: a stateless app)."""
         return StorageConfig.of(self.config, list(self.app.stores.values())) if self.app.stores else None
+
+    @cached_property
+    def tables(self) -> tuple[TableSource, ...]:
+        """The app's tables and their side inputs, as the job configures them."""
+        return resolve_tables(self.config, self.app.tables)
+
+    def _side_input_offsets(self) -> tuple[tuple[SystemStreamPartition, int], ...]:
+        """Every side-input partition's high watermark now: what a new batch's tables are read up to."""
+        streams = sorted({s for t in self.tables for s in t.streams})
+        if not streams:
+            return ()
+        counts = self.inputs.partition_counts(streams)
+        ssps = [SystemStreamPartition(s.system, s.stream, p) for s in streams for p in range(counts[s])]
+        return tuple(sorted(self.inputs.offsets(ssps, "upcoming").items()))
+
+    def _table_batch(self, plan: BatchPlan) -> SideInputBatch | None:
+        """The tables of a batch, read up to the offsets recorded with its plan (a plan written before the
+        app had tables records none: read up to now)."""
+        if not self.tables:
+            return None
+        recorded = dict(plan.side_inputs) or dict(self._side_input_offsets())
+        out = []
+        for t in self.tables:
+            systems = sorted({s.system for s in t.streams})
+            out.append(TableBatch(
+                name=t.name,
+                targets=tuple((ssp, o) for ssp, o in sorted(recorded.items()) if ssp.system_stream in t.streams),
+                bootstraps=tuple((s, resolve_bootstrap(self.config, s)) for s in systems),
+                serdes=tuple((s, self.config.serde(s, "key"), self.config.serde(s, "msg")) for s in systems),
+                processor_factory=t.processor_factory,
+            ))
+        return SideInputBatch(str(state_dir(self.config)), tuple(out))
 
     def _await_state(self, cps: Iterable[TaskCheckpoint], timeout_s: float) -> None:
         """Before a checkpoint is written: its blob-store snapshots, uploading in the workers, are durable."""
@@ -207,7 +240,8 @@ class MicroBatchEngine:
             replayed = False
             if sum(r.size for r in ranges) == 0:
                 return self._summary(generation, None, cps, high, durations | {"plan": _ms(t0)}, metrics), None, cps
-            plan = self.store.plan_batch(self.job, generation.number, ranges, owner, after=previous.batch_id if previous else None)
+            plan = self.store.plan_batch(self.job, generation.number, ranges, owner, after=previous.batch_id if previous else None,
+                                         side_inputs=self._side_input_offsets())
         self._clean_batch(*self.store.batches_with_status(self.job, "abandoned"))
         durations["plan"] = _ms(t0)
 
@@ -314,6 +348,7 @@ class MicroBatchEngine:
             callback_timeout_ms=c.callback_timeout_ms,
             thread_pool_size=c.thread_pool_size,
             state=self._batch_state(generation, cps),
+            tables=self._table_batch(plan),
         )
 
     def _batch_state(self, generation: Generation, cps: dict[TaskName, TaskCheckpoint]) -> BatchState | None:

@@ -30,7 +30,7 @@ before retrying a batch whose commit failed. Metrics: `csm.metrics()`.
 from .commit import Markers, TaskSnapshot
 from .config import StorageConfig, StoreConfig
 from .container import ContainerStorageManager
-from .descriptor import StoreDescriptor
+from .descriptor import StoreDescriptor, TableDescriptor
 from .kv import KeyValueStore, WrongBucketError
 from .metrics import StoreMetrics
 
@@ -42,6 +42,7 @@ __all__ = [
     "StoreConfig",
     "StoreDescriptor",
     "StoreMetrics",
+    "TableDescriptor",
     "TaskSnapshot",
     "WrongBucketError",
 ]

@@ -64,7 +64,7 @@ class StorageConfig:
         job_level = {k.name for k in KEYS if k.name.startswith("stores.") and "<" not in k.name}
         for key in raw:
             parts = key.split(".")
-            if parts[0] == "stores" and key not in job_level and parts[1] not in declared:
+            if parts[0] == "stores" and key not in job_level and parts[1] not in declared and parts[2:4] != ["side", "inputs"]:  # tables: state.table
                 raise ConfigError(f"{key}: the app declares no store {parts[1]!r} (it declares {sorted(declared)})")
 
         def first(*names: str) -> tuple[str, ...] | None:
@@ -87,7 +87,7 @@ class StorageConfig:
         return cls(
             job_name=config.job_name,
             job_id=config.job_id,
-            state_dir=Path(raw.get("job.state.dir") or home / "state"),
+            state_dir=state_dir(config),
             blob_uri=raw.get("blob.store.uri") or str(home / "blobs"),
             stores=tuple(stores),
             transactional=raw.get("task.transactional.state.checkpoint.enabled", "true").strip() == "true",
@@ -95,3 +95,9 @@ class StorageConfig:
             restore_pool_size=int(raw.get("job.container.restore.thread.pool.size", 2)),
             commit_timeout_ms=config.commit_timeout_ms,
         )
+
+
+def state_dir(config: JobConfig) -> Path:
+    """`job.state.dir`, default `$ELASTICITY_HOME/<job>/state`: the stores' and the tables' local folders."""
+    home = Path(os.environ.get("ELASTICITY_HOME", ".elasticity")).resolve() / config.job_name
+    return Path(config.raw_map.get("job.state.dir") or home / "state")

@@ -10,7 +10,7 @@ rescale can move it with them, by hashing the key like the router does).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,3 +57,28 @@ class StoreDescriptor:
     def input_key_of(self, raw_key: bytes) -> bytes:
         """The input key bytes whose bucket owns this stored key."""
         return raw_key if self.input_key is None else self.input_key(self.key_from(raw_key))
+
+
+@dataclass(frozen=True)
+class TableDescriptor:
+    """A read-only table fed by side inputs (Samza's TableDescriptor with `withSideInputs` and
+    `withSideInputsProcessor`), for stream-table joins.
+
+    `side_inputs` are compacted topics (`system.stream`), read whole: the table is
+    replicated, every container holds all of it, so a rescale has nothing to move.
+    `processor(message)` (Samza's SideInputsProcessor) turns a side-input record into
+    (key, value) entries, a None value deleting; without it the record's key and value
+    are the entry. It must depend on the record alone: a replay re-applies records.
+    The config keys `stores.<name>.side.inputs` and
+    `stores.<name>.side.inputs.processor.factory` override both.
+    """
+
+    name: str
+    side_inputs: tuple[str, ...] = ()
+    key_serde: str = "string"
+    value_serde: str = "json"
+    processor: Callable[[Any], Iterable[tuple[Any, Any]]] | None = None
+
+    def __post_init__(self) -> None:
+        StoreDescriptor(self.name, self.key_serde, self.value_serde)  # the same rules for names and serdes
+        object.__setattr__(self, "side_inputs", tuple(self.side_inputs))
