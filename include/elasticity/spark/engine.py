@@ -16,7 +16,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, replace
+from dataclasses import replace
 from functools import cached_property, partial
 from typing import Any
 
@@ -46,7 +46,7 @@ from ..state.table import SideInputBatch, TableBatch, TableSource, resolve_table
 from ..state.worker import BatchState
 from ..summary import BatchSummary
 from .partitioning import slot_values
-from .reader import CHUNK_DDL, ROUTED_READ_DDL, Owner, RouteTable, chunks, read_routed, read_tasks
+from .reader import ROUTED_READ_DDL, Owner, RouteTable, chunks, read_assigned, read_tasks
 
 
 class BatchFailed(RuntimeError):
@@ -306,9 +306,8 @@ class MicroBatchEngine:
                     name.name, offset, cp.watermarks.get(ssp, ()), slot_of[name])
         tasks = read_tasks(cs, self.config.read_chunk_records)
         n = max(tasks, default=0) + 1
-        placed = slot_values(n)
-        df = self.spark.createDataFrame([{**asdict(c), "task": placed[t]} for c, t in zip(cs, tasks, strict=True)] or [], CHUNK_DDL)
-        return df.repartition(n, "task").mapInArrow(partial(read_routed, RouteTable(generation.factor, owners)), ROUTED_READ_DDL)
+        assigned = [[c for c, t in zip(cs, tasks, strict=True) if t == i] for i in range(n)]
+        return self.spark.range(0, n, 1, n).mapInArrow(partial(read_assigned, assigned, RouteTable(generation.factor, owners)), ROUTED_READ_DDL)
 
     def _slots(self, generation: Generation) -> dict[TaskName, int]:
         """Each virtual task's process group: a container's tasks are dealt round-robin over
