@@ -126,13 +126,11 @@ class JobCoordinator:
     def _move_state(self, old: Generation, old_cps: Mapping[TaskName, TaskCheckpoint], factor: int, model: JobModel,
                     dry_run: bool) -> StateMove | None:
         """Every store's entries to the new task of their key's bucket (issue 12); see state/rescale.py."""
-        from .state.rescale import clean_stale_moves, move_state
+        from .state.rescale import move_state
 
         if self.storage is None:
             return None
         config, descriptors = self.storage
-        if not dry_run:
-            clean_stale_moves(config, old.number)
         return move_state(config, descriptors, old.job_model, old.factor, old.number, old_cps, model, factor, dry_run)
 
     def _migrate(self, old: Generation | None, old_cps: Mapping[TaskName, TaskCheckpoint], factor: int, model: JobModel) -> Migration:
@@ -180,6 +178,10 @@ class JobCoordinator:
             t = time.perf_counter_ns()
             old, factor, model = self._target(factor)
             metrics = {"job-model-generation-ns": time.perf_counter_ns() - t}
+            if old is not None and self.storage is not None:
+                from .state.rescale import clean_stale_moves
+
+                clean_stale_moves(self.storage[0], old.number)  # what a crashed move left
             if self._unchanged(old, factor, model):
                 return RescalePlan(old, model, factor, None, metrics=metrics)
             done: list[Migration] = []
