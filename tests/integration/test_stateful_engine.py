@@ -284,7 +284,6 @@ def test_state_moves_with_its_keys_2_to_8_to_3_on_s3(spark, kafka_bootstrap, job
         assert plan.state is not None and plan.metrics["state-move-ns"] > 0 and "checkpoint-compute-ns" in plan.metrics
         moved = [t for t in plan.state.transfers if t.how == "moved"]
         assert len(moved) == 2 * factor and sum(t.keys for t in moved) > 0
-        assert_state_and_outputs(config, engine.store)  # the moved state is the reference at the new factor
         state_check_passes(config, engine.store, engine.inputs)
         feed(kafka_bootstrap, topic, 150, seed=23 + factor)
         assert engine.run(max_records=80, until_caught_up=True)[-1].lag_left == 0
