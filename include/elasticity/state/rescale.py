@@ -36,6 +36,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from math import gcd
 from pathlib import Path
@@ -220,6 +221,7 @@ def move_state(
         blobs.put_bytes(journal, json.dumps({"checkpoint-id": str(cp_id), "from-generation": from_generation, "prefixes": prefixes}).encode())
         faults.point("rescale.state.journal_written")
     work = Path(tempfile.mkdtemp(prefix="elasticity-state-move-"))
+    pool = ThreadPoolExecutor(storage.commit_pool_size or max(1, min(len(moving), 64)), thread_name_prefix="state-move")
     try:
         for d in descriptors:
             cfg = storage.store(d.name)
@@ -229,27 +231,28 @@ def move_state(
                 for s in src:
                     by_source.setdefault(s, []).append(t)
             with_state: set[TaskName] = set()
-            for s, ts in sorted(by_source.items()):
-                marker = old_cps[s].state_markers.get(BLOB_STORE_FACTORY, {}).get(d.name) if s in old_cps else None
-                if marker is None:
-                    continue
-                _split(blobs, _context(storage, cfg, d, old_tasks[s]), marker, work / "source", d, new_factor,
-                       {_bucket(t): targets[t] for t in ts})
-                with_state.update(ts)
+            found = {s: old_cps[s].state_markers.get(BLOB_STORE_FACTORY, {}).get(d.name) if s in old_cps else None for s in by_source}
+            # downloads run ahead on the pool while one source at a time is scanned (the scan holds the GIL)
+            downloads = {s: pool.submit(_download, blobs, _context(storage, cfg, d, old_tasks[s]), m, work / "source" / str(i))
+                         for i, (s, m) in enumerate(sorted(found.items())) if m is not None}
+            for s, future in downloads.items():
+                _split(future.result(), d, new_factor, {_bucket(t): targets[t] for t in by_source[s]}, s)
+                with_state.update(by_source[s])
                 faults.point("rescale.state.source_read")
-            for t, target in sorted(targets.items()):
-                if t not in with_state:
-                    transfers.append(Transfer(t, d.name, moving[t], how="empty"))
-                    continue
-                transfers.append(Transfer(t, d.name, moving[t], target.keys, target.bytes))
-                ids[t] = cp_id
-                if not dry_run:
-                    assert target.folder is not None
-                    for factory, marker in _write(storage, cfg, d, new_tasks[t], len(new_tasks), blobs, target, cp_id).items():
+            for t in sorted(targets):
+                target = targets[t]
+                transfers.append(Transfer(t, d.name, moving[t], target.keys, target.bytes) if t in with_state
+                                 else Transfer(t, d.name, moving[t], how="empty"))
+            ready = sorted(t for t in targets if t in with_state)
+            ids.update(dict.fromkeys(ready, cp_id))
+            if not dry_run:
+                uploads = {t: pool.submit(_write, storage, cfg, d, new_tasks[t], len(new_tasks), blobs, targets[t], cp_id) for t in ready}
+                for t, future in uploads.items():
+                    for factory, marker in future.result().items():
                         markers.setdefault(t, {}).setdefault(factory, {})[d.name] = marker
-                    shutil.rmtree(target.folder, ignore_errors=True)
                     faults.point("rescale.state.uploaded")
     finally:
+        pool.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(work, ignore_errors=True)
     move = StateMove(old_factor, new_factor, cp_id, from_generation, tuple(transfers), ids, markers, dry_run,
                      time.perf_counter_ns() - start, journal)
@@ -280,11 +283,13 @@ def _refuse_unmovable(storage: StorageConfig, descriptors: Sequence[StoreDescrip
             )
 
 
-def _split(blobs: BlobStore, ctx: StoreContext, marker: str, folder: Path, d: StoreDescriptor, factor: int,
-           targets: Mapping[int, _Target]) -> None:
-    """Download one old snapshot, and send each of its entries to the target of its key's bucket at `factor`."""
-    shutil.rmtree(folder, ignore_errors=True)
+def _download(blobs: BlobStore, ctx: StoreContext, marker: str, folder: Path) -> Path:
     BlobStoreStateBackend(ctx, blobs).restore(marker, folder)
+    return folder
+
+
+def _split(folder: Path, d: StoreDescriptor, factor: int, targets: Mapping[int, _Target], source: TaskName) -> None:
+    """Send each entry of one old snapshot to the target of its key's bucket at `factor`."""
     db = open_db(folder)
     try:
         if len(targets) == 1:  # every key of this bucket goes to the one target (G divides F)
@@ -296,7 +301,7 @@ def _split(blobs: BlobStore, ctx: StoreContext, marker: str, folder: Path, d: St
                 target = targets.get(bucket_of(d, k, factor))
                 if target is None:
                     raise StatefulRescaleError(
-                        f"store {d.name!r} of task {ctx.task.name!r} holds key {k!r} of bucket {bucket_of(d, k, factor)} "
+                        f"store {d.name!r} of task {source.name!r} holds key {k!r} of bucket {bucket_of(d, k, factor)} "
                         f"at factor {factor}, which is not a share of that task; nothing was changed"
                     )
                 target.add(k, v)
@@ -325,6 +330,7 @@ def _write(storage: StorageConfig, cfg: StoreConfig, d: StoreDescriptor, task: T
         return out
     finally:
         db.close()
+        shutil.rmtree(target.folder, ignore_errors=True)
 
 
 def _changelog_image(ctx: StoreContext, db, task_count: int) -> str:
