@@ -46,6 +46,7 @@ from rocksdict import IngestExternalFileOptions, Options, SstFileWriter
 from .. import faults
 from ..checkpoint.model import CheckpointId, TaskCheckpoint
 from ..config import BLOB_STORE_FACTORY, KAFKA_CHANGELOG_FACTORY
+from ..keybucket import key_hash
 from ..model import NO_KEY_BUCKET, JobModel, SystemStreamPartition, TaskModel, TaskName
 from ..tasknames import parse_task_name
 from .backend import StoreContext
@@ -297,14 +298,16 @@ def _split(folder: Path, d: StoreDescriptor, factor: int, targets: Mapping[int, 
             for k, v in db.items():
                 only.add(k, v)
         else:
+            adds = {b: t.add for b, t in targets.items()}
+            bucket = (lambda k: key_hash(k) % factor) if d.input_key is None else (lambda k: bucket_of(d, k, factor))  # bucket_of, inlined
             for k, v in db.items():
-                target = targets.get(bucket_of(d, k, factor))
-                if target is None:
+                add = adds.get(bucket(k))
+                if add is None:
                     raise StatefulRescaleError(
                         f"store {d.name!r} of task {source.name!r} holds key {k!r} of bucket {bucket_of(d, k, factor)} "
                         f"at factor {factor}, which is not a share of that task; nothing was changed"
                     )
-                target.add(k, v)
+                add(k, v)
     finally:
         db.close()
         for t in targets.values():
