@@ -5,8 +5,10 @@ as a ratio, because absolute times drift on a shared machine.
   2. bytes uploaded after updating 1 % of the keys, over the store's size (goal <= 0.05)
   3. batch time with a 2 s upload, async (overlapping the next batch) over sync (goal: hides >= 80 %)
   4. restart with a matching local store (goal < 1 s)
+  5. state rescale 8 -> 16, 16 -> 8 and 8 -> 11 of a 1M-key store (blob store on S3) over a full restore
+     of the same store (goal <= 2x)
 
-usage: PYTHONPATH=include:. python bench/state_bench.py [--keys 1000000]
+usage: PYTHONPATH=include:. python bench/state_bench.py [--keys 1000000] [--only commit|rescale]
 Uses KAFKA_BOOTSTRAP_SERVERS, or starts an embedded broker of its own. About 4 minutes on 2 cores,
 most of it the first commit sending 1M records to the changelog with kafka-python.
 
@@ -15,6 +17,11 @@ Measured here (2 cores, embedded broker, SeaweedFS on loopback):
   restore 1,000,000 keys: blob store vs changelog | 0.25 s vs 33.91 s           | 134.7x (goal >= 5x)
   restart with a matching local store             | 40 ms                       | goal < 1000 ms
   batch with a 2 s upload: async vs sync          | 2.54 s vs 4.55 s per batch  | hides 100% of the upload (goal >= 80%)
+  state rescale 8 -> 16 vs full restore (1M keys) | 4.08 s vs 0.54 s            | 7.55x (goal <= 2x: not met)
+  state rescale 16 -> 8 vs full restore (1M keys) | 4.03 s vs 0.86 s            | 4.67x
+  state rescale 8 -> 11 vs full restore (1M keys) | 5.07 s vs 0.43 s            | 11.71x
+A restore only downloads files; a move downloads, scans every entry in Python (hash, SST write) and
+uploads, so it stays several times a blob restore - and far below a changelog replay (17.6 s here).
 """
 
 from __future__ import annotations
@@ -26,14 +33,18 @@ import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from elasticity import faults
-from elasticity.checkpoint.model import CheckpointId, CheckpointV2
+from elasticity.checkpoint.model import CheckpointId, CheckpointV2, TaskCheckpoint, state_of
 from elasticity.config import validate
+from elasticity.grouping import build_job_model
 from elasticity.kafka.broker import EmbeddedBroker, free_port
-from elasticity.model import TaskModel, TaskName
+from elasticity.keybucket import key_hash
+from elasticity.model import SystemStream, TaskModel, TaskName
 from elasticity.state import ContainerStorageManager, StorageConfig, StoreDescriptor
+from elasticity.state.rescale import move_state
 from elasticity.state.rocksdb import snapshot_files
 from tests.s3server import SeaweedS3
 
@@ -99,20 +110,83 @@ def batches(props: dict[str, str], n: int, process_s: float, upload_s: float, ov
         csm.close()
 
 
+def rescale_rows(tmp: Path, s3: SeaweedS3, keys: int) -> list[tuple[str, str, str]]:
+    """A 1M-key store spread over the 8 virtual tasks of one partition, committed to the blob store; then each
+    move timed beside a full restore (every task's snapshot downloaded into a fresh folder) of the store it reads."""
+    props = {"job.name": "state-bench-rescale", "task.inputs": "kafka.in", "task.checkpoint.read.versions": "2,1",
+             "blob.store.uri": s3.uri(f"rescale-{uuid.uuid4().hex[:6]}"), "stores.bench.backup.factories": "blobstore"}
+
+    def model(factor: int):
+        return build_job_model(validate({**props, "job.elasticity.factor": str(factor)}), {SystemStream("kafka", "in"): 1})
+
+    storage = StorageConfig.of(validate(props), [STORE])
+
+    def manager(m) -> ContainerStorageManager:
+        st = replace(storage, state_dir=tmp / f"rescale-{uuid.uuid4().hex[:6]}")
+        return ContainerStorageManager(st, [STORE], m.tasks(), len(m.tasks()))
+
+    m8 = model(8)
+    names = sorted(t.task_name for t in m8.tasks())
+    by_bucket = {int(n.name.split("-")[1]): n for n in names}
+    csm = manager(m8)
+    csm.restore({})
+    t = time.perf_counter()
+    for lo in range(0, keys, 100_000):
+        parts: dict[TaskName, dict] = {}
+        for i in range(lo, min(lo + 100_000, keys)):
+            k = f"key-{i:07d}"
+            parts.setdefault(by_bucket[key_hash(k.encode()) % 8], {})[k] = {"n": i, "total": i * 3}
+        for task, values in parts.items():
+            csm.store(task, "bench").put_all(values)
+    cp_id = CheckpointId.create()
+    markers = csm.upload(csm.snapshot(cp_id))
+    csm.close()
+    cps = {n: TaskCheckpoint(n, {}, checkpoint_id=cp_id, state_markers=markers[n]) for n in names}
+    rows = [(f"load {keys:,} keys over 8 tasks, commit to S3", f"{time.perf_counter() - t:.1f} s", "(setup)")]
+
+    def restore_s(m, cps) -> float:
+        csm = manager(m)
+        try:
+            start = time.perf_counter()
+            csm.restore({t: state_of(cp) for t, cp in cps.items()})
+            return time.perf_counter() - start
+        finally:
+            csm.close()
+
+    generations = {8: (m8, cps)}
+    for old, new in ((8, 16), (16, 8), (8, 11)):
+        m_old, cps_old = generations[old]
+        full = restore_s(m_old, cps_old)
+        m_new = model(new)
+        start = time.perf_counter()
+        move = move_state(storage, [STORE], m_old, old, 1, cps_old, m_new, new)
+        took = time.perf_counter() - start
+        assert sum(t.keys for t in move.transfers) == keys
+        generations[new] = (m_new, move.apply({t.task_name: TaskCheckpoint(t.task_name, {}) for t in m_new.tasks()}))
+        rows.append((f"state rescale {old} -> {new} vs full restore of {keys:,} keys", f"{took:.2f} s vs {full:.2f} s",
+                     f"{took / full:.2f}x (goal <= 2x)"))
+    return rows
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--keys", type=int, default=1_000_000)
+    p.add_argument("--only", choices=("commit", "rescale"), default=None, help="run one part (default: both)")
     args = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="elasticity-state-bench-"))
     os.environ.setdefault("ELASTICITY_HOME", str(tmp / "home"))
     broker = None
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if not bootstrap:
+    if not bootstrap and args.only != "rescale":
         broker = EmbeddedBroker(tmp / "broker")
         bootstrap = broker.start(port=free_port()).bootstrap
     s3 = SeaweedS3(tmp / "s3").start()
     rows: list[tuple[str, str, str]] = []
     try:
+        if args.only != "commit":
+            rows += rescale_rows(tmp, s3, args.keys)
+        if args.only == "rescale":
+            return _print(rows)
         props = {
             "job.state.dir": str(tmp / "state"), "blob.store.uri": s3.uri(f"bench-{uuid.uuid4().hex[:6]}"),
             "stores.bench.backup.factories": "kafka,blobstore", "stores.bench.changelog": f"kafka.bench-{uuid.uuid4().hex[:6]}",
@@ -155,7 +229,10 @@ def main() -> None:
         if broker:
             broker.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+    _print(rows)
 
+
+def _print(rows: list[tuple[str, str, str]]) -> None:
     width = max(len(r[0]) for r in rows)
     print(f"\n{'measure':{width}s} | {'figures':45s} | ratio")
     print(f"{'-' * width}-|-{'-' * 45}-|------")

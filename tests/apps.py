@@ -19,3 +19,13 @@ def broken(app: ApplicationDescriptor) -> None:
 
     for s in app.job_inputs:
         app.input(s).map(check).send_to("parquet.out")
+
+
+def aggregates(app: ApplicationDescriptor) -> None:
+    """Declares the store `aggs` (input key bytes -> {count, sum}) that tests/memory.py's StatefulRunner
+    keeps per virtual task; the runner applies the records itself."""
+    from elasticity.state import StoreDescriptor
+
+    app.store(StoreDescriptor("aggs", "byte", "json"))
+    for s in app.job_inputs:
+        app.input(s).send_to("parquet.out")

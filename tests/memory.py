@@ -8,14 +8,16 @@ and logs every record it processes so tests can check loss, order and duplicates
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kafka.partitioner.default import murmur2
 
+from elasticity.checkpoint.model import CheckpointId, TaskCheckpoint, state_of
 from elasticity.coordinator import JobCoordinator
 from elasticity.keybucket import record_hash
 from elasticity.model import SystemStream, SystemStreamPartition, TaskName
 from elasticity.planning import BatchPlan, Router, advance, plan_ranges
+from elasticity.state import ContainerStorageManager
 
 
 class MemoryInputs:
@@ -98,8 +100,13 @@ class ReferenceRunner:
                     remaining[t] -= 1
                 self.log.append(Processed(r.ssp, offset, key, t, plan.batch_id))
         new = [advance(cp, plan.ranges, stopped[t]) for t, cp in cps.items()]
+        new = self.with_state(cps, new, [p for p in self.log if p.batch_id == plan.batch_id])
         c.store.commit_batch(plan, new, c.config.checkpoint_write_versions, owner)
         return plan
+
+    def with_state(self, cps: Mapping[TaskName, TaskCheckpoint], new: list[TaskCheckpoint], processed: list[Processed]) -> list[TaskCheckpoint]:
+        """The checkpoints to commit, with the state they commit (none here: see StatefulRunner)."""
+        return new
 
     def drain(self) -> None:
         for _ in range(1000):
@@ -152,3 +159,44 @@ class ReferenceRunner:
         for ssp in self.inputs.all_ssps():
             for offset in range(len(self.inputs.topics[ssp.system_stream][ssp.partition])):
                 assert (ssp, offset) in done, f"lost {ssp}@{offset}"
+
+
+class StatefulRunner(ReferenceRunner):
+    """The reference runner with real state: each virtual task keeps per input key {count, sum of
+    the values' numbers} in its store `aggs` (tests/apps.py:aggregates), committed with its
+    checkpoint through the real state package (RocksDB, blob-store snapshots), moved by the real rescale."""
+
+    STORE = "aggs"
+
+    def with_state(self, cps, new, processed):
+        storage, descriptors = self.coordinator.storage
+        touched = {p.task for p in processed if p.key is not None}
+        out = [replace(cp, checkpoint_id=cps[cp.task_name].checkpoint_id, state_markers=cps[cp.task_name].state_markers) for cp in new]
+        if not touched:
+            return out
+        models = [t for t in self.coordinator.current().job_model.tasks() if t.task_name in touched]
+        csm = ContainerStorageManager(storage, descriptors, models, len(cps))
+        try:
+            csm.restore({t: state_of(cps[t]) for t in touched})
+            for p in processed:
+                if p.key is not None:
+                    store = csm.store(p.task, self.STORE)
+                    store.put(p.key, _add(store.get(p.key), self.inputs.record(p.ssp, p.offset)[1]))
+            cp_id = CheckpointId.create()
+            markers = csm.upload(csm.snapshot(cp_id))
+        finally:
+            csm.close()
+        return [replace(cp, checkpoint_id=cp_id, state_markers=markers[cp.task_name]) if cp.task_name in touched else cp for cp in out]
+
+    def expected_state(self) -> dict[tuple[int, bytes], dict[str, int]]:
+        """Per (input partition, key), the aggregate over every record processed (and committed) so far."""
+        out: dict[tuple[int, bytes], dict[str, int]] = {}
+        for p in self.log:
+            if p.key is not None:
+                out[(p.ssp.partition, p.key)] = _add(out.get((p.ssp.partition, p.key)), self.inputs.record(p.ssp, p.offset)[1])
+        return out
+
+
+def _add(agg: dict[str, int] | None, value: bytes) -> dict[str, int]:
+    agg = agg or {"count": 0, "sum": 0}
+    return {"count": agg["count"] + 1, "sum": agg["sum"] + int(value[1:])}

@@ -192,6 +192,9 @@ def cmd_rescale(args: argparse.Namespace) -> int:
             print(f"job {coordinator.job!r} already runs at factor {plan.factor}; nothing to change")
         else:
             print(plan.migration.describe())
+            if plan.state is not None:
+                print(plan.state.describe())
+            _print_metrics(plan.metrics)
             print("dry run: nothing written")
         return 0
     plan = coordinator.rescale(args.factor, owner=args.owner, abandon_pending=args.abandon_pending)
@@ -199,9 +202,16 @@ def cmd_rescale(args: argparse.Namespace) -> int:
         print(f"job {coordinator.job!r} already runs at factor {plan.factor} (generation {plan.old.number}); nothing to change")
         return 0
     print(plan.migration.describe())
+    if plan.state is not None:
+        print(plan.state.describe())
+    _print_metrics(plan.metrics)
     generation = coordinator.current()
     print(f"applied: generation {generation.number} at factor {generation.factor}")
     return 0
+
+
+def _print_metrics(metrics) -> None:
+    print(" ".join(f"{k}={v}" for k, v in metrics.items()), file=sys.stderr)
 
 
 def cmd_run_batch(args: argparse.Namespace) -> int:

@@ -13,8 +13,9 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Protocol
 
 from . import faults
 from .checkpoint.migration import Migration, migrate
@@ -25,13 +26,16 @@ from .grouping import build_job_model
 from .metrics import RescaleMetrics, record_rescale
 from .model import JobModel, SystemStream, SystemStreamPartition, TaskName
 from .reporters import Reporters
+from .state.rescale import StatefulRescaleError
 from .tasknames import parse_task_name
+
+if TYPE_CHECKING:
+    from .state import StorageConfig, StoreDescriptor
+    from .state.rescale import StateMove
 
 log = logging.getLogger(__name__)
 
-
-class StatefulRescaleError(ValueError):
-    pass
+__all__ = ["Inputs", "JobCoordinator", "RescalePlan", "StatefulRescaleError"]
 
 
 class Inputs(Protocol):
@@ -50,6 +54,8 @@ class RescalePlan:
     model: JobModel
     factor: int
     migration: Migration | None  # None when the job already runs this model
+    state: StateMove | None = None  # the stores' move (counted only, in a dry run); None for a stateless app
+    metrics: Mapping[str, int] = field(default_factory=dict)  # job-model-generation-ns, checkpoint-compute-ns, state-move-ns
 
     @property
     def changes_nothing(self) -> bool:
@@ -109,21 +115,26 @@ class JobCoordinator:
             factor = old.factor if old else self.config.elasticity_factor
         if not 1 <= factor <= MAX_ELASTICITY_FACTOR:
             raise ConfigError(f"job.elasticity.factor={factor!r}: expected an integer from 1 to {MAX_ELASTICITY_FACTOR}")
-        if old is not None and factor != old.factor:
-            self._refuse_stateful_rescale(old.factor, factor)
         return old, factor, self._model(factor)
 
-    def _refuse_stateful_rescale(self, old: int, new: int) -> None:
-        """A store's entries live with their key's bucket: a rescale would have to move them (issue 12)."""
+    @cached_property
+    def storage(self) -> tuple[StorageConfig, list[StoreDescriptor]] | None:
+        """The app's stores as the job configures them; None for a stateless app."""
         from .api.stream import load_application
+        from .state import StorageConfig
 
-        stores = sorted(load_application(self.config.app_class, self.config.inputs).stores)
-        if stores:
-            raise StatefulRescaleError(
-                f"job {self.job!r}: cannot rescale {old} -> {new}: the app declares stores {stores} "
-                f"(store {stores[0]!r} keeps its entries in the virtual task of their key's bucket at factor {old}), "
-                "and moving state on a rescale is not supported yet; nothing was changed"
-            )
+        descriptors = list(load_application(self.config.app_class, self.config.inputs).stores.values())
+        return (StorageConfig.of(self.config, descriptors), descriptors) if descriptors else None
+
+    def _move_state(self, old: Generation, old_cps: Mapping[TaskName, TaskCheckpoint], factor: int, model: JobModel,
+                    dry_run: bool) -> StateMove | None:
+        """Every store's entries to the new task of their key's bucket (issue 12); see state/rescale.py."""
+        from .state.rescale import move_state
+
+        if self.storage is None:
+            return None
+        config, descriptors = self.storage
+        return move_state(config, descriptors, old.job_model, old.factor, old.number, old_cps, model, factor, dry_run)
 
     def _migrate(self, old: Generation | None, old_cps: Mapping[TaskName, TaskCheckpoint], factor: int, model: JobModel) -> Migration:
         return migrate(old.factor if old else 1, old_cps.values(), model, factor, self._new_ssp_offsets(old_cps, model, old is None))
@@ -133,11 +144,21 @@ class JobCoordinator:
         return old is not None and old.factor == factor and old.job_model.tasks() == model.tasks()
 
     def plan_rescale(self, factor: int | None = None) -> RescalePlan:
-        """What a rescale would do, computed from the current checkpoints (no lock, no write)."""
+        """What a rescale would do, computed from the current checkpoints (no lock, no write; the
+        stores' snapshots are read to count what each new task would receive)."""
+        t = time.perf_counter_ns()
         old, factor, model = self._target(factor)
+        metrics = {"job-model-generation-ns": time.perf_counter_ns() - t}
         if self._unchanged(old, factor, model):
-            return RescalePlan(old, model, factor, None)
-        return RescalePlan(old, model, factor, self._migrate(old, self.checkpoints(old) if old else {}, factor, model))
+            return RescalePlan(old, model, factor, None, metrics=metrics)
+        old_cps = self.checkpoints(old) if old else {}
+        t = time.perf_counter_ns()
+        migration = self._migrate(old, old_cps, factor, model)
+        metrics["checkpoint-compute-ns"] = time.perf_counter_ns() - t
+        state = self._move_state(old, old_cps, factor, model, dry_run=True) if old else None
+        if state is not None:
+            metrics["state-move-ns"] = state.state_move_ns
+        return RescalePlan(old, model, factor, migration, state, metrics)
 
     def rescale(
         self, factor: int | None = None, owner: str | None = None, abandon_pending: bool = False, trigger: str | None = None,
@@ -146,7 +167,10 @@ class JobCoordinator:
         """Move the job to `factor` (default: the current one, picking up new partitions) under the lease.
 
         Either the whole new generation is written, or nothing: the store holds
-        the old or the new generation, never a mix.
+        the old or the new generation, never a mix. The stores' new snapshots are
+        uploaded first; the generation names them only once all are durable, and
+        a crash before leaves the old generation as it was (a rerun removes what
+        the crashed attempt uploaded).
         """
         owner = owner or default_owner()
         held = self.store.lease(self.job)
@@ -156,32 +180,50 @@ class JobCoordinator:
             faults.point("rescale.lease_acquired")
             t = time.perf_counter_ns()
             old, factor, model = self._target(factor)
-            model_ns = time.perf_counter_ns() - t
+            metrics = {"job-model-generation-ns": time.perf_counter_ns() - t}
+            if old is not None and self.storage is not None:
+                from .state.rescale import clean_stale_moves
+
+                clean_stale_moves(self.storage[0], old.number)  # what a crashed move left
             if self._unchanged(old, factor, model):
-                return RescalePlan(old, model, factor, None)
+                return RescalePlan(old, model, factor, None, metrics=metrics)
             done: list[Migration] = []
-            compute_ns: list[int] = []
+            moved_from = self.checkpoints(old) if old else {}
+            move = self._move_state(old, moved_from, factor, model, dry_run=False) if old else None
 
             def compute(old_cps: dict[TaskName, TaskCheckpoint]) -> Mapping[TaskName, TaskCheckpoint]:
                 # from the checkpoints the transaction reads under the row lock
                 t = time.perf_counter_ns()
+                if move is not None and _committed_state(old_cps) != _committed_state(moved_from):
+                    raise StoreError(f"job {self.job!r}: a checkpoint was written while the state moved; nothing was changed, rerun the rescale")
                 done.append(self._migrate(old, old_cps, factor, model))
-                compute_ns.append(time.perf_counter_ns() - t)
-                return done[-1].checkpoints
+                new = move.apply(done[-1].checkpoints) if move is not None else done[-1].checkpoints
+                metrics["checkpoint-compute-ns"] = time.perf_counter_ns() - t
+                return new
 
             reason = f"rescale {old.factor} -> {factor}" if old else f"first generation at factor {factor}"
             new = self._write_generation(old, factor, model, compute, owner, f"{reason} ({trigger or 'by ' + owner})", abandon_pending,
                                          origin if old else "start")
-            self._record_rescale(old, new, model_ns, compute_ns[-1])
-            return RescalePlan(old, model, factor, done[-1])
+            if move is not None:
+                from .state.rescale import finish
+
+                faults.point("rescale.state.committed")
+                assert self.storage is not None
+                finish(self.storage[0], move)
+                metrics["state-move-ns"] = move.state_move_ns
+            self._record_rescale(old, new, metrics)
+            log.info("job %r: %s -> factor %d: %s", self.job, f"factor {old.factor}" if old else "new job", factor,
+                     " ".join(f"{k}={v}" for k, v in metrics.items()))
+            return RescalePlan(old, model, factor, done[-1], move, metrics)
         finally:
             if not already_ours:
                 self.store.release_lease(self.job, owner)
 
-    def _record_rescale(self, old: Generation | None, new: Generation, model_ns: int, checkpoint_ns: int) -> None:
-        """SEP-32's rescale metrics: job-model-generation-ns and checkpoint-compute-ns."""
+    def _record_rescale(self, old: Generation | None, new: Generation, metrics: dict[str, int]) -> None:
+        """SEP-32's rescale metrics: job-model-generation-ns and checkpoint-compute-ns (and state-move-ns)."""
         record_rescale(self.store, self.reporters, RescaleMetrics(
-            self.job, new.number, old.factor if old else None, new.factor, new.origin, len(new.job_model.tasks()), model_ns, checkpoint_ns))
+            self.job, new.number, old.factor if old else None, new.factor, new.origin, len(new.job_model.tasks()),
+            metrics["job-model-generation-ns"], metrics["checkpoint-compute-ns"], metrics.get("state-move-ns")))
 
     def _write_generation(
         self, old: Generation | None, factor: int, model: JobModel,
@@ -256,6 +298,11 @@ class JobCoordinator:
         finally:
             self.store.release_lease(self.job, owner)
         return generation
+
+
+def _committed_state(cps: Mapping[TaskName, TaskCheckpoint]) -> dict[TaskName, tuple]:
+    """What a state move read: offsets, watermarks and the state each checkpoint commits."""
+    return {t: (cp, cp.checkpoint_id, {f: dict(m) for f, m in cp.state_markers.items()}) for t, cp in cps.items()}
 
 
 def _check_owned(model: JobModel, cp: TaskCheckpoint, where: str) -> None:

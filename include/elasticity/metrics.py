@@ -60,6 +60,7 @@ class RescaleMetrics:
     task_count: int
     job_model_generation_ns: int  # the current generation and partition counts read, the new JobModel built
     checkpoint_compute_ns: int  # the new generation's checkpoints computed from the old ones (migration)
+    state_move_ns: int | None = None  # a stateful job's stores moved to the new virtual tasks (state.rescale)
 
     def to_json(self) -> str:
         return json.dumps({k.replace("_", "-"): v for k, v in asdict(self).items()})
@@ -68,6 +69,7 @@ class RescaleMetrics:
         return [
             Metric(metric_name(self.job, "job-model-generation-ns"), self.job_model_generation_ns),
             Metric(metric_name(self.job, "checkpoint-compute-ns"), self.checkpoint_compute_ns),
+            *([Metric(metric_name(self.job, "state-move-ns"), self.state_move_ns)] if self.state_move_ns is not None else []),
             Metric(metric_name(self.job, "task-count"), self.task_count),
             Metric(metric_name(self.job, "factor"), self.factor),
             Metric(metric_name(self.job, "rescales"), 1, "c"),

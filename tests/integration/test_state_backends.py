@@ -9,6 +9,8 @@ import uuid
 from elasticity.checkpoint.model import CheckpointId, CheckpointV2
 from elasticity.config import BLOB_STORE_FACTORY as BLOB
 from elasticity.config import KAFKA_CHANGELOG_FACTORY as KAFKA
+from elasticity.keybucket import key_hash
+from elasticity.model import TaskName
 from elasticity.state.changelog import ChangelogClient, KafkaChangelogMarker
 from tests.state_job import TASKS, committed, manager, reference, run, state
 
@@ -113,3 +115,37 @@ def test_missing_marker_falls_back_to_the_next_factory(tmp_path, kafka_bootstrap
     csm.close()
     errors = [r for r in caplog.records if r.levelname == "ERROR"]
     assert errors and all("has no marker from org.apache.samza.storage.blobstore" in r.getMessage() for r in errors)
+
+
+def test_a_dual_commit_store_moves_with_a_changelog_image_each_backend_restores_alone(tmp_path, kafka_bootstrap, s3_server):
+    """Rescale 2 -> 3 of a kafka+blobstore store: the new changelog marker is the end of the image the move
+    appended to each new task's changelog partition; restoring from either backend alone gives the same state."""
+    from dataclasses import replace
+
+    from elasticity.checkpoint.model import TaskCheckpoint
+    from elasticity.state.rescale import move_state
+    from tests.state_stores import COUNTS, commit, job_config, model, read, storage
+
+    p = props(tmp_path, kafka_bootstrap, s3_server, backups="kafka,blobstore")
+    old_cfg, new_cfg = job_config(tmp_path, 2, **p), job_config(tmp_path, 3, **p)
+    st = storage(old_cfg)
+    old_model, new_model = model(old_cfg, 1), model(new_cfg, 1)
+    values = {f"user-{i}": {"n": i} for i in range(60)}
+    entries = {t.task_name: {"counts": {}} for t in old_model.tasks()}
+    for k, v in values.items():
+        entries[next(t for t in entries if t.name.endswith(f"-{key_hash(k.encode()) % 2}-2"))]["counts"][k] = v
+    entries[TaskName(f"Partition_0-{key_hash(b'gone') % 2}-2")]["counts"]["gone"] = {"n": -1}  # written, then deleted: a tombstone
+    commit(st, old_model, entries)
+    entries = {t: {"counts": {**e["counts"], "gone": None} if "gone" in e["counts"] else e["counts"]} for t, e in entries.items()}
+    cps = commit(st, old_model, entries)
+    assert all(set(cp.state_markers) == {KAFKA, BLOB} for cp in cps.values())
+    move = move_state(st, [COUNTS], old_model, 2, 1, cps, new_model, 3)
+    new_cps = move.apply({t.task_name: TaskCheckpoint(t.task_name, {}) for t in new_model.tasks()})
+    assert all(set(cp.state_markers) == {KAFKA, BLOB} for cp in new_cps.values())
+    expected = {}
+    for k, v in values.items():
+        expected.setdefault(TaskName(f"Partition_0-{key_hash(k.encode()) % 3}-3"), {})[k] = v
+    for factory in (KAFKA, BLOB):
+        alone = replace(st, stores=tuple(replace(s, restore_factories=(factory,)) for s in st.stores))
+        got = read(alone, new_model, new_cps)
+        assert {t: s["counts"] for t, s in got.items()} == expected, factory

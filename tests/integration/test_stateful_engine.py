@@ -19,7 +19,7 @@ from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import BLOB_STORE_FACTORY as BLOB
 from elasticity.config import KAFKA_CHANGELOG_FACTORY as KAFKA
 from elasticity.config import ConfigError, validate
-from elasticity.coordinator import JobCoordinator, StatefulRescaleError
+from elasticity.coordinator import JobCoordinator
 from elasticity.jobview import build_view
 from elasticity.kafka.admin import create_topic
 from elasticity.kafka.consumer import KafkaInputs
@@ -28,6 +28,7 @@ from elasticity.quality.state import committed_state
 from elasticity.sinks import OUTPUT_SCHEMA, read_table
 from elasticity.spark.engine import MicroBatchEngine
 from elasticity.state import ContainerStorageManager, StorageConfig
+from elasticity.state.blobs import BlobStore
 from tests.conftest import REPO
 from tests.integration.test_engine import ELASTICITY, feed
 
@@ -101,11 +102,11 @@ def assert_state_and_outputs(config, store):
     assert keyed == emitted
 
 
-def run_cli(props, tmp_path, *args, fault=None):
+def run_cli(props, tmp_path, *args, fault=None, command="run-batch"):
     path = tmp_path / f"job-{uuid.uuid4().hex[:6]}.properties"
     path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
     env = {k: v for k, v in os.environ.items() if k != "ELASTICITY_FAULT"} | ({"ELASTICITY_FAULT": fault} if fault else {})
-    return subprocess.run([ELASTICITY, "run-batch", "--config", str(path), "--owner", "airflow-run-1", *args], cwd=REPO, env=env,
+    return subprocess.run([ELASTICITY, command, "--config", str(path), "--owner", "airflow-run-1", *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)
 
 
@@ -142,11 +143,6 @@ def test_stateful_batches_on_a_classic_session(spark, kafka_bootstrap, job):
     result, _ = run_quality(config, engine.store, engine.inputs)
     state = next(c for c in result.checks if c.name == "state")
     assert not state.success and state.unexpected == 1 and "user-" in state.examples[0]
-
-    with pytest.raises(StatefulRescaleError, match="'totals'"):
-        JobCoordinator(config, engine.store, engine.inputs).rescale(4)
-    with pytest.raises(StatefulRescaleError, match="'totals'"):
-        JobCoordinator(config, engine.store, engine.inputs).plan_rescale(4)
 
 
 def tamper(config, store, tmp_path):
@@ -262,3 +258,46 @@ def test_a_stateful_app_needs_checkpoint_v2(job):
             StorageConfig.of(validate({**props, "task.checkpoint.read.versions": versions}), list(app.stores.values()))
     with pytest.raises(ConfigError, match="task.checkpoint.write.versions=1"):
         StorageConfig.of(validate({**props, "task.checkpoint.write.versions": "1"}), list(app.stores.values()))
+
+
+def state_check_passes(config, store, inputs):
+    result, _ = run_quality(config, store, inputs)
+    state = next(c for c in result.checks if c.name == "state")
+    assert state.success and state.rows > 0, result.failure_message()
+
+
+def test_state_moves_with_its_keys_2_to_8_to_3_on_s3(spark, kafka_bootstrap, job, s3_server):
+    """Rescales mid-stream (lag left): each new task gets exactly the entries of its keys, the batches
+    after it continue the running totals, and the state check passes after every step."""
+    topic, props, tmp_path = job
+    props["blob.store.uri"] = s3_server.uri(f"rescale-{uuid.uuid4().hex[:8]}")
+    feed(kafka_bootstrap, topic, 300, seed=21)
+    config = validate(props)
+    engine = MicroBatchEngine(config, spark)
+    engine.run(max_records=100, until_caught_up=True)
+    feed(kafka_bootstrap, topic, 120, seed=22)
+    engine.run(max_records=50)  # lag left: the tasks' offsets differ when the rescale comes
+    state_check_passes(config, engine.store, engine.inputs)
+
+    dry = run_cli(props, tmp_path, "--factor", "8", "--dry-run", command="rescale")
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert "state: would move" in dry.stdout and "Partition_1-7-8 <- Partition_1-1-2: totals " in dry.stdout, dry.stdout
+    assert "state-move-ns=" in dry.stderr and "checkpoint-compute-ns=" in dry.stderr
+    killed = run_cli(props, tmp_path, "--factor", "8", command="rescale", fault="rescale.state.uploaded:kill")
+    assert killed.returncode == 137, killed.stderr[-3000:]
+    assert engine.coordinator.current().factor == 2  # the old generation, usable as it was
+    state_check_passes(config, engine.store, engine.inputs)
+
+    for factor in (8, 3):
+        coordinator = JobCoordinator(config, engine.store, engine.inputs)
+        coordinator.store.release_lease(config.job_name, "airflow-run-1")  # the killed CLI's lease
+        plan = coordinator.rescale(factor)
+        assert plan.state is not None and plan.metrics["state-move-ns"] > 0 and "checkpoint-compute-ns" in plan.metrics
+        moved = [t for t in plan.state.transfers if t.how == "moved"]
+        assert len(moved) == 2 * factor and sum(t.keys for t in moved) > 0
+        state_check_passes(config, engine.store, engine.inputs)
+        feed(kafka_bootstrap, topic, 150, seed=23 + factor)
+        assert engine.run(max_records=80, until_caught_up=True)[-1].lag_left == 0
+        assert_state_and_outputs(config, engine.store)
+        state_check_passes(config, engine.store, engine.inputs)
+    assert BlobStore(props["blob.store.uri"]).list(f"{config.job_name}-1/rescale/") == []  # the killed attempt's journal handled

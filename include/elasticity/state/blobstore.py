@@ -26,6 +26,7 @@ from urllib.parse import quote
 from .. import faults
 from ..checkpoint.model import CheckpointId
 from ..config import BLOB_STORE_FACTORY
+from ..model import TaskName
 from .backend import StateBackend, StoreContext
 from .blobs import BlobStore, UploadFailed
 from .rocksdb import snapshot_files
@@ -38,7 +39,17 @@ class ChecksumMismatch(OSError):
     pass
 
 
-def _checkpoint_of(blob_id: str) -> CheckpointId | None:
+def job_prefix(job_name: str, job_id: str) -> str:
+    """Where every blob of a job lives."""
+    return f"{quote(job_name, safe='-_.')}-{quote(job_id, safe='-_.')}/"
+
+
+def store_prefix(job_name: str, job_id: str, task: TaskName, store: str) -> str:
+    """Where every blob of one (virtual task, store) lives."""
+    return f"{job_prefix(job_name, job_id)}{quote(task.name, safe='-_.')}/{store}/"
+
+
+def checkpoint_of(blob_id: str) -> CheckpointId | None:
     """The checkpoint id a blob name starts with (None: a name of another form)."""
     millis, _, rest = blob_id.rsplit("/", 1)[-1].partition("-")
     nano = rest.partition("-")[0].partition(".")[0]
@@ -53,8 +64,7 @@ class BlobStoreStateBackend(StateBackend):
         super().__init__(context)
         self.blobs = blobs
         self.wait_s = wait_s
-        c = context
-        self.prefix = f"{quote(c.job_name, safe='-_.')}-{quote(c.job_id, safe='-_.')}/{quote(c.task.name, safe='-_.')}/{c.name}/"
+        self.prefix = store_prefix(context.job_name, context.job_id, context.task, context.name)
         self.previous: tuple[str, SnapshotIndex] | None = None  # the base of the next incremental upload
         self._base: str | None = None  # its marker, read at the next upload (it may still be uploading elsewhere)
 
@@ -114,7 +124,7 @@ class BlobStoreStateBackend(StateBackend):
     def cleanup(self, marker: str) -> None:
         """Keep the snapshots chained from the committed one, up to the retention, and the blobs of newer
         snapshots; delete every other blob."""
-        committed = _checkpoint_of(marker)
+        committed = checkpoint_of(marker)
         keep: set[str] = set()
         blob_id: str | None = marker
         for _ in range(self.context.config.blob_retain):
@@ -127,7 +137,7 @@ class BlobStoreStateBackend(StateBackend):
             keep |= index.blob_ids() | {blob_id}
             blob_id = index.prev_snapshot_index_blob_id
         for found in self.blobs.list(self.prefix):
-            cp = _checkpoint_of(found)
+            cp = checkpoint_of(found)
             if found not in keep and not (committed is not None and cp is not None and cp > committed):
                 self.blobs.delete(found)
                 faults.point("state.blob.deleted")

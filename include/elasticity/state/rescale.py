@@ -1,0 +1,395 @@
+"""State moves with its keys on a rescale F -> G (issue 12).
+
+New virtual task b (factor G) owns the keys whose input key hashes to b mod G.
+Its state is the union of the entries of the old buckets a = b (mod gcd(F, G))
+of the same parent task (the same input partitions) whose input key hashes to
+b: taken from the old tasks' last committed snapshots, which hold exactly the
+records below their offsets and watermarks, which is where `migrate` makes the
+new task start.
+
+`move_state`, for stores with the blob-store backend:
+1. a journal blob names the attempt (its checkpoint id R, the generation it
+   starts from, the prefixes it writes under), before anything is uploaded,
+   so that `clean_stale_moves` can delete what a crashed attempt left;
+2. every old snapshot is downloaded and scanned once; each entry goes, by
+   `bucket_of` (the router's hash of `StoreDescriptor.input_key_of`), into an
+   SST file of its new task (SstFileWriter: a scan is sorted already);
+3. each new task's SST files are ingested into an empty RocksDB whose
+   checkpoint is uploaded as a snapshot with id R under the new task's name;
+   the index blob id is the new marker. Old snapshots are never modified.
+A new task with the same name, the same single source and changelog partition
+(F = G, input partitions added) keeps its markers and checkpoint id as they are.
+
+Changelog: a changelog-only store cannot move (a task's entries sit in the
+changelog partition numbered after it, mixed with others): refused, naming the
+store and the fix. For a dual-commit store the move appends an image of each
+new task's state to its new changelog partition (every entry, then a tombstone
+for every other key of its bucket the partition held), and the new changelog
+marker is the image's last offset: a restore from either backend is the same.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from math import gcd
+from pathlib import Path
+
+from rocksdict import IngestExternalFileOptions, Options, SstFileWriter
+
+from .. import faults
+from ..checkpoint.model import CheckpointId, TaskCheckpoint
+from ..config import BLOB_STORE_FACTORY, KAFKA_CHANGELOG_FACTORY
+from ..keybucket import key_hash
+from ..model import NO_KEY_BUCKET, JobModel, SystemStreamPartition, TaskModel, TaskName
+from ..tasknames import parse_task_name
+from .backend import StoreContext
+from .blobs import BlobStore
+from .blobstore import BlobStoreStateBackend, checkpoint_of, job_prefix, store_prefix
+from .commit import Markers
+from .config import StorageConfig, StoreConfig
+from .descriptor import StoreDescriptor
+from .kv import bucket_of
+from .rocksdb import create_checkpoint, open_db
+
+log = logging.getLogger(__name__)
+
+JOURNALS = "rescale/"  # under the job's blob prefix: one JSON blob per attempt not known to be finished
+
+
+class StatefulRescaleError(ValueError):
+    """A rescale that would lose or misplace state; nothing was changed."""
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """What one new (virtual task, store) receives."""
+
+    task: TaskName
+    store: str
+    sources: tuple[TaskName, ...]
+    keys: int = 0
+    bytes: int = 0  # serialised keys and values
+    how: str = "moved"  # moved | kept (the old snapshot, as it is) | empty (no source committed state)
+
+
+@dataclass(frozen=True)
+class StateMove:
+    old_factor: int
+    new_factor: int
+    checkpoint_id: CheckpointId  # of every snapshot the move writes
+    from_generation: int
+    transfers: tuple[Transfer, ...]
+    checkpoint_ids: Mapping[TaskName, CheckpointId]  # per new task with state
+    markers: Mapping[TaskName, Markers]
+    dry_run: bool = False
+    state_move_ns: int = 0
+    journal: str | None = None
+
+    def apply(self, cps: Mapping[TaskName, TaskCheckpoint]) -> dict[TaskName, TaskCheckpoint]:
+        """The migrated checkpoints with the state they now commit."""
+        return {
+            t: TaskCheckpoint(cp.task_name, cp.offsets, cp.watermarks, self.checkpoint_ids[t], self.markers.get(t, {}))
+            if t in self.checkpoint_ids else cp
+            for t, cp in cps.items()
+        }
+
+    def describe(self) -> str:
+        verb = "would move" if self.dry_run else "moved"
+        moved = [t for t in self.transfers if t.how == "moved"]
+        lines = [f"state: {verb} {sum(t.keys for t in moved):,} keys, {sum(t.bytes for t in moved):,} bytes "
+                 f"(factor {self.old_factor} -> {self.new_factor}, snapshots {self.checkpoint_id})"]
+        for t in sorted(self.transfers, key=lambda t: (t.task, t.store)):
+            src = " + ".join(s.name for s in t.sources) or "(no source)"
+            what = {"moved": f"{t.keys:,} keys, {t.bytes:,} bytes", "kept": "keeps its committed snapshot",
+                    "empty": "empty (no committed state in its sources)"}[t.how]
+            lines.append(f"  {t.task.name} <- {src}: {t.store} {what}")
+        return "\n".join(lines)
+
+
+def _bucket(task: TaskName) -> int:
+    b = parse_task_name(task).key_bucket
+    return 0 if b == NO_KEY_BUCKET else b
+
+
+def _bases(task: TaskModel) -> frozenset[SystemStreamPartition]:
+    return frozenset(s.without_key_bucket() for s in task.system_stream_partitions)
+
+
+def plan_sources(old_model: JobModel, old_factor: int, new_model: JobModel, new_factor: int) -> dict[TaskName, tuple[TaskName, ...]]:
+    """Per new task, the old tasks that hold a share of its keys: same input partitions, a = b (mod gcd).
+
+    A store does not record which input partition a key came from, so an old
+    task's partitions must all go to one new parent task (GroupByPartition and
+    added partitions are fine; a regrouping that splits a task is refused).
+    """
+    g = gcd(old_factor, new_factor)
+    group_of = {s: _bases(t) for t in new_model.tasks() for s in _bases(t)}
+    old = [(t.task_name, _bases(t), _bucket(t.task_name)) for t in old_model.tasks()]
+    for name, bases, _ in old:
+        groups = {group_of[s] for s in bases if s in group_of}
+        if len(groups) > 1:
+            raise StatefulRescaleError(
+                f"task {name.name!r} reads {sorted(map(str, bases))}, which the new job model splits over several tasks; "
+                "a store does not know the input partition of its keys, so its state cannot follow (keep the grouper)"
+            )
+    out = {}
+    for t in new_model.tasks():
+        bases, b = _bases(t), _bucket(t.task_name)
+        out[t.task_name] = tuple(sorted(n for n, ob, a in old if ob & bases and a % g == b % g))
+    return out
+
+
+def _sst_options() -> Options:
+    return Options(raw_mode=True)
+
+
+class _Target:
+    """The entries one new (task, store) receives: counted, and written to SST files (one per source)."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = folder
+        self.keys = self.bytes = 0
+        self.ssts: list[Path] = []
+        self._writer: SstFileWriter | None = None
+
+    def add(self, key: bytes, value: bytes) -> None:
+        self.keys += 1
+        self.bytes += len(key) + len(value)
+        if self.folder is None:
+            return
+        if self._writer is None:
+            path = self.folder / f"part-{len(self.ssts)}.sst"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._writer = SstFileWriter(_sst_options())
+            self._writer.open(str(path))
+            self.ssts.append(path)
+        self._writer[key] = value
+
+    def end_source(self) -> None:
+        if self._writer is not None:
+            self._writer.finish()
+            self._writer = None
+
+
+def _context(storage: StorageConfig, cfg: StoreConfig, d: StoreDescriptor, task: TaskModel) -> StoreContext:
+    return StoreContext(storage.job_name, storage.job_id, task.task_name, task.changelog_partition, cfg, d, storage.transactional)
+
+
+def _kept(new: TaskModel, sources: tuple[TaskName, ...], old_tasks: Mapping[TaskName, TaskModel], old_factor: int, new_factor: int,
+          storage: StorageConfig) -> bool:
+    """Same name, one source that gives it every key, and (with a changelog) the same changelog partition."""
+    if old_factor != new_factor or sources != (new.task_name,):
+        return False
+    changelog = any(KAFKA_CHANGELOG_FACTORY in s.backup_factories for s in storage.stores)
+    return not changelog or old_tasks[new.task_name].changelog_partition == new.changelog_partition
+
+
+def move_state(
+    storage: StorageConfig, descriptors: Sequence[StoreDescriptor], old_model: JobModel, old_factor: int, from_generation: int,
+    old_cps: Mapping[TaskName, TaskCheckpoint], new_model: JobModel, new_factor: int, dry_run: bool = False,
+) -> StateMove:
+    """Build and upload every new task's snapshots (with `dry_run`: only read and count); see the module doc."""
+    start = time.perf_counter_ns()
+    cp_id = CheckpointId.create()
+    sources = plan_sources(old_model, old_factor, new_model, new_factor)
+    old_tasks = {t.task_name: t for t in old_model.tasks()}
+    new_tasks = {t.task_name: t for t in new_model.tasks()}
+    kept = {t for t, src in sources.items() if _kept(new_tasks[t], src, old_tasks, old_factor, new_factor, storage)}
+    moving = {t: src for t, src in sources.items() if t not in kept}
+    _refuse_unmovable(storage, descriptors, moving, old_cps)
+
+    transfers: list[Transfer] = []
+    ids: dict[TaskName, CheckpointId] = {}
+    markers: dict[TaskName, Markers] = {}
+    for t in sorted(kept):
+        old = old_cps.get(t)
+        if old is not None and old.checkpoint_id is not None:
+            ids[t], markers[t] = old.checkpoint_id, {f: dict(m) for f, m in old.state_markers.items()}
+        transfers += [Transfer(t, d.name, sources[t], how="kept") for d in descriptors]
+
+    blobs = BlobStore(storage.blob_uri)
+    journal = None
+    if not dry_run and any(moving.values()):
+        journal = f"{job_prefix(storage.job_name, storage.job_id)}{JOURNALS}{cp_id}.json"
+        prefixes = sorted(store_prefix(storage.job_name, storage.job_id, t, d.name) for t in moving for d in descriptors)
+        blobs.put_bytes(journal, json.dumps({"checkpoint-id": str(cp_id), "from-generation": from_generation, "prefixes": prefixes}).encode())
+        faults.point("rescale.state.journal_written")
+    work = Path(tempfile.mkdtemp(prefix="elasticity-state-move-"))
+    pool = ThreadPoolExecutor(storage.commit_pool_size or max(1, min(len(moving), 64)), thread_name_prefix="state-move")
+    try:
+        for d in descriptors:
+            cfg = storage.store(d.name)
+            targets = {t: _Target(None if dry_run else work / d.name / str(i)) for i, t in enumerate(sorted(moving))}
+            by_source: dict[TaskName, list[TaskName]] = {}
+            for t, src in moving.items():
+                for s in src:
+                    by_source.setdefault(s, []).append(t)
+            with_state: set[TaskName] = set()
+            found = {s: old_cps[s].state_markers.get(BLOB_STORE_FACTORY, {}).get(d.name) if s in old_cps else None for s in by_source}
+            # downloads run ahead on the pool while one source at a time is scanned (the scan holds the GIL)
+            downloads = {s: pool.submit(_download, blobs, _context(storage, cfg, d, old_tasks[s]), m, work / "source" / str(i))
+                         for i, (s, m) in enumerate(sorted(found.items())) if m is not None}
+            for s, future in downloads.items():
+                _split(future.result(), d, new_factor, {_bucket(t): targets[t] for t in by_source[s]}, s)
+                with_state.update(by_source[s])
+                faults.point("rescale.state.source_read")
+            for t in sorted(targets):
+                target = targets[t]
+                transfers.append(Transfer(t, d.name, moving[t], target.keys, target.bytes) if t in with_state
+                                 else Transfer(t, d.name, moving[t], how="empty"))
+            ready = sorted(t for t in targets if t in with_state)
+            ids.update(dict.fromkeys(ready, cp_id))
+            if not dry_run:
+                uploads = {t: pool.submit(_write, storage, cfg, d, new_tasks[t], len(new_tasks), blobs, targets[t], cp_id) for t in ready}
+                for t, future in uploads.items():
+                    for factory, marker in future.result().items():
+                        markers.setdefault(t, {}).setdefault(factory, {})[d.name] = marker
+                    faults.point("rescale.state.uploaded")
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        shutil.rmtree(work, ignore_errors=True)
+    move = StateMove(old_factor, new_factor, cp_id, from_generation, tuple(transfers), ids, markers, dry_run,
+                     time.perf_counter_ns() - start, journal)
+    if not dry_run:
+        faults.point("rescale.state.moved")
+    return move
+
+
+def _refuse_unmovable(storage: StorageConfig, descriptors: Sequence[StoreDescriptor], moving: Mapping[TaskName, tuple[TaskName, ...]],
+                      old_cps: Mapping[TaskName, TaskCheckpoint]) -> None:
+    """Committed state that only the changelog holds cannot be split by bucket here."""
+    for d in descriptors:
+        cfg = storage.store(d.name)
+        for s in sorted({s for src in moving.values() for s in src}):
+            cp = old_cps.get(s)
+            held = {f for f, m in (cp.state_markers if cp else {}).items() if d.name in m}
+            if not held or BLOB_STORE_FACTORY in held:
+                continue
+            if BLOB_STORE_FACTORY not in cfg.backup_factories:
+                raise StatefulRescaleError(
+                    f"store {d.name!r} is backed up by the Kafka changelog only, which cannot be split by key bucket; "
+                    f"add the blob store (stores.{d.name}.backup.factories=kafka,blobstore, and blob.store.uri), run a batch "
+                    "so that a snapshot is committed, then rescale; nothing was changed"
+                )
+            raise StatefulRescaleError(
+                f"store {d.name!r} of task {s.name!r}: its checkpoint has no blob-store snapshot yet (only {sorted(held)}); "
+                "run a batch so that one is committed, then rescale; nothing was changed"
+            )
+
+
+def _download(blobs: BlobStore, ctx: StoreContext, marker: str, folder: Path) -> Path:
+    BlobStoreStateBackend(ctx, blobs).restore(marker, folder)
+    return folder
+
+
+def _split(folder: Path, d: StoreDescriptor, factor: int, targets: Mapping[int, _Target], source: TaskName) -> None:
+    """Send each entry of one old snapshot to the target of its key's bucket at `factor`."""
+    db = open_db(folder)
+    try:
+        if len(targets) == 1:  # every key of this bucket goes to the one target (G divides F)
+            (only,) = targets.values()
+            for k, v in db.items():
+                only.add(k, v)
+        else:
+            adds = {b: t.add for b, t in targets.items()}
+            bucket = (lambda k: key_hash(k) % factor) if d.input_key is None else (lambda k: bucket_of(d, k, factor))  # bucket_of, inlined
+            for k, v in db.items():
+                add = adds.get(bucket(k))
+                if add is None:
+                    raise StatefulRescaleError(
+                        f"store {d.name!r} of task {source.name!r} holds key {k!r} of bucket {bucket_of(d, k, factor)} "
+                        f"at factor {factor}, which is not a share of that task; nothing was changed"
+                    )
+                add(k, v)
+    finally:
+        db.close()
+        for t in targets.values():
+            t.end_source()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _write(storage: StorageConfig, cfg: StoreConfig, d: StoreDescriptor, task: TaskModel, task_count: int, blobs: BlobStore,
+           target: _Target, cp_id: CheckpointId) -> dict[str, str]:
+    """Ingest the target's SST files into a new RocksDB, upload its snapshot; its markers by factory."""
+    assert target.folder is not None
+    db = open_db(target.folder / "db")
+    try:
+        if target.ssts:
+            opts = IngestExternalFileOptions()
+            opts.set_move_files(True)
+            db.ingest_external_file([str(p) for p in target.ssts], opts)
+        snapshot = create_checkpoint(db, target.folder / "snapshot", cp_id)
+        ctx = _context(storage, cfg, d, task)
+        out = {BLOB_STORE_FACTORY: BlobStoreStateBackend(ctx, blobs).upload(cp_id, snapshot, None)}
+        if KAFKA_CHANGELOG_FACTORY in cfg.backup_factories:
+            out[KAFKA_CHANGELOG_FACTORY] = _changelog_image(ctx, db, task_count)
+        return out
+    finally:
+        db.close()
+        shutil.rmtree(target.folder, ignore_errors=True)
+
+
+def _changelog_image(ctx: StoreContext, db, task_count: int) -> str:
+    """Append the new state to the task's changelog partition; the marker of its last record."""
+    from .changelog import ChangelogClient, KafkaChangelogMarker, KafkaChangelogStateBackend
+
+    assert ctx.config.changelog_bootstrap is not None
+    client = ChangelogClient(ctx.config.changelog_bootstrap)
+    try:
+        backend = KafkaChangelogStateBackend(ctx, client, task_count)  # creates or widens the topic
+        stale = {k for _, k, _ in client.read(backend.tp, 0, None) if k is not None and ctx.owns(k)}
+        producer, tp = client.producer, backend.tp
+        last = None
+        for k, v in db.items():
+            stale.discard(k)
+            last = producer.send(tp.topic, key=k, value=v, partition=tp.partition)
+        for k in sorted(stale):
+            last = producer.send(tp.topic, key=k, value=None, partition=tp.partition)
+        producer.flush()
+        faults.point("rescale.state.changelog_written")
+        return KafkaChangelogMarker(backend.ssp, None if last is None else last.get(timeout=60).offset).to_json()
+    finally:
+        client.close()
+
+
+def clean_stale_moves(storage: StorageConfig, current_generation: int) -> list[str]:
+    """Delete what crashed attempts uploaded; returns the journals handled.
+
+    An attempt that started from the current generation never committed: its
+    blobs (those of its checkpoint id under its prefixes) go. One from an
+    older generation committed (or was overtaken): its blobs may be in use and stay.
+    """
+    blobs = BlobStore(storage.blob_uri)
+    done = []
+    for journal in blobs.list(f"{job_prefix(storage.job_name, storage.job_id)}{JOURNALS}"):
+        try:
+            j = json.loads(blobs.get_bytes(journal))
+            cp_id, gen, prefixes = CheckpointId.parse(j["checkpoint-id"]), int(j["from-generation"]), j["prefixes"]
+        except (ValueError, KeyError, TypeError, FileNotFoundError) as e:
+            log.warning("state move journal %s unreadable (%s); removing it", journal, e)
+            blobs.delete(journal)
+            continue
+        if gen == current_generation:
+            for prefix in prefixes:
+                for blob in blobs.list(prefix):
+                    if checkpoint_of(blob) == cp_id:
+                        blobs.delete(blob)
+            log.info("removed the snapshots of state move %s, which never committed", cp_id)
+        blobs.delete(journal)
+        faults.point("rescale.state.stale_cleaned")
+        done.append(journal)
+    return done
+
+
+def finish(storage: StorageConfig, move: StateMove) -> None:
+    """After the new generation is written: the journal is no longer needed."""
+    if move.journal is not None:
+        BlobStore(storage.blob_uri).delete(move.journal)
+
