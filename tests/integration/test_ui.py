@@ -38,7 +38,10 @@ def job(spark, kafka_bootstrap, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ui")
     topic = fresh_topic(kafka_bootstrap, "ui", 2, records=500, seed=31)
     name = f"ui{uuid.uuid4().hex[:6]}"
-    props = job_props(name, topic, tmp, **{"job.elasticity.schedule": SCHEDULE})
+    props = job_props(name, topic, tmp, **{
+        "job.elasticity.schedule": SCHEDULE, "app.class": "elasticity.apps.enrichment:build_stateful",  # the demo's app: a store
+        "task.checkpoint.read.versions": "2,1", "stores.totals.backup.factories": "blobstore",
+        "blob.store.uri": str(tmp / "blobs"), "job.state.dir": str(tmp / "state")})
     (tmp / "jobs").mkdir()
     write_properties(tmp / "jobs" / f"{name}.properties", props)
     config = validate(props)
@@ -135,6 +138,8 @@ def test_page_shows_charts_tasks_policy_and_quality_in_chromium(job, airflow, br
     assert lag.locator("circle title").count() > 0 and page.locator("g.mark").count() >= 1
     assert sorted(page.locator("td.task").all_inner_texts()) == sorted(t.task_name.name for t in generation.job_model.tasks())
     assert page.locator("td.lag").count() == 8
+    stores = page.locator("td.stores").all_inner_texts()  # each task's store: its size and last marker (moved by the rescale)
+    assert len(stores) == 8 and all(s.startswith("totals ") and "blobstore: " in s for s in stores), stores
     assert "ago)" in page.locator("#rescales time").first.inner_text()  # local time and how long ago
     assert "manual hold" in page.locator("#policy").inner_text() and "0 20 * * *" in page.locator("#policy").inner_text()
     assert page.locator("#quality .badge.success").first.inner_text() == "PASSED"
@@ -151,7 +156,7 @@ def test_data_docs_open_styled_with_no_network(job, airflow, browser):
     page.locator("#quality a.docs").first.click()
     page.wait_for_load_state("load")
     rows = page.locator("#Validation-Results tr.clickable-row")
-    assert rows.count() == 5  # the validation list, filled without bootstrap-table
+    assert rows.count() == 6  # the validation list (six checks: a stateful job), filled without bootstrap-table
     assert page.evaluate("getComputedStyle(document.querySelector('.alert-secondary')).backgroundColor") == "rgb(233, 236, 239)"
     assert "manual__ui_test batches" in rows.first.inner_text()  # named after the run and its window
     page.screenshot(path=str(OUTPUT / "data-docs-offline.png"), full_page=True)

@@ -139,7 +139,7 @@ def _tasks(view: JobView, page: int) -> str:
 
 
 def _store(s: StoreRow) -> str:
-    size = f"{s.disk_bytes / 1e6:,.1f} MB" if s.disk_bytes is not None else "size ?"
+    size = "size ?" if s.disk_bytes is None else f"{s.disk_bytes / 1e6:,.1f} MB" if s.disk_bytes >= 1e6 else f"{s.disk_bytes / 1e3:,.0f} kB"
     short = {BLOB_STORE_FACTORY: "blobstore", KAFKA_CHANGELOG_FACTORY: "kafka"}
     markers = "; ".join(f"{short.get(f, f)}: {m}" for f, m in sorted(s.markers.items())) or "no marker yet"
     return f"{_e(s.store)} <span class=muted title='{_e(markers)}'>{size}, {_e(markers[:60])}</span>"
