@@ -31,7 +31,6 @@ from elasticity.api.stream import load_application
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import validate
 from elasticity.coordinator import JobCoordinator
-from elasticity.kafka.admin import create_topic
 from elasticity.kafka.consumer import KafkaInputs, read_log
 from elasticity.kafka.producer import send
 from elasticity.keybucket import key_hash
@@ -39,7 +38,7 @@ from elasticity.quality.state import committed_state
 from elasticity.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table
 from elasticity.spark.engine import MicroBatchEngine
 from tests.integration.test_stateful_engine import run_cli
-from tests.integration.test_windows_engine import table_at
+from tests.integration.test_windows_engine import job_props, table_at
 
 APP = "tests.apps:sessions_with_joined_clicks"
 MINUTE, GAP, LATENESS = 60_000, 30_000, 10_000
@@ -50,31 +49,9 @@ WINDOWS = (("clicks-per-minute", "tumbling"), ("sessions", "session"))
 @pytest.fixture
 def job(kafka_bootstrap, tmp_path, monkeypatch, s3_server):
     topic = f"wr-{uuid.uuid4().hex[:8]}"
-    users = f"{topic}-users"
-    create_topic(kafka_bootstrap, topic, 2)
-    create_topic(kafka_bootstrap, users, 1)
-    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", kafka_bootstrap)
-    props = {
-        "job.name": f"winrescale-{topic}",
-        "task.inputs": f"kafka.{topic}",
-        "job.elasticity.factor": "2",
-        "job.container.count": "2",
-        "systems.kafka.default.stream.offset.default": "oldest",
-        "app.class": APP,
-        "stores.users.side.inputs": f"kafka.{users}",
-        "task.checkpoint.read.versions": "2,1",
-        "stores.clicks-per-minute.backup.factories": "blobstore",
-        "stores.sessions.backup.factories": "blobstore",
-        "blob.store.uri": s3_server.uri(f"winrescale-{uuid.uuid4().hex[:8]}"),
-        "job.state.dir": str(tmp_path / "state"),
-        "task.checkpoint.store.url": f"sqlite:///{tmp_path / 'cp.db'}",
-        "job.output.path": str(tmp_path / "out"),
-        "job.audit.path": str(tmp_path / "audit"),
-        "job.dead.letter.path": str(tmp_path / "dlq"),
-        "task.commit.timeout.ms": "60000",
-        "spark.master": "local[2]",
-    }
-    return topic, users, props, tmp_path
+    props = job_props(kafka_bootstrap, monkeypatch, topic, tmp_path) | {
+        "app.class": APP, "blob.store.uri": s3_server.uri(f"winrescale-{uuid.uuid4().hex[:8]}")}
+    return topic, f"{topic}-users", props, tmp_path
 
 
 def profiles(bootstrap, topic, version):
