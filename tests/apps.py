@@ -29,3 +29,13 @@ def aggregates(app: ApplicationDescriptor) -> None:
     app.store(StoreDescriptor("aggs", "byte", "json"))
     for s in app.job_inputs:
         app.input(s).send_to("parquet.out")
+
+
+def sessions_with_joined_clicks(app: ApplicationDescriptor) -> None:
+    """elasticity.apps.sessions:build, plus every click as the same stream-table join gave it, to
+    `parquet.joined`: the tier each click saw, which a session's value shows only for its last click."""
+    from elasticity.apps import sessions
+
+    sessions.build(app)
+    for s in app.job_inputs:
+        app.input(s).filter(lambda m: m.key is not None).join(sessions.USERS, sessions.with_profile, kind="left").send_to("parquet.joined")

@@ -34,11 +34,16 @@ FACTOR = 2
 @pytest.fixture
 def job(kafka_bootstrap, tmp_path, monkeypatch):
     topic = f"clicks-{uuid.uuid4().hex[:8]}"
+    return topic, f"{topic}-users", job_props(kafka_bootstrap, monkeypatch, topic, tmp_path), tmp_path
+
+
+def job_props(bootstrap, monkeypatch, topic, tmp_path):
+    """Topics `topic` (2 partitions) and `<topic>-users` (the side input) created; the job's properties."""
     users = f"{topic}-users"
-    create_topic(kafka_bootstrap, topic, 2)
-    create_topic(kafka_bootstrap, users, 1)
-    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", kafka_bootstrap)
-    props = {
+    create_topic(bootstrap, topic, 2)
+    create_topic(bootstrap, users, 1)
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", bootstrap)
+    return {
         "job.name": f"win-{topic}",
         "task.inputs": f"kafka.{topic}",
         "job.elasticity.factor": str(FACTOR),
@@ -57,7 +62,6 @@ def job(kafka_bootstrap, tmp_path, monkeypatch):
         "task.commit.timeout.ms": "60000",
         "spark.master": "local[2]",
     }
-    return topic, users, props, tmp_path
 
 
 def profiles(bootstrap, topic, version):
