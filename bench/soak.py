@@ -131,7 +131,7 @@ class Feeder(threading.Thread):
         return (key.encode() if key else None), json.dumps(value).encode()
 
     def run(self) -> None:
-        producer = None
+        producer = None  # one producer throughout: it reconnects by itself after a broker restart
         pending: list[tuple[bytes | None, bytes]] = []
         tick = 0.25
         while not self.stop_event.is_set():
@@ -141,11 +141,12 @@ class Feeder(threading.Thread):
                 producer = producer or KafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=10, retries=0,
                                                      request_timeout_ms=5000, max_block_ms=5000)
                 futures = [(r, producer.send(TOPIC, key=r[0], value=r[1])) for r in pending]
-                producer.flush(timeout=10)
+                with contextlib.suppress(Exception):
+                    producer.flush(timeout=30)
                 left = []
                 for r, f in futures:
                     try:
-                        f.get(timeout=0)
+                        f.get(timeout=30)  # acknowledged, or failed (not written: no retries); sent again below
                         self.acked += 1
                     except Exception:
                         left.append(r)
@@ -154,10 +155,6 @@ class Feeder(threading.Thread):
                     raise RuntimeError(f"{len(left)} not acknowledged")
             except Exception:
                 self.failed_sends += 1
-                if producer is not None:
-                    with contextlib.suppress(Exception):  # its unsent records are given up: they are in `pending`
-                        producer.close(timeout=0)
-                producer = None
                 self.stop_event.wait(1.0)
             self.stop_event.wait(max(0.0, tick - (time.monotonic() - started)))
         if producer is not None:
@@ -430,7 +427,7 @@ class Soak:
         print("faults injected         (heal = from the fault to the first batch committed after it ended)")
         for f in self.faults:
             healed = f"healed in {f.heal_ms / 1000:.0f}s" if f.heal_ms is not None else "NOT healed"
-            print(f"  {time.strftime('%H:%M:%S', time.localtime(f.start_ms / 1000))}  {f.kind:20s} {f.detail:45s} {healed}")
+            print(f"  {time.strftime('%H:%M:%S', time.localtime(f.start_ms / 1000))}  {f.kind:20s} {f.detail:60s} {healed}")
         for g in gens[1:]:
             if g.origin == "schedule":
                 print(f"  {time.strftime('%H:%M:%S', time.localtime(g.created_ms / 1000))}  scheduled rescale    to {g.factor} "
