@@ -8,7 +8,7 @@ export ELASTICITY_HOME ?= $(CURDIR)/.elasticity
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup demo airflow ui stop test lint clean
+.PHONY: setup demo airflow ui stop test lint soak clean
 
 setup: $(STAMP)
 
@@ -46,6 +46,12 @@ lint: $(STAMP)
 
 test: lint $(SYSTEM_STAMP)
 	$(BIN)/pytest
+
+# The fault-injection soak through Airflow's scheduler on loopback (its own broker, Spark Connect server,
+# private PostgreSQL store and airflow standalone, in a temporary folder): `make soak MINUTES=30`.
+MINUTES ?= 30
+soak: $(STAMP)
+	$(BIN)/python bench/soak.py --minutes $(MINUTES)
 
 clean: stop
 	rm -rf $(VENV) .elasticity

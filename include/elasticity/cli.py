@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 
 from .checkpoint.migration import MigrationError
-from .checkpoint.store import StoreError
+from .checkpoint.store import StoreError, masked
 from .checkpoint.tool import checkpoints_from_tool_json, checkpoints_to_tool_json
 from .config import ConfigError, JobConfig, load_config
 from .coordinator import JobCoordinator
@@ -137,7 +137,7 @@ def cmd_checkpoint_tool(args: argparse.Namespace) -> int:
     if args.action == "read":
         generation = coordinator.current()
         if generation is None:
-            raise StoreError(f"job {coordinator.job!r} has no checkpoints yet in {coordinator.store.url}")
+            raise StoreError(f"job {coordinator.job!r} has no checkpoints yet in {masked(coordinator.store.url)}")
         print(json.dumps(checkpoints_to_tool_json(coordinator.checkpoints(generation).values()), indent=2))
         print(f"generation {generation.number}, factor {generation.factor}", file=sys.stderr)
     else:
@@ -173,7 +173,7 @@ def _samza_topic(args: argparse.Namespace, coordinator: JobCoordinator) -> int:
     else:
         generation = coordinator.current()
         if generation is None:
-            raise StoreError(f"job {coordinator.job!r} has no checkpoints yet in {coordinator.store.url}")
+            raise StoreError(f"job {coordinator.job!r} has no checkpoints yet in {masked(coordinator.store.url)}")
         cps = coordinator.checkpoints(generation).values()
         records = samza_topic.to_samza_messages(cps, config.grouper, config.checkpoint_write_versions)
         create_topic(bootstrap, topic.stream, 1)  # Samza's checkpoint topic has one partition

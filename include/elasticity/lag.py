@@ -2,6 +2,7 @@
 brokers' high watermarks, with no Spark. It decides whether a run has anything
 to do (a run with nothing to read ends in seconds) and is what the job page
 shows, so that right after a rescale every new virtual task shows its real lag.
+Both the store and the brokers answer it or fail fast, before any Spark starts.
 """
 
 from __future__ import annotations
@@ -47,13 +48,13 @@ class LagReport:
 
 def lag_report(config: JobConfig, store: CheckpointStore, inputs: Inputs) -> LagReport:
     coordinator = JobCoordinator(config, store, inputs)
-    generation = coordinator.current()
+    generation = coordinator.current()  # the store answers...
+    counts = inputs.partition_counts(config.inputs)  # ...and so do the brokers, even for a job's first run
     if generation is None:
         return LagReport(config.job_name, None, None)
     pending = store.pending_plan(config.job_name)
     cps = coordinator.checkpoints(generation)
     known = {s.without_key_bucket() for cp in cps.values() for s in cp.offsets}
-    counts = inputs.partition_counts(config.inputs)
     wanted = {SystemStreamPartition(ss.system, ss.stream, p) for ss, n in counts.items() for p in range(n)}
     high = inputs.offsets(sorted(known), "upcoming")
     per_sspkb = {

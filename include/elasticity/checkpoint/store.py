@@ -41,8 +41,8 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.engine import Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.pool import StaticPool
 
 from .. import faults
@@ -171,6 +171,9 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+CONNECT_TIMEOUT_S = 5
+
+
 def make_engine(url: str) -> Engine:
     if url in ("sqlite://", "sqlite:///:memory:"):
         return create_engine("sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False})
@@ -185,7 +188,13 @@ def make_engine(url: str) -> Engine:
             cur.close()
 
         return engine
-    return create_engine(url, pool_pre_ping=True)
+    # a server that accepts and never answers fails the connection here, instead of hanging for minutes
+    return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": CONNECT_TIMEOUT_S})
+
+
+def masked(url: str) -> str:
+    """The URL as logs and errors may show it: no password."""
+    return make_url(url).render_as_string(hide_password=True)
 
 
 def _ranges_to_json(ranges: Iterable[OffsetRange]) -> str:
@@ -206,8 +215,15 @@ class CheckpointStore:
         self.engine = make_engine(url)
         self.history_size = history_size
         self.clock = clock
-        metadata.create_all(self.engine)
-        self._add_missing_columns()
+        try:  # the first connection is the store's probe: an unreachable store fails here, naming its address
+            metadata.create_all(self.engine)
+            self._add_missing_columns()
+        except OperationalError as e:
+            self.engine.dispose()
+            reason = str(e.orig or e).strip().splitlines()[0] if str(e.orig or e).strip() else type(e).__name__
+            raise StoreError(
+                f"checkpoint store unreachable at {masked(url)} (task.checkpoint.store.url / ELASTICITY_CHECKPOINT_STORE_URL): {reason}"
+            ) from None
 
     def _add_missing_columns(self) -> None:
         """Stores written by an older version lack later nullable columns; add them in place."""

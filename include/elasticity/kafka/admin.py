@@ -2,13 +2,15 @@
 against the embedded broker and Apache Kafka alike.
 
 Every entry point probes the broker first: kafka-python alone needs about 30 s
-to give up on a dead address, and says little about which one it tried.
+to give up on a dead address (or on a listener that accepts and never answers),
+and says little about which one it tried.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import struct
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -45,18 +47,43 @@ def resolve_bootstrap(config: JobConfig | None = None, system: str = "kafka") ->
     )
 
 
+# ApiVersions v0 (api key 18), the first request every Kafka client sends; any broker answers it
+_API_VERSIONS = struct.pack(">hhih", 18, 0, 0x0E1A, 10) + b"elasticity"
+
+
+def _ask_api_versions(sock: socket.socket, deadline: float) -> None:
+    """One ApiVersions round trip: the broker must answer (with our correlation id) before `deadline`."""
+    sock.sendall(struct.pack(">i", len(_API_VERSIONS)) + _API_VERSIONS)
+    head = b""
+    while len(head) < 8:
+        sock.settimeout(max(0.05, deadline - time.monotonic()))
+        try:
+            chunk = sock.recv(8 - len(head))
+        except TimeoutError:
+            raise TimeoutError("accepts connections but does not answer a Kafka request") from None
+        if not chunk:
+            raise ConnectionError("closed the connection without answering a Kafka request")
+        head += chunk
+    if struct.unpack(">ii", head)[1] != 0x0E1A:
+        raise ConnectionError("answered with something that is not a Kafka response")
+
+
 def probe(bootstrap: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
-    """Fail fast, naming the address, unless one bootstrap server accepts a connection."""
+    """Fail fast, naming the address, unless one bootstrap server answers a Kafka request:
+    a closed port, a dead host and a listener that never answers all fail within `timeout_s`."""
     errors = []
     deadline = time.monotonic() + timeout_s
     for server in (s.strip() for s in bootstrap.split(",") if s.strip()):
         host, _, port = server.rpartition(":")
         try:
-            with socket.create_connection((host or server, int(port or 9092)), timeout=max(0.1, deadline - time.monotonic())):
+            with socket.create_connection((host or server, int(port or 9092)), timeout=max(0.1, deadline - time.monotonic())) as sock:
+                _ask_api_versions(sock, deadline)
                 return
         except (OSError, ValueError) as e:
             errors.append(f"{server}: {e}")
-    raise BrokerUnreachable(f"Kafka broker unreachable at {bootstrap} ({'; '.join(errors) or 'no address given'})")
+    raise BrokerUnreachable(
+        f"Kafka broker unreachable at {bootstrap} within {timeout_s:.0f}s ({'; '.join(errors) or 'no address given'})"
+    )
 
 
 @contextmanager

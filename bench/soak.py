@@ -1,0 +1,469 @@
+"""A fault-injection soak through Airflow's real scheduler, on loopback only.
+
+Everything runs side by side on its own state folder: the embedded broker, a warm Spark
+Connect server (local[2]), a private PostgreSQL server as the checkpoint store (started
+from the system's binaries on a free port, so that it can be restarted), and `airflow
+standalone` running the DAGs of one job, `soak` (the demo app: a 20 ms lookup per order).
+A producer thread feeds the job continuously (every 50th order without a key, ~1 %
+malformed). Meanwhile, as a person and the platform would:
+
+- a manual rescale every few minutes (`elastic_rescale` triggered through the REST API as
+  the UI's form does, factor drawn from 1..16), and scheduled rescales
+  (`job.elasticity.schedule` flips the factor every 5 minutes; `elastic_scale_schedule`
+  applies it unless a manual rescale holds, here for 2 minutes);
+- SIGKILL of the running batch task's process (`airflow worker -- <ti id>`);
+- a broker restart and a store restart (each down for `--outage` seconds) in the middle.
+
+Then it stops feeding, drains, runs the data-quality DAG over every batch, and prints
+records fed, processed, lost, duplicated, reordered (from the committed sinks against the
+broker's logs), the faults injected and the time each took to heal (from the fault to the
+first batch committed after it ended; a rescale heals at the first batch of its generation).
+
+usage: python bench/soak.py [--minutes 30] [--rate 10] [--seed N]    (make soak MINUTES=30)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "include"))
+
+from kafka import KafkaProducer  # noqa: E402
+from sqlalchemy import select  # noqa: E402
+
+from elasticity.airflow.standalone import AirflowApi, AirflowStandalone, connections  # noqa: E402
+from elasticity.checkpoint import store as st  # noqa: E402
+from elasticity.checkpoint.store import CheckpointStore  # noqa: E402
+from elasticity.config import load_config  # noqa: E402
+from elasticity.daemon import free_port  # noqa: E402
+from elasticity.kafka.admin import create_topic  # noqa: E402
+from elasticity.kafka.broker import EmbeddedBroker  # noqa: E402
+from elasticity.kafka.consumer import KafkaInputs  # noqa: E402
+from elasticity.lag import lag_report  # noqa: E402
+from elasticity.model import SystemStreamPartition  # noqa: E402
+from elasticity.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, read_table  # noqa: E402
+from elasticity.spark.server import SparkConnectServer  # noqa: E402
+
+JOB = "soak"
+TOPIC = "soak-orders"
+PARTITIONS = 4
+MICROBATCH = f"elastic_microbatch__{JOB}"
+QUALITY = f"elastic_data_quality__{JOB}"
+
+
+def say(text: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class PrivatePostgres:
+    """A PostgreSQL server of its own (initdb + pg_ctl from the system's binaries, trust auth on
+    127.0.0.1), so that the soak may restart it without touching the machine's shared server."""
+
+    def __init__(self, folder: Path, port: int) -> None:
+        found = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
+        if not found:
+            raise SystemExit("no PostgreSQL binaries under /usr/lib/postgresql: the soak's store needs them")
+        self.bin = found[-1].parent
+        self.folder, self.port = folder, port
+        self.data = folder / "data"
+        self.as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []  # initdb refuses root
+
+    def _run(self, *args: str) -> None:
+        subprocess.run([*self.as_postgres, *args], check=True, capture_output=True, text=True, timeout=120)
+
+    def start(self) -> PrivatePostgres:
+        if not self.data.exists():
+            self.folder.mkdir(parents=True, exist_ok=True)
+            if self.as_postgres:
+                shutil.chown(self.folder, "postgres", "postgres")
+            self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.folder / "postgres.log"), "-w", "-o",
+                  f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.folder}", "start")
+        return self
+
+    def stop(self) -> None:
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    @property
+    def url(self) -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
+
+
+class Feeder(threading.Thread):
+    """Orders at `rate` per second, in small chunks; a chunk the broker does not acknowledge is
+    sent again (only its unacknowledged records) once the broker is back."""
+
+    def __init__(self, bootstrap: str, rate: float, seed: int) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.rate = bootstrap, rate
+        self.rng = random.Random(seed)
+        self.stop_event = threading.Event()
+        self.acked = self.malformed = self.failed_sends = self.unsent = 0
+        self.seq: dict[str | None, int] = {}
+        self.n = 0
+
+    def _record(self) -> tuple[bytes | None, bytes]:
+        self.n += 1
+        key = None if self.n % 50 == 0 else "user-0" if self.rng.random() < 0.1 else f"user-{self.rng.randrange(300)}"
+        if self.rng.random() < 0.01:
+            self.malformed += 1
+            return (key.encode() if key else None), (b"not json {" if self.rng.random() < 0.5 else b'{"no_key": true}')
+        self.seq[key] = self.seq.get(key, -1) + 1
+        value = {"key": key, "seq": self.seq[key], "amount": round(self.rng.uniform(1, 500), 2), "n": self.n}
+        return (key.encode() if key else None), json.dumps(value).encode()
+
+    def run(self) -> None:
+        producer = None  # one producer throughout: it reconnects by itself after a broker restart
+        pending: list[tuple[bytes | None, bytes]] = []
+        tick = 0.25
+        while not self.stop_event.is_set():
+            started = time.monotonic()
+            pending += [self._record() for _ in range(max(1, round(self.rate * tick)))]
+            try:
+                producer = producer or KafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=10, retries=0,
+                                                     request_timeout_ms=5000, max_block_ms=5000)
+                futures = [(r, producer.send(TOPIC, key=r[0], value=r[1])) for r in pending]
+                with contextlib.suppress(Exception):
+                    producer.flush(timeout=30)
+                left = []
+                for r, f in futures:
+                    try:
+                        f.get(timeout=30)  # acknowledged, or failed (not written: no retries); sent again below
+                        self.acked += 1
+                    except Exception:
+                        left.append(r)
+                pending = left
+                if left:
+                    raise RuntimeError(f"{len(left)} not acknowledged")
+            except Exception:
+                self.failed_sends += 1
+                self.stop_event.wait(1.0)
+            self.stop_event.wait(max(0.0, tick - (time.monotonic() - started)))
+        if producer is not None:
+            with contextlib.suppress(Exception):
+                producer.close(timeout=5)
+        self.unsent = len(pending)
+
+
+@dataclass
+class Fault:
+    kind: str
+    start_ms: int
+    end_ms: int = 0
+    detail: str = ""
+    generation: int | None = None  # a rescale: the generation it created
+    heal_ms: int | None = None
+
+
+@dataclass
+class Soak:
+    home: Path
+    minutes: float
+    rate: float
+    outage_s: float
+    seed: int
+    faults: list[Fault] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+        self.broker = EmbeddedBroker(self.home)
+        self.spark = SparkConnectServer(self.home)
+        self.postgres = PrivatePostgres(self.home / "postgres", free_port())
+
+    # --- set-up ---------------------------------------------------------------
+
+    def job_config(self, bootstrap: str) -> Path:
+        demo = (REPO / "include" / "jobs" / "demo.properties").read_text()
+        lines = [line for line in demo.splitlines() if line and not line.startswith(("job.name", "task.inputs", "#"))]
+        folder = self.home / "jobs"
+        folder.mkdir(exist_ok=True)
+        path = folder / f"{JOB}.properties"
+        path.write_text("\n".join([
+            f"job.name={JOB}", f"task.inputs=kafka.{TOPIC}", *lines,
+            f"systems.kafka.consumer.bootstrap.servers={bootstrap}",
+            "airflow.microbatch.schedule=*/1 * * * *", "airflow.microbatch.max.seconds=40",
+            "job.lease.ttl.ms=60000",  # a killed batch's lease lapses within a minute for the next run
+            "job.elasticity.schedule=0-59/10 * * * * -> 6; 5-59/10 * * * * -> 3",  # the factor flips every 5 minutes
+            "job.elasticity.manual.hold.ms=120000",  # a manual rescale holds 2 minutes against the schedule
+            f"job.output.path={self.home}/out", f"job.audit.path={self.home}/audit", f"job.dead.letter.path={self.home}/dlq",
+            f"job.report.path={self.home}/reports",
+        ]) + "\n")
+        return path
+
+    def start(self) -> None:
+        self.bootstrap = self.broker.start(port=free_port()).bootstrap
+        self.broker_port = int(self.bootstrap.rsplit(":", 1)[1])
+        remote = self.spark.start(port=free_port(), master="local[2]").remote
+        self.postgres.start()
+        create_topic(self.bootstrap, TOPIC, PARTITIONS)
+        self.config_path = self.job_config(self.bootstrap)
+        self.config = load_config(self.config_path)
+        self.store = CheckpointStore(self.postgres.url)
+        self.airflow = AirflowStandalone(self.home / "airflow", free_port(), {
+            **connections(self.bootstrap, remote, self.postgres.url), "ELASTICITY_JOBS_DIR": str(self.home / "jobs"),
+            "ELASTICITY_HOME": str(self.home), "KAFKA_BOOTSTRAP_SERVERS": None, "ELASTICITY_CHECKPOINT_STORE_URL": None,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "include"), str(REPO), os.environ.get("PYTHONPATH")])),
+        })
+        say(f"state in {self.home}; broker {self.bootstrap}, Spark Connect {remote}, store {self.postgres.url}, "
+            f"Airflow {self.airflow.base} (log {self.airflow.log_file})")
+        self.airflow.start().wait_ready()
+        self.api: AirflowApi = self.airflow.api()
+        for dag in (MICROBATCH, QUALITY, "elastic_rescale", "elastic_scale_schedule"):
+            self.api.wait_dag(dag)
+
+    def stop(self) -> None:
+        airflow = getattr(self, "airflow", None)
+        for step in ((airflow.stop,) if airflow else ()) + (self.spark.stop, self.broker.stop, self.postgres.stop):
+            try:
+                step()
+            except Exception as e:  # keep stopping the rest
+                say(f"stopping: {e}")
+
+    # --- faults ---------------------------------------------------------------
+
+    def _api(self) -> AirflowApi:
+        """A fresh token now and then (they expire)."""
+        self.api = self.airflow.api()
+        return self.api
+
+    def running_batch_pid(self) -> tuple[int, str] | None:
+        api = self._api()
+        for run in api.runs(MICROBATCH):
+            if run["state"] != "running":
+                continue
+            for ti in api.task_instances(MICROBATCH, run["dag_run_id"]):
+                if ti["state"] == "running":
+                    title = f"airflow worker -- {ti['id']}"
+                    for proc in Path("/proc").iterdir():
+                        if proc.name.isdigit():
+                            try:
+                                if (proc / "cmdline").read_bytes().replace(b"\0", b" ").strip().decode(errors="replace") == title:
+                                    return int(proc.name), f"{run['dag_run_id']} try {ti['try_number']}"
+                            except OSError:
+                                continue
+        return None
+
+    def kill_batch(self, deadline: float) -> None:
+        """SIGKILL the running batch task's process at a random moment of its run."""
+        while time.monotonic() < deadline:
+            found = self.running_batch_pid()
+            if found:
+                time.sleep(self.rng.uniform(0, 8))
+                found = self.running_batch_pid()
+                if found:
+                    pid, what = found
+                    os.kill(pid, signal.SIGKILL)
+                    t = now_ms()
+                    self.faults.append(Fault("SIGKILL batch task", t, t, f"pid {pid}, {what}"))
+                    say(f"SIGKILL of the batch task process {pid} ({what})")
+                    return
+            time.sleep(2)
+        say("no batch task was running to kill in time")
+
+    def rescale(self) -> None:
+        current = self.store.generation(JOB)
+        factor = self.rng.choice([f for f in range(1, 17) if not current or f != current.factor])
+        start = now_ms()
+        run_id = self._api().trigger("elastic_rescale", {"job": JOB, "factor": factor, "dry_run": False})
+        state = self.api.wait_run("elastic_rescale", run_id, 900)["state"]
+        generation = self.store.generation(JOB)
+        fault = Fault("manual rescale", start, now_ms(), f"to {factor}: {state}, generation {generation.number if generation else None}")
+        fault.generation = generation.number if generation and generation.factor == factor else None
+        self.faults.append(fault)
+        say(f"elastic_rescale to {factor}: {state} ({fault.detail})")
+
+    def restart_broker(self) -> None:
+        start = now_ms()
+        self.broker.stop()
+        say(f"broker stopped; down for {self.outage_s:.0f}s")
+        time.sleep(self.outage_s)
+        self.broker.start(port=self.broker_port)
+        self.faults.append(Fault("broker restart", start, now_ms(), f"down {self.outage_s:.0f}s"))
+        say("broker started again on the same port (its data kept)")
+
+    def restart_store(self) -> None:
+        start = now_ms()
+        self.postgres.stop()
+        say(f"checkpoint store (PostgreSQL) stopped; down for {self.outage_s:.0f}s")
+        time.sleep(self.outage_s)
+        self.postgres.start()
+        self.faults.append(Fault("store restart", start, now_ms(), f"down {self.outage_s:.0f}s"))
+        say("checkpoint store started again")
+
+    def timeline(self) -> list[tuple[float, str]]:
+        """When (fraction of the soak) each fault comes: rescales every few minutes, kills in between,
+        the broker and the store restarts in the middle."""
+        total = self.minutes * 60
+        events = [(0.36, "broker"), (0.58, "store")]
+        every = 240 if total >= 1200 else max(90, total / 4)
+        t = every * 0.75
+        while t < total * 0.92:
+            events.append((t / total, "rescale"))
+            events.append(((t + every / 2) / total, "kill"))
+            t += every
+        return sorted(events)
+
+    # --- the run --------------------------------------------------------------
+
+    def run(self) -> int:
+        self.start()
+        feeder = Feeder(self.bootstrap, self.rate, self.seed)
+        begin = time.monotonic()
+        feeder.start()
+        say(f"feeding {self.rate:g} orders/s for {self.minutes:g} minutes; faults at "
+            + ", ".join(f"{frac * self.minutes:.1f} min {kind}" for frac, kind in self.timeline()))
+        for frac, kind in self.timeline():
+            wait = begin + frac * self.minutes * 60 - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            try:
+                {"broker": self.restart_broker, "store": self.restart_store, "rescale": self.rescale,
+                 "kill": lambda: self.kill_batch(time.monotonic() + 90)}[kind]()
+            except Exception as e:
+                say(f"{kind}: could not inject: {e}")
+        time.sleep(max(0.0, begin + self.minutes * 60 - time.monotonic()))
+        feeder.stop_event.set()
+        feeder.join()
+        say(f"feeding stopped: {feeder.acked} orders acknowledged ({feeder.malformed} malformed, {feeder.failed_sends} failed sends "
+            f"retried, {feeder.unsent} never acknowledged)")
+        drained = self.drain()
+        quality = self.quality()
+        return self.report(feeder, drained, quality, time.monotonic() - begin)
+
+    def drain(self, timeout_s: float = 1800) -> bool:
+        """Until the committed checkpoints reach the end of every partition and no batch is planned or running."""
+        deadline = time.monotonic() + timeout_s
+        inputs = KafkaInputs(self.config)
+        while time.monotonic() < deadline:
+            try:
+                lag = lag_report(self.config, self.store, inputs)
+                if not lag.has_work:
+                    self._api().wait_idle(MICROBATCH, 900)
+                    if not lag_report(self.config, self.store, inputs).has_work:
+                        say("drained: no lag, no planned batch")
+                        return True
+                else:
+                    say(f"draining: {lag.describe()}")
+            except Exception as e:
+                say(f"draining: {e}")
+            time.sleep(20)
+        return False
+
+    def quality(self) -> dict:
+        """The data-quality DAG over every committed batch, after its own runs during the soak."""
+        api = self._api()
+        api.wait_idle(QUALITY, 1800)
+        during = [r["state"] for r in api.runs(QUALITY)]
+        last = max(self.store.batches_with_status(JOB, "committed"), default=0)
+        run_id = api.trigger(QUALITY, {"from_batch": 1, "to_batch": last})
+        state = api.wait_run(QUALITY, run_id, 3600)["state"]
+        runs = sorted((self.home / "reports" / "runs").glob("*/summary.json"), key=lambda p: p.stat().st_mtime)
+        checks = json.loads(runs[-1].read_text())["checks"] if runs else []
+        return {"state": state, "window": f"batches 1..{last}", "checks": checks,
+                "during": {s: during.count(s) for s in sorted(set(during))}}
+
+    # --- figures ---------------------------------------------------------------
+
+    def heal(self) -> None:
+        with self.store.engine.connect() as conn:
+            rows = conn.execute(select(st.batches.c.batch_id, st.batches.c.generation, st.batches.c.committed_ms).where(
+                st.batches.c.job_name == JOB, st.batches.c.status == "committed")).all()
+        for f in self.faults:
+            after = [r.committed_ms for r in rows if r.committed_ms >= f.end_ms and (f.generation is None or r.generation >= f.generation)]
+            f.heal_ms = min(after) - f.start_ms if after else None
+
+    def report(self, feeder: Feeder, drained: bool, quality: dict, elapsed_s: float) -> int:
+        committed = self.store.batches_with_status(JOB, "committed")
+        audit = read_table(str(self.home / "audit"), AUDIT_SCHEMA, committed).to_pandas()
+        sink = read_table(str(self.home / "out" / "enriched"), OUTPUT_SCHEMA, committed).to_pandas()
+        ends = KafkaInputs(self.config).offsets([SystemStreamPartition("kafka", TOPIC, p) for p in range(PARTITIONS)], "upcoming")
+        in_kafka = sum(ends.values())
+        seen = audit.groupby(["partition", "offset"]).size()
+        duplicated = int((seen - 1).sum())
+        sink_dupes = int((sink.groupby(["source_partition", "source_offset"]).size() - 1).sum()) if len(sink) else 0
+        have = set(seen.index)
+        lost = sum(1 for s, end in ends.items() for o in range(end) if (s.partition, o) not in have)
+        reordered = 0
+        last: dict[tuple[int, bytes], int] = {}
+        for r in audit[audit["key"].notna()].sort_values(["batch_id", "task_name", "seq"]).itertuples(index=False):
+            k = (r.partition, r.key)
+            if r.offset < last.get(k, -1):
+                reordered += 1
+            last[k] = max(r.offset, last.get(k, -1))
+        processed = int((audit["status"] == "processed").sum())
+        dead = int((audit["status"] == "dead_letter").sum())
+        gens = self.store.generations(JOB)
+        self.heal()
+
+        print("\n=== soak figures ===")
+        print(f"duration                {elapsed_s / 60:.1f} min ({self.minutes:g} min fed at {self.rate:g} orders/s, then the drain); seed {self.seed}")
+        print(f"records fed             {feeder.acked} acknowledged by the broker ({feeder.malformed} malformed); {in_kafka} in the topic")
+        print(f"records processed       {processed + dead} ({processed} to the sink, {dead} dead letters) in {len(committed)} committed batches")
+        print(f"lost                    {lost}{'' if drained else ' (NOT DRAINED within the timeout)'}")
+        print(f"duplicated              {duplicated} in the audit, {sink_dupes} in the exactly-once sink")
+        print(f"reordered               {reordered} (a key's record processed after a later one of its partition)")
+        origins = {}
+        for g in gens[1:]:
+            origins[g.origin] = origins.get(g.origin, 0) + 1
+        print(f"generations             {len(gens)}: factors {' -> '.join(str(g.factor) for g in gens)}; rescales by origin {origins}")
+        print("faults injected         (heal = from the fault to the first batch committed after it ended)")
+        for f in self.faults:
+            healed = f"healed in {f.heal_ms / 1000:.0f}s" if f.heal_ms is not None else "NOT healed"
+            print(f"  {time.strftime('%H:%M:%S', time.localtime(f.start_ms / 1000))}  {f.kind:20s} {f.detail:60s} {healed}")
+        for g in gens[1:]:
+            if g.origin == "schedule":
+                print(f"  {time.strftime('%H:%M:%S', time.localtime(g.created_ms / 1000))}  scheduled rescale    to {g.factor} "
+                      f"(generation {g.number})")
+        microbatch = [r["state"] for r in self._api().runs(MICROBATCH)]
+        print(f"micro-batch DAG runs    {', '.join(f'{microbatch.count(s)} {s}' for s in sorted(set(microbatch)))}")
+        print(f"data-quality DAG        during the soak: {quality['during']}; final run over {quality['window']}: {quality['state']}")
+        for c in quality["checks"]:
+            print(f"  {'PASS' if c['success'] else 'FAIL'} {c['name']:13s} {c['rows']:>7} rows, {c['unexpected']} unexpected")
+        ok = drained and lost == 0 and duplicated == 0 and sink_dupes == 0 and reordered == 0 and quality["state"] == "success"
+        print(f"verdict                 {'PASS' if ok else 'FAIL'}")
+        return 0 if ok else 1
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--minutes", type=float, default=30, help="how long to feed and inject faults (the drain follows)")
+    p.add_argument("--rate", type=float, default=10, help="orders per second")
+    p.add_argument("--outage", type=float, default=30, help="seconds the broker and the store stay down")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--keep", action="store_true", help="keep the state folder")
+    args = p.parse_args()
+    if args.minutes <= 0 or args.rate <= 0:
+        p.error("--minutes and --rate must be > 0")
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
+    home = Path(tempfile.mkdtemp(prefix="elasticity-soak-"))
+    os.chmod(home, 0o755)  # the private PostgreSQL runs as its own user below it
+    soak = Soak(home, args.minutes, args.rate, args.outage, seed)
+    try:
+        return soak.run()
+    finally:
+        soak.stop()
+        if not args.keep:
+            shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    sys.exit(main())

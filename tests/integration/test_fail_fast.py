@@ -1,0 +1,179 @@
+"""Bad addresses fail fast and clearly: a broker or a checkpoint store that is a closed
+port, or a real listener that accepts TCP and never answers, ends every command that
+talks to it with one `error:` line naming the address (no traceback, no Spark started);
+and `run-batch --until-caught-up` prints each batch's summary as it commits, so a run
+killed half-way has told what it committed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from elasticity.checkpoint.store import CheckpointStore, StoreError
+from elasticity.config import validate
+from elasticity.daemon import free_port
+from elasticity.demo import demo_records
+from elasticity.kafka.admin import BrokerUnreachable, create_topic
+from elasticity.kafka.consumer import KafkaInputs
+from elasticity.kafka.producer import send
+from elasticity.lag import lag_report
+from tests.conftest import REPO
+from tests.helpers import job_props, write_properties
+
+HANG_GUARD_S = 120  # kafka-python alone takes 30-60 s on a silent listener; PostgreSQL without a timeout hangs forever
+
+
+@pytest.fixture(scope="module")
+def silent() -> Iterator[str]:
+    """A real TCP listener on loopback that accepts every connection and never sends a byte."""
+    server = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join()
+        for c in held:
+            c.close()
+        server.close()
+
+
+@pytest.fixture(scope="module")
+def closed() -> str:
+    return f"127.0.0.1:{free_port()}"  # nothing listens there
+
+
+def _cli(config, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in {**os.environ, **(env or {})}.items() if k not in ("KAFKA_BOOTSTRAP_SERVERS", "ELASTICITY_CHECKPOINT_STORE_URL")}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "include"), str(REPO)])
+    return subprocess.run([sys.executable, "-m", "elasticity.cli", *args, "--config", str(config)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=HANG_GUARD_S)
+
+
+def _assert_one_error_line(done: subprocess.CompletedProcess, *names: str) -> None:
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr  # nothing else ran (no Spark log either)
+    for name in names:
+        assert name in lines[0]
+
+
+KAFKA_COMMANDS = {
+    "run-batch": ["run-batch"],
+    "run-batch --until-caught-up": ["run-batch", "--until-caught-up"],
+    "rescale": ["rescale", "--factor", "4"],
+    "rescale --dry-run": ["rescale", "--factor", "4", "--dry-run"],
+    "job-model": ["job-model"],
+    "feed": ["feed", "--records", "5"],
+    "checkpoint-tool import": ["checkpoint-tool", "import", "--from-kafka", "kafka.samza-checkpoints"],
+}
+
+
+@pytest.mark.parametrize("broker", ["silent", "closed"])
+@pytest.mark.parametrize("command", list(KAFKA_COMMANDS))
+def test_a_broker_that_does_not_answer_fails_the_command_naming_it(request, tmp_path, broker, command):
+    address = request.getfixturevalue(broker)
+    props = job_props("fail-fast", "orders", tmp_path, **{"systems.kafka.consumer.bootstrap.servers": address})
+    done = _cli(write_properties(tmp_path / "job.properties", props), *KAFKA_COMMANDS[command])
+    _assert_one_error_line(done, f"Kafka broker unreachable at {address}")
+    if broker == "silent":
+        assert "does not answer a Kafka request" in done.stderr
+
+
+@pytest.mark.parametrize("broker", ["silent", "closed"])
+def test_topic_create_fails_naming_the_broker(request, tmp_path, broker):
+    address = request.getfixturevalue(broker)
+    env = {k: v for k, v in os.environ.items() if k != "ELASTICITY_HOME"}
+    env |= {"KAFKA_BOOTSTRAP_SERVERS": address, "PYTHONPATH": str(REPO / "include")}
+    done = subprocess.run([sys.executable, "-m", "elasticity.cli", "topic", "create", "t"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=HANG_GUARD_S)
+    _assert_one_error_line(done, f"Kafka broker unreachable at {address}")
+
+
+@pytest.mark.parametrize("store", ["silent", "closed"])
+def test_a_store_that_does_not_answer_fails_run_batch_before_the_broker_and_spark(request, tmp_path, kafka_bootstrap, store):
+    address = request.getfixturevalue(store)
+    url = f"postgresql+psycopg://elasticity:secret@{address}/checkpoints"
+    props = job_props("fail-fast", "orders", tmp_path, **{
+        "systems.kafka.consumer.bootstrap.servers": kafka_bootstrap, "task.checkpoint.store.url": url})
+    config = write_properties(tmp_path / "job.properties", props)
+    for args in (["run-batch"], ["rescale", "--factor", "3"], ["checkpoint-tool", "read"]):
+        done = _cli(config, *args)
+        _assert_one_error_line(done, f"checkpoint store unreachable at postgresql+psycopg://elasticity:***@{address}/checkpoints",
+                               "task.checkpoint.store.url")
+        assert "secret" not in done.stderr
+
+
+@pytest.mark.parametrize("broker", ["silent", "closed"])
+def test_the_lag_probe_fails_naming_the_broker_for_new_and_running_jobs(request, tmp_path, kafka_bootstrap, broker):
+    """The lag probe (what the micro-batch DAG runs before Spark) asks the broker even for a job's first run."""
+    address = request.getfixturevalue(broker)
+    topic = f"ff-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka_bootstrap, topic, 2)
+    good = validate(job_props(f"ff-{topic}", topic, tmp_path, **{"systems.kafka.consumer.bootstrap.servers": kafka_bootstrap}))
+    store = CheckpointStore(good.checkpoint_store_url())
+    for started in (False, True):
+        if started:
+            from elasticity.coordinator import JobCoordinator
+
+            JobCoordinator(good, store, KafkaInputs(good)).initialize("test")
+        bad = good.with_overrides({"systems.kafka.consumer.bootstrap.servers": address})
+        with pytest.raises(BrokerUnreachable, match=f"Kafka broker unreachable at {address}"):
+            lag_report(bad, store, KafkaInputs(bad))
+
+
+def test_the_store_probe_names_the_url_without_password(silent):
+    with pytest.raises(StoreError, match=r"unreachable at postgresql\+psycopg://u:\*\*\*@") as e:
+        CheckpointStore(f"postgresql+psycopg://u:pw@{silent}/db")
+    assert "pw" not in str(e.value)
+
+
+def test_until_caught_up_prints_each_batch_as_it_commits(tmp_path, kafka_bootstrap):
+    """Killed (SIGKILL) after its first summary line, a run has printed every batch it committed, and each
+    batch it printed is committed."""
+    topic = f"ff-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka_bootstrap, topic, 2)
+    send(kafka_bootstrap, topic, demo_records(400, keys=10, seed=5))
+    props = job_props(f"ff-{topic}", topic, tmp_path, factor=1, **{
+        "systems.kafka.consumer.bootstrap.servers": kafka_bootstrap, "spark.master": "local[1]"})
+    config = write_properties(tmp_path / "job.properties", props)
+    env = {k: v for k, v in os.environ.items() if k not in ("KAFKA_BOOTSTRAP_SERVERS", "ELASTICITY_CHECKPOINT_STORE_URL")}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "include"), str(REPO)])
+    proc = subprocess.Popen([sys.executable, "-m", "elasticity.cli", "run-batch", "--until-caught-up", "--max-records", "20",
+                             "--config", str(config)], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        first = json.loads(proc.stdout.readline())  # printed while the run goes on (20 batches are due)
+        proc.send_signal(signal.SIGKILL)
+        rest = proc.stdout.read()
+    finally:
+        proc.kill()
+        proc.wait()
+    printed = [first] + [json.loads(line) for line in rest.splitlines() if line.strip()]
+    assert first["batch_id"] == 1 and 1 <= first["records_read"] <= 20
+    ids = [s["batch_id"] for s in printed]
+    assert ids == list(range(1, len(ids) + 1))  # in commit order, none missing
+    committed = set(CheckpointStore(validate(props).checkpoint_store_url()).batches_with_status(props["job.name"], "committed"))
+    assert set(ids) <= committed  # every batch printed had committed
+    assert all(b > len(ids) for b in committed - set(ids))  # unprinted: only the commit in flight when killed
