@@ -72,11 +72,14 @@ def _warm_client_fixed_ms(home: Path, bootstrap: str, topic: str, remote: str, s
     config = load_config(home / "jobs" / f"{JOB}.properties")
     engine = MicroBatchEngine(config, session(config, target=SparkTarget("connect", remote, "bench")))
     out = []
-    for i in range(6):
-        send(bootstrap, topic, demo_records(10, keys=300, seed=next(seed), hot_key_share=0))
-        (summary,) = engine.run(owner="bench-client")
-        if i:  # the first attaches the client
-            out.append(_fixed_ms({"durations_ms": summary.durations_ms}))
+    try:
+        for i in range(6):
+            send(bootstrap, topic, demo_records(10, keys=300, seed=next(seed), hot_key_share=0))
+            (summary,) = engine.run(owner="bench-client")
+            if i:  # the first attaches the client
+                out.append(_fixed_ms({"durations_ms": summary.durations_ms}))
+    finally:
+        engine.spark.stop()  # the client's threads would keep this process alive after the server stops
     return statistics.median(out)
 
 
