@@ -130,7 +130,7 @@ def test_stateful_batches_on_a_classic_session(spark, kafka_bootstrap, job):
     rows = {t.task: t.stores for t in view.tasks}
     assert all(len(s) == 1 and s[0].store == "totals" and set(s[0].markers) == {BLOB} and s[0].disk_bytes for s in rows.values()), rows
     page = render(view)
-    assert page.count("<td class=stores>totals ") == len(rows) and len(re.findall(r" [\d.,]+ [kM]B, blobstore: ", page)) == len(rows)
+    assert page.count("<td class=stores>totals ") == len(rows) and len(re.findall(r">[\d.,]+ [kM]B, blobstore: ", page)) == len(rows)
     feed(kafka_bootstrap, topic, 200, seed=12)
     engine.run(max_records=100, until_caught_up=True)
     assert_state_and_outputs(config, engine.store)
