@@ -23,6 +23,7 @@ from pathlib import Path
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewPartitions, NewTopic
+from kafka.errors import InvalidPartitionsError
 from rocksdict import WriteBatch
 
 from .. import faults
@@ -95,7 +96,12 @@ class ChangelogClient:
                         if t["error_code"] not in (0, 36):  # 36: created meanwhile by another container
                             raise TopicError(f"cannot create changelog topic {topic!r}: {t['error_message'] or t['error_code']}")
                 elif len(described[0]["partitions"]) < partitions:
-                    admin.create_partitions({topic: NewPartitions(partitions)})
+                    try:
+                        admin.create_partitions({topic: NewPartitions(partitions)})
+                    except InvalidPartitionsError:  # another client (a parallel move upload) grew it meanwhile
+                        (now,) = admin.describe_topics([topic])
+                        if len(now["partitions"]) < partitions:
+                            raise
             self._topics.add(topic)
 
     def end_offset(self, tp: TopicPartition) -> int:
