@@ -11,12 +11,14 @@ new task start.
 1. a journal blob names the attempt (its checkpoint id R, the generation it
    starts from, the prefixes it writes under), before anything is uploaded,
    so that `clean_stale_moves` can delete what a crashed attempt left;
-2. every old snapshot is downloaded and scanned once; each entry goes, by
-   `bucket_of` (the router's hash of `StoreDescriptor.input_key_of`), into an
-   SST file of its new task (SstFileWriter: a scan is sorted already);
-3. each new task's SST files are ingested into an empty RocksDB whose
-   checkpoint is uploaded as a snapshot with id R under the new task's name;
-   the index blob id is the new marker. Old snapshots are never modified.
+2. every old snapshot is downloaded and scanned once (`bucketscan`, in worker
+   processes, one per core, while the downloads and uploads run on threads);
+   each entry goes, by the router's hash of `StoreDescriptor.input_key_of`,
+   into an SST file of its new task (SstFileWriter: a scan is sorted already);
+3. as soon as its last source is scanned, a new task's SST files are ingested
+   into an empty RocksDB whose checkpoint is uploaded as a snapshot with id R
+   under the new task's name; the index blob id is the new marker. Old
+   snapshots are never modified.
 A new task with the same name, the same single source and changelog partition
 (F = G, input partitions added) keeps its markers and checkpoint id as they are.
 
@@ -32,30 +34,30 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
 from math import gcd
 from pathlib import Path
 
-from rocksdict import IngestExternalFileOptions, Options, SstFileWriter
+from rocksdict import IngestExternalFileOptions
 
 from .. import faults
 from ..checkpoint.model import CheckpointId, TaskCheckpoint
 from ..config import BLOB_STORE_FACTORY, KAFKA_CHANGELOG_FACTORY
-from ..keybucket import key_hash
 from ..model import NO_KEY_BUCKET, JobModel, SystemStreamPartition, TaskModel, TaskName
 from ..tasknames import parse_task_name
 from .backend import StoreContext
 from .blobs import BlobStore
 from .blobstore import BlobStoreStateBackend, checkpoint_of, job_prefix, store_prefix
+from .bucketscan import ScanJob, ScanResult, ScanWorkers, scan
 from .commit import Markers
 from .config import StorageConfig, StoreConfig
 from .descriptor import StoreDescriptor
-from .kv import bucket_of
 from .rocksdb import create_checkpoint, open_db
 
 log = logging.getLogger(__name__)
@@ -146,36 +148,18 @@ def plan_sources(old_model: JobModel, old_factor: int, new_model: JobModel, new_
     return out
 
 
-def _sst_options() -> Options:
-    return Options(raw_mode=True)
-
-
+@dataclass
 class _Target:
-    """The entries one new (task, store) receives: counted, and written to SST files (one per source)."""
+    """What one new (task, store) has received so far: SST files (one per source with entries), keys, bytes."""
 
-    def __init__(self, folder: Path | None) -> None:
-        self.folder = folder
-        self.keys = self.bytes = 0
-        self.ssts: list[Path] = []
-        self._writer: SstFileWriter | None = None
+    folder: Path | None  # None: a dry run, nothing written
+    sources_left: set[TaskName]
+    keys: int = 0
+    bytes: int = 0
+    ssts: list[Path] = field(default_factory=list)
 
-    def add(self, key: bytes, value: bytes) -> None:
-        self.keys += 1
-        self.bytes += len(key) + len(value)
-        if self.folder is None:
-            return
-        if self._writer is None:
-            path = self.folder / f"part-{len(self.ssts)}.sst"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._writer = SstFileWriter(_sst_options())
-            self._writer.open(str(path))
-            self.ssts.append(path)
-        self._writer[key] = value
-
-    def end_source(self) -> None:
-        if self._writer is not None:
-            self._writer.finish()
-            self._writer = None
+    def sst(self, source_index: int) -> str | None:
+        return None if self.folder is None else str(self.folder / f"part-{source_index}.sst")
 
 
 def _context(storage: StorageConfig, cfg: StoreConfig, d: StoreDescriptor, task: TaskModel) -> StoreContext:
@@ -221,45 +205,88 @@ def move_state(
         prefixes = sorted(store_prefix(storage.job_name, storage.job_id, t, d.name) for t in moving for d in descriptors)
         blobs.put_bytes(journal, json.dumps({"checkpoint-id": str(cp_id), "from-generation": from_generation, "prefixes": prefixes}).encode())
         faults.point("rescale.state.journal_written")
-    work = Path(tempfile.mkdtemp(prefix="elasticity-state-move-"))
-    pool = ThreadPoolExecutor(storage.commit_pool_size or max(1, min(len(moving), 64)), thread_name_prefix="state-move")
+    mover = _Mover(storage, blobs, old_tasks, new_tasks, new_factor, cp_id, dry_run, _scan_workers(descriptors, len(old_tasks)))
     try:
         for d in descriptors:
-            cfg = storage.store(d.name)
-            targets = {t: _Target(None if dry_run else work / d.name / str(i)) for i, t in enumerate(sorted(moving))}
-            by_source: dict[TaskName, list[TaskName]] = {}
-            for t, src in moving.items():
-                for s in src:
-                    by_source.setdefault(s, []).append(t)
-            with_state: set[TaskName] = set()
-            found = {s: old_cps[s].state_markers.get(BLOB_STORE_FACTORY, {}).get(d.name) if s in old_cps else None for s in by_source}
-            # downloads run ahead on the pool while one source at a time is scanned (the scan holds the GIL)
-            downloads = {s: pool.submit(_download, blobs, _context(storage, cfg, d, old_tasks[s]), m, work / "source" / str(i))
-                         for i, (s, m) in enumerate(sorted(found.items())) if m is not None}
-            for s, future in downloads.items():
-                _split(future.result(), d, new_factor, {_bucket(t): targets[t] for t in by_source[s]}, s)
-                with_state.update(by_source[s])
-                faults.point("rescale.state.source_read")
-            for t in sorted(targets):
-                target = targets[t]
-                transfers.append(Transfer(t, d.name, moving[t], target.keys, target.bytes) if t in with_state
-                                 else Transfer(t, d.name, moving[t], how="empty"))
-            ready = sorted(t for t in targets if t in with_state)
-            ids.update(dict.fromkeys(ready, cp_id))
-            if not dry_run:
-                uploads = {t: pool.submit(_write, storage, cfg, d, new_tasks[t], len(new_tasks), blobs, targets[t], cp_id) for t in ready}
-                for t, future in uploads.items():
-                    for factory, marker in future.result().items():
-                        markers.setdefault(t, {}).setdefault(factory, {})[d.name] = marker
-                    faults.point("rescale.state.uploaded")
+            mover.move(d, moving, old_cps, transfers, ids, markers)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        shutil.rmtree(work, ignore_errors=True)
+        mover.close()
     move = StateMove(old_factor, new_factor, cp_id, from_generation, tuple(transfers), ids, markers, dry_run,
                      time.perf_counter_ns() - start, journal)
     if not dry_run:
         faults.point("rescale.state.moved")
     return move
+
+
+class _Mover:
+    """One move's workers, threads and scratch folder; `move` moves one store."""
+
+    def __init__(self, storage: StorageConfig, blobs: BlobStore, old_tasks: Mapping[TaskName, TaskModel], new_tasks: Mapping[TaskName, TaskModel],
+                 new_factor: int, cp_id: CheckpointId, dry_run: bool, workers: ScanWorkers | None) -> None:
+        self.storage, self.blobs, self.old_tasks, self.new_tasks = storage, blobs, old_tasks, new_tasks
+        self.new_factor, self.cp_id, self.dry_run, self.workers = new_factor, cp_id, dry_run, workers
+        self.work = Path(tempfile.mkdtemp(prefix="elasticity-state-move-"))
+        self.pool = ThreadPoolExecutor(storage.commit_pool_size or min(len(old_tasks) + len(new_tasks), 64), thread_name_prefix="state-move")
+
+    def move(self, d: StoreDescriptor, moving: Mapping[TaskName, tuple[TaskName, ...]], old_cps: Mapping[TaskName, TaskCheckpoint],
+             transfers: list[Transfer], ids: dict[TaskName, CheckpointId], markers: dict[TaskName, Markers]) -> None:
+        """Every source downloads at once and is scanned as it arrives; a new task is ingested and uploaded
+        as soon as its last source is scanned."""
+        cfg = self.storage.store(d.name)
+        found = {s: old_cps[s].state_markers.get(BLOB_STORE_FACTORY, {}).get(d.name) if s in old_cps else None
+                 for src in moving.values() for s in src}
+        found = {s: m for s, m in sorted(found.items()) if m is not None}
+        targets = {t: _Target(None if self.dry_run else self.work / d.name / str(i), {s for s in src if s in found})
+                   for i, (t, src) in enumerate(sorted(moving.items()))}
+        by_source: dict[TaskName, list[TaskName]] = {}
+        for t, src in moving.items():
+            for s in src:
+                by_source.setdefault(s, []).append(t)
+        reads = {self.pool.submit(self._read, d, cfg, s, m, i, {_bucket(t): targets[t].sst(i) for t in by_source[s]}): (i, s)
+                 for i, (s, m) in enumerate(found.items())}
+        uploads = {}
+        for future in as_completed(reads):
+            (i, s), result = reads[future], future.result()
+            if result.error:
+                raise StatefulRescaleError(result.error)
+            for t in by_source[s]:
+                target, b = targets[t], _bucket(t)
+                target.keys += result.keys.get(b, 0)
+                target.bytes += result.bytes.get(b, 0)
+                if b in result.keys and target.folder is not None:
+                    target.ssts.append(Path(target.sst(i)))
+                target.sources_left.discard(s)
+                if not target.sources_left and not self.dry_run:
+                    uploads[t] = self.pool.submit(_write, self.storage, cfg, d, self.new_tasks[t], len(self.new_tasks), self.blobs, target, self.cp_id)
+            faults.point("rescale.state.source_read")
+        for t, target in sorted(targets.items()):
+            if any(s in found for s in moving[t]):
+                ids[t] = self.cp_id
+                transfers.append(Transfer(t, d.name, moving[t], target.keys, target.bytes))
+            else:
+                transfers.append(Transfer(t, d.name, moving[t], how="empty"))
+        for t, future in sorted(uploads.items()):
+            for factory, marker in future.result().items():
+                markers.setdefault(t, {}).setdefault(factory, {})[d.name] = marker
+            faults.point("rescale.state.uploaded")
+
+    def _read(self, d: StoreDescriptor, cfg: StoreConfig, source: TaskName, marker: str, i: int, outputs: dict[int, str | None]) -> ScanResult:
+        """Download one old snapshot and scan it (in a worker process when there are workers)."""
+        folder = self.work / "source" / d.name / str(i)
+        BlobStoreStateBackend(_context(self.storage, cfg, d, self.old_tasks[source]), self.blobs).restore(marker, folder)
+        try:
+            job = ScanJob(str(folder), self.new_factor, outputs, d.name, source.name)
+            if self.workers is not None and d.input_key is None:
+                return self.workers.run(job)
+            return scan(job, None if d.input_key is None else d.input_key_of)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        if self.workers is not None:
+            self.workers.close()
+        shutil.rmtree(self.work, ignore_errors=True)
 
 
 def _refuse_unmovable(storage: StorageConfig, descriptors: Sequence[StoreDescriptor], moving: Mapping[TaskName, tuple[TaskName, ...]],
@@ -284,35 +311,11 @@ def _refuse_unmovable(storage: StorageConfig, descriptors: Sequence[StoreDescrip
             )
 
 
-def _download(blobs: BlobStore, ctx: StoreContext, marker: str, folder: Path) -> Path:
-    BlobStoreStateBackend(ctx, blobs).restore(marker, folder)
-    return folder
-
-
-def _split(folder: Path, d: StoreDescriptor, factor: int, targets: Mapping[int, _Target], source: TaskName) -> None:
-    """Send each entry of one old snapshot to the target of its key's bucket at `factor`."""
-    db = open_db(folder)
-    try:
-        if len(targets) == 1:  # every key of this bucket goes to the one target (G divides F)
-            (only,) = targets.values()
-            for k, v in db.items():
-                only.add(k, v)
-        else:
-            adds = {b: t.add for b, t in targets.items()}
-            bucket = (lambda k: key_hash(k) % factor) if d.input_key is None else (lambda k: bucket_of(d, k, factor))  # bucket_of, inlined
-            for k, v in db.items():
-                add = adds.get(bucket(k))
-                if add is None:
-                    raise StatefulRescaleError(
-                        f"store {d.name!r} of task {source.name!r} holds key {k!r} of bucket {bucket_of(d, k, factor)} "
-                        f"at factor {factor}, which is not a share of that task; nothing was changed"
-                    )
-                add(k, v)
-    finally:
-        db.close()
-        for t in targets.values():
-            t.end_source()
-        shutil.rmtree(folder, ignore_errors=True)
+def _scan_workers(descriptors: Sequence[StoreDescriptor], sources: int) -> ScanWorkers | None:
+    """One scan process per core, when there are several of both; a store whose input key needs
+    the app's function (StoreDescriptor.input_key) is scanned in this process."""
+    count = min(os.cpu_count() or 1, sources)
+    return ScanWorkers(count) if count > 1 and any(d.input_key is None for d in descriptors) else None
 
 
 def _write(storage: StorageConfig, cfg: StoreConfig, d: StoreDescriptor, task: TaskModel, task_count: int, blobs: BlobStore,
