@@ -27,9 +27,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "include"))
 
 from elasticity.airflow.standalone import AirflowStandalone, connections  # noqa: E402
+from elasticity.apps.demo_feed import demo_records  # noqa: E402
 from elasticity.checkpoint.store import CheckpointStore  # noqa: E402
 from elasticity.daemon import free_port  # noqa: E402
-from elasticity.demo import demo_records  # noqa: E402
 from elasticity.kafka.admin import create_topic  # noqa: E402
 from elasticity.kafka.broker import EmbeddedBroker  # noqa: E402
 from elasticity.kafka.producer import send  # noqa: E402

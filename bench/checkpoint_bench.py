@@ -15,13 +15,13 @@ import time
 import uuid
 from collections.abc import Callable
 
+from elasticity.checkpoint.batch_plan import OffsetRange
 from elasticity.checkpoint.migration import migrate
 from elasticity.checkpoint.model import TaskCheckpoint
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import validate
-from elasticity.grouping import build_job_model
-from elasticity.model import SystemStream
-from elasticity.planning import OffsetRange
+from elasticity.jobmodel.grouping import build_job_model
+from elasticity.jobmodel.model import SystemStream
 
 STREAM = SystemStream("kafka", "orders")
 

@@ -46,16 +46,16 @@ from kafka import KafkaProducer  # noqa: E402
 from sqlalchemy import select  # noqa: E402
 
 from elasticity.airflow.standalone import AirflowApi, AirflowStandalone, connections  # noqa: E402
+from elasticity.batch.lag import lag_report  # noqa: E402
+from elasticity.batch.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, read_table  # noqa: E402
 from elasticity.checkpoint import store as st  # noqa: E402
 from elasticity.checkpoint.store import CheckpointStore  # noqa: E402
 from elasticity.config import load_config  # noqa: E402
 from elasticity.daemon import free_port  # noqa: E402
+from elasticity.jobmodel.model import SystemStreamPartition  # noqa: E402
 from elasticity.kafka.admin import create_topic  # noqa: E402
 from elasticity.kafka.broker import EmbeddedBroker  # noqa: E402
 from elasticity.kafka.consumer import KafkaInputs  # noqa: E402
-from elasticity.lag import lag_report  # noqa: E402
-from elasticity.model import SystemStreamPartition  # noqa: E402
-from elasticity.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, read_table  # noqa: E402
 from elasticity.spark.server import SparkConnectServer  # noqa: E402
 
 JOB = "soak"

@@ -46,16 +46,17 @@ from unittest.mock import patch
 import psutil
 
 from elasticity import faults
+from elasticity.api import StoreDescriptor
 from elasticity.checkpoint.model import CheckpointId, CheckpointV2, TaskCheckpoint, state_of
 from elasticity.config import validate
-from elasticity.grouping import build_job_model
+from elasticity.jobmodel.grouping import build_job_model
+from elasticity.jobmodel.keybucket import key_hash
+from elasticity.jobmodel.model import SystemStream, TaskModel, TaskName
 from elasticity.kafka.broker import EmbeddedBroker, free_port
-from elasticity.keybucket import key_hash
-from elasticity.model import SystemStream, TaskModel, TaskName
-from elasticity.state import ContainerStorageManager, StorageConfig, StoreDescriptor, rescale
+from elasticity.state import ContainerStorageManager, StorageConfig, rescale
+from elasticity.state.backends.s3server import SeaweedS3
 from elasticity.state.rescale import move_state
 from elasticity.state.rocksdb import snapshot_files
-from tests.s3server import SeaweedS3
 
 TASK = TaskName("Partition 0")
 STORE = StoreDescriptor("bench", "string", "json")

@@ -16,15 +16,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from elasticity.airflow.page import render
+from elasticity.batch.coordinator import JobCoordinator
 from elasticity.checkpoint.model import TaskCheckpoint
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import validate
-from elasticity.coordinator import JobCoordinator
-from elasticity.jobview import PolicyView, build_view, preview_rescale
-from elasticity.model import SystemStream
-from elasticity.serde import ssp_to_key
-from elasticity.summary import BatchSummary
+from elasticity.jobmodel.model import SystemStream
+from elasticity.jobmodel.object_mapper import ssp_to_key
+from elasticity.metrics.summary import BatchSummary
+from elasticity.views.jobview import PolicyView, build_view, preview_rescale
+from elasticity.views.page import render
 
 STREAM = SystemStream("kafka", "orders")
 PARTITIONS, HIGH = 8, 1_000_000

@@ -85,7 +85,7 @@ def airflow_db() -> str:
 @pytest.fixture(scope="session")
 def spark():
     """A real local SparkSession (local[2]: this machine has 2 cores)."""
-    # Python workers can import the test apps (tests/apps.py), as a user's workers import theirs
+    # Python workers can import the test apps (tests/support/apps.py), as a user's workers import theirs
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     from pyspark.sql import SparkSession
 
@@ -127,7 +127,7 @@ def job_name(request) -> str:
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory: pytest.TempPathFactory):
     """A real S3-protocol server (SeaweedFS from its wheel) on a free loopback port."""
-    from tests.s3server import SeaweedS3
+    from elasticity.state.backends.s3server import SeaweedS3
 
     with SeaweedS3(tmp_path_factory.mktemp("seaweedfs")) as server:
         yield server

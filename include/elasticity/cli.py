@@ -9,16 +9,16 @@ import sys
 import time
 from collections.abc import Sequence
 
-from .checkpoint.migration import MigrationError
-from .checkpoint.store import StoreError, masked
-from .checkpoint.tool import checkpoints_from_tool_json, checkpoints_to_tool_json
-from .config import ConfigError, JobConfig, load_config
-from .coordinator import JobCoordinator
-from .grouping import build_job_model
-from .kafka.admin import BrokerUnreachable, TopicError, create_topic, partition_counts, resolve_bootstrap
-from .kafka.broker import BrokerError, EmbeddedBroker
-from .model import JobModel, SystemStream
-from .serde import SerdeError, job_model_to_json
+from elasticity.batch.coordinator import JobCoordinator
+from elasticity.checkpoint.migration import MigrationError
+from elasticity.checkpoint.store import StoreError, masked
+from elasticity.checkpoint.tool import checkpoints_from_tool_json, checkpoints_to_tool_json
+from elasticity.config import ConfigError, JobConfig, load_config
+from elasticity.jobmodel.grouping import build_job_model
+from elasticity.jobmodel.model import JobModel, SystemStream
+from elasticity.jobmodel.object_mapper import SerdeError, job_model_to_json
+from elasticity.kafka.admin import BrokerUnreachable, TopicError, create_topic, partition_counts, resolve_bootstrap
+from elasticity.kafka.broker import BrokerError, EmbeddedBroker
 
 
 def _parse_partitions(items: Sequence[str]) -> dict[SystemStream, int]:
@@ -109,8 +109,8 @@ def cmd_job_model(args: argparse.Namespace) -> int:
 
 
 def cmd_feed(args: argparse.Namespace) -> int:
-    from .demo import demo_records
-    from .kafka.producer import send
+    from elasticity.apps.demo_feed import demo_records
+    from elasticity.kafka.producer import send
 
     config = _config(args)
     for ss in config.inputs:
@@ -122,8 +122,8 @@ def cmd_feed(args: argparse.Namespace) -> int:
 
 
 def _coordinator(args: argparse.Namespace) -> JobCoordinator:
-    from .checkpoint.store import CheckpointStore
-    from .kafka.consumer import KafkaInputs
+    from elasticity.checkpoint.store import CheckpointStore
+    from elasticity.kafka.consumer import KafkaInputs
 
     config = _config(args)
     store = CheckpointStore(config.checkpoint_store_url(), config.checkpoint_history_size)
@@ -152,9 +152,9 @@ def cmd_checkpoint_tool(args: argparse.Namespace) -> int:
 
 def _samza_topic(args: argparse.Namespace, coordinator: JobCoordinator) -> int:
     """Hand-over with Samza through its checkpoint topic (`<system>.<topic>`, partition 0)."""
-    from .checkpoint import samza_topic
-    from .kafka.consumer import read_log
-    from .kafka.producer import send
+    from elasticity.checkpoint import samza_topic
+    from elasticity.kafka.consumer import read_log
+    from elasticity.kafka.producer import send
 
     flag, value = ("--from-kafka", args.from_kafka) if args.action == "import" else ("--to-kafka", args.to_kafka)
     if not value:
@@ -215,10 +215,10 @@ def _print_metrics(metrics) -> None:
 
 
 def cmd_run_batch(args: argparse.Namespace) -> int:
-    from .checkpoint.store import CheckpointStore
-    from .kafka.consumer import KafkaInputs
-    from .lag import lag_report
-    from .summary import BatchSummary
+    from elasticity.batch.lag import lag_report
+    from elasticity.checkpoint.store import CheckpointStore
+    from elasticity.kafka.consumer import KafkaInputs
+    from elasticity.metrics.summary import BatchSummary
 
     config = _config(args)
     store = CheckpointStore(config.checkpoint_store_url(), config.checkpoint_history_size)
@@ -226,8 +226,8 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
     if not lag.has_work:
         print(BatchSummary(config.job_name, None, lag.generation, lag.factor, lag_left=0, lag_per_sspkb=lag.per_sspkb).to_json(), flush=True)
         return 0
-    from .spark.engine import BatchFailed, MicroBatchEngine
-    from .spark.session import session
+    from elasticity.spark.engine import BatchFailed, MicroBatchEngine
+    from elasticity.spark.session import session
 
     engine = MicroBatchEngine(config, session(config), store)
     try:
@@ -243,7 +243,7 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
 
 
 def cmd_spark(args: argparse.Namespace) -> int:
-    from .spark.server import SparkConnectServer
+    from elasticity.spark.server import SparkConnectServer
 
     server = SparkConnectServer()
     return _service(args.action, server, lambda: server.start(port=args.port, master=args.master), lambda s: s.remote,
@@ -251,14 +251,14 @@ def cmd_spark(args: argparse.Namespace) -> int:
 
 
 def cmd_airflow(args: argparse.Namespace) -> int:
-    from .airflow.standalone import serve
-    from .daemon import state_home
+    from elasticity.airflow.standalone import serve
+    from elasticity.daemon import state_home
 
     return serve(state_home(), args.port)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .airflow.story import run_story
+    from elasticity.airflow.story import run_story
 
     return run_story(args.records)
 

@@ -15,14 +15,14 @@ import re
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from .model import SystemStream
+from elasticity.jobmodel.grouping import GROUPER_NAMES, Grouper, PartitionScheme
+from elasticity.jobmodel.model import SystemStream
 
 MAX_ELASTICITY_FACTOR = 256
 """Upper bound of `job.elasticity.factor`.
@@ -39,32 +39,6 @@ class ConfigError(ValueError):
 
 class ConfigWarning(UserWarning):
     pass
-
-
-class Grouper(StrEnum):
-    GROUP_BY_PARTITION = "GroupByPartition"
-    GROUP_BY_SYSTEM_STREAM_PARTITION = "GroupBySystemStreamPartition"
-    ALL_SSP_TO_SINGLE_TASK = "AllSspToSingleTask"
-
-
-_GROUPER_NAMES = {
-    "org.apache.samza.container.grouper.stream.GroupByPartitionFactory": Grouper.GROUP_BY_PARTITION,
-    "GroupByPartitionFactory": Grouper.GROUP_BY_PARTITION,
-    "GroupByPartition": Grouper.GROUP_BY_PARTITION,
-    "org.apache.samza.container.grouper.stream.GroupBySystemStreamPartitionFactory": Grouper.GROUP_BY_SYSTEM_STREAM_PARTITION,
-    "GroupBySystemStreamPartitionFactory": Grouper.GROUP_BY_SYSTEM_STREAM_PARTITION,
-    "GroupBySystemStreamPartition": Grouper.GROUP_BY_SYSTEM_STREAM_PARTITION,
-    "org.apache.samza.container.grouper.stream.AllSspToSingleTaskGrouperFactory": Grouper.ALL_SSP_TO_SINGLE_TASK,
-    "AllSspToSingleTaskGrouperFactory": Grouper.ALL_SSP_TO_SINGLE_TASK,
-    "AllSspToSingleTask": Grouper.ALL_SSP_TO_SINGLE_TASK,
-}
-
-
-class PartitionScheme(StrEnum):
-    """SAMZA-71's schemes for GroupByPartition."""
-
-    MAX = "max"
-    COGROUP = "cogroup"
 
 
 # --- value parsers: each returns the typed value or raises ValueError(allowed) ---
@@ -196,7 +170,7 @@ class Key:
         return re.compile("^" + re.sub(r"<[a-z]+>", "[^.]+", re.escape(self.name)) + "$")
 
 
-# --- state: stores, backup/restore backends, commit and restore pools (read by elasticity.state.config) ---
+# --- state: stores, backup/restore backends, commit and restore pools (read by elasticity.state.store_config) ---
 
 KAFKA_CHANGELOG_FACTORY = "org.apache.samza.storage.KafkaChangelogStateBackendFactory"
 BLOB_STORE_FACTORY = "org.apache.samza.storage.blobstore.BlobStoreStateBackendFactory"
@@ -276,9 +250,9 @@ STATE_KEYS: tuple[Key, ...] = (
     Key("job.container.restore.thread.pool.size", _int_range(1, 64), 2, "Threads restoring a container's stores."),
 )
 
-# --- metrics reporters (read by elasticity.reporters), Samza's `metrics.reporter.<name>.*` names ---
+# --- metrics reporters (read by elasticity.metrics.reporters), Samza's `metrics.reporter.<name>.*` names ---
 
-REPORTER_CLASSES = {"statsd": "statsd", "elasticity.reporters.StatsdReporter": "statsd"}
+REPORTER_CLASSES = {"statsd": "statsd", "elasticity.metrics.reporters.StatsdReporter": "statsd"}
 
 
 def _reporter_names(text: str) -> tuple[str, ...]:
@@ -314,7 +288,7 @@ KEYS: tuple[Key, ...] = (
     Key("task.inputs", _input_list, None, "Input streams, `system.stream` comma-separated; order matters for task.partition.scheme=max.", required=True),
     Key("job.default.system", _nonempty, None, "System for inputs written without one."),
     Key("job.elasticity.factor", _int_range(1, MAX_ELASTICITY_FACTOR), 1, f"Virtual tasks per task, one per key bucket (1 = elasticity off, max {MAX_ELASTICITY_FACTOR})."),
-    Key("job.systemstreampartition.grouper.factory", _choice(_GROUPER_NAMES), Grouper.GROUP_BY_PARTITION, "How SSPs are grouped into tasks (Samza class names or short names)."),
+    Key("job.systemstreampartition.grouper.factory", _choice(GROUPER_NAMES), Grouper.GROUP_BY_PARTITION, "How SSPs are grouped into tasks (Samza class names or short names)."),
     Key("task.partition.scheme", _choice({s.value: s for s in PartitionScheme}), None, "SAMZA-71 scheme for GroupByPartition: max (a task per SSP) or cogroup (GCD of partition counts)."),
     Key("job.container.count", _int_range(1), 1, "Containers (Spark executor groups) the tasks are spread over."),
     Key("systems.<system>.consumer.bootstrap.servers", _nonempty, None, "Kafka bootstrap servers of a system (KAFKA_BOOTSTRAP_SERVERS overrides it)."),
@@ -330,16 +304,16 @@ KEYS: tuple[Key, ...] = (
     Key("job.lease.ttl.ms", _int_range(1000), 300_000, "How long a batch or rescale holds the job's lease before another may take it."),
     Key("batch.max.records", _int_range(1), 100_000, "Most records one micro-batch reads over all partitions (like Spark's maxOffsetsPerTrigger)."),
     Key("batch.read.chunk.records", _int_range(1), 50_000, "Longest offset range one Spark task reads; longer ranges are cut into chunks read in parallel."),
-    Key("app.class", _nonempty, None, "module:factory building the operator chain (default: the identity app)."),
+    Key("app.class", _nonempty, "elasticity.apps.identity:build", "module:factory building the operator chain (default: the identity app, every record unchanged to parquet.output)."),
     Key("job.output.path", _nonempty, None, "Root of the Parquet outputs (default $ELASTICITY_HOME/<job>/output)."),
     Key("job.audit.path", _nonempty, None, "Parquet audit dataset, one row per processed input record (default $ELASTICITY_HOME/<job>/audit)."),
     Key("job.dead.letter.path", _nonempty, None, "Parquet dead-letter dataset (default $ELASTICITY_HOME/<job>/dead-letter)."),
     Key("job.elasticity.schedule", _nonempty, None, "Scheduled factors: '<cron> -> <factor>; ...' (e.g. '0 8 * * * -> 8; 0 20 * * * -> 2')."),
-    Key("job.elasticity.autosize", _choice({"true": True, "false": False}), False, "Let the autosizer choose the factor from lag and processing rate."),
-    Key("job.elasticity.autosize.min", _int_range(1, MAX_ELASTICITY_FACTOR), 1, "Smallest factor the autosizer may choose."),
-    Key("job.elasticity.autosize.max", _int_range(1, MAX_ELASTICITY_FACTOR), 16, "Largest factor the autosizer may choose."),
-    Key("job.elasticity.autosize.cooldown.ms", _int_range(0), 600_000, "No automatic change sooner than this after the last one."),
-    Key("job.elasticity.autosize.target.lag.seconds", _int_range(1), 60, "The autosizer sizes the job to drain its backlog within this."),
+    Key("job.elasticity.scaling.autosize", _choice({"true": True, "false": False}), False, "Let the autosizer choose the factor from lag and processing rate."),
+    Key("job.elasticity.scaling.autosize.min", _int_range(1, MAX_ELASTICITY_FACTOR), 1, "Smallest factor the autosizer may choose."),
+    Key("job.elasticity.scaling.autosize.max", _int_range(1, MAX_ELASTICITY_FACTOR), 16, "Largest factor the autosizer may choose."),
+    Key("job.elasticity.scaling.autosize.cooldown.ms", _int_range(0), 600_000, "No automatic change sooner than this after the last one."),
+    Key("job.elasticity.scaling.autosize.target.lag.seconds", _int_range(1), 60, "The autosizer sizes the job to drain its backlog within this."),
     Key("airflow.microbatch.schedule", _nonempty, "*/1 * * * *", "Cron schedule of the job's elastic_microbatch DAG."),
     Key("airflow.microbatch.max.seconds", _int_range(1), 45, "A micro-batch DAG run starts no new batch after this many seconds (keep it below the schedule interval)."),
     Key("job.elasticity.manual.hold.ms", _int_range(0), 3_600_000, "A rescale a person asked for holds this long against the schedule and the autosizer."),
@@ -380,7 +354,7 @@ class JobConfig:
     lease_ttl_ms: int = 300_000
     batch_max_records: int = 100_000
     read_chunk_records: int = 50_000
-    app_class: str | None = None
+    app_class: str = "elasticity.apps.identity:build"
     dead_letter_policy: str = "dlq"
     max_concurrency: int = 1
     callback_timeout_ms: int | None = None

@@ -8,11 +8,11 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from elasticity.demo import demo_records
+from elasticity.apps.demo_feed import demo_records
+from elasticity.batch.sinks import AUDIT_SCHEMA, read_table, write_task_file
+from elasticity.jobmodel.model import TaskName
 from elasticity.kafka.admin import create_topic
 from elasticity.kafka.producer import send
-from elasticity.model import TaskName
-from elasticity.sinks import AUDIT_SCHEMA, read_table, write_task_file
 
 
 @pytest.fixture(scope="module")

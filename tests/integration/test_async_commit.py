@@ -7,13 +7,13 @@ import time
 import pytest
 
 from elasticity import faults
+from elasticity.batch.async_commit import AsyncCommitter
+from elasticity.checkpoint.batch_plan import OffsetRange
 from elasticity.checkpoint.model import TaskCheckpoint
 from elasticity.checkpoint.store import CheckpointStore
-from elasticity.commit import AsyncCommitter
 from elasticity.config import validate
-from elasticity.grouping import build_job_model
-from elasticity.model import SystemStream, SystemStreamPartition
-from elasticity.planning import OffsetRange
+from elasticity.jobmodel.grouping import build_job_model
+from elasticity.jobmodel.model import SystemStream, SystemStreamPartition
 
 S = SystemStream("kafka", "orders")
 SSP = SystemStreamPartition("kafka", "orders", 0)

@@ -13,10 +13,10 @@ from kafka import KafkaConsumer, TopicPartition
 
 from elasticity.cli import main
 from elasticity.config import validate
-from elasticity.grouping import build_job_model
+from elasticity.jobmodel.grouping import build_job_model
+from elasticity.jobmodel.model import SystemStream
 from elasticity.kafka.admin import BrokerUnreachable, TopicError, create_topic, partition_counts, probe
 from elasticity.kafka.broker import EmbeddedBroker, free_port
-from elasticity.model import SystemStream
 
 ELASTICITY = str(Path(sys.executable).with_name("elasticity"))
 

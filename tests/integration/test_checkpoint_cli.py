@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from elasticity.demo import demo_records
+from elasticity.apps.demo_feed import demo_records
 from elasticity.kafka.admin import create_topic
 from elasticity.kafka.producer import send
 

@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from elasticity import faults
 from elasticity.checkpoint import store as st
 from tests.conftest import REPO
-from tests.crash_driver import OWNER, runner
+from tests.support.crash_driver import OWNER, runner
 
 COMMIT_POINTS = ["plan.after_commit", "commit.fenced", "commit.plan_marked", "commit.checkpoints_written", "commit.before_commit", "commit.after_commit"]
 RESCALE_POINTS = ["rescale.lease_acquired", "rescale.fenced", "rescale.generation_written", "rescale.checkpoints_written", "rescale.after_commit"]
@@ -76,7 +76,7 @@ def test_rescale_crash_then_rerun(store_url, job_name, point):
 @pytest.mark.parametrize("op,point", [("batch", p) for p in COMMIT_POINTS] + [("rescale", p) for p in RESCALE_POINTS])
 def test_killed_process_leaves_one_whole_generation(store_url, job_name, op, point):
     r = prepared(store_url, job_name)
-    args = [sys.executable, "-m", "tests.crash_driver", store_url, job_name, op] + (["5"] if op == "rescale" else [])
+    args = [sys.executable, "-m", "tests.support.crash_driver", store_url, job_name, op] + (["5"] if op == "rescale" else [])
     env = {**os.environ, "ELASTICITY_FAULT": f"{point}:kill"}
     done = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 137, done.stderr  # killed at the point, no cleanup ran

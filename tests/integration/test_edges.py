@@ -6,15 +6,15 @@ import uuid
 import pytest
 from kafka.admin import NewPartitions
 
+from elasticity.apps.demo_feed import demo_records
+from elasticity.batch.sink_identity import IdentityMismatch
+from elasticity.batch.sinks import AUDIT_SCHEMA, read_table
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import validate
-from elasticity.demo import demo_records
-from elasticity.identity import IdentityMismatch
 from elasticity.kafka.admin import admin_client, create_topic
 from elasticity.kafka.producer import send
-from elasticity.sinks import AUDIT_SCHEMA, read_table
 from elasticity.spark.engine import MicroBatchEngine
-from tests.helpers import job_props
+from tests.support.helpers import job_props
 
 
 @pytest.fixture

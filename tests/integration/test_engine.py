@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from elasticity.apps.demo_feed import demo_records
+from elasticity.batch.coordinator import JobCoordinator
+from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import validate
-from elasticity.coordinator import JobCoordinator
-from elasticity.demo import demo_records
 from elasticity.kafka.admin import create_topic
 from elasticity.kafka.consumer import KafkaInputs
 from elasticity.kafka.producer import send
-from elasticity.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table
 from elasticity.spark.engine import MicroBatchEngine
 from tests.conftest import REPO
 
@@ -153,7 +153,7 @@ def test_kafka_sink_is_at_least_once_and_keeps_keys(spark, kafka_bootstrap, job)
 
     topic, props, tmp_path = job
     feed(kafka_bootstrap, topic, 300, seed=4)
-    props["app.class"] = "tests.apps:relay"
+    props["app.class"] = "tests.support.apps:relay"
     config = validate(props)
     summary = MicroBatchEngine(config, spark).run(until_caught_up=True)[-1]
     assert summary.lag_left == 0
@@ -172,7 +172,7 @@ def test_fail_policy_commits_the_others_and_stops_the_failing_task(spark, kafka_
 
     topic, props, tmp_path = job
     feed(kafka_bootstrap, topic, 60, seed=5)
-    props |= {"app.class": "tests.apps:broken", "task.dead.letter.policy": "fail"}
+    props |= {"app.class": "tests.support.apps:broken", "task.dead.letter.policy": "fail"}
     config = validate(props)
     engine = MicroBatchEngine(config, spark)
     with pytest.raises(BatchFailed, match="cannot handle offset"):

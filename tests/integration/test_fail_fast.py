@@ -18,16 +18,16 @@ from collections.abc import Iterator
 
 import pytest
 
+from elasticity.apps.demo_feed import demo_records
+from elasticity.batch.lag import lag_report
 from elasticity.checkpoint.store import CheckpointStore, StoreError
 from elasticity.config import validate
 from elasticity.daemon import free_port
-from elasticity.demo import demo_records
 from elasticity.kafka.admin import BrokerUnreachable, create_topic
 from elasticity.kafka.consumer import KafkaInputs
 from elasticity.kafka.producer import send
-from elasticity.lag import lag_report
 from tests.conftest import REPO
-from tests.helpers import job_props, write_properties
+from tests.support.helpers import job_props, write_properties
 
 HANG_GUARD_S = 120  # kafka-python alone takes 30-60 s on a silent listener; PostgreSQL without a timeout hangs forever
 
@@ -136,7 +136,7 @@ def test_the_lag_probe_fails_naming_the_broker_for_new_and_running_jobs(request,
     store = CheckpointStore(good.checkpoint_store_url())
     for started in (False, True):
         if started:
-            from elasticity.coordinator import JobCoordinator
+            from elasticity.batch.coordinator import JobCoordinator
 
             JobCoordinator(good, store, KafkaInputs(good)).initialize("test")
         bad = good.with_overrides({"systems.kafka.consumer.bootstrap.servers": address})

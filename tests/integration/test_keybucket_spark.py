@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from elasticity.keybucket import key_bucket, key_hash, spark_sql_bucket
+from elasticity.jobmodel.keybucket import key_bucket, key_hash, spark_sql_bucket
 
 
 @pytest.fixture(scope="module")

@@ -7,15 +7,15 @@ import subprocess
 import sys
 import uuid
 
+from elasticity.apps.demo_feed import demo_records
+from elasticity.batch.coordinator import JobCoordinator
 from elasticity.config import validate
-from elasticity.coordinator import JobCoordinator
-from elasticity.demo import demo_records
 from elasticity.kafka.admin import create_topic
 from elasticity.kafka.producer import send
-from elasticity.reporters import StatsdTarget, statsd_targets
+from elasticity.metrics.reporters import StatsdTarget, statsd_targets
 from elasticity.spark.engine import MicroBatchEngine
 from tests.conftest import REPO
-from tests.statsd import StatsdListener
+from tests.support.statsd import StatsdListener
 
 
 def test_a_batch_and_a_rescale_reach_a_statsd_socket_as_the_store_has_them(spark, kafka_bootstrap, tmp_path, monkeypatch):

@@ -9,16 +9,16 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from elasticity.apps.demo_feed import demo_records
+from elasticity.batch.coordinator import JobCoordinator
+from elasticity.batch.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, read_table, write_task_file
 from elasticity.config import validate
-from elasticity.coordinator import JobCoordinator
-from elasticity.demo import demo_records
+from elasticity.jobmodel.model import TaskName
 from elasticity.kafka.consumer import KafkaInputs
 from elasticity.kafka.producer import send
-from elasticity.model import TaskName
 from elasticity.quality.runner import run_quality
-from elasticity.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, read_table, write_task_file
 from elasticity.spark.engine import MicroBatchEngine
-from tests.helpers import fresh_topic, job_props
+from tests.support.helpers import fresh_topic, job_props
 
 
 @pytest.fixture(scope="module")

@@ -26,15 +26,15 @@ from pathlib import Path
 import pytest
 from kafka.admin import NewPartitions
 
+from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import validate
+from elasticity.jobmodel.model import SystemStream
 from elasticity.kafka.admin import admin_client, create_topic
 from elasticity.kafka.consumer import KafkaInputs
 from elasticity.kafka.producer import send
-from elasticity.model import SystemStream
-from elasticity.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table
 from tests.conftest import REPO
-from tests.helpers import job_props, write_properties
+from tests.support.helpers import job_props, write_properties
 
 TRIALS = 3
 STEPS = 6
@@ -182,7 +182,7 @@ class Trial:
             seen[k] = r
         ends = KafkaInputs(config).partition_counts([SystemStream("kafka", self.topic)])
         assert ends[SystemStream("kafka", self.topic)] == self.partitions
-        from elasticity.model import SystemStreamPartition
+        from elasticity.jobmodel.model import SystemStreamPartition
 
         highs = KafkaInputs(config).offsets([SystemStreamPartition("kafka", self.topic, p) for p in range(self.partitions)], "upcoming")
         lost = [(s.partition, o) for s, end in highs.items() for o in range(end) if (s.partition, o) not in seen]

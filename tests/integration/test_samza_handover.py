@@ -12,7 +12,7 @@ from kafka import KafkaProducer
 
 from elasticity.kafka.admin import create_topic
 from elasticity.kafka.consumer import read_log
-from tests.helpers import fresh_topic, write_properties
+from tests.support.helpers import fresh_topic, write_properties
 from tests.unit.test_samza_topic import key, v1, v2
 
 ELASTICITY = str(Path(sys.executable).with_name("elasticity"))

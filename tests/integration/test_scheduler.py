@@ -17,11 +17,11 @@ from types import SimpleNamespace
 import pytest
 
 from elasticity.airflow.standalone import AirflowStandalone, connections
+from elasticity.apps.demo_feed import demo_records
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.daemon import free_port
-from elasticity.demo import demo_records
 from elasticity.kafka.producer import send
-from tests.helpers import fresh_topic, job_props, write_properties
+from tests.support.helpers import fresh_topic, job_props, write_properties
 
 
 @pytest.fixture(scope="module")

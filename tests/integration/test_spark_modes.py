@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.helpers import fresh_topic, job_props, write_properties
+from tests.support.helpers import fresh_topic, job_props, write_properties
 
 BIN = Path(sys.executable).parent
 
@@ -72,8 +72,8 @@ def test_the_embedded_server_is_the_default(job_file, spark_connect_server, monk
 
 
 def send_more(bootstrap: str, config_path: Path) -> None:
+    from elasticity.apps.demo_feed import demo_records
     from elasticity.config import load_config
-    from elasticity.demo import demo_records
     from elasticity.kafka.producer import send
 
     send(bootstrap, load_config(config_path).inputs[0].stream, demo_records(50, keys=10, seed=3))

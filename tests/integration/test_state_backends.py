@@ -9,10 +9,10 @@ import uuid
 from elasticity.checkpoint.model import CheckpointId, CheckpointV2
 from elasticity.config import BLOB_STORE_FACTORY as BLOB
 from elasticity.config import KAFKA_CHANGELOG_FACTORY as KAFKA
-from elasticity.keybucket import key_hash
-from elasticity.model import TaskName
-from elasticity.state.changelog import ChangelogClient, KafkaChangelogMarker
-from tests.state_job import TASKS, committed, manager, reference, run, state
+from elasticity.jobmodel.keybucket import key_hash
+from elasticity.jobmodel.model import TaskName
+from elasticity.state.backends.changelog import ChangelogClient, KafkaChangelogMarker
+from tests.support.state_job import TASKS, committed, manager, reference, run, state
 
 
 def props(tmp_path, bootstrap=None, s3=None, backups="kafka", restores=None, state_dir="state"):
@@ -124,7 +124,7 @@ def test_a_dual_commit_store_moves_with_a_changelog_image_each_backend_restores_
 
     from elasticity.checkpoint.model import TaskCheckpoint
     from elasticity.state.rescale import move_state
-    from tests.state_stores import COUNTS, commit, job_config, model, read, storage
+    from tests.support.state_stores import COUNTS, commit, job_config, model, read, storage
 
     p = props(tmp_path, kafka_bootstrap, s3_server, backups="kafka,blobstore")
     old_cfg, new_cfg = job_config(tmp_path, 2, **p), job_config(tmp_path, 3, **p)

@@ -15,7 +15,7 @@ from elasticity.config import BLOB_STORE_FACTORY as BLOB
 from elasticity.config import KAFKA_CHANGELOG_FACTORY as KAFKA
 from tests.conftest import REPO
 from tests.integration.test_state_backends import props, restored
-from tests.state_job import committed, reference, run
+from tests.support.state_job import committed, reference, run
 
 POINTS = [
     "state.snapshot.checkpoint_created",
@@ -37,7 +37,7 @@ def test_kill_during_commit_then_restore_and_rerun(tmp_path, kafka_bootstrap, po
     run(work, 2, p)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "include"), str(REPO)])}
     proc = subprocess.run(
-        [sys.executable, "-m", "tests.state_job", str(work), "4", json.dumps(p), point, "2"],
+        [sys.executable, "-m", "tests.support.state_job", str(work), "4", json.dumps(p), point, "2"],
         env=env, cwd=REPO, capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == -9, proc.stderr[-2000:]  # killed at the point, in batch 2

@@ -14,22 +14,22 @@ import uuid
 
 import pytest
 
-from elasticity.airflow.page import render
 from elasticity.api.stream import load_application
+from elasticity.batch.coordinator import JobCoordinator
+from elasticity.batch.sinks import OUTPUT_SCHEMA, read_table
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import BLOB_STORE_FACTORY as BLOB
 from elasticity.config import KAFKA_CHANGELOG_FACTORY as KAFKA
 from elasticity.config import ConfigError, validate
-from elasticity.coordinator import JobCoordinator
-from elasticity.jobview import build_view
 from elasticity.kafka.admin import create_topic
 from elasticity.kafka.consumer import KafkaInputs
 from elasticity.quality.runner import run_quality
-from elasticity.quality.state import committed_state
-from elasticity.sinks import OUTPUT_SCHEMA, read_table
+from elasticity.quality.state_check import committed_state
 from elasticity.spark.engine import MicroBatchEngine
 from elasticity.state import ContainerStorageManager, StorageConfig
-from elasticity.state.blobs import BlobStore
+from elasticity.state.backends.blob_manager import BlobStoreManager
+from elasticity.views.jobview import build_view
+from elasticity.views.page import render
 from tests.conftest import REPO
 from tests.integration.test_engine import ELASTICITY, feed
 
@@ -301,4 +301,4 @@ def test_state_moves_with_its_keys_2_to_8_to_3_on_s3(spark, kafka_bootstrap, job
         assert engine.run(max_records=80, until_caught_up=True)[-1].lag_left == 0
         assert_state_and_outputs(config, engine.store)
         state_check_passes(config, engine.store, engine.inputs)
-    assert BlobStore(props["blob.store.uri"]).list(f"{config.job_name}-1/rescale/") == []  # the killed attempt's journal handled
+    assert BlobStoreManager(props["blob.store.uri"]).list(f"{config.job_name}-1/rescale/") == []  # the killed attempt's journal handled

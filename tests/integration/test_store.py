@@ -3,6 +3,7 @@ write-ahead plans, leases, history, read versions."""
 
 import pytest
 
+from elasticity.checkpoint.batch_plan import OffsetRange
 from elasticity.checkpoint.model import TaskCheckpoint, Watermark
 from elasticity.checkpoint.store import (
     BatchStateError,
@@ -12,9 +13,8 @@ from elasticity.checkpoint.store import (
     StaleGenerationError,
 )
 from elasticity.config import validate
-from elasticity.grouping import build_job_model
-from elasticity.model import SystemStream, SystemStreamPartition, TaskName
-from elasticity.planning import OffsetRange
+from elasticity.jobmodel.grouping import build_job_model
+from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskName
 
 S = SystemStream("kafka", "orders")
 SSP0 = SystemStreamPartition("kafka", "orders", 0)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 import uuid
 
+from elasticity.api import TableDescriptor
+from elasticity.jobmodel.model import SystemStreamPartition
 from elasticity.kafka.admin import create_topic
 from elasticity.kafka.producer import send
-from elasticity.model import SystemStreamPartition
-from elasticity.state import TableDescriptor
 from elasticity.state.table import OFFSETS_FILE, SideInputBatch, SlotTables, TableBatch
 
 USERS = TableDescriptor("users", ())

@@ -14,16 +14,16 @@ import pytest
 import requests
 
 from elasticity.airflow.standalone import AirflowStandalone
+from elasticity.apps.demo_feed import demo_records
+from elasticity.batch.coordinator import JobCoordinator
 from elasticity.config import validate
-from elasticity.coordinator import JobCoordinator
-from elasticity.demo import demo_records
 from elasticity.kafka.broker import free_port
 from elasticity.kafka.consumer import KafkaInputs
 from elasticity.kafka.producer import send
 from elasticity.quality.runner import run_quality
 from elasticity.spark.engine import MicroBatchEngine
 from tests.conftest import REPO
-from tests.helpers import fresh_topic, job_props, write_properties
+from tests.support.helpers import fresh_topic, job_props, write_properties
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",

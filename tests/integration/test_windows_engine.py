@@ -16,13 +16,13 @@ from collections import defaultdict
 
 import pytest
 
+from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import validate
+from elasticity.jobmodel.keybucket import key_hash
 from elasticity.kafka.admin import create_topic
 from elasticity.kafka.consumer import read_log
 from elasticity.kafka.producer import send
-from elasticity.keybucket import key_hash
-from elasticity.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table
 from elasticity.spark.engine import MicroBatchEngine
 from tests.integration.test_stateful_engine import run_cli
 

@@ -1,6 +1,6 @@
 """Windows and the stream-table join through stateful rescales 2 -> 8 -> 3 (issue 12), on a
 classic Spark session with the blob store on the S3-protocol server: the sessions app
-(tests.apps:sessions_with_joined_clicks, which also writes every joined click), batches at
+(tests.support.apps:sessions_with_joined_clicks, which also writes every joined click), batches at
 factor 2, a rescale to 8 with lag left, a profile update, more batches, a rescale to 3 with lag
 left, more batches.
 
@@ -28,19 +28,19 @@ from collections import defaultdict
 import pytest
 
 from elasticity.api.stream import load_application
+from elasticity.batch.coordinator import JobCoordinator
+from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import validate
-from elasticity.coordinator import JobCoordinator
+from elasticity.jobmodel.keybucket import key_hash
 from elasticity.kafka.consumer import KafkaInputs, read_log
 from elasticity.kafka.producer import send
-from elasticity.keybucket import key_hash
-from elasticity.quality.state import committed_state
-from elasticity.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table
+from elasticity.quality.state_check import committed_state
 from elasticity.spark.engine import MicroBatchEngine
 from tests.integration.test_stateful_engine import run_cli
 from tests.integration.test_windows_engine import job_props, table_at
 
-APP = "tests.apps:sessions_with_joined_clicks"
+APP = "tests.support.apps:sessions_with_joined_clicks"
 MINUTE, GAP, LATENESS = 60_000, 30_000, 10_000
 USERS = 24
 WINDOWS = (("clicks-per-minute", "tumbling"), ("sessions", "session"))

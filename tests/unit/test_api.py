@@ -7,7 +7,7 @@ import pytest
 from elasticity.api import KV, ApplicationDescriptor, Message
 from elasticity.api.executor import SliceExecutor
 from elasticity.api.stream import load_application
-from elasticity.model import SystemStream, SystemStreamPartition
+from elasticity.jobmodel.model import SystemStream, SystemStreamPartition
 
 S = SystemStream("kafka", "orders")
 P = SystemStream("kafka", "payments")
@@ -165,7 +165,7 @@ def test_a_record_failing_in_one_branch_never_reaches_a_sibling_branch():
 
 
 def test_load_application():
-    identity = load_application(None, (S, P))
+    identity = load_application("elasticity.apps.identity:build", (S, P))
     assert set(identity.inputs) == {S, P} and set(identity.outputs) == {"parquet.output"}
     enrich = load_application("elasticity.apps.enrichment:build_async", (S,))
     assert [n.op for n in enrich.inputs[S].children] == ["filter"]

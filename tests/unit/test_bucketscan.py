@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rocksdict import Options, Rdict
 
-from elasticity.keybucket import key_bucket
+from elasticity.jobmodel.keybucket import key_bucket
 from elasticity.state.bucketscan import ScanJob, ScanResult, ScanWorkers, scan
 
 

@@ -14,8 +14,8 @@ from elasticity.checkpoint.serde import (
     watermarks_to_json,
 )
 from elasticity.checkpoint.versions import Candidate, choose
-from elasticity.model import SystemStreamPartition, TaskName
-from elasticity.serde import SerdeError
+from elasticity.jobmodel.model import SystemStreamPartition, TaskName
+from elasticity.jobmodel.object_mapper import SerdeError
 
 SSP = SystemStreamPartition("kafka", "orders", 3)
 

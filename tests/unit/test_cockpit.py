@@ -4,14 +4,14 @@ the rescale preview, and Data Docs made to open offline."""
 import re
 
 from bench.ui_bench import Inputs, drift, record_batches
-from elasticity.airflow.page import PAGE_SIZE, render
-from elasticity.charts import Chart, Series, nice_ticks, svg
+from elasticity.batch.coordinator import JobCoordinator
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import validate
-from elasticity.coordinator import JobCoordinator
-from elasticity.jobview import build_view, preview_rescale
+from elasticity.metrics.charts import Chart, Series, nice_ticks, svg
+from elasticity.metrics.rates import factor_marks, lag_series, task_rates
 from elasticity.quality.offline_docs import offline_page
-from elasticity.rates import factor_marks, lag_series, task_rates
+from elasticity.views.jobview import build_view, preview_rescale
+from elasticity.views.page import PAGE_SIZE, render
 
 
 def batch(b: int, factor: int, lag: dict) -> dict:

@@ -12,7 +12,7 @@ from elasticity.config import (
     parse_properties,
     validate,
 )
-from elasticity.model import SystemStream
+from elasticity.jobmodel.model import SystemStream
 
 BASE = {"job.name": "j", "task.inputs": "kafka.orders"}
 

@@ -2,11 +2,11 @@
 
 import logging
 
+from elasticity.batch.coordinator import JobCoordinator
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import validate
-from elasticity.coordinator import JobCoordinator
-from elasticity.model import SystemStream, SystemStreamPartition
-from tests.memory import MemoryInputs, ReferenceRunner
+from elasticity.jobmodel.model import SystemStream, SystemStreamPartition
+from tests.support.memory import MemoryInputs, ReferenceRunner
 
 ORDERS = SystemStream("kafka", "orders")
 

@@ -1,6 +1,6 @@
 import json
 
-from elasticity.demo import demo_records
+from elasticity.apps.demo_feed import demo_records
 
 
 def test_demo_records_are_deterministic_keyed_and_sequenced():

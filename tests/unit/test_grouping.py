@@ -4,12 +4,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from elasticity.config import ConfigError, validate
-from elasticity.grouping import build_job_model
-from elasticity.keybucket import key_bucket
-from elasticity.model import SystemStream, SystemStreamPartition
-from elasticity.tasknames import parse_task_name
-from tests.strategies import job_layouts
+from elasticity.config import validate
+from elasticity.jobmodel.grouping import GroupingError, build_job_model
+from elasticity.jobmodel.keybucket import key_bucket
+from elasticity.jobmodel.model import SystemStream, SystemStreamPartition
+from elasticity.jobmodel.tasknames import parse_task_name
+from tests.support.strategies import job_layouts
 
 # The mappings written in SAMZA-71, verbatim.
 SAMZA71_MAX = """
@@ -124,12 +124,12 @@ def test_all_ssp_to_single_task():
 
 
 def test_unknown_partition_count_is_a_clear_error():
-    with pytest.raises(ConfigError, match="kafka.IS2"):
+    with pytest.raises(GroupingError, match="kafka.IS2"):
         build_job_model(_config(task_inputs="kafka.IS1,kafka.IS2"), {K[0]: 2})
 
 
 def test_more_containers_than_tasks_is_an_error():
-    with pytest.raises(ConfigError, match="job.container.count=5"):
+    with pytest.raises(GroupingError, match="job.container.count=5"):
         build_job_model(_config(task_inputs="kafka.IS1", job_container_count="5"), {K[0]: 4})
 
 

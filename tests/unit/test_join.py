@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from elasticity.api import KV, ApplicationDescriptor, Message, TaskContext
+from elasticity.api import KV, ApplicationDescriptor, Message, TableDescriptor, TaskContext
 from elasticity.api.executor import SliceExecutor
 from elasticity.config import ConfigError, validate
-from elasticity.model import SystemStream, SystemStreamPartition, TaskName
-from elasticity.state import TableDescriptor
+from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskName
 from elasticity.state.table import SideInputTable, TableBatch, resolve_tables
 
 S = SystemStream("kafka", "clicks")

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2
 from scipy.stats import chisquare
 
-from elasticity.keybucket import key_bucket, key_hash, record_hash, spark_sql_bucket
+from elasticity.jobmodel.keybucket import key_bucket, key_hash, record_hash, spark_sql_bucket
 
 
 def test_hash_is_standard_xxh64():

@@ -5,15 +5,23 @@ import logging
 
 import pytest
 
+from elasticity.batch.coordinator import JobCoordinator
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import ConfigError, validate
-from elasticity.coordinator import JobCoordinator
-from elasticity.metrics import batch_metrics, per_message_ns
-from elasticity.model import SystemStream
-from elasticity.reporters import MAX_DATAGRAM, Metric, Reporters, StatsdReporter, StatsdTarget, metric_name, statsd_targets
-from elasticity.summary import BatchSummary
-from tests.memory import MemoryInputs
-from tests.statsd import StatsdListener
+from elasticity.jobmodel.model import SystemStream
+from elasticity.metrics.job_metrics import batch_metrics, per_message_ns
+from elasticity.metrics.reporters import (
+    MAX_DATAGRAM,
+    Metric,
+    Reporters,
+    StatsdReporter,
+    StatsdTarget,
+    metric_name,
+    statsd_targets,
+)
+from elasticity.metrics.summary import BatchSummary
+from tests.support.memory import MemoryInputs
+from tests.support.statsd import StatsdListener
 
 BASE = {"job.name": "j", "task.inputs": "kafka.orders"}
 AIRFLOW_ON = {
@@ -77,7 +85,7 @@ def test_statsd_lines_are_packed_into_datagrams_without_losing_any(listener):
 
 def test_a_reporter_that_cannot_send_never_fails_the_work(caplog):
     reporters = Reporters([StatsdReporter(StatsdTarget("statsd", "no-such-host.invalid", 8125, "p"))])
-    with caplog.at_level(logging.WARNING, logger="elasticity.reporters"):
+    with caplog.at_level(logging.WARNING, logger="elasticity.metrics.reporters"):
         reporters.report([Metric("j.task-count", 4)])
     assert "metrics reporter 'statsd' (no-such-host.invalid:8125)" in caplog.text
 

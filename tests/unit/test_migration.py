@@ -5,8 +5,8 @@ from hypothesis import strategies as st
 from elasticity.checkpoint.migration import BucketState, MigrationError, migrate, migrate_ssp, normalise
 from elasticity.checkpoint.model import TaskCheckpoint, Watermark
 from elasticity.config import validate
-from elasticity.grouping import build_job_model
-from elasticity.model import SystemStream, SystemStreamPartition, TaskName
+from elasticity.jobmodel.grouping import build_job_model
+from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskName
 
 S = SystemStream("kafka", "orders")
 

@@ -2,7 +2,7 @@ import pickle
 
 import pytest
 
-from elasticity.model import (
+from elasticity.jobmodel.model import (
     NO_KEY_BUCKET,
     ContainerModel,
     JobModel,

@@ -4,9 +4,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from elasticity.batch.planning import advance, plan_ranges
+from elasticity.checkpoint.batch_plan import OffsetRange
 from elasticity.checkpoint.model import TaskCheckpoint, Watermark
-from elasticity.model import SystemStreamPartition, TaskName
-from elasticity.planning import OffsetRange, advance, plan_ranges
+from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 
 
 def ssp(p: int, bucket: int = -1) -> SystemStreamPartition:

@@ -6,9 +6,9 @@ import pytest
 
 from elasticity.checkpoint.model import CheckpointId, TaskCheckpoint, Watermark
 from elasticity.checkpoint.samza_topic import LogMessage, from_samza, last_checkpoints, to_samza_messages
-from elasticity.config import Grouper
-from elasticity.model import SystemStreamPartition, TaskName
-from elasticity.serde import SerdeError
+from elasticity.jobmodel.grouping import Grouper
+from elasticity.jobmodel.model import SystemStreamPartition, TaskName
+from elasticity.jobmodel.object_mapper import SerdeError
 
 GBP = "org.apache.samza.container.grouper.stream.GroupByPartitionFactory"
 P0, P1 = TaskName("Partition 0"), TaskName("Partition 1")

@@ -9,9 +9,9 @@ import pytest
 from elasticity import faults
 from elasticity.checkpoint.model import CheckpointId
 from elasticity.config import BLOB_STORE_FACTORY
-from elasticity.model import TaskName
-from elasticity.state.blobstore import ChecksumMismatch
-from elasticity.state.snapshot_index import SnapshotIndex
+from elasticity.jobmodel.model import TaskName
+from elasticity.state.backends.blobstore import ChecksumMismatch
+from elasticity.state.backends.snapshot_index import SnapshotIndex
 from tests.unit.test_state_store import commit, container
 
 TASK = TaskName("Partition 0")

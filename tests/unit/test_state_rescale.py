@@ -6,15 +6,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from elasticity import faults
+from elasticity.api import StoreDescriptor
 from elasticity.checkpoint.model import CheckpointId, TaskCheckpoint
 from elasticity.config import KAFKA_CHANGELOG_FACTORY
-from elasticity.keybucket import key_bucket, key_hash
-from elasticity.model import NO_KEY_BUCKET, TaskName
-from elasticity.state import StoreDescriptor
-from elasticity.state.blobs import BlobStore
+from elasticity.jobmodel.keybucket import key_bucket, key_hash
+from elasticity.jobmodel.model import NO_KEY_BUCKET, TaskName
+from elasticity.jobmodel.tasknames import parse_task_name
+from elasticity.state.backends.blob_manager import BlobStoreManager
 from elasticity.state.rescale import StatefulRescaleError, clean_stale_moves, move_state, plan_sources
-from elasticity.tasknames import parse_task_name
-from tests.state_stores import COUNTS, commit, job_config, model, read, storage
+from tests.support.state_stores import COUNTS, commit, job_config, model, read, storage
 
 KEYS = st.lists(st.text(min_size=0, max_size=6), min_size=1, max_size=60, unique=True)
 
@@ -73,7 +73,7 @@ def test_every_entry_lands_in_the_task_of_its_key_at_the_new_factor(tmp_path_fac
         return
     done = [t for t in move.transfers if t.how == "moved"]
     assert sum(t.keys for t in done) == len(values) and all(t.sources for t in done)
-    assert BlobStore(s.blob_uri).list("move-1/rescale/") == [move.journal]  # until the generation is written
+    assert BlobStoreManager(s.blob_uri).list("move-1/rescale/") == [move.journal]  # until the generation is written
 
 
 def test_negative_hashes_use_pmod_and_none_keys_are_not_stored(tmp_path):
@@ -111,12 +111,12 @@ def test_composite_store_keys_follow_their_input_key(tmp_path):
 def test_dry_run_counts_and_writes_nothing(tmp_path):
     values = {f"k{i}": i for i in range(50)}
     s, _, move = moved(tmp_path, 2, 3, values, dry_run=True)
-    before = BlobStore(s.blob_uri).list("")
+    before = BlobStoreManager(s.blob_uri).list("")
     assert move.dry_run and not move.markers and move.journal is None
     assert sum(t.keys for t in move.transfers) == 50 and sum(t.bytes for t in move.transfers) > 0
     text = move.describe()
     assert "would move 50 keys" in text and "Partition_0-2-3 <- Partition_0-0-2 + Partition_0-1-2: counts" in text
-    assert BlobStore(s.blob_uri).list("") == before
+    assert BlobStoreManager(s.blob_uri).list("") == before
 
 
 def test_same_factor_with_an_added_partition_keeps_the_snapshots(tmp_path):
@@ -150,7 +150,7 @@ def test_a_crashed_move_leaves_the_old_snapshots_and_a_rerun_removes_its_leftove
     old_model, new_model = model(config, 2), model(job_config(tmp_path, 3), 2)
     values = {f"k{i}": i for i in range(100)}
     cps = commit(s, old_model, place(old_model, 2, values, 2))
-    blobs = BlobStore(s.blob_uri)
+    blobs = BlobStoreManager(s.blob_uri)
     before = blobs.list("")
     with pytest.raises(faults.InjectedFault), faults.raise_at(point):
         move_state(s, [COUNTS], old_model, 2, 7, cps, new_model, 3)
@@ -166,5 +166,5 @@ def test_the_journal_of_a_committed_move_goes_and_its_snapshots_stay(tmp_path):
     values = {f"k{i}": i for i in range(30)}
     s, new_model, move = moved(tmp_path, 2, 4, values)
     assert len(clean_stale_moves(s, 2)) == 1  # the generation moved on from 1: the move's snapshots are in use
-    assert BlobStore(s.blob_uri).list("move-1/rescale/") == []
+    assert BlobStoreManager(s.blob_uri).list("move-1/rescale/") == []
     assert read(s, new_model, move.apply(_all_empty(new_model))) == place(new_model, 4, values, 2)

@@ -15,15 +15,15 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from elasticity import faults
+from elasticity.batch.coordinator import JobCoordinator
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import validate
-from elasticity.coordinator import JobCoordinator
-from elasticity.keybucket import key_bucket
-from elasticity.model import SystemStream
-from elasticity.state.blobs import BlobStore
-from elasticity.tasknames import parse_task_name
-from tests.memory import MemoryInputs, StatefulRunner
-from tests.state_stores import read
+from elasticity.jobmodel.keybucket import key_bucket
+from elasticity.jobmodel.model import SystemStream
+from elasticity.jobmodel.tasknames import parse_task_name
+from elasticity.state.backends.blob_manager import BlobStoreManager
+from tests.support.memory import MemoryInputs, StatefulRunner
+from tests.support.state_stores import read
 
 ORDERS = SystemStream("kafka", "orders")
 KEYS = st.one_of(st.none(), st.sampled_from([b"a", b"b", b"c", b"hot", b"k1", b"k2", b"k3", b"\x00", b"", b"\xff\xfe"]))
@@ -43,7 +43,7 @@ class StatefulRescaleMachine(RuleBasedStateMachine):
         self.inputs.create(ORDERS, partitions)
         self.config = validate({
             "job.name": "stateful-machine", "task.inputs": str(ORDERS), "job.elasticity.factor": str(factor),
-            "systems.kafka.default.stream.offset.default": "oldest", "app.class": "tests.apps:aggregates",
+            "systems.kafka.default.stream.offset.default": "oldest", "app.class": "tests.support.apps:aggregates",
             "task.checkpoint.read.versions": "2,1", "stores.aggs.backup.factories": "blobstore",
             "blob.store.uri": str(self.tmp / "blobs"), "job.state.dir": str(self.tmp / "state"),
         })
@@ -84,7 +84,7 @@ class StatefulRescaleMachine(RuleBasedStateMachine):
                 assert c.current().number == before + (crash in ("rescale.after_commit", "rescale.state.committed"))
         c.rescale(factor)
         assert c.current().factor == factor
-        assert BlobStore(str(self.tmp / "blobs")).list("stateful-machine-1/rescale/") == []  # journals handled
+        assert BlobStoreManager(str(self.tmp / "blobs")).list("stateful-machine-1/rescale/") == []  # journals handled
 
     @precondition(lambda self: sum(len(p) for p in self.inputs.topics.values()) < 3)
     @rule()

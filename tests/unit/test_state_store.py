@@ -4,13 +4,14 @@ import json
 
 import pytest
 
+from elasticity.api import StoreDescriptor
 from elasticity.checkpoint.model import CheckpointId, CheckpointV2, TaskCheckpoint, to_v2
 from elasticity.checkpoint.serde import v2_from_json, v2_to_json
 from elasticity.config import BLOB_STORE_FACTORY, KAFKA_CHANGELOG_FACTORY, ConfigError, ConfigWarning, validate
-from elasticity.keybucket import key_hash
-from elasticity.model import TaskModel, TaskName
-from elasticity.state import ContainerStorageManager, StorageConfig, StoreDescriptor, WrongBucketError
-from tests.state_job import reference, run
+from elasticity.jobmodel.keybucket import key_hash
+from elasticity.jobmodel.model import TaskModel, TaskName
+from elasticity.state import ContainerStorageManager, StorageConfig, WrongBucketError
+from tests.support.state_job import reference, run
 
 BASE = {"job.name": "j", "task.inputs": "kafka.in", "task.checkpoint.read.versions": "2,1"}
 COUNTS = StoreDescriptor("counts", "string", "json")

@@ -2,15 +2,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from elasticity.model import SystemStream, SystemStreamPartition, TaskName
-from elasticity.tasknames import (
+from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskName
+from elasticity.jobmodel.tasknames import (
     TaskKind,
     all_ssp_task_name,
     parse_task_name,
     partition_task_name,
     ssp_task_name,
 )
-from tests.strategies import names, streams
+from tests.support.strategies import names, streams
 
 
 def test_samza_names_without_elasticity():

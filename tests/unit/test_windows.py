@@ -18,8 +18,8 @@ from elasticity.api import KV, ApplicationDescriptor, Message, TaskContext, Wind
 from elasticity.api.executor import SliceExecutor
 from elasticity.checkpoint.model import CheckpointId, CheckpointV2
 from elasticity.config import validate
-from elasticity.keybucket import key_hash
-from elasticity.model import SystemStream, SystemStreamPartition, TaskModel, TaskName
+from elasticity.jobmodel.keybucket import key_hash
+from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskModel, TaskName
 from elasticity.state import ContainerStorageManager, StorageConfig, WrongBucketError
 from elasticity.state.kv import bucket_of
 

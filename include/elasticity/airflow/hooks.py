@@ -8,7 +8,7 @@ Without a connection, the job config (and the embedded defaults) decide. The
 store URL's password is registered with Airflow's secrets masker. Airflow's
 `[metrics]` StatsD settings travel as their `AIRFLOW__METRICS__*` overrides, so
 the job's metrics reach the collector Airflow's own metrics go to
-(elasticity.reporters).
+(elasticity.metrics.reporters).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def jobs_dir() -> Path:
 
 def job_configs() -> dict[str, Path]:
     """job.name -> config file, for every `.properties` file in the jobs folder."""
-    from ..config import parse_properties
+    from elasticity.config import parse_properties
 
     found = {}
     for path in sorted(jobs_dir().glob("*.properties")):

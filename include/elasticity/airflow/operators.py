@@ -27,10 +27,10 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException, AirflowSkipException
 
-from ..config import JobConfig, load_config
-from ..spark.target import SparkTarget, check_master, resolve_target
-from .assets import batches_asset
-from .hooks import REPO, ElasticityHook
+from elasticity.airflow.assets import batches_asset
+from elasticity.airflow.hooks import REPO, ElasticityHook
+from elasticity.config import JobConfig, load_config
+from elasticity.spark.target import SparkTarget, check_master, resolve_target
 
 SUMMARY_KEYS = ("job", "batch_id", "generation", "factor", "records_read", "processed", "dead_lettered", "skipped", "lag_left", "durations_ms")
 
@@ -83,9 +83,9 @@ class MicroBatchOperator(BaseOperator):
         return SparkTarget("master", check_master(master, source), source)
 
     def execute(self, context: Any) -> list[int]:
-        from ..checkpoint.store import CheckpointStore
-        from ..kafka.consumer import KafkaInputs
-        from ..lag import lag_report
+        from elasticity.batch.lag import lag_report
+        from elasticity.checkpoint.store import CheckpointStore
+        from elasticity.kafka.consumer import KafkaInputs
 
         logging.getLogger("kafka").setLevel(logging.WARNING)
         hook = ElasticityHook(self.kafka_conn_id, self.store_conn_id)
@@ -113,8 +113,8 @@ class MicroBatchOperator(BaseOperator):
         return [m["batch_id"] for m in committed]
 
     def _run_connected(self, config: JobConfig, store: Any, target: SparkTarget, run_id: str, max_seconds: int) -> None:
-        from ..spark.engine import BatchFailed, MicroBatchEngine
-        from ..spark.session import session
+        from elasticity.spark.engine import BatchFailed, MicroBatchEngine
+        from elasticity.spark.session import session
 
         engine = MicroBatchEngine(config, session(config, target=target), store)
         try:
@@ -123,7 +123,7 @@ class MicroBatchOperator(BaseOperator):
             raise AirflowException(f"batch failed after committing what succeeded: {e}") from e
 
     def _submit(self, target: SparkTarget, hook: ElasticityHook, run_id: str, max_seconds: int) -> None:
-        from ..spark.server import log4j_options
+        from elasticity.spark.server import log4j_options
 
         kwargs = {
             "name": f"elasticity-{self.job}", "env_vars": hook.env(),

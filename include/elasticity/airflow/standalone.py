@@ -191,9 +191,9 @@ class AirflowApi:
 
 def embedded_services(home: Path) -> dict[str, str]:
     """Start (or find) the embedded broker and Spark Connect server; the connections that point at them."""
-    from ..daemon import DaemonError, free_port
-    from ..kafka.broker import EmbeddedBroker
-    from ..spark.server import SparkConnectServer
+    from elasticity.daemon import DaemonError, free_port
+    from elasticity.kafka.broker import EmbeddedBroker
+    from elasticity.spark.server import SparkConnectServer
 
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if not bootstrap:
@@ -212,10 +212,10 @@ def embedded_services(home: Path) -> dict[str, str]:
 
 def serve(home: Path, port: int = 8080) -> int:
     """`make airflow`: the embedded default under Airflow's scheduler, in the foreground until Ctrl-C."""
-    from ..config import load_config
-    from ..demo import demo_records
-    from ..kafka.admin import create_topic
-    from ..kafka.producer import send
+    from elasticity.apps.demo_feed import demo_records
+    from elasticity.config import load_config
+    from elasticity.kafka.admin import create_topic
+    from elasticity.kafka.producer import send
 
     print(f"starting the embedded broker and Spark Connect server (state in {home}) ...", flush=True)
     conns = embedded_services(home)

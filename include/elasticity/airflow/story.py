@@ -12,13 +12,13 @@ import os
 import time
 from pathlib import Path
 
-from ..checkpoint.store import CheckpointStore
-from ..config import load_config
-from ..daemon import free_port, port_open
-from ..demo import demo_records
-from ..kafka.admin import create_topic
-from ..kafka.producer import send
-from .standalone import REPO, AirflowStandalone, embedded_services
+from elasticity.airflow.standalone import REPO, AirflowStandalone, embedded_services
+from elasticity.apps.demo_feed import demo_records
+from elasticity.checkpoint.store import CheckpointStore
+from elasticity.config import load_config
+from elasticity.daemon import free_port, port_open
+from elasticity.kafka.admin import create_topic
+from elasticity.kafka.producer import send
 
 JOB = "demo"
 

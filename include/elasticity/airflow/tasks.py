@@ -11,7 +11,12 @@ from typing import Any
 
 from croniter import croniter
 
-from ..autosize import (
+from elasticity.airflow.hooks import ElasticityHook, job_configs
+from elasticity.batch.coordinator import JobCoordinator
+from elasticity.checkpoint.store import CheckpointStore, LeaseHeldError
+from elasticity.config import JobConfig, load_config
+from elasticity.kafka.consumer import KafkaInputs
+from elasticity.scaling.autosize import (
     AutosizePolicy,
     BatchSample,
     ManualHold,
@@ -21,12 +26,7 @@ from ..autosize import (
     recommend,
     scheduled_factor,
 )
-from ..checkpoint.store import CheckpointStore, LeaseHeldError
-from ..config import JobConfig, load_config
-from ..coordinator import JobCoordinator
-from ..jobview import PolicyView, ScheduleRuleView
-from ..kafka.consumer import KafkaInputs
-from .hooks import ElasticityHook, job_configs
+from elasticity.views.jobview import PolicyView, ScheduleRuleView
 
 log = logging.getLogger(__name__)
 LEASE_WAIT_S = 600
@@ -109,10 +109,10 @@ class ScaleDecision:
 
 def autosize_policy(config: JobConfig) -> AutosizePolicy:
     return AutosizePolicy(
-        min_factor=int(config.get("job.elasticity.autosize.min") or 1),
-        max_factor=int(config.get("job.elasticity.autosize.max") or 16),
-        cooldown_ms=int(config.get("job.elasticity.autosize.cooldown.ms") or 600_000),
-        target_lag_s=float(config.get("job.elasticity.autosize.target.lag.seconds") or 60),
+        min_factor=int(config.get("job.elasticity.scaling.autosize.min") or 1),
+        max_factor=int(config.get("job.elasticity.scaling.autosize.max") or 16),
+        cooldown_ms=int(config.get("job.elasticity.scaling.autosize.cooldown.ms") or 600_000),
+        target_lag_s=float(config.get("job.elasticity.scaling.autosize.target.lag.seconds") or 60),
     )
 
 
@@ -124,7 +124,7 @@ def policy_view(job: str, now: datetime | None = None) -> PolicyView:
     rules_text = config.get("job.elasticity.schedule")
     rules = tuple(ScheduleRuleView(r.cron, r.factor, int(croniter(r.cron, now).get_next(datetime).timestamp() * 1000))
                   for r in parse_schedule(rules_text)) if rules_text else ()
-    kind = "schedule" if rules else "autosize" if config.get("job.elasticity.autosize") == "true" else "none"
+    kind = "schedule" if rules else "autosize" if config.get("job.elasticity.scaling.autosize") == "true" else "none"
     bounds = {}
     if kind == "autosize":
         p = autosize_policy(config)
@@ -168,7 +168,7 @@ def scale_decision(job: str, now: datetime | None = None) -> ScaleDecision:
     if rules:
         want = Recommendation(scheduled_factor(parse_schedule(rules), now), f"schedule {rules!r}")
         origin = "schedule"
-    elif config.get("job.elasticity.autosize") == "true":
+    elif config.get("job.elasticity.scaling.autosize") == "true":
         policy = autosize_policy(config)
         metrics = store.metrics(job, limit=20)
         at = {m["batch_id"]: m.get("finished_ms", 0) for m in metrics}
@@ -186,7 +186,7 @@ def scale_decision(job: str, now: datetime | None = None) -> ScaleDecision:
 
 def quality(job: str, from_batch: int | None, to_batch: int | None, report_dir: str | None, run_name: str | None = None) -> dict[str, Any]:
     """Incremental (the batches since the last validated one) unless a window is given."""
-    from ..quality.runner import QualityFailed, run_quality
+    from elasticity.quality.runner import QualityFailed, run_quality
 
     config, store, _ = open_job(job)
     incremental = from_batch is None and to_batch is None

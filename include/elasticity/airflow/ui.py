@@ -13,13 +13,14 @@ from typing import Any
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse
 
-from ..config import MAX_ELASTICITY_FACTOR, ConfigError
-from ..jobview import JobView, build_view, preview_rescale
-from .page import RESCALE_DAG, render
+from elasticity.config import MAX_ELASTICITY_FACTOR, ConfigError
+from elasticity.jobmodel.grouping import GroupingError
+from elasticity.views.jobview import JobView, build_view, preview_rescale
+from elasticity.views.page import RESCALE_DAG, render
 
 
 def job_view(job: str) -> JobView:
-    from .tasks import open_job, policy_view
+    from elasticity.airflow.tasks import open_job, policy_view
 
     config, store, coordinator = open_job(job)
     return build_view(config, store, coordinator.inputs, policy_view(job) if coordinator.current() else None)
@@ -48,7 +49,7 @@ def _authenticated():
 def make_app() -> FastAPI:
     """Mounted by the plugin at /elasticity: `/jobs/<job>` (page), `/api/jobs`, `/api/jobs/<job>` and
     `/api/jobs/<job>/plan?factor=G` (JSON), `/reports/<job>/...` (the data-quality report files)."""
-    from .hooks import job_configs
+    from elasticity.airflow.hooks import job_configs
 
     app = FastAPI(title="Elastic jobs", description=__doc__)
     router = APIRouter(dependencies=[_authenticated()])
@@ -69,14 +70,14 @@ def make_app() -> FastAPI:
     @router.get("/api/jobs/{job}/plan")
     def plan(job: str, factor: int = Query(ge=1, le=MAX_ELASTICITY_FACTOR)) -> dict[str, Any]:
         """The dry run of a rescale to `factor`: what the rescale DAG would do now."""
-        from .tasks import open_job
+        from elasticity.airflow.tasks import open_job
 
         config, store, coordinator = open_job(known(job))
         if coordinator.current() is None:
             raise HTTPException(409, f"job {job!r} has not run yet: its first batch creates generation 1")
         try:
             return asdict(preview_rescale(config, store, coordinator.inputs, factor))
-        except ConfigError as e:
+        except (ConfigError, GroupingError) as e:
             raise HTTPException(422, str(e)) from e
 
     @router.get("/jobs/{job}", response_class=HTMLResponse)
@@ -85,7 +86,7 @@ def make_app() -> FastAPI:
 
     @router.get("/reports/{job}/{path:path}")
     def report_file(job: str, path: str) -> FileResponse:
-        from .tasks import open_job
+        from elasticity.airflow.tasks import open_job
 
         config = open_job(known(job))[0]
         root = Path(config.path("job.report.path", "reports")).resolve()

@@ -5,9 +5,10 @@ An application is a factory `build(app: ApplicationDescriptor) -> None` named by
 results to outputs.
 """
 
-from .context import TaskContext
-from .stream import KV, ApplicationDescriptor, Message, MessageStream, OutputStream
-from .window import Aggregation, Window, WindowPane, Windows
+from elasticity.api.context import TaskContext
+from elasticity.api.descriptors import StoreDescriptor, TableDescriptor
+from elasticity.api.stream import KV, ApplicationDescriptor, Message, MessageStream, OutputStream
+from elasticity.api.window import Aggregation, Window, WindowPane, Windows
 
-__all__ = ["KV", "Aggregation", "ApplicationDescriptor", "Message", "MessageStream", "OutputStream", "TaskContext", "Window",
-           "WindowPane", "Windows"]
+__all__ = ["KV", "Aggregation", "ApplicationDescriptor", "Message", "MessageStream", "OutputStream", "StoreDescriptor", "TableDescriptor",
+           "TaskContext", "Window", "WindowPane", "Windows"]

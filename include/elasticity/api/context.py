@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..model import TaskName
+from elasticity.jobmodel.model import TaskName
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .context import TaskContext
-from .stream import KV, ApplicationDescriptor, Message, Node, OutputStream
-from .window import WindowPane
+from elasticity.api.context import TaskContext
+from elasticity.api.stream import KV, ApplicationDescriptor, Message, Node, OutputStream
+from elasticity.api.window import WindowPane
 
 Item = tuple[int, Any]  # (index of the input record in the slice, or of a closed window past it; item derived from it)
 

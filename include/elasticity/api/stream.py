@@ -16,10 +16,10 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..model import SystemStream, SystemStreamPartition
-from ..state.descriptor import StoreDescriptor, TableDescriptor
-from .context import TaskContext
-from .window import Window, WindowOperator
+from elasticity.api.context import TaskContext
+from elasticity.api.descriptors import StoreDescriptor, TableDescriptor
+from elasticity.api.window import Window, WindowOperator
+from elasticity.jobmodel.model import SystemStream, SystemStreamPartition
 
 
 class KV(NamedTuple):
@@ -197,14 +197,9 @@ class ApplicationDescriptor:
         return self.outputs.setdefault(spec, OutputStream(system, name))
 
 
-def load_application(spec: str | None, inputs: Iterable[SystemStream]) -> ApplicationDescriptor:
-    """Build the app named by `app.class=module:factory`; without one, the identity app."""
+def load_application(spec: str, inputs: Iterable[SystemStream]) -> ApplicationDescriptor:
+    """Build the app named by `app.class=module:factory`."""
     app = ApplicationDescriptor(tuple(inputs))
-    if not spec:
-        from ..apps.identity import build
-
-        build(app)
-        return app
     module_name, sep, attr = spec.partition(":")
     if not sep:
         raise ValueError(f"app.class={spec!r}: expected module:factory")

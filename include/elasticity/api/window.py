@@ -40,8 +40,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..serdes import SERIALIZERS
-from ..state.descriptor import StoreDescriptor
+from elasticity.api.descriptors import StoreDescriptor
+from elasticity.serializers import SERIALIZERS
 
 _BIAS = 1 << 63
 _WINDOW, _TIMER, _MARK, _MARKS = b"w", b"t", b"m", b"x"

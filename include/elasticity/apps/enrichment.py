@@ -12,8 +12,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from ..api import KV, ApplicationDescriptor, Message
-from ..state import StoreDescriptor
+from elasticity.api import KV, ApplicationDescriptor, Message, StoreDescriptor
 
 LOOKUP_MS = float(os.environ.get("DEMO_LOOKUP_MS", "20"))
 

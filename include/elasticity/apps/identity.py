@@ -1,6 +1,6 @@
 """The default application: every input record, unchanged, to `parquet.output`."""
 
-from ..api import ApplicationDescriptor
+from elasticity.api import ApplicationDescriptor
 
 
 def build(app: ApplicationDescriptor) -> None:

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..api import KV, ApplicationDescriptor, Message, Windows
-from ..state import TableDescriptor
+from elasticity.api import KV, ApplicationDescriptor, Message, TableDescriptor, Windows
 
 USERS = TableDescriptor("users", side_inputs=("kafka.users",), key_serde="string", value_serde="json")
 MINUTE_MS = 60_000

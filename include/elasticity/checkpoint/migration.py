@@ -22,8 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from math import gcd
 
-from ..model import NO_KEY_BUCKET, JobModel, SystemStreamPartition, TaskName
-from .model import TaskCheckpoint, Watermark
+from elasticity.checkpoint.model import TaskCheckpoint, Watermark
+from elasticity.jobmodel.model import NO_KEY_BUCKET, JobModel, SystemStreamPartition, TaskName
 
 
 class MigrationError(ValueError):

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import count
 
-from ..model import SystemStreamPartition, TaskName
+from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 
 _nano = count()
 

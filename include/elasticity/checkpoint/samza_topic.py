@@ -17,11 +17,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ..config import Grouper
-from ..model import TaskName
-from ..serde import SerdeError
-from .model import CheckpointId, CheckpointV1, CheckpointV2, TaskCheckpoint, to_v1, to_v2
-from .serde import UnknownCheckpointType, checkpoint_key, parse_checkpoint_key, v1_from_json, v1_to_json, v2_from_json, v2_to_json
+from elasticity.checkpoint.model import CheckpointId, CheckpointV1, CheckpointV2, TaskCheckpoint, to_v1, to_v2
+from elasticity.checkpoint.serde import (
+    UnknownCheckpointType,
+    checkpoint_key,
+    parse_checkpoint_key,
+    v1_from_json,
+    v1_to_json,
+    v2_from_json,
+    v2_to_json,
+)
+from elasticity.jobmodel.grouping import Grouper
+from elasticity.jobmodel.model import TaskName
+from elasticity.jobmodel.object_mapper import SerdeError
 
 SAMZA_GROUPER_FACTORIES = {
     Grouper.GROUP_BY_PARTITION: "org.apache.samza.container.grouper.stream.GroupByPartitionFactory",

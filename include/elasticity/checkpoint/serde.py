@@ -16,9 +16,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..model import NO_KEY_BUCKET, SystemStreamPartition, TaskName
-from ..serde import SerdeError, ssp_from_key, ssp_to_key
-from .model import CheckpointId, CheckpointV1, CheckpointV2, Watermark
+from elasticity.checkpoint.model import CheckpointId, CheckpointV1, CheckpointV2, Watermark
+from elasticity.jobmodel.model import NO_KEY_BUCKET, SystemStreamPartition, TaskName
+from elasticity.jobmodel.object_mapper import SerdeError, ssp_from_key, ssp_to_key
 
 _COMPACT = (",", ":")
 V1_TYPE = "checkpoint"

@@ -45,13 +45,20 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.pool import StaticPool
 
-from .. import faults
-from ..model import JobModel, SystemStreamPartition, TaskName
-from ..planning import BatchPlan, OffsetRange
-from ..serde import job_model_from_json, job_model_to_json, ssp_from_key, ssp_to_key
-from .model import TaskCheckpoint, to_v1, to_v2
-from .serde import v1_from_json, v1_to_json, v2_from_json, v2_to_json, watermarks_from_json, watermarks_to_json
-from .versions import Candidate, choose
+from elasticity import faults
+from elasticity.checkpoint.batch_plan import BatchPlan, OffsetRange
+from elasticity.checkpoint.model import TaskCheckpoint, to_v1, to_v2
+from elasticity.checkpoint.serde import (
+    v1_from_json,
+    v1_to_json,
+    v2_from_json,
+    v2_to_json,
+    watermarks_from_json,
+    watermarks_to_json,
+)
+from elasticity.checkpoint.versions import Candidate, choose
+from elasticity.jobmodel.model import JobModel, SystemStreamPartition, TaskName
+from elasticity.jobmodel.object_mapper import job_model_from_json, job_model_to_json, ssp_from_key, ssp_to_key
 
 metadata = MetaData()
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..model import TaskName
-from ..serde import SerdeError, ssp_from_key, ssp_to_key
-from .model import TaskCheckpoint, Watermark
+from elasticity.checkpoint.model import TaskCheckpoint, Watermark
+from elasticity.jobmodel.model import TaskName
+from elasticity.jobmodel.object_mapper import SerdeError, ssp_from_key, ssp_to_key
 
 WATERMARKS = "watermarks"
 

@@ -17,9 +17,9 @@ from contextlib import contextmanager
 
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from ..config import JobConfig
-from ..model import SystemStream
-from .broker import EmbeddedBroker
+from elasticity.config import JobConfig
+from elasticity.jobmodel.model import SystemStream
+from elasticity.kafka.broker import EmbeddedBroker
 
 PROBE_TIMEOUT_S = 3.0
 

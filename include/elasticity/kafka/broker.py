@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
-from ..daemon import HOST, Daemon, DaemonError, DaemonState, free_port
+from elasticity.daemon import HOST, Daemon, DaemonError, DaemonState, free_port
 
 DEFAULT_PORT = 9092
 __all__ = ["DEFAULT_PORT", "HOST", "BrokerError", "BrokerState", "EmbeddedBroker", "free_port"]

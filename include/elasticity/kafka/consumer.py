@@ -8,9 +8,9 @@ from contextlib import contextmanager
 
 from kafka import KafkaConsumer, TopicPartition
 
-from ..config import JobConfig
-from ..model import SystemStream, SystemStreamPartition
-from .admin import TopicError, partition_counts, probe, resolve_bootstrap
+from elasticity.config import JobConfig
+from elasticity.jobmodel.model import SystemStream, SystemStreamPartition
+from elasticity.kafka.admin import TopicError, partition_counts, probe, resolve_bootstrap
 
 
 @contextmanager

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from kafka import KafkaProducer
 
-from .admin import probe
+from elasticity.kafka.admin import probe
 
 
 def send(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes | None]]) -> int:

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..checkpoint.model import TaskCheckpoint
-from ..keybucket import record_hash
-from ..model import SystemStreamPartition, TaskName
+from elasticity.checkpoint.model import TaskCheckpoint
+from elasticity.jobmodel.keybucket import record_hash
+from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..checkpoint.tool import checkpoints_from_tool_json, checkpoints_to_tool_json
-from .checks import Done
+from elasticity.checkpoint.tool import checkpoints_from_tool_json, checkpoints_to_tool_json
+from elasticity.quality.checks import Done
 
 POSITION_COLUMNS = ["system", "stream", "partition", "key", "offset", "task_name", "generation"]
 

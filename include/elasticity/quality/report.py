@@ -8,9 +8,9 @@ import html
 import time
 from collections.abc import Sequence
 
-from ..charts import CSS, svg
-from ..rates import charts
-from .suite import QualityResult
+from elasticity.metrics.charts import CSS, svg
+from elasticity.metrics.rates import charts
+from elasticity.quality.suite import QualityResult
 
 
 def _charts(metrics: Sequence[dict]) -> str:

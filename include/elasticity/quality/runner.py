@@ -17,19 +17,19 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..api.stream import load_application
-from ..checkpoint.store import CheckpointStore
-from ..config import JobConfig
-from ..coordinator import Inputs, JobCoordinator
-from ..kafka.admin import resolve_bootstrap
-from ..model import SystemStreamPartition
-from ..sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, read_table
-from ..spark.reader import Chunk, close_consumers, read_chunk
-from . import cursor, state
-from .checks import Done, QualityInputs
-from .history import run_summaries
-from .report import index_html, summary_html
-from .suite import QualityResult, run_suites
+from elasticity.api.stream import load_application
+from elasticity.batch.coordinator import Inputs, JobCoordinator
+from elasticity.batch.reader import Chunk, close_consumers, read_chunk
+from elasticity.batch.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, read_table
+from elasticity.checkpoint.store import CheckpointStore
+from elasticity.config import JobConfig
+from elasticity.jobmodel.model import SystemStreamPartition
+from elasticity.kafka.admin import resolve_bootstrap
+from elasticity.quality import cursor, state_check
+from elasticity.quality.checks import Done, QualityInputs
+from elasticity.quality.history import run_summaries
+from elasticity.quality.report import index_html, summary_html
+from elasticity.quality.suite import QualityResult, run_suites
 
 
 class QualityFailed(AssertionError):
@@ -64,9 +64,9 @@ def _state(config: JobConfig, generation, cps, committed: list[int], audit: pd.D
     starts = {SystemStreamPartition(s, t, int(p)): int(o) for (s, t, p), o in done.groupby(["system", "stream", "partition"])["offset"].min().items()}
     ends = {SystemStreamPartition(s, t, int(p)): int(o) + 1 for (s, t, p), o in done.groupby(["system", "stream", "partition"])["offset"].max().items()}
     records = _read_inputs(config, starts, ends, ("system", "stream", "partition", "offset", "key", "value", "timestamp"))
-    messages = state.processed_messages(config, done, records)
+    messages = state_check.processed_messages(config, done, records)
     expected = {name: fold(messages) for name, fold in app.references.items()}
-    return state.state_table(state.committed_state(config, app, generation, cps), expected)
+    return state_check.state_table(state_check.committed_state(config, app, generation, cps), expected)
 
 
 def _consistent_state(store: CheckpointStore, coordinator: JobCoordinator, attempts: int = 20):

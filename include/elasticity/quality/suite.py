@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import checks
-from .offline_docs import make_offline
+from elasticity.quality import checks
+from elasticity.quality.offline_docs import make_offline
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 SITE = "elasticity_dq"

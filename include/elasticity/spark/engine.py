@@ -23,30 +23,31 @@ from typing import Any
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
-from ..api.stream import ApplicationDescriptor, load_application
-from ..checkpoint.model import CheckpointId, TaskCheckpoint, state_of
-from ..checkpoint.store import CheckpointStore, Generation
-from ..commit import AsyncCommitter
-from ..config import BLOB_STORE_FACTORY, JobConfig
-from ..coordinator import JobCoordinator
-from ..identity import guard_sinks
-from ..kafka.admin import create_topic, resolve_bootstrap
-from ..kafka.consumer import KafkaInputs
-from ..metrics import batch_metrics, per_message_ns
-from ..model import SystemStreamPartition, TaskName
-from ..planning import BatchPlan, advance, plan_ranges, start_offsets
-from ..processing import ROUTED_DDL, SUMMARY_DDL, ProcessContext, process_partition
-from ..reporters import Reporters
-from ..serde import ssp_from_key, ssp_to_key
-from ..sinks import delete_batches
-from ..state.blobs import BlobStore
-from ..state.blobstore import await_durable
-from ..state.config import StorageConfig, state_dir
-from ..state.table import SideInputBatch, TableBatch, TableSource, resolve_tables
-from ..state.worker import BatchState
-from ..summary import BatchSummary
-from .partitioning import slot_values
-from .reader import ROUTED_READ_DDL, Owner, RouteTable, chunks, read_assigned, read_tasks
+from elasticity.api.stream import ApplicationDescriptor, load_application
+from elasticity.batch.async_commit import AsyncCommitter
+from elasticity.batch.coordinator import JobCoordinator
+from elasticity.batch.planning import advance, plan_ranges, start_offsets
+from elasticity.batch.processing import ROUTED_DDL, SUMMARY_DDL, ProcessContext, process_partition
+from elasticity.batch.reader import ROUTED_READ_DDL, Owner, RouteTable, chunks, read_assigned, read_tasks
+from elasticity.batch.sink_identity import guard_sinks
+from elasticity.batch.sinks import delete_batches
+from elasticity.checkpoint.batch_plan import BatchPlan
+from elasticity.checkpoint.model import CheckpointId, TaskCheckpoint, state_of
+from elasticity.checkpoint.store import CheckpointStore, Generation
+from elasticity.config import BLOB_STORE_FACTORY, JobConfig
+from elasticity.jobmodel.model import SystemStreamPartition, TaskName
+from elasticity.jobmodel.object_mapper import ssp_from_key, ssp_to_key
+from elasticity.kafka.admin import create_topic, resolve_bootstrap
+from elasticity.kafka.consumer import KafkaInputs
+from elasticity.metrics.job_metrics import batch_metrics, per_message_ns
+from elasticity.metrics.reporters import Reporters
+from elasticity.metrics.summary import BatchSummary
+from elasticity.spark.partitioning import slot_values
+from elasticity.state.backends.blob_manager import BlobStoreManager
+from elasticity.state.backends.blobstore import await_durable
+from elasticity.state.store_config import StorageConfig, state_dir
+from elasticity.state.table import SideInputBatch, TableBatch, TableSource, resolve_tables
+from elasticity.state.worker import BatchState
 
 
 class BatchFailed(RuntimeError):
@@ -134,9 +135,9 @@ class MicroBatchEngine:
             await_durable(self._blobs, markers, timeout_s)
 
     @cached_property
-    def _blobs(self) -> BlobStore:
+    def _blobs(self) -> BlobStoreManager:
         assert self.storage is not None
-        return BlobStore(self.storage.blob_uri)
+        return BlobStoreManager(self.storage.blob_uri)
 
     # --- public ---------------------------------------------------------------
 
@@ -171,7 +172,7 @@ class MicroBatchEngine:
             self.config.commit_timeout_ms, committed, self._await_state,
         )
         try:
-            # job identity: sinks written under another store fail the start (elasticity.identity)
+            # job identity: sinks written under another store fail the start (elasticity.batch.sink_identity)
             guard_sinks(self.config, self.store, lambda: self.coordinator.initialize(owner), reset_sinks)
             with _LeaseHeartbeat(self.store, self.job, owner, self.config.lease_ttl_ms):
                 snapshot = None

@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..daemon import HOST, Daemon, DaemonError, DaemonState
+from elasticity.daemon import HOST, Daemon, DaemonError, DaemonState
 
 DEFAULT_PORT = 15002
 LOG4J = Path(__file__).with_name("log4j2.properties")

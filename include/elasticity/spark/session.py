@@ -15,9 +15,9 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from ..config import JobConfig
-from .server import log4j_options
-from .target import SparkTarget, resolve_target, with_session_id
+from elasticity.config import JobConfig
+from elasticity.spark.server import log4j_options
+from elasticity.spark.target import SparkTarget, resolve_target, with_session_id
 
 
 def session(config: JobConfig, app_name: str | None = None, target: SparkTarget | None = None) -> SparkSession:

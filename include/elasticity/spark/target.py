@@ -14,7 +14,7 @@ import re
 import uuid
 from dataclasses import dataclass
 
-from ..config import ConfigError, JobConfig
+from elasticity.config import ConfigError, JobConfig
 
 _MASTER = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]|spark://.+|yarn|k8s://.+)$")
 _LOOPBACK = ("sc://127.0.0.1", "sc://localhost", "sc://[::1]")
@@ -63,7 +63,7 @@ def resolve_target(config: JobConfig, source: str = "the job config") -> SparkTa
         return SparkTarget("connect", config.get("spark.remote"), f"spark.remote in {source}")
     if config.get("spark.master"):
         return SparkTarget("master", check_master(config.get("spark.master"), f"spark.master in {source}"), f"spark.master in {source}")
-    from .server import SparkConnectServer
+    from elasticity.spark.server import SparkConnectServer
 
     running = SparkConnectServer().status()
     if running:

@@ -1,17 +1,19 @@
 """Stateful virtual tasks: key-value stores, their backups and their restore
 (Samza's storage layer, after CheckpointV2's design; Quix Streams' state/ layout).
 
-Modules: descriptor (what an app declares) - config (the `stores.*` keys per
-store) - kv (the KeyValueStore operators use) - rocksdb (the local DB and its
-checkpoints) - backend, changelog, blobstore, blobs, snapshot_index (backup and
-restore backends) - taskstore, restore, commit, container (the managers) -
-metrics.
+Modules: store_config (the `stores.*` keys per store, for the app's
+`elasticity.api.StoreDescriptor`s) - kv (the KeyValueStore operators use) -
+rocksdb (the local DB and its checkpoints) - backends/ (backup and restore:
+changelog, blobstore with its blob manager and snapshot index) - taskstore,
+restore, commit_manager, container, worker (the managers) - rescale, bucketscan
+(state moving with its keys) - table (side-input tables) - store_metrics.
 
 How the engine calls it, per container (a Spark Python worker owning some
 virtual tasks) and per batch:
 
-    storage = StorageConfig.of(job_config, app.stores)           # app declares StoreDescriptor(...)
-    csm = ContainerStorageManager(storage, app.stores, container_tasks, changelog_partitions=len(job_model.tasks()))
+    descriptors = list(app.stores.values())                       # the app declares StoreDescriptor(...)
+    storage = StorageConfig.of(job_config, descriptors)
+    csm = ContainerStorageManager(storage, descriptors, container_tasks, changelog_partitions=len(job_model.tasks()))
     csm.restore({t: to_v2(task_checkpoints[t]) for t in tasks})  # cheap when nothing changed since the last commit
     ... for each record of task t: operators get csm.store(t, "counts") as context.store("counts") ...
     snapshots = csm.snapshot(checkpoint_id)                       # synchronous, processing paused
@@ -27,12 +29,11 @@ where the snapshot folders are (the executor's disk); call `restore` again
 before retrying a batch whose commit failed. Metrics: `csm.metrics()`.
 """
 
-from .commit import Markers, TaskSnapshot
-from .config import StorageConfig, StoreConfig
-from .container import ContainerStorageManager
-from .descriptor import StoreDescriptor, TableDescriptor
-from .kv import KeyValueStore, WrongBucketError
-from .metrics import StoreMetrics
+from elasticity.state.commit_manager import Markers, TaskSnapshot
+from elasticity.state.container import ContainerStorageManager
+from elasticity.state.kv import KeyValueStore, WrongBucketError
+from elasticity.state.store_config import StorageConfig, StoreConfig
+from elasticity.state.store_metrics import StoreMetrics
 
 __all__ = [
     "ContainerStorageManager",
@@ -40,9 +41,7 @@ __all__ = [
     "Markers",
     "StorageConfig",
     "StoreConfig",
-    "StoreDescriptor",
     "StoreMetrics",
-    "TableDescriptor",
     "TaskSnapshot",
     "WrongBucketError",
 ]

@@ -26,7 +26,7 @@ if __package__ in (None, ""):  # run as a worker script: the package root is two
 import xxhash
 from rocksdict import AccessType, Options, Rdict, SstFileWriter
 
-from elasticity.keybucket import SEED
+from elasticity.jobmodel.keybucket import SEED
 
 _2_63, _2_64 = 1 << 63, 1 << 64
 

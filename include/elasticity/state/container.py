@@ -9,20 +9,20 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from ..checkpoint.model import CheckpointId, CheckpointV2
-from ..config import BLOB_STORE_FACTORY, KAFKA_CHANGELOG_FACTORY
-from ..model import TaskModel, TaskName
-from .backend import StateBackend, StoreContext
-from .blobs import BlobStore
-from .blobstore import BlobStoreStateBackend
-from .changelog import ChangelogClient, KafkaChangelogStateBackend
-from .commit import Markers, TaskSnapshot, TaskStorageCommitManager
-from .config import StorageConfig
-from .descriptor import StoreDescriptor
-from .kv import KeyValueStore
-from .metrics import StoreMetrics
-from .restore import restore
-from .taskstore import TaskStore
+from elasticity.api.descriptors import StoreDescriptor
+from elasticity.checkpoint.model import CheckpointId, CheckpointV2
+from elasticity.config import BLOB_STORE_FACTORY, KAFKA_CHANGELOG_FACTORY
+from elasticity.jobmodel.model import TaskModel, TaskName
+from elasticity.state.backends import StateBackend, StoreContext
+from elasticity.state.backends.blob_manager import BlobStoreManager
+from elasticity.state.backends.blobstore import BlobStoreStateBackend
+from elasticity.state.backends.changelog import ChangelogClient, KafkaChangelogStateBackend
+from elasticity.state.commit_manager import Markers, TaskSnapshot, TaskStorageCommitManager
+from elasticity.state.kv import KeyValueStore
+from elasticity.state.restore import restore
+from elasticity.state.store_config import StorageConfig
+from elasticity.state.store_metrics import StoreMetrics
+from elasticity.state.taskstore import TaskStore
 
 
 class ContainerStorageManager:
@@ -32,7 +32,7 @@ class ContainerStorageManager:
         """`changelog_partitions`: the job's task count (partitions of each changelog topic)."""
         self.config = config
         self._clients: dict[str, ChangelogClient] = {}
-        self._blobs: BlobStore | None = None
+        self._blobs: BlobStoreManager | None = None
         self.tasks: dict[TaskName, dict[str, TaskStore]] = {}
         for task in tasks:
             stores = {}
@@ -56,12 +56,12 @@ class ContainerStorageManager:
             return KafkaChangelogStateBackend(ctx, client, partitions)
         if factory == BLOB_STORE_FACTORY:
             if self._blobs is None:
-                self._blobs = BlobStore(self.config.blob_uri)
+                self._blobs = BlobStoreManager(self.config.blob_uri)
             return BlobStoreStateBackend(ctx, self._blobs, self.config.commit_timeout_ms / 1000)
         raise ValueError(f"unknown state backend factory {factory!r}")
 
     @property
-    def blobs(self) -> BlobStore | None:
+    def blobs(self) -> BlobStoreManager | None:
         return self._blobs
 
     def restore(self, checkpoints: Mapping[TaskName, CheckpointV2 | None]) -> dict[TaskName, dict[str, str]]:

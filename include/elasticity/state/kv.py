@@ -15,11 +15,11 @@ from typing import Any
 
 from rocksdict import Rdict, WriteBatch
 
-from ..keybucket import key_hash
-from ..model import TaskName
-from ..tasknames import parse_task_name
-from .descriptor import StoreDescriptor
-from .metrics import StoreMetrics
+from elasticity.api.descriptors import StoreDescriptor
+from elasticity.jobmodel.keybucket import key_hash
+from elasticity.jobmodel.model import TaskName
+from elasticity.jobmodel.tasknames import parse_task_name
+from elasticity.state.store_metrics import StoreMetrics
 
 
 class WrongBucketError(ValueError):

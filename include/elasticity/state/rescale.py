@@ -46,19 +46,19 @@ from pathlib import Path
 
 from rocksdict import IngestExternalFileOptions
 
-from .. import faults
-from ..checkpoint.model import CheckpointId, TaskCheckpoint
-from ..config import BLOB_STORE_FACTORY, KAFKA_CHANGELOG_FACTORY
-from ..model import NO_KEY_BUCKET, JobModel, SystemStreamPartition, TaskModel, TaskName
-from ..tasknames import parse_task_name
-from .backend import StoreContext
-from .blobs import BlobStore
-from .blobstore import BlobStoreStateBackend, checkpoint_of, job_prefix, store_prefix
-from .bucketscan import ScanJob, ScanResult, ScanWorkers, scan
-from .commit import Markers
-from .config import StorageConfig, StoreConfig
-from .descriptor import StoreDescriptor
-from .rocksdb import create_checkpoint, open_db
+from elasticity import faults
+from elasticity.api.descriptors import StoreDescriptor
+from elasticity.checkpoint.model import CheckpointId, TaskCheckpoint
+from elasticity.config import BLOB_STORE_FACTORY, KAFKA_CHANGELOG_FACTORY
+from elasticity.jobmodel.model import NO_KEY_BUCKET, JobModel, SystemStreamPartition, TaskModel, TaskName
+from elasticity.jobmodel.tasknames import parse_task_name
+from elasticity.state.backends import StoreContext
+from elasticity.state.backends.blob_manager import BlobStoreManager
+from elasticity.state.backends.blobstore import BlobStoreStateBackend, checkpoint_of, job_prefix, store_prefix
+from elasticity.state.bucketscan import ScanJob, ScanResult, ScanWorkers, scan
+from elasticity.state.commit_manager import Markers
+from elasticity.state.rocksdb import create_checkpoint, open_db
+from elasticity.state.store_config import StorageConfig, StoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +198,7 @@ def move_state(
             ids[t], markers[t] = old.checkpoint_id, {f: dict(m) for f, m in old.state_markers.items()}
         transfers += [Transfer(t, d.name, sources[t], how="kept") for d in descriptors]
 
-    blobs = BlobStore(storage.blob_uri)
+    blobs = BlobStoreManager(storage.blob_uri)
     journal = None
     if not dry_run and any(moving.values()):
         journal = f"{job_prefix(storage.job_name, storage.job_id)}{JOURNALS}{cp_id}.json"
@@ -221,7 +221,7 @@ def move_state(
 class _Mover:
     """One move's workers, threads and scratch folder; `move` moves one store."""
 
-    def __init__(self, storage: StorageConfig, blobs: BlobStore, old_tasks: Mapping[TaskName, TaskModel], new_tasks: Mapping[TaskName, TaskModel],
+    def __init__(self, storage: StorageConfig, blobs: BlobStoreManager, old_tasks: Mapping[TaskName, TaskModel], new_tasks: Mapping[TaskName, TaskModel],
                  new_factor: int, cp_id: CheckpointId, dry_run: bool, workers: ScanWorkers | None) -> None:
         self.storage, self.blobs, self.old_tasks, self.new_tasks = storage, blobs, old_tasks, new_tasks
         self.new_factor, self.cp_id, self.dry_run, self.workers = new_factor, cp_id, dry_run, workers
@@ -318,7 +318,7 @@ def _scan_workers(descriptors: Sequence[StoreDescriptor], sources: int) -> ScanW
     return ScanWorkers(count) if count > 1 and any(d.input_key is None for d in descriptors) else None
 
 
-def _write(storage: StorageConfig, cfg: StoreConfig, d: StoreDescriptor, task: TaskModel, task_count: int, blobs: BlobStore,
+def _write(storage: StorageConfig, cfg: StoreConfig, d: StoreDescriptor, task: TaskModel, task_count: int, blobs: BlobStoreManager,
            target: _Target, cp_id: CheckpointId) -> dict[str, str]:
     """Ingest the target's SST files into a new RocksDB, upload its snapshot; its markers by factory."""
     assert target.folder is not None
@@ -341,7 +341,7 @@ def _write(storage: StorageConfig, cfg: StoreConfig, d: StoreDescriptor, task: T
 
 def _changelog_image(ctx: StoreContext, db, task_count: int) -> str:
     """Append the new state to the task's changelog partition; the marker of its last record."""
-    from .changelog import ChangelogClient, KafkaChangelogMarker, KafkaChangelogStateBackend
+    from elasticity.state.backends.changelog import ChangelogClient, KafkaChangelogMarker, KafkaChangelogStateBackend
 
     assert ctx.config.changelog_bootstrap is not None
     client = ChangelogClient(ctx.config.changelog_bootstrap)
@@ -369,7 +369,7 @@ def clean_stale_moves(storage: StorageConfig, current_generation: int) -> list[s
     blobs (those of its checkpoint id under its prefixes) go. One from an
     older generation committed (or was overtaken): its blobs may be in use and stay.
     """
-    blobs = BlobStore(storage.blob_uri)
+    blobs = BlobStoreManager(storage.blob_uri)
     done = []
     for journal in blobs.list(f"{job_prefix(storage.job_name, storage.job_id)}{JOURNALS}"):
         try:
@@ -394,5 +394,5 @@ def clean_stale_moves(storage: StorageConfig, current_generation: int) -> list[s
 def finish(storage: StorageConfig, move: StateMove) -> None:
     """After the new generation is written: the journal is no longer needed."""
     if move.journal is not None:
-        BlobStore(storage.blob_uri).delete(move.journal)
+        BlobStoreManager(storage.blob_uri).delete(move.journal)
 

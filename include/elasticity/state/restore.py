@@ -18,10 +18,10 @@ import shutil
 import time
 import uuid
 
-from ..checkpoint.model import CheckpointV2
-from ..config import KAFKA_CHANGELOG_FACTORY
-from .rocksdb import clone, write_checkpoint_id
-from .taskstore import TaskStore
+from elasticity.checkpoint.model import CheckpointV2
+from elasticity.config import KAFKA_CHANGELOG_FACTORY
+from elasticity.state.rocksdb import clone, write_checkpoint_id
+from elasticity.state.taskstore import TaskStore
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from urllib.parse import quote
 
 from rocksdict import Checkpoint, Options, Rdict, WriteOptions
 
-from ..checkpoint.model import CheckpointId
-from ..model import TaskName
+from elasticity.checkpoint.model import CheckpointId
+from elasticity.jobmodel.model import TaskName
 
 CHECKPOINT_ID_FILE = "CHECKPOINT-ID"
 _SKIPPED = {"LOCK", CHECKPOINT_ID_FILE}  # never copied nor uploaded: per process or rewritten

@@ -34,12 +34,12 @@ from typing import Any
 
 from rocksdict import WriteBatch
 
-from ..config import ConfigError, JobConfig, parse_side_inputs
-from ..model import SystemStream, SystemStreamPartition
-from ..serde import ssp_to_key
-from ..serdes import DESERIALIZERS, SERIALIZERS, SerdeFailure, deserialize
-from .descriptor import TableDescriptor
-from .rocksdb import open_db
+from elasticity.api.descriptors import TableDescriptor
+from elasticity.config import ConfigError, JobConfig, parse_side_inputs
+from elasticity.jobmodel.model import SystemStream, SystemStreamPartition
+from elasticity.jobmodel.object_mapper import ssp_to_key
+from elasticity.serializers import DESERIALIZERS, SERIALIZERS, RecordSerdeError, deserialize
+from elasticity.state.rocksdb import open_db
 
 log = logging.getLogger(__name__)
 OFFSETS_FILE = "OFFSETS"
@@ -136,7 +136,7 @@ class SideInputTable:
 
     def apply(self, records: Iterable[tuple[int, bytes | None, bytes | None, int]], ssp: SystemStreamPartition,
                key_serde: str, msg_serde: str) -> None:
-        from ..api.stream import Message
+        from elasticity.api.stream import Message
 
         d = self.descriptor
         batch = WriteBatch(raw_mode=True)
@@ -145,7 +145,7 @@ class SideInputTable:
             try:
                 key = deserialize(key_serde, k, "key")
                 value = deserialize(msg_serde, v, "value")
-            except SerdeFailure as e:
+            except RecordSerdeError as e:
                 log.warning("table %s: side-input record %s@%d skipped: %s", d.name, ssp, offset, e)
                 continue
             entries = [(key, value)] if self.processor is None else self.processor(Message(key, value, ssp, offset, ts))

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..checkpoint.model import CheckpointId
-from .backend import StateBackend, StoreContext
-from .kv import KeyValueStore
-from .metrics import StoreMetrics
-from .rocksdb import CHECKPOINT_ID_FILE, StoreDirs, open_db, read_checkpoint_id, write_checkpoint_id
+from elasticity.checkpoint.model import CheckpointId
+from elasticity.state.backends import StateBackend, StoreContext
+from elasticity.state.kv import KeyValueStore
+from elasticity.state.rocksdb import CHECKPOINT_ID_FILE, StoreDirs, open_db, read_checkpoint_id, write_checkpoint_id
+from elasticity.state.store_metrics import StoreMetrics
 
 
 class TaskStore:

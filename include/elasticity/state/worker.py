@@ -29,14 +29,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from ..checkpoint.model import CheckpointId, CheckpointV2
-from ..config import BLOB_STORE_FACTORY
-from ..model import TaskModel, TaskName
-from .blobs import FAILED
-from .commit import Markers, TaskSnapshot
-from .config import StorageConfig
-from .container import ContainerStorageManager
-from .descriptor import StoreDescriptor
+from elasticity.api.descriptors import StoreDescriptor
+from elasticity.checkpoint.model import CheckpointId, CheckpointV2
+from elasticity.config import BLOB_STORE_FACTORY
+from elasticity.jobmodel.model import TaskModel, TaskName
+from elasticity.state.backends.blob_manager import FAILED
+from elasticity.state.commit_manager import Markers, TaskSnapshot
+from elasticity.state.container import ContainerStorageManager
+from elasticity.state.store_config import StorageConfig
 
 log = logging.getLogger(__name__)
 GAUGES = ("bytes-uploaded", "disk-usage-bytes")  # reported as they are; the other store metrics are counters

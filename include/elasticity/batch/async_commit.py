@@ -1,0 +1,108 @@
+"""Async commit, after CheckpointV2's design: the commit is split into a
+synchronous snapshot (the caller fixes the offsets) and an upload (here, on a
+thread) that overlaps the next batch.
+
+When the next commit is due while an upload still runs: if that upload has
+taken at most `task.commit.max.delay.ms`, the new commit is skipped and folded
+into the one after it (checkpoints are cumulative); beyond that, it waits for
+the upload. `task.commit.timeout.ms` bounds any wait.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+
+from elasticity import faults
+from elasticity.checkpoint.batch_plan import BatchPlan
+from elasticity.checkpoint.model import TaskCheckpoint
+from elasticity.checkpoint.store import CheckpointStore
+
+Committed = Callable[[BatchPlan, tuple[int, ...], int], None]  # plan, batches it covers, commit-ns
+AwaitState = Callable[[list[TaskCheckpoint], float], None]  # returns once the checkpoints' state markers are durable
+
+
+class CommitTimeout(RuntimeError):
+    pass
+
+
+class AsyncCommitter:
+    def __init__(
+        self, store: CheckpointStore, write_versions: tuple[int, ...], owner: str, max_delay_ms: int, timeout_ms: int,
+        on_committed: Committed | None = None, await_state: AwaitState | None = None,
+    ) -> None:
+        """`await_state`: for jobs with stores, whose snapshots upload in the workers: the
+        checkpoint is written only once its markers are durable, within task.commit.timeout.ms."""
+        self.store = store
+        self.write_versions = write_versions
+        self.owner = owner
+        self.max_delay_ms = max_delay_ms
+        self.timeout_ms = timeout_ms
+        self.on_committed = on_committed
+        self.await_state = await_state
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="commit-upload")
+        self._running: Future | None = None
+        self._started = 0.0
+        self._deferred: tuple[BatchPlan, list[TaskCheckpoint]] | None = None
+        self._skipped: list[int] = []  # batches whose commit was folded into a later one
+        self.skips = 0
+        self.waits = 0
+
+    def submit(self, plan: BatchPlan, checkpoints: Iterable[TaskCheckpoint]) -> str:
+        """Hand over a snapshot; returns uploading | skipped | waited."""
+        cps = list(checkpoints)
+        outcome = "uploading"
+        if self._running is not None and not self._running.done():
+            if (time.monotonic() - self._started) * 1000 <= self.max_delay_ms:
+                if self._deferred is not None:
+                    self._skipped.append(self._deferred[0].batch_id)
+                self._deferred = (plan, cps)
+                self.skips += 1
+                return "skipped"
+            self.waits += 1
+            outcome = "waited"
+        self._wait()
+        if self._deferred is not None:  # superseded by this newer snapshot
+            self._skipped.append(self._deferred[0].batch_id)
+            self._deferred = None
+        covers, self._skipped = tuple(self._skipped), []
+        self._started = time.monotonic()
+        self._running = self._pool.submit(self._upload, plan, cps, covers)
+        return outcome
+
+    def _upload(self, plan: BatchPlan, cps: list[TaskCheckpoint], covers: tuple[int, ...]) -> None:
+        start = time.perf_counter_ns()
+        faults.point("commit.upload")  # the state uploads run meanwhile; the checkpoint waits for them
+        if self.await_state is not None:
+            self.await_state(cps, self.timeout_ms / 1000)
+        self.store.commit_batch(plan, cps, self.write_versions, self.owner, covers)
+        if self.on_committed:
+            self.on_committed(plan, covers, time.perf_counter_ns() - start)
+
+    def _wait(self) -> None:
+        if self._running is None:
+            return
+        try:
+            self._running.result(timeout=self.timeout_ms / 1000)  # re-raises the upload's error
+        except FutureTimeout:
+            raise CommitTimeout(f"checkpoint upload took longer than task.commit.timeout.ms={self.timeout_ms}") from None
+        finally:
+            if self._running.done():
+                self._running = None
+
+    def flush(self) -> None:
+        """Wait for the running upload, then upload what was deferred."""
+        self._wait()
+        if self._deferred is not None:
+            plan, cps = self._deferred
+            self._deferred = None
+            covers, self._skipped = tuple(self._skipped), []
+            self._upload(plan, cps, covers)
+
+    def close(self) -> None:
+        try:
+            self.flush()
+        finally:
+            self._pool.shutdown(wait=True)

@@ -1,0 +1,316 @@
+"""The job coordinator: JobModel generations and their checkpoints, as Samza's
+JobCoordinator does, plus the rescale that moves a job from one factor to another.
+
+It composes pure parts (grouping, migration) with the store and the inputs'
+metadata (partition counts, start offsets), which it gets through `Inputs`, so
+that the same code runs on Kafka and on the in-memory stream of the tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Protocol
+
+from elasticity import faults
+from elasticity.checkpoint.migration import Migration, migrate
+from elasticity.checkpoint.model import TaskCheckpoint
+from elasticity.checkpoint.store import CheckpointStore, Generation, StoreError
+from elasticity.config import MAX_ELASTICITY_FACTOR, ConfigError, JobConfig
+from elasticity.jobmodel.grouping import build_job_model
+from elasticity.jobmodel.model import JobModel, SystemStream, SystemStreamPartition, TaskName
+from elasticity.jobmodel.tasknames import parse_task_name
+from elasticity.metrics.job_metrics import RescaleMetrics, record_rescale
+from elasticity.metrics.reporters import Reporters
+
+if TYPE_CHECKING:
+    from elasticity.api import StoreDescriptor
+    from elasticity.state import StorageConfig
+    from elasticity.state.rescale import StateMove
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Inputs", "JobCoordinator", "RescalePlan"]
+
+
+class Inputs(Protocol):
+    def partition_counts(self, streams: Iterable[SystemStream]) -> dict[SystemStream, int]: ...
+
+    def offsets(self, ssps: Iterable[SystemStreamPartition], which: str) -> dict[SystemStreamPartition, int]: ...
+
+
+def default_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class RescalePlan:
+    old: Generation | None
+    model: JobModel
+    factor: int
+    migration: Migration | None  # None when the job already runs this model
+    state: StateMove | None = None  # the stores' move (counted only, in a dry run); None for a stateless app
+    metrics: Mapping[str, int] = field(default_factory=dict)  # job-model-generation-ns, checkpoint-compute-ns, state-move-ns
+
+    @property
+    def changes_nothing(self) -> bool:
+        return self.migration is None
+
+
+class JobCoordinator:
+    def __init__(self, config: JobConfig, store: CheckpointStore, inputs: Inputs, reporters: Reporters | None = None) -> None:
+        self.config = config
+        self.store = store
+        self.inputs = inputs
+        self.job = config.job_name
+        self.reporters = reporters if reporters is not None else Reporters.of(config)
+
+    def current(self) -> Generation | None:
+        return self.store.generation(self.job)
+
+    def checkpoints(self, generation: Generation) -> dict[TaskName, TaskCheckpoint]:
+        """Every task's checkpoint; a task without one is an error, never a silent restart."""
+        found = self.store.checkpoints(
+            self.job, generation.number, self.config.checkpoint_read_versions, self.config.live_checkpoint_max_age_ms
+        )
+        missing = sorted(t.task_name.name for t in generation.job_model.tasks() if t.task_name not in found)
+        if missing:
+            raise StoreError(
+                f"job {self.job!r} generation {generation.number}: no checkpoint of version "
+                f"{','.join(map(str, self.config.checkpoint_read_versions))} (task.checkpoint.read.versions) for "
+                f"{len(missing)} tasks, e.g. {missing[:3]}"
+            )
+        return found
+
+    def _model(self, factor: int) -> JobModel:
+        config = self.config.with_overrides({"job.elasticity.factor": str(factor)})
+        return build_job_model(config, self.inputs.partition_counts(config.inputs))
+
+    def _new_ssp_offsets(
+        self, old: Mapping[TaskName, TaskCheckpoint], model: JobModel, first: bool
+    ) -> dict[SystemStreamPartition, int]:
+        """Start offsets of the input partitions that no old checkpoint covers.
+
+        `offset.default` applies to the job's first generation only. A partition
+        added later starts at its oldest available offset, as Spark's Kafka source
+        and Flink read newly discovered partitions: its records were written after
+        the job started, and starting at its end would skip them silently.
+        """
+        known = {s.without_key_bucket() for cp in old.values() for s in cp.offsets}
+        new = {s.without_key_bucket() for t in model.tasks() for s in t.system_stream_partitions} - known
+        out: dict[SystemStreamPartition, int] = {}
+        for system in {s.system for s in new}:
+            group = [s for s in new if s.system == system]
+            out.update(self.inputs.offsets(group, self.config.offset_default(system) if first else "oldest"))
+        return out
+
+    def _target(self, factor: int | None) -> tuple[Generation | None, int, JobModel]:
+        old = self.current()
+        if factor is None:
+            factor = old.factor if old else self.config.elasticity_factor
+        if not 1 <= factor <= MAX_ELASTICITY_FACTOR:
+            raise ConfigError(f"job.elasticity.factor={factor!r}: expected an integer from 1 to {MAX_ELASTICITY_FACTOR}")
+        return old, factor, self._model(factor)
+
+    @cached_property
+    def storage(self) -> tuple[StorageConfig, list[StoreDescriptor]] | None:
+        """The app's stores as the job configures them; None for a stateless app."""
+        from elasticity.api.stream import load_application
+        from elasticity.state import StorageConfig
+
+        descriptors = list(load_application(self.config.app_class, self.config.inputs).stores.values())
+        return (StorageConfig.of(self.config, descriptors), descriptors) if descriptors else None
+
+    def _move_state(self, old: Generation, old_cps: Mapping[TaskName, TaskCheckpoint], factor: int, model: JobModel,
+                    dry_run: bool) -> StateMove | None:
+        """Every store's entries to the new task of their key's bucket: see state/rescale.py."""
+        from elasticity.state.rescale import move_state
+
+        if self.storage is None:
+            return None
+        config, descriptors = self.storage
+        return move_state(config, descriptors, old.job_model, old.factor, old.number, old_cps, model, factor, dry_run)
+
+    def _migrate(self, old: Generation | None, old_cps: Mapping[TaskName, TaskCheckpoint], factor: int, model: JobModel) -> Migration:
+        return migrate(old.factor if old else 1, old_cps.values(), model, factor, self._new_ssp_offsets(old_cps, model, old is None))
+
+    @staticmethod
+    def _unchanged(old: Generation | None, factor: int, model: JobModel) -> bool:
+        return old is not None and old.factor == factor and old.job_model.tasks() == model.tasks()
+
+    def plan_rescale(self, factor: int | None = None) -> RescalePlan:
+        """What a rescale would do, computed from the current checkpoints (no lock, no write; the
+        stores' snapshots are read to count what each new task would receive)."""
+        t = time.perf_counter_ns()
+        old, factor, model = self._target(factor)
+        metrics = {"job-model-generation-ns": time.perf_counter_ns() - t}
+        if self._unchanged(old, factor, model):
+            return RescalePlan(old, model, factor, None, metrics=metrics)
+        old_cps = self.checkpoints(old) if old else {}
+        t = time.perf_counter_ns()
+        migration = self._migrate(old, old_cps, factor, model)
+        metrics["checkpoint-compute-ns"] = time.perf_counter_ns() - t
+        state = self._move_state(old, old_cps, factor, model, dry_run=True) if old else None
+        if state is not None:
+            metrics["state-move-ns"] = state.state_move_ns
+        return RescalePlan(old, model, factor, migration, state, metrics)
+
+    def rescale(
+        self, factor: int | None = None, owner: str | None = None, abandon_pending: bool = False, trigger: str | None = None,
+        origin: str = "manual",
+    ) -> RescalePlan:
+        """Move the job to `factor` (default: the current one, picking up new partitions) under the lease.
+
+        Either the whole new generation is written, or nothing: the store holds
+        the old or the new generation, never a mix. The stores' new snapshots are
+        uploaded first; the generation names them only once all are durable, and
+        a crash before leaves the old generation as it was (a rerun removes what
+        the crashed attempt uploaded).
+        """
+        owner = owner or default_owner()
+        held = self.store.lease(self.job)
+        already_ours = held is not None and held.owner == owner  # a batch that refreshes its model keeps its lease
+        self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
+        try:
+            faults.point("rescale.lease_acquired")
+            t = time.perf_counter_ns()
+            old, factor, model = self._target(factor)
+            metrics = {"job-model-generation-ns": time.perf_counter_ns() - t}
+            if old is not None and self.storage is not None:
+                from elasticity.state.rescale import clean_stale_moves
+
+                clean_stale_moves(self.storage[0], old.number)  # what a crashed move left
+            if self._unchanged(old, factor, model):
+                return RescalePlan(old, model, factor, None, metrics=metrics)
+            done: list[Migration] = []
+            moved_from = self.checkpoints(old) if old else {}
+            move = self._move_state(old, moved_from, factor, model, dry_run=False) if old else None
+
+            def compute(old_cps: dict[TaskName, TaskCheckpoint]) -> Mapping[TaskName, TaskCheckpoint]:
+                # from the checkpoints the transaction reads under the row lock
+                t = time.perf_counter_ns()
+                if move is not None and _committed_state(old_cps) != _committed_state(moved_from):
+                    raise StoreError(f"job {self.job!r}: a checkpoint was written while the state moved; nothing was changed, rerun the rescale")
+                done.append(self._migrate(old, old_cps, factor, model))
+                new = move.apply(done[-1].checkpoints) if move is not None else done[-1].checkpoints
+                metrics["checkpoint-compute-ns"] = time.perf_counter_ns() - t
+                return new
+
+            reason = f"rescale {old.factor} -> {factor}" if old else f"first generation at factor {factor}"
+            new = self._write_generation(old, factor, model, compute, owner, f"{reason} ({trigger or 'by ' + owner})", abandon_pending,
+                                         origin if old else "start")
+            if move is not None:
+                from elasticity.state.rescale import finish
+
+                faults.point("rescale.state.committed")
+                assert self.storage is not None
+                finish(self.storage[0], move)
+                metrics["state-move-ns"] = move.state_move_ns
+            self._record_rescale(old, new, metrics)
+            log.info("job %r: %s -> factor %d: %s", self.job, f"factor {old.factor}" if old else "new job", factor,
+                     " ".join(f"{k}={v}" for k, v in metrics.items()))
+            return RescalePlan(old, model, factor, done[-1], move, metrics)
+        finally:
+            if not already_ours:
+                self.store.release_lease(self.job, owner)
+
+    def _record_rescale(self, old: Generation | None, new: Generation, metrics: dict[str, int]) -> None:
+        """SEP-32's rescale metrics: job-model-generation-ns and checkpoint-compute-ns (and state-move-ns)."""
+        record_rescale(self.store, self.reporters, RescaleMetrics(
+            self.job, new.number, old.factor if old else None, new.factor, new.origin, len(new.job_model.tasks()),
+            metrics["job-model-generation-ns"], metrics["checkpoint-compute-ns"], metrics.get("state-move-ns")))
+
+    def _write_generation(
+        self, old: Generation | None, factor: int, model: JobModel,
+        compute: Callable[[dict[TaskName, TaskCheckpoint]], Mapping[TaskName, TaskCheckpoint]],
+        owner: str, reason: str, abandon_pending: bool = False, origin: str = "manual",
+    ) -> Generation:
+        """The next generation (the first when `old` is None); the caller holds the lease."""
+        return self.store.write_generation(
+            self.job, old.number if old else 0, factor, model, compute, owner, reason,
+            self.config.checkpoint_write_versions, self.config.checkpoint_read_versions,
+            self.config.live_checkpoint_max_age_ms, abandon_pending, origin,
+        )
+
+    def adopt(self, imported: Iterable[TaskCheckpoint], source: str, owner: str | None = None) -> RescalePlan:
+        """A new generation (the job's first, or the next one under the lease) that resumes from
+        checkpoints written elsewhere, e.g. by a Samza job.
+
+        The factor is the one the task names carry (`Partition 3` = 1, `Partition_3-1-4` = 4); every
+        task must be one of the job model at that factor and read only its own SSPs. Input
+        partitions the import does not cover start as new partitions do.
+        """
+        imported = {cp.task_name: cp for cp in imported}
+        if not imported:
+            raise StoreError(f"no checkpoints for job {self.job!r} in {source}")
+        factors = {parse_task_name(t).factor for t in imported}
+        if len(factors) != 1:
+            raise ConfigError(f"checkpoints in {source} mix elasticity factors {sorted(factors)}; expected one")
+        (factor,) = factors
+        owner = owner or default_owner()
+        self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
+        try:
+            old = self.current()
+            model = self._model(factor)
+            for cp in imported.values():
+                _check_owned(model, cp, f"factor {factor}")
+            migration = migrate(factor, imported.values(), model, factor, self._new_ssp_offsets(imported, model, old is None))
+            reason = f"imported from {source} at factor {factor} (by {owner})"
+            self._write_generation(old, factor, model, lambda _old: migration.checkpoints, owner, reason)
+            return RescalePlan(old, model, factor, migration)
+        finally:
+            self.store.release_lease(self.job, owner)
+
+    def initialize(self, owner: str | None = None) -> Generation:
+        """The current generation, creating the first one from the config if the job is new,
+        or a new one at the same factor when input partitions were added."""
+        current = self.current()
+        if current is None:
+            self.rescale(self.config.elasticity_factor, owner)
+        else:
+            counts = self.inputs.partition_counts(self.config.inputs)
+            known = {s.without_key_bucket() for t in current.job_model.tasks() for s in t.system_stream_partitions}
+            wanted = {SystemStreamPartition(ss.system, ss.stream, p) for ss, n in counts.items() for p in range(n)}
+            if wanted != known:
+                plan = self.rescale(current.factor, owner, trigger=f"new input partitions {sorted(map(str, wanted - known))}",
+                                    origin="partitions")
+                if plan.migration is not None and plan.migration.new_ssps:
+                    log.info("job %r: %s", self.job, plan.migration.describe_new_ssps())
+        current = self.current()
+        assert current is not None
+        return current
+
+    def replace_checkpoints(self, task_checkpoints: Iterable[TaskCheckpoint], owner: str | None = None) -> Generation:
+        """Overwrite checkpoints of the current generation (the job is created first when new)."""
+        owner = owner or default_owner()
+        generation = self.initialize(owner)
+        task_checkpoints = list(task_checkpoints)
+        for cp in task_checkpoints:
+            _check_owned(generation.job_model, cp, f"generation {generation.number} (factor {generation.factor})")
+        self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
+        try:
+            self.store.replace_checkpoints(self.job, generation.number, task_checkpoints, self.config.checkpoint_write_versions, owner)
+        finally:
+            self.store.release_lease(self.job, owner)
+        return generation
+
+
+def _committed_state(cps: Mapping[TaskName, TaskCheckpoint]) -> dict[TaskName, tuple]:
+    """What a state move read: offsets, watermarks and the state each checkpoint commits."""
+    return {t: (cp, cp.checkpoint_id, {f: dict(m) for f, m in cp.state_markers.items()}) for t, cp in cps.items()}
+
+
+def _check_owned(model: JobModel, cp: TaskCheckpoint, where: str) -> None:
+    """A checkpoint names a task of the model, and only SSPs that task reads."""
+    try:
+        owned = model.task(cp.task_name).system_stream_partitions
+    except KeyError:
+        raise ConfigError(f"task {cp.task_name.name!r} is not in {where}") from None
+    foreign = set(cp.offsets) - owned
+    if foreign:
+        raise ConfigError(f"task {cp.task_name.name!r} does not read {sorted(map(str, foreign))}")

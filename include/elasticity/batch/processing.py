@@ -1,0 +1,263 @@
+"""Process stage: the virtual-task slices of one container, run side by side.
+
+Runs inside a Spark Python worker (or anywhere): routed records in, sinks
+written, one summary row per virtual task out. Slices run on a thread pool
+(Samza's `job.container.thread.pool.size`), each strictly in (SSP, offset)
+order, which is how I/O-bound virtual tasks overlap without more containers.
+For a job with stores, the container's stores are restored first, operators
+reach them through `m.context.store(name)`, and the slices end with the
+synchronous snapshot; the summary rows carry each task's checkpoint id and
+state markers, while the upload goes on in the background (`state.worker`).
+Nothing here imports Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from elasticity.api.context import TaskContext
+from elasticity.api.executor import SliceExecutor
+from elasticity.api.stream import ApplicationDescriptor, Message, load_application
+from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, write_task_file
+from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskName
+from elasticity.jobmodel.object_mapper import ssp_to_key
+from elasticity.serializers import RecordSerdeError, deserialize, serialize
+from elasticity.state.table import SideInputBatch, SlotTables
+from elasticity.state.worker import BatchState, ContainerState, open_container
+
+ROUTED_DDL = (
+    "system string, stream string, partition int, offset long, key binary, value binary, timestamp long, "
+    "key_bucket int, task_name string, slot int"
+)
+SUMMARY_SCHEMA = pa.schema(
+    [
+        ("task_name", pa.string()),
+        ("records", pa.int64()),
+        ("processed", pa.int64()),
+        ("dead_lettered", pa.int64()),
+        ("outputs", pa.int64()),
+        ("process_ns", pa.int64()),
+        ("group_ns", pa.int64()),  # wall time of the whole group of virtual tasks this one ran in (one Python worker)
+        ("stopped", pa.string()),  # JSON {sspkb key: first offset not processed}, when the task stopped early
+        ("error", pa.string()),
+        ("checkpoint_id", pa.string()),  # of the task's state snapshot in this batch (stateful jobs)
+        ("state_markers", pa.string()),  # JSON CheckpointV2 state-checkpoint-markers of that snapshot
+        ("state_metrics", pa.string()),  # JSON {store: metrics of this batch, and where the store was restored from}
+    ]
+)
+SUMMARY_DDL = (
+    "task_name string, records long, processed long, dead_lettered long, outputs long, process_ns long, group_ns long, "
+    "stopped string, error string, checkpoint_id string, state_markers string, state_metrics string"
+)
+
+
+@dataclass(frozen=True)
+class ProcessContext:
+    """Everything a worker needs, shipped with the closure (plain values only)."""
+
+    job_name: str
+    batch_id: int
+    app_class: str
+    job_inputs: tuple[SystemStream, ...]
+    key_serdes: dict[str, str]  # system -> serde
+    msg_serdes: dict[str, str]
+    output_path: str
+    audit_path: str
+    dead_letter_path: str
+    output_bootstraps: dict[str, str]  # system -> bootstrap, for Kafka outputs
+    policy: str = "dlq"
+    max_concurrency: int = 1
+    callback_timeout_ms: int | None = None
+    thread_pool_size: int | None = None  # None: one thread per virtual task (at most 64); 0: one after another
+    state: BatchState | None = None  # a job with stores
+    tables: SideInputBatch | None = None  # a job with tables: their side inputs and this batch's read-up-to offsets
+
+
+_apps: dict[tuple[str | None, tuple[SystemStream, ...]], ApplicationDescriptor] = {}
+_apps_lock = threading.Lock()
+
+
+def _application(ctx: ProcessContext) -> ApplicationDescriptor:
+    key = (ctx.app_class, ctx.job_inputs)
+    with _apps_lock:
+        if key not in _apps:
+            _apps[key] = load_application(ctx.app_class, ctx.job_inputs)
+        return _apps[key]
+
+
+@dataclass
+class _Outputs:
+    """Kafka producers shared by the threads of one container."""
+
+    ctx: ProcessContext
+    producers: dict[str, Any] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def producer(self, system: str):
+        with self.lock:
+            if system not in self.producers:
+                from kafka import KafkaProducer
+
+                self.producers[system] = KafkaProducer(bootstrap_servers=self.ctx.output_bootstraps[system], acks="all", linger_ms=5)
+            return self.producers[system]
+
+    def flush(self) -> None:
+        for p in self.producers.values():
+            p.flush()
+            p.close()
+
+
+def process_partition(ctx: ProcessContext, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    batches = list(batches)
+    if not batches:
+        return
+    table = pa.Table.from_batches(batches)
+    if table.num_rows == 0:
+        return
+    start = time.perf_counter_ns()
+    table = table.take(pc.sort_indices(table, [("task_name", "ascending"), ("system", "ascending"), ("stream", "ascending"),
+                                               ("partition", "ascending"), ("offset", "ascending")]))
+    names = table.column("task_name").to_pylist()
+    bounds = [0] + [i for i in range(1, len(names)) if names[i] != names[i - 1]] + [len(names)]
+    slices = [(names[a], table.slice(a, b - a)) for a, b in zip(bounds, bounds[1:], strict=False)]
+    outputs = _Outputs(ctx)
+    slot = table.column("slot")[0].as_py() if ctx.state or ctx.tables else None
+    tables = SlotTables(ctx.tables, _application(ctx).tables, slot) if ctx.tables else None  # caught up before any slice
+    container = None
+    # Samza's job.container.thread.pool.size: 0 = no pool, the slices run one after another
+    pool = min(64, len(slices)) if ctx.thread_pool_size is None else ctx.thread_pool_size
+    try:
+        container = open_container(ctx.state, _application(ctx).stores.values(), slot) if ctx.state else None
+        if pool <= 1:
+            rows = [_run_slice(ctx, TaskName(n), t, outputs, container, tables) for n, t in slices]
+        else:
+            with ThreadPoolExecutor(pool, thread_name_prefix="vtask") as ex:
+                rows = list(ex.map(lambda nt: _run_slice(ctx, TaskName(nt[0]), nt[1], outputs, container, tables), slices))
+        if container is not None:
+            assert ctx.state is not None
+            markers = container.commit(ctx.state.checkpoint_id, [TaskName(r["task_name"]) for r in rows if not r["stopped"]])
+            for r in rows:
+                task = TaskName(r["task_name"])
+                if task in markers:
+                    r["checkpoint_id"], r["state_markers"] = str(ctx.state.checkpoint_id), json.dumps(markers[task], sort_keys=True)
+                r["state_metrics"] = json.dumps(container.report(task))
+    finally:
+        outputs.flush()
+        if container is not None:
+            container.release()
+        if tables is not None:
+            tables.close()
+    elapsed = time.perf_counter_ns() - start
+    yield pa.RecordBatch.from_pylist([{**r, "group_ns": elapsed} for r in rows], schema=SUMMARY_SCHEMA)
+
+
+def _run_slice(
+    ctx: ProcessContext, task: TaskName, table: pa.Table, outputs: _Outputs, container: ContainerState | None, tables: SlotTables | None,
+) -> dict[str, Any]:
+    rows = table.to_pylist()
+    context = TaskContext(task, partial(container.store, task) if container else None, tables.table if tables else None)
+    messages, failed = [], {}
+    for i, r in enumerate(rows):
+        ssp = SystemStreamPartition(r["system"], r["stream"], r["partition"])
+        try:
+            key = deserialize(ctx.key_serdes.get(r["system"], "string"), r["key"], "key")
+            value = deserialize(ctx.msg_serdes.get(r["system"], "json"), r["value"], "value")
+        except RecordSerdeError as e:
+            key, value, failed[i] = None, None, f"deserialize: {e}"
+        messages.append(Message(key, value, ssp, r["offset"], r["timestamp"], context))
+
+    app = _application(ctx)
+    result = SliceExecutor(app, ctx.max_concurrency, ctx.callback_timeout_ms, ctx.policy).run(messages, failed)
+    stop = result.stopped_at
+    # a stopped task with stores keeps nothing of the batch: its stores saw records past the stop
+    # (operator at a time), and only its last checkpoint's state is consistent with its offsets
+    end = len(rows) if stop is None else 0 if container else stop
+
+    def source(i: int) -> tuple[str, str, int, int]:
+        """The input record an output comes from; for a closed window, the last record folded into it."""
+        if i < len(rows):
+            return rows[i]["system"], rows[i]["stream"], rows[i]["partition"], rows[i]["offset"]
+        return result.timers[i].source
+
+    output_count = 0
+    for out in app.outputs.values():
+        # closed windows (indices past the slice) come out only when the whole slice is kept
+        produced = [p for p in result.outputs.get(out, []) if p[0] < end or (stop is None and p[0] >= len(rows))]
+        output_count += len(produced)
+        serde = ctx.msg_serdes.get(out.system, "json")
+        if out.kind == "parquet":
+            table_out = pa.table(
+                {
+                    "key": [serialize("string", k) if not isinstance(k, bytes) else k for _, k, _ in produced],
+                    "value": [serialize("json", v) for _, _, v in produced],
+                    "task_name": [task.name] * len(produced),
+                    "batch_id": [ctx.batch_id] * len(produced),
+                    "seq": list(range(len(produced))),
+                    "source_partition": [source(i)[2] for i, _, _ in produced],
+                    "source_offset": [source(i)[3] for i, _, _ in produced],
+                },
+                schema=OUTPUT_SCHEMA,
+            )
+            write_task_file(f"{ctx.output_path.rstrip('/')}/{out.name}", ctx.batch_id, task, table_out)
+        else:
+            producer = outputs.producer(out.system)
+            key_serde = ctx.key_serdes.get(out.system, "string")
+            for _, k, v in produced:
+                producer.send(out.name, key=serialize(key_serde, k), value=serialize(serde, v))
+
+    audit = [
+        {"system": r["system"], "stream": r["stream"], "partition": r["partition"], "offset": r["offset"], "key": r["key"],
+         "task_name": task.name, "batch_id": ctx.batch_id, "seq": i, "status": "dead_letter" if i in result.failures else "processed"}
+        for i, r in enumerate(rows[:end])
+    ]
+    write_task_file(ctx.audit_path, ctx.batch_id, task, pa.Table.from_pylist(audit, schema=AUDIT_SCHEMA))
+    dead = [
+        {"system": rows[i]["system"], "stream": rows[i]["stream"], "partition": rows[i]["partition"], "offset": rows[i]["offset"],
+         "key": rows[i]["key"], "value": rows[i]["value"], "task_name": task.name, "batch_id": ctx.batch_id, "error": err}
+        for i, err in sorted(result.failures.items())
+        if i < end
+    ]
+    dead += [  # late for a window: dropped by that window only, the record itself was processed
+        {"system": rows[i]["system"], "stream": rows[i]["stream"], "partition": rows[i]["partition"], "offset": rows[i]["offset"],
+         "key": rows[i]["key"], "value": rows[i]["value"], "task_name": task.name, "batch_id": ctx.batch_id, "error": reason}
+        for i, reasons in sorted(result.late.items()) if i < end for reason in reasons
+    ]
+    if stop is None:  # a closed window that failed downstream: its last record's coordinates, the window as the value
+        for i, err in sorted(result.failures.items()):
+            if i >= len(rows):
+                system, stream, partition, offset = result.timers[i].source
+                pane = result.timers[i].pane
+                dead.append({"system": system, "stream": stream, "partition": partition, "offset": offset,
+                             "key": serialize("string", pane.key) if not isinstance(pane.key, bytes) else pane.key,
+                             "value": serialize("json", pane.as_dict()), "task_name": task.name, "batch_id": ctx.batch_id, "error": err})
+    if dead:
+        write_task_file(ctx.dead_letter_path, ctx.batch_id, task, pa.Table.from_pylist(dead, schema=DEAD_LETTER_SCHEMA))
+
+    stopped: dict[str, int] = {}
+    error = None
+    if stop is not None:
+        at = f"{rows[stop]['stream']}-{rows[stop]['partition']}@{rows[stop]['offset']}" if stop < len(rows) else "a closed window"
+        error = f"{task.name} stopped at {at}: {result.failures[stop]}"
+        for r in rows[end:]:
+            sspkb = SystemStreamPartition(r["system"], r["stream"], r["partition"], r["key_bucket"])
+            stopped.setdefault(ssp_to_key(sspkb), r["offset"])
+    return {
+        "task_name": task.name,
+        "records": len(rows),
+        "processed": end - sum(1 for i in result.failures if i < end),  # late records count: other branches processed them
+        "dead_lettered": len(dead),
+        "outputs": output_count,
+        "process_ns": result.process_ns,
+        "stopped": json.dumps(stopped) if stopped else None,
+        "error": error,
+    }

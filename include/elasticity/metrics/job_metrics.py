@@ -1,0 +1,86 @@
+"""SEP-32's metrics as a batch and a rescale report them: Samza's names, ns units.
+
+A batch's figures travel in its summary (the store's batch table); a rescale's
+(`job-model-generation-ns`, `checkpoint-compute-ns`: the seed puts them at a
+task scale-up or scale-down) go to the store's rescale table. Both also go to
+the job's reporters (elasticity.metrics.reporters) as StatsD gauges and counters.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from elasticity.checkpoint.store import CheckpointStore
+from elasticity.metrics.reporters import Metric, Reporters, metric_name
+from elasticity.metrics.summary import BatchSummary
+
+log = logging.getLogger(__name__)
+
+BATCH_GAUGES = ("keyhash-compute-ns", "process-ns-per-message", "total-input-consumption-ns", "commit-ns", "task-count")
+
+
+def batch_metrics(summary: BatchSummary) -> list[Metric]:
+    """A committed batch: job-level gauges, counters of records, and per virtual task its
+    `process-ns` (the slice), records and `process-ns-per-message`."""
+    job, m = summary.job, summary.metrics
+    out = [Metric(metric_name(job, k), m[k]) for k in BATCH_GAUGES if isinstance(m.get(k), int)]
+    out += [
+        Metric(metric_name(job, "lag"), summary.lag_left),
+        Metric(metric_name(job, "records-read"), summary.records_read, "c"),
+        Metric(metric_name(job, "processed"), summary.processed, "c"),
+        Metric(metric_name(job, "dead-lettered"), summary.dead_lettered, "c"),
+    ]
+    records = m.get("records", {})
+    for task, ns in sorted(m.get("process-ns", {}).items()):
+        n = records.get(task, 0)
+        out += [Metric(metric_name(job, "task", task, "process-ns"), ns), Metric(metric_name(job, "task", task, "records"), n, "c")]
+        if n:
+            out.append(Metric(metric_name(job, "task", task, "process-ns-per-message"), round(ns / n)))
+    return out
+
+
+def per_message_ns(total_ns: int, messages: int) -> int:
+    """A per-message figure from a total over `messages` (0 when there were none)."""
+    return round(total_ns / messages) if messages else 0
+
+
+@dataclass(frozen=True)
+class RescaleMetrics:
+    """What one rescale (or a job's first generation) cost, as SEP-32 names it."""
+
+    job: str
+    generation: int
+    old_factor: int | None  # None: the job's first generation
+    factor: int
+    origin: str
+    task_count: int
+    job_model_generation_ns: int  # the current generation and partition counts read, the new JobModel built
+    checkpoint_compute_ns: int  # the new generation's checkpoints computed from the old ones (migration)
+    state_move_ns: int | None = None  # a stateful job's stores moved to the new virtual tasks (state.rescale)
+
+    def to_json(self) -> str:
+        return json.dumps({k.replace("_", "-"): v for k, v in asdict(self).items()})
+
+    def metrics(self) -> list[Metric]:
+        return [
+            Metric(metric_name(self.job, "job-model-generation-ns"), self.job_model_generation_ns),
+            Metric(metric_name(self.job, "checkpoint-compute-ns"), self.checkpoint_compute_ns),
+            *([Metric(metric_name(self.job, "state-move-ns"), self.state_move_ns)] if self.state_move_ns is not None else []),
+            Metric(metric_name(self.job, "task-count"), self.task_count),
+            Metric(metric_name(self.job, "factor"), self.factor),
+            Metric(metric_name(self.job, "rescales"), 1, "c"),
+        ]
+
+
+def record_rescale(store: CheckpointStore, reporters: Reporters, m: RescaleMetrics) -> None:
+    """Into the store's rescale table and out to the reporters; the rescale already
+    committed, so a failure here is logged, never raised."""
+    try:
+        store.record_rescale_metrics(m.job, m.generation, m.to_json())
+    except SQLAlchemyError as e:
+        log.warning("job %r: rescale metrics of generation %d not stored: %s", m.job, m.generation, e)
+    reporters.report(m.metrics())

@@ -1,0 +1,87 @@
+"""The `state` check's facts: for every key of every store, the committed value
+beside the value the app's `state_reference` recomputes from the processed
+input below the current checkpoints.
+
+The committed values are restored from the markers of the current checkpoints
+(the first restore factory with a marker, as a task would) into a temporary
+folder, read-only: no Spark, never the job's own folders, and no changelog
+trimming (that is the job's to do). The input is every record the committed
+batches audited as processed, re-read from Kafka and decoded as the job does.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from elasticity.api.stream import ApplicationDescriptor, Message
+from elasticity.checkpoint.model import TaskCheckpoint, state_of
+from elasticity.checkpoint.store import Generation
+from elasticity.config import JobConfig
+from elasticity.jobmodel.model import SystemStreamPartition, TaskName
+from elasticity.serializers import deserialize
+from elasticity.state.container import ContainerStorageManager
+from elasticity.state.rocksdb import open_db
+from elasticity.state.store_config import StorageConfig
+
+COLUMNS = ["store", "key", "stored", "expected", "matches", "record"]
+
+
+def committed_state(
+    config: JobConfig, app: ApplicationDescriptor, generation: Generation, cps: dict[TaskName, TaskCheckpoint],
+) -> dict[str, dict[Any, Any]]:
+    """store -> key -> value, as the current checkpoints commit them."""
+    descriptors = list(app.stores.values())
+    tasks = generation.job_model.tasks()
+    out: dict[str, dict[Any, Any]] = {d.name: {} for d in descriptors}
+    with tempfile.TemporaryDirectory(prefix="elasticity-state-check-") as tmp:
+        storage = replace(StorageConfig.of(config, descriptors), state_dir=Path(tmp))
+        csm = ContainerStorageManager(storage, descriptors, tasks, len(tasks))
+        try:
+            for task, stores in csm.tasks.items():
+                cp = state_of(cps[task]) if task in cps else None
+                for name, ts in stores.items():
+                    markers = {f: m[name] for f, m in (cp.state_checkpoint_markers if cp else {}).items() if name in m}
+                    factory = next((f for f in ts.context.config.restore_factories if f in markers), None)
+                    if factory is None:
+                        continue  # nothing committed for this store yet
+                    folder = ts.dirs.root / "check"
+                    ts.backends[factory].restore(markers[factory], folder)
+                    db = open_db(folder)
+                    try:
+                        d = app.stores[name]
+                        out[name].update((d.key_from(k), d.value_from(v)) for k, v in db.items())
+                    finally:
+                        db.close()
+        finally:
+            csm.close()
+    return out
+
+
+def processed_messages(config: JobConfig, audit: pd.DataFrame, records: pd.DataFrame) -> list[Message]:
+    """The audited-as-processed input records, decoded, in (ssp, offset) order."""
+    done = audit[audit["status"] == "processed"][["system", "stream", "partition", "offset"]]
+    rows = records.merge(done, on=["system", "stream", "partition", "offset"]).sort_values(["system", "stream", "partition", "offset"])
+    out = []
+    for r in rows.itertuples(index=False):
+        key = deserialize(config.serde(r.system, "key"), r.key, "key")
+        value = deserialize(config.serde(r.system, "msg"), r.value, "value")
+        out.append(Message(key, value, SystemStreamPartition(r.system, r.stream, int(r.partition)), int(r.offset), int(r.timestamp)))
+    return out
+
+
+def state_table(stored: dict[str, dict[Any, Any]], expected: dict[str, dict[Any, Any]]) -> pd.DataFrame:
+    """One row per (store, key) found in either; `matches` is what the check expects True."""
+    rows = []
+    for store in sorted(expected):
+        have, want = stored.get(store, {}), expected[store]
+        for key in sorted(set(have) | set(want), key=repr):
+            s, e = have.get(key), want.get(key)
+            rows.append({"store": store, "key": repr(key), "stored": json.dumps(s, sort_keys=True), "expected": json.dumps(e, sort_keys=True),
+                         "matches": s == e, "record": f"store {store} key={key!r}: stored {s!r}, recomputed {e!r}"})
+    return pd.DataFrame(rows, columns=COLUMNS)

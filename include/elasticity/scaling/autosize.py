@@ -1,0 +1,116 @@
+"""Choosing the elasticity factor: a time schedule, and an autosizer (SEP-32 asks
+for an interface an autosizing controller can drive). Both are pure functions of
+their inputs, applied through the ordinary rescale path."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from croniter import croniter
+
+from elasticity.checkpoint.store import Generation
+
+
+@dataclass(frozen=True)
+class ScheduleRule:
+    cron: str
+    factor: int
+
+
+def parse_schedule(text: str) -> tuple[ScheduleRule, ...]:
+    """`<cron> -> <factor>; ...`, e.g. `0 8 * * * -> 8; 0 20 * * * -> 2` (8 by day, 2 by night)."""
+    rules = []
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        cron, sep, factor = part.rpartition("->")
+        if not sep or not croniter.is_valid(cron.strip()) or not factor.strip().isdigit() or int(factor) < 1:
+            raise ValueError(f"schedule rule {part!r}: expected '<cron expression> -> <factor>'")
+        rules.append(ScheduleRule(cron.strip(), int(factor)))
+    if not rules:
+        raise ValueError("a schedule needs at least one '<cron> -> <factor>' rule")
+    return tuple(rules)
+
+
+def scheduled_factor(rules: Sequence[ScheduleRule], now: datetime) -> int:
+    """The factor of the rule that fired last before `now`."""
+    return max(rules, key=lambda r: croniter(r.cron, now).get_prev(datetime)).factor
+
+
+@dataclass(frozen=True)
+class BatchSample:
+    """What the autosizer reads from a committed batch's metrics."""
+
+    at_ms: int
+    factor: int
+    records: int
+    process_s: float
+    lag: int  # offsets left after the batch
+
+
+@dataclass(frozen=True)
+class AutosizePolicy:
+    min_factor: int = 1
+    max_factor: int = 16
+    cooldown_ms: int = 600_000
+    target_lag_s: float = 60.0  # drain the backlog within this
+    headroom: float = 1.25
+    scale_down_below: float = 0.6  # scale down only when the need falls well below the factor (no flapping)
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    factor: int
+    reason: str
+
+
+def recommend(samples: Sequence[BatchSample], current: int, last_change_ms: int, now_ms: int, policy: AutosizePolicy) -> Recommendation:
+    """Throughput grows about linearly with the factor (virtual tasks are I/O-bound):
+    the factor needed = (input rate + backlog / target) / (throughput per unit of factor)."""
+    def clamp(f: int) -> int:
+        return max(policy.min_factor, min(policy.max_factor, f))
+
+    if not policy.min_factor <= current <= policy.max_factor:
+        return Recommendation(clamp(current), f"factor {current} is outside [{policy.min_factor}, {policy.max_factor}]")
+    if now_ms - last_change_ms < policy.cooldown_ms:
+        return Recommendation(current, f"cool-down: last change {(now_ms - last_change_ms) / 1000:.0f}s ago")
+    recent = [s for s in samples if s.factor == current][-6:]
+    if len(recent) < 2 or sum(s.process_s for s in recent) <= 0:
+        return Recommendation(current, "not enough batches at this factor yet")
+    per_factor = sum(s.records for s in recent) / sum(s.process_s for s in recent) / current
+    if per_factor <= 0:
+        return Recommendation(current, "no records processed at this factor yet")
+    span_s = max((recent[-1].at_ms - recent[0].at_ms) / 1000, 1e-3)
+    input_rate = max(0.0, (sum(s.records for s in recent[1:]) + recent[-1].lag - recent[0].lag) / span_s)
+    need = (input_rate + recent[-1].lag / policy.target_lag_s) * policy.headroom / per_factor
+    growing = recent[-1].lag > recent[0].lag
+    if need > current and (growing or recent[-1].lag > 0):
+        target = clamp(math.ceil(need))
+        if target > current:
+            return Recommendation(target, f"lag {recent[0].lag} -> {recent[-1].lag}: need factor {need:.1f}")
+    if recent[-1].lag == 0 and need < current * policy.scale_down_below:
+        target = clamp(max(1, math.ceil(need)))
+        if target < current:
+            return Recommendation(target, f"idle: need factor {need:.1f} of {current}")
+    return Recommendation(current, f"need factor {need:.1f}: holding")
+
+
+@dataclass(frozen=True)
+class ManualHold:
+    """A person's rescale holds against the schedule and the autosizer until `until_ms`."""
+
+    factor: int
+    generation: int
+    until_ms: int
+    reason: str
+
+
+def manual_hold(generations: Sequence[Generation], hold_ms: int, now_ms: int) -> ManualHold | None:
+    """The hold of the latest manual rescale, unless it has expired; a later manual rescale replaces an earlier one."""
+    manual = [g for g in generations if g.origin == "manual"]
+    if not manual or hold_ms <= 0:
+        return None
+    last = max(manual, key=lambda g: g.number)
+    until = last.created_ms + hold_ms
+    return ManualHold(last.factor, last.number, until, last.reason) if now_ms < until else None

@@ -1,0 +1,105 @@
+"""A blob store over any pyarrow or fsspec URI: a local folder, `s3://bucket/prefix`
+(pyarrow's S3 client; `?endpoint_override=host:port&scheme=http` for an
+S3-compatible server), or any scheme fsspec knows. Blob ids are paths under the root.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import zlib
+from pathlib import Path
+
+from pyarrow import fs
+
+FAILED = ".failed"  # beside a blob an upload promised and could not write: `<blob id>.failed` holds the error
+
+
+class BlobNotFound(FileNotFoundError):
+    pass
+
+
+class UploadFailed(OSError):
+    pass
+
+
+class BlobStoreManager:
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        if "://" not in uri:
+            Path(uri).mkdir(parents=True, exist_ok=True)
+            self.fs, self.root = fs.LocalFileSystem(), str(Path(uri).resolve())
+        else:
+            try:
+                self.fs, self.root = fs.FileSystem.from_uri(uri)
+            except (ValueError, OSError, fs.ArrowNotImplementedError):  # a scheme pyarrow lacks: through fsspec
+                import fsspec
+
+                fsspec_fs, self.root = fsspec.core.url_to_fs(uri)
+                self.fs = fs.PyFileSystem(fs.FSSpecHandler(fsspec_fs))
+        self.root = self.root.rstrip("/")
+
+    def _path(self, blob_id: str) -> str:
+        return f"{self.root}/{blob_id}"
+
+    def put_file(self, local: Path, blob_id: str) -> int:
+        """Upload a file; returns its CRC-32."""
+        crc = 0
+        self._parent(blob_id)
+        with open(local, "rb") as src, self.fs.open_output_stream(self._path(blob_id)) as out:
+            while chunk := src.read(4 << 20):
+                crc = zlib.crc32(chunk, crc)
+                out.write(chunk)
+        return crc
+
+    def get_file(self, blob_id: str, local: Path) -> int:
+        """Download a blob to a file; returns its CRC-32."""
+        crc = 0
+        try:
+            with self.fs.open_input_stream(self._path(blob_id)) as src, open(local, "wb") as out:
+                while chunk := src.read(4 << 20):
+                    crc = zlib.crc32(chunk, crc)
+                    out.write(chunk)
+        except FileNotFoundError as e:
+            raise BlobNotFound(f"blob {blob_id!r} not found in {self.uri}") from e
+        return crc
+
+    def put_bytes(self, blob_id: str, data: bytes) -> None:
+        self._parent(blob_id)
+        with self.fs.open_output_stream(self._path(blob_id)) as out:
+            out.write(data)
+
+    def get_bytes(self, blob_id: str) -> bytes:
+        try:
+            with self.fs.open_input_stream(self._path(blob_id)) as src:
+                return src.read()
+        except FileNotFoundError as e:
+            raise BlobNotFound(f"blob {blob_id!r} not found in {self.uri}") from e
+
+    def exists(self, blob_id: str) -> bool:
+        return self.fs.get_file_info(self._path(blob_id)).type == fs.FileType.File
+
+    def await_blob(self, blob_id: str, timeout_s: float) -> None:
+        """Until a blob another process promised exists; its `.failed` sibling or the timeout raise."""
+        deadline, pause = time.monotonic() + timeout_s, 0.01
+        while not self.exists(blob_id):
+            if self.exists(blob_id + FAILED):
+                raise UploadFailed(f"upload of blob {blob_id!r} failed: {self.get_bytes(blob_id + FAILED).decode(errors='replace')}")
+            if time.monotonic() >= deadline:
+                raise BlobNotFound(f"blob {blob_id!r} not in {self.uri} after {timeout_s:g} s")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
+
+    def delete(self, blob_id: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.delete_file(self._path(blob_id))
+
+    def list(self, prefix: str) -> list[str]:
+        """Blob ids under a folder-like prefix (files only)."""
+        selector = fs.FileSelector(self._path(prefix.rstrip("/")), recursive=True, allow_not_found=True)
+        start = len(self.root) + 1
+        return sorted(i.path[start:] for i in self.fs.get_file_info(selector) if i.type == fs.FileType.File)
+
+    def _parent(self, blob_id: str) -> None:
+        if isinstance(self.fs, fs.LocalFileSystem):  # object stores have no folders to create
+            self.fs.create_dir(self._path(blob_id).rsplit("/", 1)[0], recursive=True)

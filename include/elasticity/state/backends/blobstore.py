@@ -1,0 +1,164 @@
+"""Blob-store state backend (Samza's BlobStoreStateBackendFactory): incremental
+snapshots of a store's RocksDB checkpoint.
+
+Upload sends only the files that the previous snapshot lacks (an SST file with
+the same name and size is the same immutable file; the small CURRENT, MANIFEST
+and OPTIONS files go every time), then a SnapshotIndex blob; the marker is the index's
+blob id, chosen in the synchronous snapshot so that the checkpoint can name it
+before the upload ends (the driver waits for the index: it is written last).
+Every blob name starts with its snapshot's checkpoint id. Everything of a
+(virtual task, store) lives under one prefix, so after a checkpoint is written
+`cleanup` keeps the blobs of the last `stores.<s>.blob.retain` snapshots and of
+snapshots newer than the committed one (uploads whose commit may still come,
+from any process), and deletes the rest: older snapshots and whatever failed
+or crashed uploads left (Samza expires those with a TTL).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from urllib.parse import quote
+
+from elasticity import faults
+from elasticity.checkpoint.model import CheckpointId
+from elasticity.config import BLOB_STORE_FACTORY
+from elasticity.jobmodel.model import TaskName
+from elasticity.state.backends import StateBackend, StoreContext
+from elasticity.state.backends.blob_manager import BlobStoreManager, UploadFailed
+from elasticity.state.backends.snapshot_index import FileBlob, FileIndex, SnapshotIndex, SnapshotMetadata
+from elasticity.state.rocksdb import snapshot_files
+
+log = logging.getLogger(__name__)
+
+
+class ChecksumMismatch(OSError):
+    pass
+
+
+def job_prefix(job_name: str, job_id: str) -> str:
+    """Where every blob of a job lives."""
+    return f"{quote(job_name, safe='-_.')}-{quote(job_id, safe='-_.')}/"
+
+
+def store_prefix(job_name: str, job_id: str, task: TaskName, store: str) -> str:
+    """Where every blob of one (virtual task, store) lives."""
+    return f"{job_prefix(job_name, job_id)}{quote(task.name, safe='-_.')}/{store}/"
+
+
+def checkpoint_of(blob_id: str) -> CheckpointId | None:
+    """The checkpoint id a blob name starts with (None: a name of another form)."""
+    millis, _, rest = blob_id.rsplit("/", 1)[-1].partition("-")
+    nano = rest.partition("-")[0].partition(".")[0]
+    return CheckpointId(int(millis), int(nano)) if millis.isdigit() and nano.isdigit() else None
+
+
+class BlobStoreStateBackend(StateBackend):
+    factory = BLOB_STORE_FACTORY
+
+    def __init__(self, context: StoreContext, blobs: BlobStoreManager, wait_s: float = 0) -> None:
+        """`wait_s`: how long to wait for an index another upload promised (task.commit.timeout.ms)."""
+        super().__init__(context)
+        self.blobs = blobs
+        self.wait_s = wait_s
+        self.prefix = store_prefix(context.job_name, context.job_id, context.task, context.name)
+        self.previous: tuple[str, SnapshotIndex] | None = None  # the base of the next incremental upload
+        self._base: str | None = None  # its marker, read at the next upload (it may still be uploading elsewhere)
+
+    def read_index(self, blob_id: str, wait: bool = True) -> SnapshotIndex:
+        if wait and self.wait_s:
+            self.blobs.await_blob(blob_id, self.wait_s)
+        return SnapshotIndex.from_json(self.blobs.get_bytes(blob_id).decode())
+
+    def init(self, marker: str | None, store) -> None:
+        self.previous, self._base = None, marker
+
+    def snapshot(self, store, checkpoint_id: CheckpointId) -> str:
+        """The index's blob id, known before the upload writes it."""
+        return f"{self.prefix}index/{checkpoint_id}-{uuid.uuid4().hex[:8]}.json"
+
+    def _previous(self) -> tuple[str, SnapshotIndex] | None:
+        if self._base is not None:
+            base, self._base = self._base, None
+            try:
+                self.previous = (base, self.read_index(base))
+            except (FileNotFoundError, UploadFailed) as e:  # the base never became durable: upload everything
+                log.warning("store %r of task %r: no base snapshot (%s); uploading every file", self.context.name, self.context.task.name, e)
+        return self.previous
+
+    def upload(self, checkpoint_id: CheckpointId, folder: Path, pending: str | None) -> str:
+        previous = self._previous()
+        known = {f.file_name: f for f in previous[1].files_present} if previous else {}
+        present, uploaded = [], 0
+        for path in snapshot_files(folder):
+            st = path.stat()
+            old = known.get(path.name)
+            if old is not None and path.suffix == ".sst" and old.same_file(path.name, st.st_size):  # others are rewritten in place
+                present.append(old)
+                continue
+            blob_id = f"{self.prefix}files/{checkpoint_id}-{uuid.uuid4().hex}-{path.name}"
+            crc = self.blobs.put_file(path, blob_id)
+            faults.point("state.blob.file_uploaded")
+            uploaded += st.st_size
+            present.append(FileIndex(path.name, (FileBlob(blob_id),), st.st_size, int(st.st_mtime * 1000), crc))
+        names = {f.file_name for f in present}
+        c = self.context
+        index = SnapshotIndex(
+            int(time.time() * 1000),
+            SnapshotMetadata(checkpoint_id, c.job_name, c.job_id, c.task.name, c.name),
+            tuple(present),
+            tuple(f for n, f in sorted(known.items()) if n not in names),
+            previous[0] if previous else None,
+        )
+        index_id = pending or self.snapshot(None, checkpoint_id)
+        data = index.to_json().encode()
+        self.blobs.put_bytes(index_id, data)
+        faults.point("state.blob.index_uploaded")
+        self.previous = (index_id, index)
+        self.bytes_uploaded = uploaded + len(data)
+        return index_id
+
+    def cleanup(self, marker: str) -> None:
+        """Keep the snapshots chained from the committed one, up to the retention, and the blobs of newer
+        snapshots; delete every other blob."""
+        committed = checkpoint_of(marker)
+        keep: set[str] = set()
+        blob_id: str | None = marker
+        for _ in range(self.context.config.blob_retain):
+            if blob_id is None:
+                break
+            try:
+                index = self.read_index(blob_id, wait=False)
+            except FileNotFoundError:
+                break
+            keep |= index.blob_ids() | {blob_id}
+            blob_id = index.prev_snapshot_index_blob_id
+        for found in self.blobs.list(self.prefix):
+            cp = checkpoint_of(found)
+            if found not in keep and not (committed is not None and cp is not None and cp > committed):
+                self.blobs.delete(found)
+                faults.point("state.blob.deleted")
+
+    def restore(self, marker: str | None, folder: Path) -> str | None:
+        if marker is None:
+            raise ValueError(f"store {self.context.name!r}: the blob store restores only from a snapshot index")
+        index = self.read_index(marker)
+        folder.mkdir(parents=True)
+        for f in index.files_present:
+            crc = self.blobs.get_file(f.blobs[0].blob_id, folder / f.file_name)
+            if crc != f.checksum:
+                raise ChecksumMismatch(f"store {self.context.name!r}: {f.file_name} from {f.blobs[0].blob_id} has a bad checksum")
+        return marker
+
+
+def await_durable(blobs: BlobStoreManager, markers: Iterable[Mapping[str, Mapping[str, str]]], timeout_s: float) -> None:
+    """The driver's side of the async upload: return once every blob-store marker's index exists
+    (it is written last); a failed upload's `.failed` blob or the timeout raise. Changelog markers
+    are durable once the synchronous snapshot has flushed them."""
+    deadline = time.monotonic() + timeout_s
+    for m in markers:
+        for index in m.get(BLOB_STORE_FACTORY, {}).values():
+            blobs.await_blob(index, max(0.0, deadline - time.monotonic()))

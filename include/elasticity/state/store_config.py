@@ -1,0 +1,103 @@
+"""The `stores.*` and state keys of a job, resolved per store.
+
+Values were validated by `elasticity.config` (the single validation place);
+this module applies Samza's precedence: a store's own list beats the job-level
+one, the restore list defaults to the backup list, and the backup list to the
+Kafka changelog when the store has one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from elasticity.api.descriptors import StoreDescriptor
+from elasticity.config import KAFKA_CHANGELOG_FACTORY, KEYS, ConfigError, JobConfig, parse_factories
+from elasticity.jobmodel.model import SystemStream
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    name: str
+    backup_factories: tuple[str, ...]
+    restore_factories: tuple[str, ...]
+    changelog: SystemStream | None
+    changelog_bootstrap: str | None
+    blob_retain: int = 2
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    job_name: str
+    job_id: str
+    state_dir: Path
+    blob_uri: str
+    stores: tuple[StoreConfig, ...]
+    transactional: bool = True
+    commit_pool_size: int | None = None
+    restore_pool_size: int = 2
+    commit_timeout_ms: int = 1_800_000  # how long a reader waits for a snapshot another process is uploading
+
+    def store(self, name: str) -> StoreConfig:
+        for s in self.stores:
+            if s.name == name:
+                return s
+        raise KeyError(f"no store {name!r} (declared: {sorted(s.name for s in self.stores)})")
+
+    @classmethod
+    def of(cls, config: JobConfig, descriptors: Sequence[StoreDescriptor]) -> StorageConfig:
+        """The stores an app declares, configured by the job; a key naming an undeclared store fails."""
+        from elasticity.kafka.admin import resolve_bootstrap
+
+        raw = config.raw_map
+        declared = {d.name for d in descriptors}
+        # markers live in CheckpointV2 only: a V1 read first would restore every store empty
+        for key, versions, ok in (("task.checkpoint.read.versions", config.checkpoint_read_versions, config.checkpoint_read_versions[:1] == (2,)),
+                                  ("task.checkpoint.write.versions", config.checkpoint_write_versions, 2 in config.checkpoint_write_versions)):
+            if declared and not ok:
+                raise ConfigError(
+                    f"{key}={','.join(map(str, versions))}: the app declares stores {sorted(declared)}, whose state markers "
+                    f"live in CheckpointV2 only; {'list 2 first' if 'read' in key else 'include 2'} (e.g. 2,1)"
+                )
+        job_level = {k.name for k in KEYS if k.name.startswith("stores.") and "<" not in k.name}
+        for key in raw:
+            parts = key.split(".")
+            if parts[0] == "stores" and key not in job_level and parts[1] not in declared and parts[2:4] != ["side", "inputs"]:  # tables: state.table
+                raise ConfigError(f"{key}: the app declares no store {parts[1]!r} (it declares {sorted(declared)})")
+
+        def first(*names: str) -> tuple[str, ...] | None:
+            return next((parse_factories(raw[n]) for n in names if n in raw), None)
+
+        stores = []
+        for d in descriptors:
+            pre = f"stores.{d.name}."
+            changelog = SystemStream.parse(raw[pre + "changelog"]) if pre + "changelog" in raw else None
+            backup = first(pre + "backup.factories", "stores.backup.factories")
+            if backup is None:
+                backup = (KAFKA_CHANGELOG_FACTORY,) if changelog else ()
+            restore = first(pre + "restore.factories", pre + "restore.factory", "stores.restore.factories") or backup
+            if KAFKA_CHANGELOG_FACTORY in backup + restore and changelog is None:
+                raise ConfigError(f"{pre}changelog is required: store {d.name!r} uses the Kafka changelog backend; expected system.stream")
+            bootstrap = resolve_bootstrap(config, changelog.system) if changelog else None
+            stores.append(StoreConfig(d.name, backup, restore, changelog, bootstrap, int(raw.get(pre + "blob.retain", 2))))
+        home = Path(os.environ.get("ELASTICITY_HOME", ".elasticity")).resolve() / config.job_name
+        pool = raw.get("job.container.commit.thread.pool.size")
+        return cls(
+            job_name=config.job_name,
+            job_id=config.job_id,
+            state_dir=state_dir(config),
+            blob_uri=raw.get("blob.store.uri") or str(home / "blobs"),
+            stores=tuple(stores),
+            transactional=raw.get("task.transactional.state.checkpoint.enabled", "true").strip() == "true",
+            commit_pool_size=int(pool) if pool else None,
+            restore_pool_size=int(raw.get("job.container.restore.thread.pool.size", 2)),
+            commit_timeout_ms=config.commit_timeout_ms,
+        )
+
+
+def state_dir(config: JobConfig) -> Path:
+    """`job.state.dir`, default `$ELASTICITY_HOME/<job>/state`: the stores' and the tables' local folders."""
+    home = Path(os.environ.get("ELASTICITY_HOME", ".elasticity")).resolve() / config.job_name
+    return Path(config.raw_map.get("job.state.dir") or home / "state")

@@ -1,0 +1,173 @@
+"""What the job page shows, gathered once per request from the store, the
+brokers and the report folder: the job model with each virtual task's
+checkpoint and live lag, recent batches, rescales, the scale policy, the last
+data-quality runs, and the dry run of a rescale. Plain data, also served as
+JSON; no Airflow here, so it is built the same way in a benchmark."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from elasticity.batch.coordinator import Inputs, JobCoordinator
+from elasticity.batch.lag import lag_report
+from elasticity.checkpoint.store import CheckpointStore
+from elasticity.config import JobConfig
+from elasticity.jobmodel.object_mapper import ssp_to_key
+from elasticity.metrics.rates import task_rates
+from elasticity.quality.history import run_summaries
+
+BATCHES = 50  # recent batches charted
+QUALITY_RUNS = 10  # data-quality runs listed
+
+
+@dataclass(frozen=True)
+class SspkbRow:
+    sspkb: str
+    offset: int  # the checkpoint: next offset to process
+    lag: int | None  # None: the broker did not answer
+    watermarks: int = 0  # ranges below this offset already processed by other buckets (left by a merge)
+
+
+@dataclass(frozen=True)
+class StoreRow:
+    """One store of one virtual task: where its committed state lives and how big it was last seen."""
+
+    store: str
+    markers: dict[str, str]  # backup factory -> state marker in the task's CheckpointV2
+    disk_bytes: int | None  # local RocksDB size at the latest batch that touched it (None: not seen yet)
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    task: str
+    container: str
+    sspkbs: tuple[SspkbRow, ...]
+    rate: float | None  # records/s of its own processing time in the latest batch where it had records
+    stores: tuple[StoreRow, ...] = ()
+
+
+@dataclass(frozen=True)
+class ScheduleRuleView:
+    cron: str
+    factor: int
+    next_ms: int  # when the rule fires next
+
+
+@dataclass(frozen=True)
+class PolicyView:
+    """The active scale policy and what it does next."""
+
+    kind: str  # schedule | autosize | none
+    wants: int | None  # the factor the schedule or autosizer asks for now
+    reason: str
+    next_step: str  # in words: what the next elastic_scale_schedule run will do
+    rules: tuple[ScheduleRuleView, ...] = ()
+    bounds: dict[str, float] = field(default_factory=dict)  # autosizer: min, max, cooldown_ms, target_lag_s
+    hold_factor: int | None = None
+    hold_until_ms: int | None = None
+    hold_reason: str = ""
+
+
+@dataclass
+class JobView:
+    job: str
+    generation: int | None
+    factor: int | None
+    created_ms: int | None = None  # when the current generation was written
+    containers: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # container -> task -> SSPKb keys
+    tasks: list[TaskRow] = field(default_factory=list)
+    lag_per_sspkb: dict[str, int] = field(default_factory=dict)  # offsets between each virtual task's checkpoint and its partition's end
+    lag_per_task: dict[str, int] = field(default_factory=dict)
+    lag_error: str | None = None  # why the live lag is unknown (broker down): never an older generation's figures instead
+    batches: list[dict[str, Any]] = field(default_factory=list)  # BatchSummary JSON of recent batches, oldest first
+    rescales: list[dict[str, Any]] = field(default_factory=list)
+    policy: PolicyView | None = None
+    quality: dict[str, Any] | None = None  # the latest data-quality run
+    quality_runs: list[dict[str, Any]] = field(default_factory=list)  # newest first
+
+    @property
+    def total_lag(self) -> int:
+        return sum(self.lag_per_task.values())
+
+
+def build_view(config: JobConfig, store: CheckpointStore, inputs: Inputs, policy: PolicyView | None = None) -> JobView:
+    coordinator = JobCoordinator(config, store, inputs)
+    current = coordinator.current()
+    job = config.job_name
+    view = JobView(job, current.number if current else None, current.factor if current else None, policy=policy)
+    reports = Path(config.path("job.report.path", "reports"))
+    view.quality_runs = run_summaries(reports)[::-1][:QUALITY_RUNS]
+    view.quality = view.quality_runs[0] if view.quality_runs else None
+    if current is None:
+        return view
+    view.created_ms = current.created_ms
+    view.batches = store.metrics(job, limit=BATCHES)
+    try:  # the current model's checkpoints against fresh high watermarks
+        view.lag_per_sspkb = lag_report(config, store, inputs).per_sspkb
+    except (ConnectionError, OSError, RuntimeError) as e:
+        view.lag_error = str(e)
+    rates: dict[str, float] = {}
+    sizes: dict[tuple[str, str], int] = {}
+    for m in view.batches:  # the latest rate of each task that had records, the latest size of each store
+        rates.update(task_rates(m))
+        for task, stores in m["metrics"].get("stores", {}).items():
+            sizes.update({(task, s): v["disk-usage-bytes"] for s, v in stores.items() if "disk-usage-bytes" in v})
+    cps = coordinator.checkpoints(current)
+    for c in current.job_model.containers:
+        view.containers[c.processor_id] = {}
+        for t in c.tasks:
+            name = t.task_name.name
+            cp = cps[t.task_name]
+            rows = tuple(SspkbRow(ssp_to_key(s), o, view.lag_per_sspkb.get(ssp_to_key(s)) if not view.lag_error else None,
+                                  len(cp.watermarks.get(s, ()))) for s, o in sorted(cp.offsets.items()))
+            view.containers[c.processor_id][name] = [r.sspkb for r in rows]
+            markers: dict[str, dict[str, str]] = {}
+            for factory, by_store in cp.state_markers.items():
+                for store_name, marker in by_store.items():
+                    markers.setdefault(store_name, {})[factory] = marker
+            stores = tuple(StoreRow(s, markers.get(s, {}), sizes.get((name, s))) for s in sorted(markers.keys() | {s for t_, s in sizes if t_ == name}))
+            view.tasks.append(TaskRow(name, c.processor_id, rows, rates.get(name), stores))
+            view.lag_per_task[name] = sum(r.lag or 0 for r in rows)
+    view.rescales = [{"generation": g.number, "factor": g.factor, "reason": g.reason, "created_ms": g.created_ms, "origin": g.origin}
+                     for g in store.generations(job)]
+    return view
+
+
+@dataclass(frozen=True)
+class MoveRow:
+    new_task: str
+    sspkb: str
+    offset: int  # where the new task starts
+    from_tasks: tuple[str, ...]  # the old tasks whose keys it takes ((): a partition new to the job)
+    skipping: tuple[str, ...]  # watermarks "bucket/factor<offset": records below already processed
+
+
+@dataclass(frozen=True)
+class RescalePreview:
+    """The dry run of a rescale, as the rescale DAG would apply it now."""
+
+    job: str
+    old_factor: int | None
+    new_factor: int
+    tasks_before: int
+    tasks_after: int
+    moves: tuple[MoveRow, ...]
+    notes: tuple[str, ...]  # new and dropped input partitions
+
+    @property
+    def changes_nothing(self) -> bool:
+        return not self.moves
+
+
+def preview_rescale(config: JobConfig, store: CheckpointStore, inputs: Inputs, factor: int) -> RescalePreview:
+    plan = JobCoordinator(config, store, inputs).plan_rescale(factor)
+    before = len(plan.old.job_model.tasks()) if plan.old else 0
+    m = plan.migration
+    if m is None:
+        return RescalePreview(config.job_name, plan.old.factor if plan.old else None, factor, before, before, (), ())
+    moves = tuple(MoveRow(mv.new_task.name, ssp_to_key(mv.ssp), mv.offset, tuple(t.name for t in mv.old_tasks),
+                          tuple(f"{w.bucket}/{w.factor}<{w.offset}" for w in mv.watermarks)) for mv in m.moves)
+    notes = tuple(filter(None, [m.describe_new_ssps()] + [f"input partition no longer read: {ssp_to_key(s)}" for s in m.dropped_ssps]))
+    return RescalePreview(config.job_name, m.old_factor, m.new_factor, before, len(m.checkpoints), moves, notes)

@@ -1,0 +1,39 @@
+"""Setting up a job for the integration tests: a fresh topic, and a config whose
+state (store, outputs, audit, dead letters, reports) lives in one folder."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from elasticity.apps.demo_feed import demo_records
+from elasticity.kafka.admin import create_topic
+from elasticity.kafka.producer import send
+
+
+def fresh_topic(bootstrap: str, prefix: str, partitions: int, records: int = 0, keys: int = 20, seed: int = 7) -> str:
+    topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, partitions)
+    if records:
+        send(bootstrap, topic, demo_records(records, keys=keys, seed=seed))
+    return topic
+
+
+def job_props(name: str, topic: str, folder: Path, factor: int = 2, **extra: str) -> dict[str, str]:
+    return {
+        "job.name": name,
+        "task.inputs": f"kafka.{topic}",
+        "job.elasticity.factor": str(factor),
+        "systems.kafka.default.stream.offset.default": "oldest",
+        "task.checkpoint.store.url": f"sqlite:///{folder / 'store.db'}",
+        "job.output.path": str(folder / "out"),
+        "job.audit.path": str(folder / "audit"),
+        "job.dead.letter.path": str(folder / "dlq"),
+        "job.report.path": str(folder / "report"),
+        **extra,
+    }
+
+
+def write_properties(path: Path, props: dict[str, str]) -> Path:
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    return path

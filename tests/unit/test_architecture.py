@@ -1,0 +1,111 @@
+"""The package tree is the architecture: imports go down the layers below, never up
+and never in a circle, and only `spark/` and `airflow/` touch Spark and Airflow.
+Read from the source (ast), so a violation fails here before it tangles anything."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "include" / "elasticity"
+
+# Bottom to top: a unit may import itself and the units before it.
+LAYERS = ("faults", "daemon", "serializers", "jobmodel", "config", "kafka", "checkpoint", "metrics", "api", "state",
+          "apps", "batch", "scaling", "quality", "views", "spark", "airflow", "cli")
+ONLY_IN = {"pyspark": "spark", "py4j": "spark", "airflow": "airflow", "fastapi": "airflow"}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """Every module this one imports, at any depth of its code (lazy and TYPE_CHECKING imports count)."""
+    found = set()
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+            found.add(base)
+            found.update(f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in MODULES)
+    return found
+
+
+GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+
+
+def _unit(module: str) -> str:
+    return module.split(".")[1] if module.count(".") else ""
+
+
+def test_every_unit_has_a_layer():
+    assert {_unit(m) for m in MODULES} - {""} == set(LAYERS)
+
+
+def test_imports_go_down_the_layers():
+    rank = {u: i for i, u in enumerate(LAYERS)}
+    upward = sorted(f"{m} imports {d}" for m, deps in GRAPH.items() if _unit(m) for d in deps
+                    if d.startswith("elasticity.") and _unit(d) and rank[_unit(d)] > rank[_unit(m)])
+    assert upward == []
+
+
+def test_no_import_cycle():
+    edges = {m: {d for d in deps if d in MODULES and d != m} for m, deps in GRAPH.items()}
+    # a package's __init__ importing its own submodules is how it exports them, not a cycle
+    for m in edges:
+        edges[m] = {d for d in edges[m] if not d.startswith(m + ".")}
+    seen: dict[str, int] = {}
+    cycles = []
+
+    def visit(m: str, stack: list[str]) -> None:
+        seen[m] = 1
+        for d in sorted(edges[m]):
+            if seen.get(d) == 1:
+                cycles.append(" -> ".join(stack[stack.index(d):] + [d]))
+            elif d not in seen:
+                visit(d, stack + [d])
+        seen[m] = 2
+
+    for m in sorted(edges):
+        if m not in seen:
+            visit(m, [m])
+    assert cycles == []
+
+
+def test_spark_and_airflow_are_imported_only_in_their_packages():
+    wrong = sorted(f"{m} imports {d}" for m, deps in GRAPH.items() for d in deps
+                   if d.split(".")[0] in ONLY_IN and _unit(m) != ONLY_IN[d.split(".")[0]])
+    assert wrong == []
+
+
+def test_the_domain_core_loads_neither_spark_nor_airflow():
+    """What the ast sees, checked at run time: importing every core module leaves pyspark and airflow unloaded."""
+    core = sorted(m for m in MODULES if _unit(m) not in ("spark", "airflow", "cli"))
+    code = "import sys\n" + "".join(f"import {m}\n" for m in core) + \
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'pyspark', 'airflow'}))\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("unit", [u for u in LAYERS if (PACKAGE / u).is_dir()])
+def test_the_readme_layout_lists_every_package(unit: str):
+    """The README's Layout section is the tree: each package there, with a line saying what it holds."""
+    layout = (REPO / "README.md").read_text().split("## Layout", 1)[1].split("\n## ", 1)[0]
+    assert re.search(rf"^\s*{unit}/\s+\S", layout, re.M), f"README's Layout has no line for {unit}/"
