@@ -1,4 +1,4 @@
-"""Windows and the stream-table join through stateful rescales 2 -> 8 -> 3 (issue 12), on a
+"""Windows and the stream-table join through stateful rescales 2 -> 8 -> 3, on a
 classic Spark session with the blob store on the S3-protocol server: the sessions app
 (tests.support.apps:sessions_with_joined_clicks, which also writes every joined click), batches at
 factor 2, a rescale to 8 with lag left, a profile update, more batches, a rescale to 3 with lag

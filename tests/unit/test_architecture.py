@@ -109,3 +109,12 @@ def test_the_readme_layout_lists_every_package(unit: str):
     """The README's Layout section is the tree: each package there, with a line saying what it holds."""
     layout = (REPO / "README.md").read_text().split("## Layout", 1)[1].split("\n## ", 1)[0]
     assert re.search(rf"^\s*{unit}/\s+\S", layout, re.M), f"README's Layout has no line for {unit}/"
+
+
+def test_the_project_speaks_of_itself():
+    """Ideas are credited to Samza's designs (SEP-32, SAMZA-71, CheckpointV2), never to our tracker or notes."""
+    said = re.compile(r"\bissues? #?\d+\b|\.\./shared|\bseeds/|\bthe seed (says|puts|writes|asks|wants)|\bas the seed\b", re.I)
+    files = subprocess.run(["git", "ls-files"], capture_output=True, text=True, check=True, cwd=REPO).stdout.split()
+    found = [f"{f}:{n}" for f in files if f.endswith((".py", ".md", ".properties", ".yaml", ".toml", "Makefile")) and f != "tests/unit/test_architecture.py"
+             for n, line in enumerate((REPO / f).read_text().splitlines(), 1) if said.search(line)]
+    assert found == []

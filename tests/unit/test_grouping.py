@@ -52,7 +52,7 @@ IS2:11 - StreamTask:3
 
 
 def _mapping(model):
-    """`IS:p - StreamTask:n` for every SSP, as the seed writes it."""
+    """`IS:p - StreamTask:n` for every SSP, as SAMZA-71 writes it."""
     out = {}
     for task in model.tasks():
         n = parse_task_name(task.task_name).partition

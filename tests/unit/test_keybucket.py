@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2
 from scipy.stats import chisquare
 
-from elasticity.jobmodel.keybucket import key_bucket, key_hash, record_hash, spark_sql_bucket
+from elasticity.jobmodel.keybucket import key_bucket, key_hash, record_hash
 
 
 def test_hash_is_standard_xxh64():
@@ -69,8 +69,6 @@ def test_split_keeps_each_key_inside_its_parent_bucket(key, offset, factor, k):
 def test_bad_factor_is_rejected():
     with pytest.raises(ValueError, match=">= 1"):
         key_bucket(b"k", 0, 0)
-    with pytest.raises(ValueError, match=">= 1"):
-        spark_sql_bucket("key", "offset", 0)
 
 
 def _murmur2_partition(key: bytes, partitions: int) -> int:
@@ -91,7 +89,3 @@ def test_keys_of_one_murmur2_partition_spread_evenly_over_buckets(partitions, fa
     control_observed = [control.get(b, 0) for b in range(factor)]
     if factor > 1 and (partitions % factor == 0 or factor % partitions == 0):
         assert chisquare(control_observed).pvalue < 1e-6
-
-
-def test_spark_expression_names_the_columns_and_factor():
-    assert spark_sql_bucket("k", "o", 8) == "pmod(CASE WHEN k IS NULL THEN o ELSE xxhash64(k) END, 8)"

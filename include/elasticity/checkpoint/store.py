@@ -164,9 +164,6 @@ class Generation:
     origin: str = "manual"  # manual (a person: the rescale DAG or CLI), schedule, autosize, start, partitions
 
 
-ORIGINS = ("manual", "schedule", "autosize", "start", "partitions")
-
-
 @dataclass(frozen=True)
 class Lease:
     job_name: str

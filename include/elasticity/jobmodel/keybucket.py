@@ -37,18 +37,3 @@ def key_bucket(key: bytes | None, offset: int, factor: int) -> int:
     if factor < 1:
         raise ValueError(f"elasticity factor must be >= 1, got {factor}")
     return record_hash(key, offset) % factor  # Python's % is pmod for factor > 0
-
-
-def spark_sql_hash(key_col: str, offset_col: str) -> str:
-    """`record_hash` as a Spark SQL expression (no Python UDF; runs in the JVM).
-
-    `xxhash64(NULL)` is the seed, not NULL, so the null case is explicit.
-    """
-    return f"CASE WHEN {key_col} IS NULL THEN {offset_col} ELSE xxhash64({key_col}) END"
-
-
-def spark_sql_bucket(key_col: str, offset_col: str, factor: int) -> str:
-    """`key_bucket` as a Spark SQL expression."""
-    if factor < 1:
-        raise ValueError(f"elasticity factor must be >= 1, got {factor}")
-    return f"pmod({spark_sql_hash(key_col, offset_col)}, {int(factor)})"

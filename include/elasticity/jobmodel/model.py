@@ -132,10 +132,6 @@ class JobModel:
     def of(cls, config: Mapping[str, str], containers: Iterable[ContainerModel]) -> JobModel:
         return cls(tuple(config.items()), tuple(containers))
 
-    @property
-    def config_map(self) -> dict[str, str]:
-        return dict(self.config)
-
     def tasks(self) -> tuple[TaskModel, ...]:
         return tuple(t for c in self.containers for t in c.tasks)
 

@@ -1,7 +1,7 @@
 """SEP-32's metrics as a batch and a rescale report them: Samza's names, ns units.
 
 A batch's figures travel in its summary (the store's batch table); a rescale's
-(`job-model-generation-ns`, `checkpoint-compute-ns`: the seed puts them at a
+(`job-model-generation-ns`, `checkpoint-compute-ns`: SEP-32 reports them at a
 task scale-up or scale-down) go to the store's rescale table. Both also go to
 the job's reporters (elasticity.metrics.reporters) as StatsD gauges and counters.
 """

@@ -65,10 +65,6 @@ class ScanResult:
         return cls({int(b): n for b, n in j["keys"].items()}, {int(b): n for b, n in j["bytes"].items()}, j["error"])
 
 
-class ForeignKey(ValueError):
-    pass
-
-
 def scan(job: ScanJob, input_key: Callable[[bytes], bytes] | None = None) -> ScanResult:
     """Write every entry of `job.folder` to its bucket's SST file (sorted already: a scan is in key order).
 

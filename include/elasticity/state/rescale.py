@@ -1,4 +1,4 @@
-"""State moves with its keys on a rescale F -> G (issue 12).
+"""State moves with its keys on a rescale F -> G.
 
 New virtual task b (factor G) owns the keys whose input key hashes to b mod G.
 Its state is the union of the entries of the old buckets a = b (mod gcd(F, G))

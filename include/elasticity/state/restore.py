@@ -1,4 +1,4 @@
-"""Restoring one store of one virtual task to a checkpoint, as the seed says.
+"""Restoring one store of one virtual task to a checkpoint, after CheckpointV2's restore.
 
 1. The store is open (or closed by this process's `release`) and untouched since
    it was snapshotted as that checkpoint: nothing to do.

@@ -104,10 +104,6 @@ class ChangelogClient:
                             raise
             self._topics.add(topic)
 
-    def end_offset(self, tp: TopicPartition) -> int:
-        with self._consumer() as c:
-            return int(c.end_offsets([tp])[tp])
-
     def read(self, tp: TopicPartition, start: int, end: int | None) -> Iterator[tuple[int, bytes, bytes | None]]:
         """(offset, key, value) of records in [start, end); end None = the end at the call."""
         with self._consumer() as c:
