@@ -13,7 +13,7 @@ from elasticity.batch.coordinator import JobCoordinator
 from elasticity.checkpoint.migration import MigrationError
 from elasticity.checkpoint.store import StoreError, masked
 from elasticity.checkpoint.tool import checkpoints_from_tool_json, checkpoints_to_tool_json
-from elasticity.config import ConfigError, JobConfig, load_config
+from elasticity.config import ConfigError, JobConfig, elasticity_home, load_config
 from elasticity.jobmodel.grouping import build_job_model
 from elasticity.jobmodel.model import JobModel, SystemStream
 from elasticity.jobmodel.object_mapper import SerdeError, job_model_to_json
@@ -252,9 +252,8 @@ def cmd_spark(args: argparse.Namespace) -> int:
 
 def cmd_airflow(args: argparse.Namespace) -> int:
     from elasticity.airflow.standalone import serve
-    from elasticity.daemon import state_home
 
-    return serve(state_home(), args.port)
+    return serve(elasticity_home(), args.port)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

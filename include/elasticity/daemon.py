@@ -23,10 +23,6 @@ class DaemonError(RuntimeError):
     pass
 
 
-def state_home() -> Path:
-    return Path(os.environ.get("ELASTICITY_HOME", ".elasticity")).resolve()
-
-
 @dataclass(frozen=True)
 class DaemonState:
     pid: int
@@ -76,9 +72,9 @@ def tail(path: str | Path, lines: int = 20) -> str:
 class Daemon:
     """A service `name` under `<home>/<name>/`: `<name>.json` (its state), `<name>.log`, `data/`."""
 
-    def __init__(self, name: str, home: Path | None = None, default_port: int = 0) -> None:
+    def __init__(self, name: str, home: Path, default_port: int = 0) -> None:
         self.name = name
-        self.home = (home or state_home()) / name
+        self.home = home / name
         self.state_file = self.home / f"{name}.json"
         self.log_file = self.home / f"{name}.log"
         self.data_dir = self.home / "data"

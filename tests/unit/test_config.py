@@ -1,18 +1,27 @@
+import dataclasses
+import re
 import warnings
+from pathlib import Path
 
 import pytest
 
 from elasticity.config import (
+    FIELD_KEYS,
+    KEYS,
     MAX_ELASTICITY_FACTOR,
+    RULES,
     ConfigError,
     ConfigWarning,
     Grouper,
+    JobConfig,
     PartitionScheme,
+    elasticity_home,
     load_config,
     parse_properties,
     validate,
 )
 from elasticity.jobmodel.model import SystemStream
+from tests.conftest import REPO
 
 BASE = {"job.name": "j", "task.inputs": "kafka.orders"}
 
@@ -208,9 +217,6 @@ def test_load_config_names_the_file(tmp_path):
 
 
 def test_readme_documents_every_key():
-    from elasticity.config import KEYS
-    from tests.conftest import REPO
-
     readme = (REPO / "README.md").read_text()
     missing = [k.name for k in KEYS if f"`{k.name}`" not in readme]
     assert not missing, f"README.md does not document {missing}"
@@ -227,3 +233,94 @@ def test_stream_names_ending_in_a_number_are_rejected():
     with pytest.raises(ConfigError, match=r"task.inputs='kafka.orders.5'.*ambiguous"):
         validate({**BASE, "task.inputs": "kafka.orders.5"})
     assert validate({**BASE, "task.inputs": "kafka.orders.v5"}).inputs == (SystemStream("kafka", "orders.v5"),)
+
+
+def _concrete(name: str) -> str:
+    """A key's name with its `<part>`s filled in, as a job would write it."""
+    return re.sub(r"<[a-z]+>", "x", name)
+
+
+@pytest.mark.parametrize("key", KEYS, ids=lambda k: k.name)
+def test_every_key_parses_its_own_default(key):
+    """A declared default is text a job could write; it must pass the key's own parser."""
+    if key.default is not None:
+        key.parser(key.default)
+    assert key.doc.endswith(".") and not (key.required and key.default is not None)
+
+
+def test_every_field_but_raw_is_a_declared_key_with_its_default():
+    assert {f.name for f in dataclasses.fields(JobConfig)} - {"raw"} == {name for name, _ in FIELD_KEYS}
+    c = validate(BASE)
+    for name, key in FIELD_KEYS:
+        if not key.required:
+            assert getattr(c, name) == key.default_value, key.name
+    assert c.app_class == "elasticity.apps.identity:build" and c.callback_timeout_ms is None  # Samza's -1
+
+
+@pytest.mark.parametrize("key", KEYS, ids=lambda k: k.name)
+def test_a_bad_value_of_any_key_names_the_key_and_the_allowed_values(key):
+    name = _concrete(key.name)
+    bad = next(v for v in ("", "!", "x") if _rejects(key.parser, v))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConfigWarning)  # the deprecated key warns too
+        with pytest.raises(ConfigError) as e:
+            validate({**BASE, name: bad})
+    assert f"{name}={bad!r}: expected {key.parser.allowed}" in str(e.value)
+
+
+def _rejects(parser, text: str) -> bool:
+    try:
+        parser(text)
+    except ValueError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize(
+    "typo,meant",
+    [
+        ("task.checkpoint.read.version", "task.checkpoint.read.versions"),
+        ("stores.users.changelg", "stores.users.changelog"),
+        ("metrics.reporter.statsd.hots", "metrics.reporter.statsd.host"),
+        ("systems.kafka.samza.msg.sede", "systems.kafka.samza.msg.serde"),
+    ],
+)
+def test_an_unknown_key_near_a_declared_one_gets_did_you_mean(typo, meant):
+    with pytest.warns(ConfigWarning, match=re.escape(f"unknown config key {typo!r} (did you mean {meant!r}?); ignored")):
+        validate({**BASE, typo: "1"})
+
+
+def test_a_deprecated_key_works_with_a_warning_naming_its_successor():
+    with pytest.warns(ConfigWarning, match=re.escape("stores.<store>.restore.factory is deprecated: use stores.<store>.restore.factories")):
+        c = validate({**BASE, "stores.s.restore.factory": "kafka"})
+    assert c.value("stores.s.restore.factory") == ("org.apache.samza.storage.KafkaChangelogStateBackendFactory",)
+
+
+def test_value_reads_a_templated_key_typed_or_its_default():
+    c = validate({**BASE, "stores.s.blob.retain": "5", "systems.kafka.samza.key.serde": "byte"})
+    assert (c.value("stores.s.blob.retain"), c.value("stores.t.blob.retain")) == (5, 2)
+    assert (c.serde("kafka", "key"), c.serde("other", "key")) == ("byte", "string")
+    with pytest.raises(KeyError, match="no config key"):
+        c.value("stores.s.nothing")
+
+
+def test_every_rule_says_why():
+    assert all(rule.__doc__ and len(rule.__doc__.split()) > 5 for rule in RULES)
+
+
+def test_the_readme_defaults_are_the_declared_ones():
+    """The Configuration table is written by hand; a declared default must read there as declared."""
+    table = {m[1]: m[2] for m in re.finditer(r"^\| `([^`]+)` \| ([^|]+?) \|", (REPO / "README.md").read_text(), re.M)}
+    wrong = {k.name: table[k.name] for k in KEYS if k.default is not None and table[k.name] != f"`{k.default}`"}
+    assert wrong == {}
+
+
+def test_elasticity_home_is_read_on_each_call(monkeypatch, tmp_path):
+    monkeypatch.delenv("ELASTICITY_HOME", raising=False)
+    assert elasticity_home() == Path(".elasticity").resolve()
+    monkeypatch.setenv("ELASTICITY_HOME", str(tmp_path / "home"))
+    assert elasticity_home() == tmp_path / "home"
+    monkeypatch.delenv("ELASTICITY_CHECKPOINT_STORE_URL", raising=False)
+    c = validate(BASE)
+    assert c.path("job.output.path", "output") == str(tmp_path / "home" / "j" / "output")
+    assert c.checkpoint_store_url() == f"sqlite:///{tmp_path / 'home' / 'checkpoints.db'}"

@@ -15,7 +15,7 @@ from pathlib import Path
 from elasticity.airflow.standalone import REPO, AirflowStandalone, embedded_services
 from elasticity.apps.demo_feed import demo_records
 from elasticity.checkpoint.store import CheckpointStore
-from elasticity.config import load_config
+from elasticity.config import elasticity_home, load_config
 from elasticity.daemon import free_port, port_open
 from elasticity.kafka.admin import create_topic
 from elasticity.kafka.producer import send
@@ -28,7 +28,8 @@ def _say(text: str) -> None:
 
 
 def run_story(records: int = 6000) -> int:
-    home = Path(os.environ.setdefault("ELASTICITY_HOME", str(REPO / ".elasticity"))).resolve()
+    os.environ.setdefault("ELASTICITY_HOME", str(REPO / ".elasticity"))  # the demo's state stays in the repo, whatever the cwd
+    home = elasticity_home()
     _say(f"elasticity demo: job {JOB!r} through Airflow's scheduler (state in {home})")
     conns = embedded_services(home)
     kafka = json.loads(conns["AIRFLOW_CONN_KAFKA_DEFAULT"])

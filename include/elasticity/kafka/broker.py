@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
+from elasticity.config import elasticity_home
 from elasticity.daemon import HOST, Daemon, DaemonError, DaemonState, free_port
 
 DEFAULT_PORT = 9092
@@ -37,10 +38,10 @@ def _binary() -> Path:
 
 
 class EmbeddedBroker:
-    """One broker per state folder."""
+    """One broker per state folder (default `$ELASTICITY_HOME`)."""
 
     def __init__(self, home: Path | None = None) -> None:
-        self.daemon = Daemon("broker", home)
+        self.daemon = Daemon("broker", home or elasticity_home())
 
     def status(self) -> BrokerState | None:
         state = self.daemon.status()

@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from elasticity.config import elasticity_home
 from elasticity.daemon import HOST, Daemon, DaemonError, DaemonState
 
 DEFAULT_PORT = 15002
@@ -45,7 +46,7 @@ class SparkConnectServer:
     """One server per state folder, like the embedded broker."""
 
     def __init__(self, home: Path | None = None) -> None:
-        self.daemon = Daemon("spark-connect", home)
+        self.daemon = Daemon("spark-connect", home or elasticity_home())
 
     def status(self) -> SparkServerState | None:
         state = self.daemon.status()

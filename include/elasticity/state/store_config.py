@@ -8,13 +8,12 @@ Kafka changelog when the store has one.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from elasticity.api.descriptors import StoreDescriptor
-from elasticity.config import KAFKA_CHANGELOG_FACTORY, KEYS, ConfigError, JobConfig, parse_factories
+from elasticity.config import KAFKA_CHANGELOG_FACTORY, KEYS, ConfigError, JobConfig, elasticity_home, parse_factories
 from elasticity.jobmodel.model import SystemStream
 
 
@@ -81,23 +80,20 @@ class StorageConfig:
             if KAFKA_CHANGELOG_FACTORY in backup + restore and changelog is None:
                 raise ConfigError(f"{pre}changelog is required: store {d.name!r} uses the Kafka changelog backend; expected system.stream")
             bootstrap = resolve_bootstrap(config, changelog.system) if changelog else None
-            stores.append(StoreConfig(d.name, backup, restore, changelog, bootstrap, int(raw.get(pre + "blob.retain", 2))))
-        home = Path(os.environ.get("ELASTICITY_HOME", ".elasticity")).resolve() / config.job_name
-        pool = raw.get("job.container.commit.thread.pool.size")
+            stores.append(StoreConfig(d.name, backup, restore, changelog, bootstrap, config.value(pre + "blob.retain")))
         return cls(
             job_name=config.job_name,
             job_id=config.job_id,
             state_dir=state_dir(config),
-            blob_uri=raw.get("blob.store.uri") or str(home / "blobs"),
+            blob_uri=config.blob_store_uri or str(elasticity_home() / config.job_name / "blobs"),
             stores=tuple(stores),
-            transactional=raw.get("task.transactional.state.checkpoint.enabled", "true").strip() == "true",
-            commit_pool_size=int(pool) if pool else None,
-            restore_pool_size=int(raw.get("job.container.restore.thread.pool.size", 2)),
+            transactional=config.transactional_state,
+            commit_pool_size=config.commit_pool_size,
+            restore_pool_size=config.restore_pool_size,
             commit_timeout_ms=config.commit_timeout_ms,
         )
 
 
 def state_dir(config: JobConfig) -> Path:
     """`job.state.dir`, default `$ELASTICITY_HOME/<job>/state`: the stores' and the tables' local folders."""
-    home = Path(os.environ.get("ELASTICITY_HOME", ".elasticity")).resolve() / config.job_name
-    return Path(config.raw_map.get("job.state.dir") or home / "state")
+    return Path(config.job_state_dir or elasticity_home() / config.job_name / "state")

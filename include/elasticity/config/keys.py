@@ -1,0 +1,110 @@
+"""How a key is declared: once, with its Samza name, parser, default, doc line and,
+for a job-level key, its `JobConfig` field.
+
+A job-level key is a `JobConfig` field built by `key(...)`, which keeps the rest
+in the field's metadata. A key with a `<part>` in its name (one per system, store
+or reporter) can be no field: it is a `Key` in one of the tuples below, and read
+with `JobConfig.value(name)`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from elasticity.config.parsers import (
+    REPORTER_CLASSES,
+    Parser,
+    choice,
+    int_range,
+    module_factory,
+    nonempty,
+    offset_default,
+    parse_factories,
+    parse_side_inputs,
+    serde,
+    statsd_prefix,
+    system_stream,
+)
+
+MAX_ELASTICITY_FACTOR = 256
+"""Upper bound of `job.elasticity.factor`.
+
+Each virtual task costs a checkpoint row per commit and a Spark task per batch;
+beyond 256 slices of one partition that overhead outweighs any gain in
+parallelism, and a mistyped factor (say 4096) would flood the checkpoint store.
+"""
+
+
+@dataclass(frozen=True)
+class Key:
+    """One Samza key. `default` is the text a `.properties` file would hold (None: unset),
+    so the README's defaults read as the declarations do."""
+
+    name: str  # `<x>` marks a name part, e.g. systems.<system>.consumer.bootstrap.servers
+    parser: Parser[Any]
+    default: str | None
+    doc: str
+    required: bool = False
+    deprecated_for: str | None = None  # the key to use instead; this one still works, with a warning
+
+    @property
+    def default_value(self) -> Any:
+        return None if self.default is None else self.parser(self.default)
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        return re.compile("^" + re.sub(r"<[a-z]+>", "[^.]+", re.escape(self.name)) + "$")
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED: Final = _Required()
+"""The default of a key the job cannot do without (job.name, task.inputs)."""
+
+
+def key(name: str, parser: Parser[Any], default: str | None | _Required, doc: str) -> Any:
+    """A `JobConfig` field declaring key `name`; the field's default is the key's, parsed."""
+    if isinstance(default, _Required):
+        return field(metadata={"key": Key(name, parser, None, doc, required=True)})
+    k = Key(name, parser, default, doc)
+    return field(default=k.default_value, metadata={"key": k})
+
+
+def declared_keys(cls: type) -> tuple[tuple[str, Key], ...]:
+    """(field name, key) of every field of `cls` that `key(...)` built, in declaration order."""
+    return tuple((f.name, f.metadata["key"]) for f in cls.__dataclass_fields__.values() if "key" in f.metadata)
+
+
+SYSTEM_KEYS: tuple[Key, ...] = (
+    Key("systems.<system>.consumer.bootstrap.servers", nonempty, None, "Kafka bootstrap servers of a system (KAFKA_BOOTSTRAP_SERVERS overrides it)."),
+    Key("systems.<system>.producer.bootstrap.servers", nonempty, None, "Kafka bootstrap servers for output to a system."),
+    Key("systems.<system>.samza.factory", nonempty, None, "Samza's system factory class; accepted for compatibility, not used."),
+    Key("systems.<system>.default.stream.offset.default", offset_default, "upcoming", "Where the job's first generation starts on each partition: oldest or upcoming (partitions added later start at their oldest offset)."),
+    Key("systems.<system>.default.stream.samza.offset.default", offset_default, None, "Samza's name for the key above; the key above wins."),
+    Key("systems.<system>.samza.key.serde", serde, "string", "Key serde of a system: string, json or byte."),
+    Key("systems.<system>.samza.msg.serde", serde, "json", "Message serde of a system: string, json or byte."),
+)
+
+STORE_KEYS: tuple[Key, ...] = (
+    Key("stores.<store>.backup.factories", parse_factories, None, "Backup backends of a store (overrides stores.backup.factories); a commit writes every one's marker into CheckpointV2 (dual commit)."),
+    Key("stores.<store>.restore.factories", parse_factories, None, "Restore backends of a store in priority order: the first with a marker for the store wins."),
+    Key("stores.<store>.restore.factory", parse_factories, None, "Deprecated singular of stores.<store>.restore.factories (accepted with a warning).",
+        deprecated_for="stores.<store>.restore.factories"),
+    Key("stores.<store>.changelog", system_stream, None, "Compacted Kafka topic backing a store, system.stream (created when missing)."),
+    Key("stores.<store>.side.inputs", parse_side_inputs, None, "Compacted topics (system.stream, comma-separated) that feed table <store>, read whole into every container (replicated); overrides the app's TableDescriptor."),
+    Key("stores.<store>.side.inputs.processor.factory", module_factory, None, "module:factory, a function of no arguments returning processor(message) -> [(key, value), ...] for table <store> (Samza's SideInputsProcessor); default: the record's key and value."),
+    Key("stores.<store>.blob.retain", int_range(1, 1000), "2", "Blob-store snapshots kept per virtual task and store; older ones are deleted after a commit."),
+)
+
+REPORTER_KEYS: tuple[Key, ...] = (
+    Key("metrics.reporter.<name>.class", choice(REPORTER_CLASSES), None, "What a reporter is: statsd (the default for a reporter named statsd)."),
+    Key("metrics.reporter.<name>.host", nonempty, None, "StatsD host (default: Airflow's [metrics] statsd_host, else localhost)."),
+    Key("metrics.reporter.<name>.port", int_range(1, 65535), None, "StatsD UDP port (default: Airflow's [metrics] statsd_port, else 8125)."),
+    Key("metrics.reporter.<name>.prefix", statsd_prefix, None, "Prefix of every metric name (default: <Airflow's statsd_prefix>.elasticity, else elasticity)."),
+)
+

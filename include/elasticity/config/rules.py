@@ -1,0 +1,113 @@
+"""Cross-key rules: what no single key's parser can see.
+
+Each rule reads the parsed keys and yields the problems it finds, each naming the
+key, its value and what is expected; `RULES` is their order in the error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from elasticity.config.parsers import REPORTER_CLASSES
+from elasticity.jobmodel.grouping import Grouper
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """The keys as the rules see them: each one's typed value by name (a job-level key unset
+    or invalid holds its default, task.inputs its resolved streams), and the text as written."""
+
+    values: Mapping[str, Any]
+    text: Mapping[str, str]
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+
+Rule = Callable[[Parsed], Iterator[str]]
+
+
+def stream_names_are_not_numbered(p: Parsed) -> Iterator[str]:
+    """Samza's checkpoint keys are system.stream.partition[.keyBucket]: partition 3 of
+    `orders.5` would read back as stream `orders`, partition 5, bucket 3."""
+    for ss in p["task.inputs"]:
+        if re.search(r"\.\d+$", ss.stream):
+            yield (
+                f"task.inputs={str(ss)!r}: a stream name ending in '.<digits>' is ambiguous in Samza's "
+                "checkpoint keys (system.stream.partition[.keyBucket]); expected a stream whose last dotted part is not a number"
+            )
+
+
+def each_stream_once(p: Parsed) -> Iterator[str]:
+    """A stream listed twice would be read twice into the same tasks."""
+    inputs = p["task.inputs"]
+    if len(set(inputs)) != len(inputs):
+        yield f"task.inputs={p.text.get('task.inputs')!r}: expected each stream once"
+
+
+def scheme_only_with_group_by_partition(p: Parsed) -> Iterator[str]:
+    """SAMZA-71's schemes say how GroupByPartition lines up partition ids of inputs with
+    different partition counts; the other groupers do not group by partition id."""
+    grouper, scheme = p["job.systemstreampartition.grouper.factory"], p["task.partition.scheme"]
+    if scheme is not None and grouper is not Grouper.GROUP_BY_PARTITION:
+        yield (
+            f"task.partition.scheme={scheme.value!r}: applies only to GroupByPartition, "
+            f"but job.systemstreampartition.grouper.factory is {grouper.value}"
+        )
+
+
+def single_task_has_no_elasticity(p: Parsed) -> Iterator[str]:
+    """AllSspToSingleTask makes one task per container; key buckets would make more tasks than containers."""
+    if p["job.systemstreampartition.grouper.factory"] is Grouper.ALL_SSP_TO_SINGLE_TASK and p["job.elasticity.factor"] > 1:
+        yield (
+            f"job.elasticity.factor={p.text['job.elasticity.factor']!r}: AllSspToSingleTask does not support "
+            "elasticity (it needs tasks = containers); expected 1, or use GroupByPartition / GroupBySystemStreamPartition"
+        )
+
+
+def single_task_in_one_container(p: Parsed) -> Iterator[str]:
+    """AllSspToSingleTask gives every container's task every SSP: each record would be processed once per container."""
+    if p["job.systemstreampartition.grouper.factory"] is Grouper.ALL_SSP_TO_SINGLE_TASK and p["job.container.count"] > 1:
+        yield (
+            f"job.container.count={p.text['job.container.count']!r}: with AllSspToSingleTask every container "
+            "would read every SSP and process each record once per container; expected 1"
+        )
+
+
+def reporters_have_a_class(p: Parsed) -> Iterator[str]:
+    """A reporter is what its class says; only a reporter named as a class (statsd) may leave it unset."""
+    for name in p["metrics.reporters"] or ():
+        if f"metrics.reporter.{name}.class" not in p.text and name not in REPORTER_CLASSES:
+            yield (
+                f"metrics.reporters={p.text['metrics.reporters']!r} names {name!r}, but metrics.reporter.{name}.class is not set; "
+                f"expected it set to one of {', '.join(sorted(REPORTER_CLASSES))}"
+            )
+
+
+def read_versions_meet_written(p: Parsed) -> Iterator[str]:
+    """A job reading none of the checkpoint versions it writes would never find its own checkpoints."""
+    read_v, write_v = p["task.checkpoint.read.versions"], p["task.checkpoint.write.versions"]
+    if not set(read_v) & set(write_v):
+        yield (
+            f"task.checkpoint.read.versions={','.join(map(str, read_v))!r}: reads none of the versions that "
+            f"task.checkpoint.write.versions={','.join(map(str, write_v))!r} writes; expected at least one in common"
+        )
+
+
+RULES: tuple[Rule, ...] = (
+    stream_names_are_not_numbered,
+    each_stream_once,
+    scheme_only_with_group_by_partition,
+    single_task_has_no_elasticity,
+    single_task_in_one_container,
+    reporters_have_a_class,
+    read_versions_meet_written,
+)
+
+
+def check_rules(p: Parsed) -> list[str]:
+    """Every rule's problems, in the order of `RULES`."""
+    return [problem for rule in RULES for problem in rule(p)]
