@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -26,6 +25,7 @@ from pyspark.sql import functions as F
 from elasticity.api.stream import ApplicationDescriptor, load_application
 from elasticity.batch.async_commit import AsyncCommitter
 from elasticity.batch.coordinator import JobCoordinator
+from elasticity.batch.lease import held_lease
 from elasticity.batch.planning import advance, plan_ranges, start_offsets
 from elasticity.batch.processing import ROUTED_DDL, SUMMARY_DDL, ProcessContext, process_partition
 from elasticity.batch.reader import ROUTED_READ_DDL, Owner, RouteTable, chunks, read_assigned, read_tasks
@@ -56,25 +56,6 @@ class BatchFailed(RuntimeError):
 
 def default_batch_owner() -> str:
     return f"batch@{socket.gethostname()}:{os.getpid()}"
-
-
-class _LeaseHeartbeat:
-    """Renews the job's lease while a long batch runs."""
-
-    def __init__(self, store: CheckpointStore, job: str, owner: str, ttl_ms: int) -> None:
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(store, job, owner, ttl_ms), daemon=True)
-
-    def _run(self, store: CheckpointStore, job: str, owner: str, ttl_ms: int) -> None:
-        while not self._stop.wait(ttl_ms / 3000):
-            store.acquire_lease(job, owner, ttl_ms)
-
-    def __enter__(self) -> _LeaseHeartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
 
 
 class MicroBatchEngine:
@@ -166,17 +147,18 @@ class MicroBatchEngine:
                 if on_commit:
                     on_commit(summary)
 
-        self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
-        committer = AsyncCommitter(
-            self.store, self.config.checkpoint_write_versions, owner, self.config.commit_max_delay_ms,
-            self.config.commit_timeout_ms, committed, self._await_state,
-        )
-        try:
-            # job identity: sinks written under another store fail the start (elasticity.batch.sink_identity)
-            guard_sinks(self.config, self.store, lambda: self.coordinator.initialize(owner), reset_sinks)
-            with _LeaseHeartbeat(self.store, self.job, owner, self.config.lease_ttl_ms):
+        # the heartbeat spans everything done under the lease, the last upload too; it stops before the release
+        with held_lease(self.store, self.job, owner, self.config.lease_ttl_ms) as lease:
+            committer = AsyncCommitter(
+                self.store, self.config.checkpoint_write_versions, owner, self.config.commit_max_delay_ms,
+                self.config.commit_timeout_ms, committed, self._await_state,
+            )
+            try:
+                # job identity: sinks written under another store fail the start (elasticity.batch.sink_identity)
+                guard_sinks(self.config, self.store, lambda: self.coordinator.initialize(owner), reset_sinks)
                 snapshot = None
                 while True:
+                    lease.check()  # no batch is started that its commit would be fenced from
                     summary, plan, new_cps = self.run_one(cap, owner, snapshot)
                     summary.owner = owner
                     summaries.append(summary)
@@ -199,9 +181,8 @@ class MicroBatchEngine:
                     if not until_caught_up or summary.lag_left == 0 or out_of_time:
                         break
                 committer.flush()
-        finally:
-            committer.close()
-            self.store.release_lease(self.job, owner)
+            finally:
+                committer.close()
         return summaries
 
     def run_one(
