@@ -26,9 +26,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from elasticity.api.context import TaskContext
-from elasticity.api.executor import SliceExecutor
-from elasticity.api.stream import ApplicationDescriptor, Message, load_application
-from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, write_task_file
+from elasticity.api.executor import SliceExecutor, SliceResult
+from elasticity.api.stream import ApplicationDescriptor, Message, OutputStream, load_application
+from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, Source, dead_letter, write_task_file
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskName
 from elasticity.jobmodel.object_mapper import ssp_to_key
 from elasticity.serializers import RecordSerdeError, deserialize, serialize
@@ -164,8 +164,60 @@ def process_partition(ctx: ProcessContext, batches: Iterator[pa.RecordBatch]) ->
 def _run_slice(
     ctx: ProcessContext, task: TaskName, table: pa.Table, outputs: _Outputs, container: ContainerState | None, tables: SlotTables | None,
 ) -> dict[str, Any]:
-    rows = table.to_pylist()
+    """One virtual task's slice run through the app, then its outputs, audit and dead letters written (per batch
+    and task, so a retried batch overwrites them); its summary row says what the driver's checkpoint needs."""
+    ran = _execute(ctx, task, table.to_pylist(), container, tables)
+    sent = _write_outputs(ctx, ran, outputs)
+    _write_audit(ctx, ran)
+    dead_lettered = _write_dead_letters(ctx, ran)
+    stopped, error = _where_stopped(ran)
+    return {
+        "task_name": task.name,
+        "records": len(ran.rows),
+        "processed": ran.kept - sum(1 for i in ran.result.failures if i < ran.kept),  # late records count: other branches processed them
+        "dead_lettered": dead_lettered,
+        "outputs": sent,
+        "process_ns": ran.result.process_ns,
+        "stopped": json.dumps(stopped) if stopped else None,
+        "error": error,
+    }
+
+
+@dataclass(frozen=True)
+class _SliceRun:
+    """A slice after the app ran over it: what the sinks and the summary are written from."""
+
+    task: TaskName
+    rows: list[dict[str, Any]]  # the routed records, in offset order
+    result: SliceResult
+    kept: int  # records the batch keeps, from the first (see `_kept`)
+
+    @property
+    def whole(self) -> bool:
+        """The task did not stop: every record is kept, and so are the windows closed at the slice's end."""
+        return self.result.stopped_at is None
+
+    def source(self, i: int) -> Source:
+        """The input record an output or a dead letter comes from; for a closed window, the last record folded into it."""
+        if i < len(self.rows):
+            r = self.rows[i]
+            return r["system"], r["stream"], r["partition"], r["offset"]
+        return self.result.timers[i].source
+
+
+def _execute(
+    ctx: ProcessContext, task: TaskName, rows: list[dict[str, Any]], container: ContainerState | None, tables: SlotTables | None,
+) -> _SliceRun:
+    """The slice through the app's operator graph (Samza's process() per message, here operator at a time),
+    with the task's stores and the container's tables in reach of its operators."""
     context = TaskContext(task, partial(container.store, task) if container else None, tables.table if tables else None)
+    messages, failed = _messages(ctx, rows, context)
+    result = SliceExecutor(_application(ctx), ctx.max_concurrency, ctx.callback_timeout_ms, ctx.policy).run(messages, failed)
+    return _SliceRun(task, rows, result, _kept(result.stopped_at, len(rows), stateful=container is not None))
+
+
+def _messages(ctx: ProcessContext, rows: list[dict[str, Any]], context: TaskContext) -> tuple[list[Message], dict[int, str]]:
+    """Each record decoded with its system's serdes; one its serde cannot read fails alone (a dead letter), not the slice."""
     messages, failed = [], {}
     for i, r in enumerate(rows):
         ssp = SystemStreamPartition(r["system"], r["stream"], r["partition"])
@@ -175,89 +227,105 @@ def _run_slice(
         except RecordSerdeError as e:
             key, value, failed[i] = None, None, f"deserialize: {e}"
         messages.append(Message(key, value, ssp, r["offset"], r["timestamp"], context))
+    return messages, failed
 
-    app = _application(ctx)
-    result = SliceExecutor(app, ctx.max_concurrency, ctx.callback_timeout_ms, ctx.policy).run(messages, failed)
-    stop = result.stopped_at
-    # a stopped task with stores keeps nothing of the batch: its stores saw records past the stop
-    # (operator at a time), and only its last checkpoint's state is consistent with its offsets
-    end = len(rows) if stop is None else 0 if container else stop
 
-    def source(i: int) -> tuple[str, str, int, int]:
-        """The input record an output comes from; for a closed window, the last record folded into it."""
-        if i < len(rows):
-            return rows[i]["system"], rows[i]["stream"], rows[i]["partition"], rows[i]["offset"]
-        return result.timers[i].source
+def _kept(stopped_at: int | None, records: int, stateful: bool) -> int:
+    """How many records the batch keeps: all, or those before the stop (task.dead.letter.policy=fail). A stopped
+    task with stores keeps none: its stores saw records past the stop (operator at a time), and only its last
+    checkpoint's state is consistent with its offsets."""
+    if stopped_at is None:
+        return records
+    return 0 if stateful else stopped_at
 
-    output_count = 0
-    for out in app.outputs.values():
-        # closed windows (indices past the slice) come out only when the whole slice is kept
-        produced = [p for p in result.outputs.get(out, []) if p[0] < end or (stop is None and p[0] >= len(rows))]
-        output_count += len(produced)
-        serde = ctx.msg_serdes.get(out.system, "json")
+
+def _write_outputs(ctx: ProcessContext, ran: _SliceRun, outputs: _Outputs) -> int:
+    """Each output stream's messages from the kept records: one Parquet file per (batch, task), which a retry
+    overwrites, or sent to Kafka (at-least-once). Returns how many were written."""
+    sent = 0
+    for out in _application(ctx).outputs.values():
+        produced = _kept_outputs(ran, out)
+        sent += len(produced)
         if out.kind == "parquet":
-            table_out = pa.table(
-                {
-                    "key": [serialize("string", k) if not isinstance(k, bytes) else k for _, k, _ in produced],
-                    "value": [serialize("json", v) for _, _, v in produced],
-                    "task_name": [task.name] * len(produced),
-                    "batch_id": [ctx.batch_id] * len(produced),
-                    "seq": list(range(len(produced))),
-                    "source_partition": [source(i)[2] for i, _, _ in produced],
-                    "source_offset": [source(i)[3] for i, _, _ in produced],
-                },
-                schema=OUTPUT_SCHEMA,
-            )
-            write_task_file(f"{ctx.output_path.rstrip('/')}/{out.name}", ctx.batch_id, task, table_out)
+            write_task_file(f"{ctx.output_path.rstrip('/')}/{out.name}", ctx.batch_id, ran.task, _output_table(ctx, ran, produced))
         else:
-            producer = outputs.producer(out.system)
-            key_serde = ctx.key_serdes.get(out.system, "string")
-            for _, k, v in produced:
-                producer.send(out.name, key=serialize(key_serde, k), value=serialize(serde, v))
+            _send(ctx, outputs, out, produced)
+    return sent
 
+
+def _kept_outputs(ran: _SliceRun, out: OutputStream) -> list[tuple[int, Any, Any]]:
+    """What the kept records produced on `out`; closed windows (indices past the slice) come out only when the
+    whole slice is kept, as they fold records past any stop."""
+    return [p for p in ran.result.outputs.get(out, []) if p[0] < ran.kept or (ran.whole and p[0] >= len(ran.rows))]
+
+
+def _output_table(ctx: ProcessContext, ran: _SliceRun, produced: list[tuple[int, Any, Any]]) -> pa.Table:
+    """A Parquet output's rows, each with its place in the task's output order and the input record it comes from."""
+    return pa.table(
+        {
+            "key": [serialize("string", k) if not isinstance(k, bytes) else k for _, k, _ in produced],
+            "value": [serialize("json", v) for _, _, v in produced],
+            "task_name": [ran.task.name] * len(produced),
+            "batch_id": [ctx.batch_id] * len(produced),
+            "seq": list(range(len(produced))),
+            "source_partition": [ran.source(i)[2] for i, _, _ in produced],
+            "source_offset": [ran.source(i)[3] for i, _, _ in produced],
+        },
+        schema=OUTPUT_SCHEMA,
+    )
+
+
+def _send(ctx: ProcessContext, outputs: _Outputs, out: OutputStream, produced: list[tuple[int, Any, Any]]) -> None:
+    """A Kafka output's messages, with the serdes of its system, on the container's shared producer."""
+    producer = outputs.producer(out.system)
+    key_serde, msg_serde = ctx.key_serdes.get(out.system, "string"), ctx.msg_serdes.get(out.system, "json")
+    for _, k, v in produced:
+        producer.send(out.name, key=serialize(key_serde, k), value=serialize(msg_serde, v))
+
+
+def _write_audit(ctx: ProcessContext, ran: _SliceRun) -> None:
+    """One audit row per kept record, processed or dead-lettered, so the quality checks can account for every offset."""
     audit = [
         {"system": r["system"], "stream": r["stream"], "partition": r["partition"], "offset": r["offset"], "key": r["key"],
-         "task_name": task.name, "batch_id": ctx.batch_id, "seq": i, "status": "dead_letter" if i in result.failures else "processed"}
-        for i, r in enumerate(rows[:end])
+         "task_name": ran.task.name, "batch_id": ctx.batch_id, "seq": i, "status": "dead_letter" if i in ran.result.failures else "processed"}
+        for i, r in enumerate(ran.rows[:ran.kept])
     ]
-    write_task_file(ctx.audit_path, ctx.batch_id, task, pa.Table.from_pylist(audit, schema=AUDIT_SCHEMA))
-    dead = [
-        {"system": rows[i]["system"], "stream": rows[i]["stream"], "partition": rows[i]["partition"], "offset": rows[i]["offset"],
-         "key": rows[i]["key"], "value": rows[i]["value"], "task_name": task.name, "batch_id": ctx.batch_id, "error": err}
-        for i, err in sorted(result.failures.items())
-        if i < end
-    ]
-    dead += [  # late for a window: dropped by that window only, the record itself was processed
-        {"system": rows[i]["system"], "stream": rows[i]["stream"], "partition": rows[i]["partition"], "offset": rows[i]["offset"],
-         "key": rows[i]["key"], "value": rows[i]["value"], "task_name": task.name, "batch_id": ctx.batch_id, "error": reason}
-        for i, reasons in sorted(result.late.items()) if i < end for reason in reasons
-    ]
-    if stop is None:  # a closed window that failed downstream: its last record's coordinates, the window as the value
-        for i, err in sorted(result.failures.items()):
-            if i >= len(rows):
-                system, stream, partition, offset = result.timers[i].source
-                pane = result.timers[i].pane
-                dead.append({"system": system, "stream": stream, "partition": partition, "offset": offset,
-                             "key": serialize("string", pane.key) if not isinstance(pane.key, bytes) else pane.key,
-                             "value": serialize("json", pane.as_dict()), "task_name": task.name, "batch_id": ctx.batch_id, "error": err})
-    if dead:
-        write_task_file(ctx.dead_letter_path, ctx.batch_id, task, pa.Table.from_pylist(dead, schema=DEAD_LETTER_SCHEMA))
+    write_task_file(ctx.audit_path, ctx.batch_id, ran.task, pa.Table.from_pylist(audit, schema=AUDIT_SCHEMA))
 
+
+def _write_dead_letters(ctx: ProcessContext, ran: _SliceRun) -> int:
+    """The kept records that failed, those late for a window and, when the whole slice is kept, the closed
+    windows that failed downstream; written only when there are any. Returns how many."""
+    rows, result = ran.rows, ran.result
+    dead = [dead_letter(ran.source(i), rows[i]["key"], rows[i]["value"], ran.task, ctx.batch_id, err)
+            for i, err in sorted(result.failures.items()) if i < ran.kept]
+    dead += [  # late for a window: dropped by that window only, the record itself was processed
+        dead_letter(ran.source(i), rows[i]["key"], rows[i]["value"], ran.task, ctx.batch_id, reason)
+        for i, reasons in sorted(result.late.items()) if i < ran.kept for reason in reasons
+    ]
+    if ran.whole:
+        dead += [_window_dead_letter(ctx, ran, i, err) for i, err in sorted(result.failures.items()) if i >= len(rows)]
+    if dead:
+        write_task_file(ctx.dead_letter_path, ctx.batch_id, ran.task, pa.Table.from_pylist(dead, schema=DEAD_LETTER_SCHEMA))
+    return len(dead)
+
+
+def _window_dead_letter(ctx: ProcessContext, ran: _SliceRun, i: int, error: str) -> dict[str, Any]:
+    """A closed window that failed downstream: its last record's coordinates, the window as the value."""
+    pane = ran.result.timers[i].pane
+    key = serialize("string", pane.key) if not isinstance(pane.key, bytes) else pane.key
+    return dead_letter(ran.source(i), key, serialize("json", pane.as_dict()), ran.task, ctx.batch_id, error)
+
+
+def _where_stopped(ran: _SliceRun) -> tuple[dict[str, int], str | None]:
+    """For a stopped task: per SSP and key bucket, the first offset not kept (where its checkpoint stops), and why."""
+    stop = ran.result.stopped_at
+    if stop is None:
+        return {}, None
+    rows = ran.rows
+    at = f"{rows[stop]['stream']}-{rows[stop]['partition']}@{rows[stop]['offset']}" if stop < len(rows) else "a closed window"
     stopped: dict[str, int] = {}
-    error = None
-    if stop is not None:
-        at = f"{rows[stop]['stream']}-{rows[stop]['partition']}@{rows[stop]['offset']}" if stop < len(rows) else "a closed window"
-        error = f"{task.name} stopped at {at}: {result.failures[stop]}"
-        for r in rows[end:]:
-            sspkb = SystemStreamPartition(r["system"], r["stream"], r["partition"], r["key_bucket"])
-            stopped.setdefault(ssp_to_key(sspkb), r["offset"])
-    return {
-        "task_name": task.name,
-        "records": len(rows),
-        "processed": end - sum(1 for i in result.failures if i < end),  # late records count: other branches processed them
-        "dead_lettered": len(dead),
-        "outputs": output_count,
-        "process_ns": result.process_ns,
-        "stopped": json.dumps(stopped) if stopped else None,
-        "error": error,
-    }
+    for r in rows[ran.kept:]:
+        sspkb = SystemStreamPartition(r["system"], r["stream"], r["partition"], r["key_bucket"])
+        stopped.setdefault(ssp_to_key(sspkb), r["offset"])
+    return stopped, f"{ran.task.name} stopped at {at}: {ran.result.failures[stop]}"

@@ -13,6 +13,7 @@ import hashlib
 import re
 import uuid
 from collections.abc import Iterable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -47,6 +48,17 @@ DEAD_LETTER_SCHEMA = pa.schema(
         ("error", pa.string()),
     ]
 )
+
+Source = tuple[str, str, int, int]  # system, stream, partition, offset of an input record
+
+
+def dead_letter(source: Source, key: bytes | None, value: bytes | None, task_name: TaskName, batch_id: int, error: str) -> dict[str, Any]:
+    """One row of the dead-letter sink (DEAD_LETTER_SCHEMA): the record as it was read and why it was not
+    processed, so it can be replayed or inspected without the input topic; built here for every cause."""
+    system, stream, partition, offset = source
+    return {"system": system, "stream": stream, "partition": partition, "offset": offset, "key": key, "value": value,
+            "task_name": task_name.name, "batch_id": batch_id, "error": error}
+
 
 OUTPUT_SCHEMA = pa.schema(
     [

@@ -1,3 +1,4 @@
-"""The micro-batch engine on Spark: read offset ranges, route records to virtual
-tasks in the JVM, process virtual-task slices in Python workers, sink, commit.
+"""The micro-batch engine on Spark: read offset ranges and route records to virtual
+tasks in one Python stage, shuffle by process slot, process virtual-task slices
+in Python workers, sink, commit.
 The only part of the library that imports pyspark."""

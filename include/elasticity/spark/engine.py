@@ -1,10 +1,21 @@
-"""One micro-batch on Spark: plan -> read -> route -> process -> sink -> commit -> metrics.
+"""One micro-batch on Spark: plan -> read and route -> shuffle by process slot -> process and sink -> commit.
 
-The driver plans from the virtual tasks' checkpoints and writes the plan ahead;
-Spark tasks read each SSP's offset range once (in chunks); bucket, checkpoint and
-watermark filtering run as JVM expressions and broadcast joins (no Python per
-record); the slices of each container run in one Python worker on a thread pool;
-sinks are written per (batch, virtual task); the commit is one fenced transaction.
+On the driver, the plan: offset ranges from the virtual tasks' checkpoints (or, behind an upload still
+running, the previous batch's) up to the high watermarks, written ahead to the store. Then one Spark job
+of two stages, both in Python workers (mapInArrow):
+- read: `spark.range(n, numPartitions=n)`; Spark task i reads the offset chunks packed into read task i
+  with a Kafka consumer (assign + seek), so an SSP is read once whatever the factor, and routes each record
+  as it reads it (`batch.reader.RouteTable`): the hash of its key (of its offset, for a null key) gives its
+  key bucket, the bucket's owning virtual task and that task's process slot; the record is marked skipped
+  when the task has processed it (below its checkpoint offset, or under one of its watermarks). The counts
+  ride along as observed metrics.
+- process: the JVM drops the skipped rows and shuffles the rest by slot (`repartition`; slot values chosen
+  in `spark.partitioning` so that each process group has a partition, and a Python worker, of its own); each
+  worker sorts its rows by virtual task, SSP and offset (Arrow), runs the tasks' slices on a thread pool and
+  writes the sinks per (batch, virtual task) (`batch.processing`); a job with stores restores them first and
+  ends with a snapshot. One summary row per virtual task comes back to the driver.
+On the driver again, the new checkpoints, and their commit: one fenced transaction, run synchronously, or
+on the upload thread while the next batch runs (async commit); the job's lease is held all along.
 """
 
 from __future__ import annotations
@@ -13,19 +24,19 @@ import contextlib
 import json
 import os
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from functools import cached_property, partial
 from typing import Any
 
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, Observation, Row, SparkSession
 from pyspark.sql import functions as F
 
 from elasticity.api.stream import ApplicationDescriptor, load_application
 from elasticity.batch.async_commit import AsyncCommitter
 from elasticity.batch.coordinator import JobCoordinator
+from elasticity.batch.lease import held_lease
 from elasticity.batch.planning import advance, plan_ranges, start_offsets
 from elasticity.batch.processing import ROUTED_DDL, SUMMARY_DDL, ProcessContext, process_partition
 from elasticity.batch.reader import ROUTED_READ_DDL, Owner, RouteTable, chunks, read_assigned, read_tasks
@@ -56,25 +67,6 @@ class BatchFailed(RuntimeError):
 
 def default_batch_owner() -> str:
     return f"batch@{socket.gethostname()}:{os.getpid()}"
-
-
-class _LeaseHeartbeat:
-    """Renews the job's lease while a long batch runs."""
-
-    def __init__(self, store: CheckpointStore, job: str, owner: str, ttl_ms: int) -> None:
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(store, job, owner, ttl_ms), daemon=True)
-
-    def _run(self, store: CheckpointStore, job: str, owner: str, ttl_ms: int) -> None:
-        while not self._stop.wait(ttl_ms / 3000):
-            store.acquire_lease(job, owner, ttl_ms)
-
-    def __enter__(self) -> _LeaseHeartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
 
 
 class MicroBatchEngine:
@@ -166,17 +158,18 @@ class MicroBatchEngine:
                 if on_commit:
                     on_commit(summary)
 
-        self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
-        committer = AsyncCommitter(
-            self.store, self.config.checkpoint_write_versions, owner, self.config.commit_max_delay_ms,
-            self.config.commit_timeout_ms, committed, self._await_state,
-        )
-        try:
-            # job identity: sinks written under another store fail the start (elasticity.batch.sink_identity)
-            guard_sinks(self.config, self.store, lambda: self.coordinator.initialize(owner), reset_sinks)
-            with _LeaseHeartbeat(self.store, self.job, owner, self.config.lease_ttl_ms):
+        # the heartbeat spans everything done under the lease, the last upload too; it stops before the release
+        with held_lease(self.store, self.job, owner, self.config.lease_ttl_ms) as lease:
+            committer = AsyncCommitter(
+                self.store, self.config.checkpoint_write_versions, owner, self.config.commit_max_delay_ms,
+                self.config.commit_timeout_ms, committed, self._await_state,
+            )
+            try:
+                # job identity: sinks written under another store fail the start (elasticity.batch.sink_identity)
+                guard_sinks(self.config, self.store, lambda: self.coordinator.initialize(owner), reset_sinks)
                 snapshot = None
                 while True:
+                    lease.check()  # no batch is started that its commit would be fenced from
                     summary, plan, new_cps = self.run_one(cap, owner, snapshot)
                     summary.owner = owner
                     summaries.append(summary)
@@ -199,9 +192,8 @@ class MicroBatchEngine:
                     if not until_caught_up or summary.lag_left == 0 or out_of_time:
                         break
                 committer.flush()
-        finally:
-            committer.close()
-            self.store.release_lease(self.job, owner)
+            finally:
+                committer.close()
         return summaries
 
     def run_one(
@@ -213,84 +205,109 @@ class MicroBatchEngine:
         starts from those checkpoints and is chained behind that batch.
         """
         t0 = time.perf_counter()
-        durations: dict[str, float] = {}
-        metrics: dict[str, Any] = {}
+        generation, cps, pending = self._start(owner, snapshot)
+        plan, high = self._plan(generation, cps, pending, max_records, owner, after=snapshot[0].batch_id if snapshot else None)
+        if plan is None:
+            return self._summary(generation, None, cps, high, {"plan": _ms(t0)}, {}), None, cps
+        self._clean_batch(*self.store.batches_with_status(self.job, "abandoned"))
+        durations = {"plan": _ms(t0)}
 
+        t = time.perf_counter()
+        rows, observed = self._read_and_process(plan, generation, cps)
+        durations["spark"] = _ms(t)
+        durations["process"] = round(max((r.group_ns for r in rows), default=0) / 1e6, 1)
+
+        t = time.perf_counter()
+        new_cps = self._new_checkpoints(plan, cps, rows)
+        durations["checkpoint"] = _ms(t)  # the batch's new checkpoints (SEP-32's checkpoint-compute-ns is a rescale's)
+
+        metrics = self._batch_metrics(durations, observed, new_cps, rows)
+        summary = self._summary(generation, plan, new_cps, self._high_watermarks(plan), durations, metrics)
+        _count(summary, rows, observed)
+        summary.replayed = pending is not None
+        summary.durations_ms["total"] = _ms(t0)
+        summary.finished_ms = int(time.time() * 1000)
+        return summary, plan, new_cps
+
+    # --- steps of a batch ------------------------------------------------------
+
+    def _start(
+        self, owner: str, snapshot: tuple[BatchPlan, dict[TaskName, TaskCheckpoint]] | None,
+    ) -> tuple[Generation, dict[TaskName, TaskCheckpoint], BatchPlan | None]:
+        """The generation and checkpoints the batch starts from, and the plan it must replay (a batch that
+        failed before its commit: its ranges exactly). Behind an upload still running, that batch's
+        checkpoints under the same generation; otherwise the committed ones, after a new generation if
+        input partitions were added."""
         if snapshot is not None:
             previous, cps = snapshot
             generation = self.coordinator.current()
             assert generation is not None and generation.number == previous.generation
-            pending = None
-        else:
-            previous = None
-            generation = self.coordinator.current()
-            pending = self.store.pending_plan(self.job) if generation else None
-            if pending is None:
-                # also picks up new input partitions: a new generation records its own metrics (rescale)
-                generation = self.coordinator.initialize(owner)
-            assert generation is not None
-            cps = self.coordinator.checkpoints(generation)
+            return generation, cps, None
+        generation = self.coordinator.current()
+        pending = self.store.pending_plan(self.job) if generation else None
+        if pending is None:
+            # also picks up new input partitions: a new generation records its own metrics (rescale)
+            generation = self.coordinator.initialize(owner)
+        assert generation is not None
+        return generation, self.coordinator.checkpoints(generation), pending
 
+    def _plan(
+        self, generation: Generation, cps: dict[TaskName, TaskCheckpoint], pending: BatchPlan | None, max_records: int,
+        owner: str, after: int | None,
+    ) -> tuple[BatchPlan | None, dict[SystemStreamPartition, int]]:
+        """The batch's plan, written ahead of running it so that a retry replays the same ranges: the pending
+        one (whatever its failed attempt wrote is removed first), or ranges from the checkpoints up to the high
+        watermarks, at most `max_records`. None with the high watermarks when there is nothing to read."""
         if pending is not None:
-            plan, replayed = pending, True
-            self._clean_batch(plan.batch_id)  # a retry overwrites whatever the failed attempt left
-        else:
-            bases = sorted({s.without_key_bucket() for cp in cps.values() for s in cp.offsets})
-            high = self.inputs.offsets(bases, "upcoming")
-            ranges = plan_ranges(cps.values(), high, max_records)
-            replayed = False
-            if sum(r.size for r in ranges) == 0:
-                return self._summary(generation, None, cps, high, durations | {"plan": _ms(t0)}, metrics), None, cps
-            plan = self.store.plan_batch(self.job, generation.number, ranges, owner, after=previous.batch_id if previous else None,
-                                         side_inputs=self._side_input_offsets())
-        self._clean_batch(*self.store.batches_with_status(self.job, "abandoned"))
-        durations["plan"] = _ms(t0)
+            self._clean_batch(pending.batch_id)
+            return pending, {}
+        bases = sorted({s.without_key_bucket() for cp in cps.values() for s in cp.offsets})
+        high = self.inputs.offsets(bases, "upcoming")
+        ranges = plan_ranges(cps.values(), high, max_records)
+        if sum(r.size for r in ranges) == 0:
+            return None, high
+        return self.store.plan_batch(self.job, generation.number, ranges, owner, after=after, side_inputs=self._side_input_offsets()), high
 
-        # read+route -> shuffle by process slot -> process, as one Spark job: no cached
-        # intermediate, no extra action; the counts ride along as observed metrics
-        t = time.perf_counter()
+    def _read_and_process(self, plan: BatchPlan, generation: Generation, cps: dict[TaskName, TaskCheckpoint]) -> tuple[list[Row], dict[str, Any]]:
+        """Read+route -> shuffle by process slot -> process, as one Spark job: no cached intermediate, no extra
+        action. Returns each virtual task's summary row, and the read's counts, which ride along as observed
+        metrics (records read, skipped as already processed, ns spent hashing keys)."""
         obs = Observation("read")
         routed = self._read_routed(plan, generation, cps).observe(
             obs, F.count(F.lit(1)).alias("read"), F.sum(F.col("skip").cast("long")).alias("skipped"), F.sum("hash_ns").alias("hash_ns"))
         slots = len(generation.job_model.containers) * self.config.container_process_count
         rows = (routed.where(~F.col("skip")).select(*[c.split()[0] for c in ROUTED_DDL.split(", ")])
                 .repartition(slots, "slot").mapInArrow(partial(process_partition, self._context(plan, generation, cps)), SUMMARY_DDL).collect())
-        observed = obs.get
-        records_read, skipped = observed["read"], observed["skipped"] or 0
-        durations["spark"] = _ms(t)
-        durations["process"] = round(max((r.group_ns for r in rows), default=0) / 1e6, 1)
-        metrics["total-input-consumption-ns"] = int((durations["spark"] - durations["process"]) * 1e6)
-        # per message, as SEP-32 means it: the hashing alone, timed in each Arrow batch of the read (RouteTable)
-        metrics["keyhash-compute-ns"] = per_message_ns(observed["hash_ns"] or 0, records_read)
+        return rows, obs.get
 
-        t = time.perf_counter()
-        stopped: dict[TaskName, dict[SystemStreamPartition, int]] = {}
-        for r in rows:
-            if r.stopped:
-                stopped[TaskName(r.task_name)] = {ssp_from_key(k): int(v) for k, v in json.loads(r.stopped).items()}
+    def _new_checkpoints(self, plan: BatchPlan, cps: dict[TaskName, TaskCheckpoint], rows: list[Row]) -> dict[TaskName, TaskCheckpoint]:
+        """Each virtual task's checkpoint after the batch: past its ranges, or at the first offset it did not
+        keep where it stopped; with the state snapshot it took, for a job with stores."""
+        stopped = {TaskName(r.task_name): {ssp_from_key(k): int(v) for k, v in json.loads(r.stopped).items()} for r in rows if r.stopped}
         new_cps = {name: advance(cp, plan.ranges, stopped.get(name)) for name, cp in cps.items()}
-        if self.storage is not None:
-            new_cps = _with_state(new_cps, cps, rows)
-        durations["checkpoint"] = _ms(t)  # the batch's new checkpoints (SEP-32's checkpoint-compute-ns is a rescale's)
+        return _with_state(new_cps, cps, rows) if self.storage is not None else new_cps
+
+    def _batch_metrics(
+        self, durations: dict[str, float], observed: dict[str, Any], new_cps: dict[TaskName, TaskCheckpoint], rows: list[Row],
+    ) -> dict[str, Any]:
+        """SEP-32's batch metrics, the stores' and the per-task figures of the job page."""
+        metrics: dict[str, Any] = {
+            "total-input-consumption-ns": int((durations["spark"] - durations["process"]) * 1e6),
+            # per message, as SEP-32 means it: the hashing alone, timed in each Arrow batch of the read (RouteTable)
+            "keyhash-compute-ns": per_message_ns(observed["hash_ns"] or 0, observed["read"]),
+        }
         if self.storage is not None:
             metrics.update(_state_metrics(new_cps, rows))
         metrics["process-ns"] = {r.task_name: r.process_ns for r in rows}  # per virtual task: its slice
         metrics["process-ns-per-message"] = per_message_ns(sum(r.process_ns for r in rows), sum(r.records for r in rows))
         metrics["records"] = {r.task_name: r.records for r in rows}  # per virtual task: its records/s on the job page
+        return metrics
 
+    def _high_watermarks(self, plan: BatchPlan) -> dict[SystemStreamPartition, int]:
+        """Each planned SSP's high watermark after the batch, for the lag left (the plan's end if the broker says nothing)."""
         high = {r.ssp: r.end for r in plan.ranges}
         high.update(self.inputs.offsets(list(high), "upcoming"))
-        summary = self._summary(generation, plan, new_cps, high, durations, metrics)
-        summary.replayed = replayed
-        summary.records_read = records_read
-        summary.processed = sum(r.processed for r in rows)
-        summary.dead_lettered = sum(r.dead_lettered for r in rows)
-        summary.outputs = sum(r.outputs for r in rows)
-        summary.skipped = skipped
-        summary.errors = [r.error for r in rows if r.error]
-        summary.durations_ms["total"] = _ms(t0)
-        summary.finished_ms = int(time.time() * 1000)
-        return summary, plan, new_cps
+        return high
 
     # --- stages ---------------------------------------------------------------
 
@@ -405,7 +422,18 @@ class MicroBatchEngine:
         )
 
 
-def _with_state(new_cps: dict[TaskName, TaskCheckpoint], cps: dict[TaskName, TaskCheckpoint], rows) -> dict[TaskName, TaskCheckpoint]:
+def _count(summary: BatchSummary, rows: list[Row], observed: dict[str, Any]) -> None:
+    """The batch's record counts: read and skipped as already processed (observed in the read), processed,
+    dead-lettered and output (the slices' rows), and why tasks stopped."""
+    summary.records_read = observed["read"]
+    summary.skipped = observed["skipped"] or 0
+    summary.processed = sum(r.processed for r in rows)
+    summary.dead_lettered = sum(r.dead_lettered for r in rows)
+    summary.outputs = sum(r.outputs for r in rows)
+    summary.errors = [r.error for r in rows if r.error]
+
+
+def _with_state(new_cps: dict[TaskName, TaskCheckpoint], cps: dict[TaskName, TaskCheckpoint], rows: list[Row]) -> dict[TaskName, TaskCheckpoint]:
     """Each task's new checkpoint with its snapshot of this batch; a task that took none (no records
     here, or stopped) keeps the state of the checkpoint it started from."""
     snapped = {TaskName(r.task_name): r for r in rows if r.checkpoint_id}
@@ -419,7 +447,7 @@ def _with_state(new_cps: dict[TaskName, TaskCheckpoint], cps: dict[TaskName, Tas
     return out
 
 
-def _state_metrics(cps: dict[TaskName, TaskCheckpoint], rows) -> dict[str, Any]:
+def _state_metrics(cps: dict[TaskName, TaskCheckpoint], rows: list[Row]) -> dict[str, Any]:
     """Per store, this batch's metrics summed over its virtual tasks ("store-metrics"), and per virtual
     task and store its checkpoint id, markers, size and restore source ("stores"), for the summary and
     the job page."""

@@ -1,7 +1,7 @@
 """The SparkSession a batch runs on: a Spark Connect session (the warm default:
 the embedded server, or `spark.remote`), the session spark-submit set up (its
 --master wins), or a classic session on `spark.master`. Only DataFrame APIs
-that Spark Connect has are used (mapInArrow, joins, broadcast, observe)."""
+that Spark Connect has are used (range, mapInArrow, observe, repartition)."""
 
 from __future__ import annotations
 

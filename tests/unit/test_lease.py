@@ -1,0 +1,94 @@
+"""The batch's lease heartbeat with the real SQL store: no renewal lands after the release,
+failed renewals are logged, and a lease another owner took is the batch's to learn."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+from sqlalchemy.exc import OperationalError
+
+from elasticity.batch.lease import LeaseLostError, held_lease
+from elasticity.checkpoint.store import CheckpointStore, Lease
+
+JOB, OWNER = "j", "batch@host:1"
+TTL_MS = 300  # a renewal every 0.1 s
+
+
+class _Renewals:
+    """The store as the heartbeat sees it: the first acquire (the batch taking its lease) goes straight
+    through; each later one (a renewal) runs `before` first. Everything else is the store's own."""
+
+    def __init__(self, store: CheckpointStore, before) -> None:
+        self._store, self._before, self._taken = store, before, False
+        self.landed = threading.Event()
+
+    def acquire_lease(self, job: str, owner: str, ttl_ms: int) -> Lease:
+        if self._taken:
+            self._before()
+        self._taken = True
+        lease = self._store.acquire_lease(job, owner, ttl_ms)
+        self.landed.set()
+        return lease
+
+    def __getattr__(self, name: str):
+        return getattr(self._store, name)
+
+
+@pytest.fixture
+def store(tmp_path) -> CheckpointStore:
+    return CheckpointStore(f"sqlite:///{tmp_path / 'store.db'}")
+
+
+def test_a_renewal_under_way_lands_before_the_release_not_after(store):
+    renewing, go = threading.Event(), threading.Event()
+
+    def held_up() -> None:
+        renewing.set()
+        assert go.wait(10)
+
+    renewals = _Renewals(store, held_up)
+    with held_lease(renewals, JOB, OWNER, TTL_MS):
+        assert renewing.wait(5)  # a renewal is under way, held up in the store
+        renewals.landed.clear()
+        threading.Timer(0.3, go.set).start()  # it lands while the batch is leaving the block
+    assert renewals.landed.wait(5)
+    assert store.lease(JOB) is None  # released after the renewal landed: the next rescale may take it at once
+    store.acquire_lease(JOB, "rescaler", 60_000)
+
+
+def test_a_failed_renewal_is_logged_and_the_next_one_renews(store, caplog):
+    failures = iter([OperationalError("UPDATE jobs", {}, Exception("database is locked"))])
+
+    def flaky() -> None:
+        if (e := next(failures, None)) is not None:
+            raise e
+
+    renewals = _Renewals(store, flaky)
+    with caplog.at_level(logging.WARNING, logger="elasticity"), held_lease(renewals, JOB, OWNER, TTL_MS) as heartbeat:
+        taken = heartbeat.lease.expires_ms
+        renewals.landed.clear()
+        assert renewals.landed.wait(5)  # the renewal after the failed one
+        heartbeat.check()  # a failed renewal alone loses nothing: the lease was still ours
+        assert heartbeat.lease.expires_ms > taken
+    (warning,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert f"job {JOB!r}: lease renewal by {OWNER!r} failed" in warning.getMessage()
+    assert "database is locked" in warning.getMessage()
+    assert store.lease(JOB) is None
+
+
+def test_a_lease_taken_by_another_owner_stops_the_renewals_and_the_batch_learns_it(tmp_path, caplog):
+    now = [0]
+    store = CheckpointStore(f"sqlite:///{tmp_path / 'store.db'}", clock=lambda: now[0])
+    with caplog.at_level(logging.WARNING, logger="elasticity"), held_lease(store, JOB, OWNER, TTL_MS) as heartbeat:
+        now[0] = 10 * TTL_MS  # the batch's lease expired unrenewed (say, its process was paused)...
+        store.acquire_lease(JOB, "rescaler", 60_000)  # ...and a rescale took it
+        deadline = time.monotonic() + 5
+        while "lost its lease" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.05)  # the next renewal finds the rescaler's lease
+        with pytest.raises(LeaseLostError, match="lost its lease"):
+            heartbeat.check()
+    assert f"job {JOB!r}: batch owner {OWNER!r} lost its lease" in caplog.text and "rescaler" in caplog.text
+    assert store.lease(JOB).owner == "rescaler"  # the batch's release leaves the rescaler's lease alone
