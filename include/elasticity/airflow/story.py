@@ -12,11 +12,11 @@ import os
 import time
 from pathlib import Path
 
-from elasticity.airflow.standalone import REPO, AirflowStandalone, embedded_services
+from elasticity.airflow.standalone import AirflowStandalone, demo_config_file, embedded_services
 from elasticity.apps.demo_feed import demo_records
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import load_config
-from elasticity.daemon import free_port, port_open
+from elasticity.daemon import free_port, port_open, state_home
 from elasticity.kafka.admin import create_topic
 from elasticity.kafka.producer import send
 
@@ -28,14 +28,14 @@ def _say(text: str) -> None:
 
 
 def run_story(records: int = 6000) -> int:
-    home = Path(os.environ.setdefault("ELASTICITY_HOME", str(REPO / ".elasticity"))).resolve()
+    config = load_config(demo_config_file())
+    home = Path(os.environ.setdefault("ELASTICITY_HOME", str(state_home()))).resolve()
     _say(f"elasticity demo: job {JOB!r} through Airflow's scheduler (state in {home})")
     conns = embedded_services(home)
     kafka = json.loads(conns["AIRFLOW_CONN_KAFKA_DEFAULT"])
     bootstrap = f"{kafka['host']}:{kafka['port']}"
     spark = json.loads(conns["AIRFLOW_CONN_SPARK_DEFAULT"])
     _say(f"1. embedded Kafka-protocol broker at {bootstrap}; warm Spark Connect server at {spark['host']}:{spark['port']}")
-    config = load_config(REPO / "include" / "jobs" / f"{JOB}.properties")
     topic = config.inputs[0].stream
     create_topic(bootstrap, topic, 4)
     store = CheckpointStore(json.loads(conns["AIRFLOW_CONN_ELASTICITY_STORE"])["extra"]["url"])
