@@ -25,6 +25,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "include"))
+os.environ.setdefault("ELASTICITY_PROJECT_DIR", str(REPO))  # the checkout's dags/ and plugins/, wherever it runs from
 
 from elasticity.airflow.standalone import AirflowStandalone, connections  # noqa: E402
 from elasticity.apps.demo_feed import demo_records  # noqa: E402

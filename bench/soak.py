@@ -41,6 +41,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "include"))
+os.environ.setdefault("ELASTICITY_PROJECT_DIR", str(REPO))  # the checkout's dags/ and plugins/, wherever it runs from
 
 from kafka import KafkaProducer  # noqa: E402
 from sqlalchemy import select  # noqa: E402

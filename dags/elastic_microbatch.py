@@ -1,5 +1,5 @@
 """elastic_microbatch__<job>: one DAG per job config in the jobs folder
-(ELASTICITY_JOBS_DIR, default include/jobs).
+(ELASTICITY_JOBS_DIR, default include/jobs of the current directory).
 
 On `airflow.microbatch.schedule` (every minute), never two runs of a job at once
 (max_active_runs=1, plus the job's lease), one task runs the job's micro-batches:

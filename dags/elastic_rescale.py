@@ -7,7 +7,12 @@ processed twice), writes the new generation in one transaction and releases the
 lease; its log shows the migration plan. A data-quality run of the job follows.
 The rescale holds against the job's schedule and autosizer for
 `job.elasticity.manual.hold.ms` (default one hour); a later manual rescale
-replaces the hold. The form's factor starts at the current factor of the first job.
+replaces the hold.
+
+The form starts at the first job's configured factor (`job.elasticity.factor`),
+not its current one: Airflow parses this file on every pass, so it opens no
+checkpoint store. Each job's current factor is on its page (Browse -> Elastic job
+<job>), whose own rescale form starts there and triggers this DAG.
 """
 
 from __future__ import annotations
@@ -18,12 +23,11 @@ from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOpe
 from airflow.sdk import DAG, Param, task
 
 from elasticity.airflow.hooks import job_configs
-from elasticity.airflow.tasks import current_factors
-from elasticity.config import MAX_ELASTICITY_FACTOR
+from elasticity.config import MAX_ELASTICITY_FACTOR, parse_properties
 
-JOBS = sorted(job_configs()) or ["demo"]
-CURRENT = current_factors(JOBS)  # read when the file is parsed, so the form shows where each job stands
-NOW = ", ".join(f"{job}: {f if f is not None else 'not started'}" for job, f in CURRENT.items())
+CONFIGS = job_configs()
+JOBS = sorted(CONFIGS) or ["demo"]
+CONFIGURED = parse_properties(CONFIGS[JOBS[0]].read_text()).get("job.elasticity.factor", "1") if CONFIGS else "1"
 
 with DAG(
     dag_id="elastic_rescale",
@@ -38,8 +42,9 @@ with DAG(
     default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
     params={
         "job": Param(JOBS[0], type="string", enum=JOBS, description="The job to rescale"),
-        "factor": Param(CURRENT.get(JOBS[0]) or 1, type="integer", minimum=1, maximum=MAX_ELASTICITY_FACTOR,
-                        description=f"New elasticity factor (1 turns elasticity off; at most {MAX_ELASTICITY_FACTOR}). Current factors: {NOW}"),
+        "factor": Param(int(CONFIGURED) if CONFIGURED.isdigit() else 1, type="integer", minimum=1, maximum=MAX_ELASTICITY_FACTOR,
+                        description=f"New elasticity factor (1 turns elasticity off; at most {MAX_ELASTICITY_FACTOR}). Starts at "
+                                    f"{JOBS[0]}'s configured factor; each job's current factor is on its page: Browse -> Elastic job <job>"),
         "dry_run": Param(False, type="boolean", description="Only print the migration plan"),
     },
 ) as dag:

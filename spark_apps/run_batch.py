@@ -2,7 +2,9 @@
 
 spark-submit spark_apps/run_batch.py --config include/jobs/demo.properties [--max-records N] [--until-caught-up]
 
-Thin: the session spark-submit created is used as it is; everything else is the library.
+Thin: the session spark-submit created is used as it is; everything else is the library. The
+micro-batch operator submits the package's own entry file instead (`elasticity/__main__.py
+run-batch ...`), which an installed library has wherever it is installed.
 """
 
 import sys

@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="elasticity-airflow-"))
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "dags")
+os.environ.setdefault("ELASTICITY_PROJECT_DIR", str(REPO))  # this checkout is the Airflow project, wherever pytest runs
 os.environ.setdefault("AIRFLOW__CORE__PARALLELISM", "4")
 os.environ.setdefault("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # spark-submit of the venv

@@ -349,6 +349,10 @@ def _log_to_stderr() -> None:
         logger.setLevel(logging.INFO)
 
 
+# Commands that need an extra of the package (pyproject's optional-dependencies); the others run on the core.
+EXTRA_OF = {"run-batch": "spark", "spark": "spark", "airflow": "airflow", "demo": "airflow"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _log_to_stderr()
@@ -356,6 +360,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except (ConfigError, BrokerUnreachable, BrokerError, TopicError, StoreError, MigrationError, SerdeError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as e:
+        extra = EXTRA_OF.get(args.command)
+        if extra is None or (e.name or "elasticity").split(".")[0] == "elasticity":
+            raise
+        print(f"error: `elasticity {args.command}` needs {e.name}, which is not installed: pip install 'elasticity[{extra}]'", file=sys.stderr)
         return 2
 
 

@@ -162,3 +162,42 @@ def test_no_silent_yarn(world, monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps({"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": 15999}))
     target = op.spark_target(config)
     assert (target.kind, target.value) == ("connect", "sc://127.0.0.1:15999/")
+
+
+def test_parsing_the_dags_opens_no_checkpoint_store(tmp_path, monkeypatch):
+    """Airflow parses the DAG files on every dag-processor pass: no database or network at top level. The store
+    is a PostgreSQL port that accepts and never answers (each open would wait for its connect timeout), and any
+    store opened while parsing is recorded."""
+    import socket
+    import time
+
+    from elasticity.checkpoint.store import CheckpointStore
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    url = f"postgresql+psycopg://u:p@127.0.0.1:{silent.getsockname()[1]}/db"
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    for job, factor in (("parsed_a", 4), ("parsed_b", 1)):
+        (jobs / f"{job}.properties").write_text(f"job.name={job}\ntask.inputs=kafka.t\njob.elasticity.factor={factor}\n")
+    monkeypatch.setenv("ELASTICITY_JOBS_DIR", str(jobs))
+    monkeypatch.setenv("AIRFLOW_CONN_ELASTICITY_STORE", json.dumps({"conn_type": "generic", "extra": {"url": url}}))
+    monkeypatch.setenv("ELASTICITY_CHECKPOINT_STORE_URL", url)
+    opened = []
+    real_init = CheckpointStore.__init__
+    monkeypatch.setattr(CheckpointStore, "__init__", lambda self, *a, **kw: opened.append(a) or real_init(self, *a, **kw))
+    try:
+        start = time.monotonic()
+        bag = dagbag()
+        took = time.monotonic() - start
+    finally:
+        silent.close()
+    assert bag.import_errors == {}
+    assert {"elastic_microbatch__parsed_a", "elastic_microbatch__parsed_b", "elastic_rescale"} <= set(bag.dag_ids)
+    assert opened == []
+    print(f"parsed {len(bag.dag_ids)} DAGs in {took:.1f} s")
+    assert took < 60
+    form = bag.dags["elastic_rescale"].params
+    assert form.get_param("job").schema["enum"] == ["parsed_a", "parsed_b"]
+    assert form["factor"] == 4  # the first job's configured factor: cheap, from its file

@@ -71,3 +71,20 @@ def test_max_records_below_1_is_rejected_naming_the_flag(value, capsys):
         main(["run-batch", "--config", DEMO, "--max-records", value])
     assert e.value.code == 2
     assert f"--max-records {value!r}: expected an integer >= 1" in capsys.readouterr().err
+
+
+def test_a_command_missing_its_extra_says_which_to_install(capsys, monkeypatch):
+    """With the core alone (`pip install elasticity`), a command of an extra names the extra, not a traceback."""
+    import tomllib
+
+    from elasticity import cli
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert set(cli.EXTRA_OF.values()) <= set(extras)
+
+    def missing(args):
+        raise ModuleNotFoundError("No module named 'requests'", name="requests")
+
+    monkeypatch.setattr(cli, "cmd_demo", missing)
+    assert main(["demo"]) == 2
+    assert "`elasticity demo` needs requests, which is not installed: pip install 'elasticity[airflow]'" in capsys.readouterr().err

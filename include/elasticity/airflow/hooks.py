@@ -20,15 +20,12 @@ from pathlib import Path
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
-REPO = Path(__file__).resolve().parents[3]
-
-
-def jobs_dir() -> Path:
-    return Path(os.environ.get("ELASTICITY_JOBS_DIR", REPO / "include" / "jobs"))
+from elasticity.airflow.project import jobs_dir
 
 
 def job_configs() -> dict[str, Path]:
-    """job.name -> config file, for every `.properties` file in the jobs folder."""
+    """job.name -> config file, for every `.properties` file in the jobs folder (ELASTICITY_JOBS_DIR, else
+    include/jobs of the current directory; a missing folder is an error saying so)."""
     from elasticity.config import parse_properties
 
     found = {}

@@ -8,7 +8,8 @@
      embedded server): the task is a thin client, the engine's driver logic runs
      here and the work on the warm server;
    - a Spark master (a `spark` connection, or the job's `spark.master`):
-     spark-submit of spark_apps/run_batch.py, a new driver per run.
+     spark-submit of the package's own entry file (`elasticity/__main__.py run-batch`,
+     found in the installed package), a new driver per run.
    A master that cannot work fails at once, naming the connection and the value
    (no silent YARN).
 3. An Asset event carrying the last batch's summary and the ids of all.
@@ -19,6 +20,7 @@ written-ahead plan.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from pathlib import Path
 from typing import Any
@@ -28,11 +30,20 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException, AirflowSkipException
 
 from elasticity.airflow.assets import batches_asset
-from elasticity.airflow.hooks import REPO, ElasticityHook
+from elasticity.airflow.hooks import ElasticityHook
 from elasticity.config import JobConfig, load_config
 from elasticity.spark.target import SparkTarget, check_master, resolve_target
 
 SUMMARY_KEYS = ("job", "batch_id", "generation", "factor", "records_read", "processed", "dead_lettered", "skipped", "lag_left", "durations_ms")
+
+
+def entry_file() -> str:
+    """What spark-submit runs: the package's `__main__.py` wherever the library is installed (a wheel, a
+    checkout), so a non-editable install needs no file of the source tree."""
+    spec = importlib.util.find_spec("elasticity.__main__")
+    if spec is None or spec.origin is None:
+        raise AirflowException("elasticity/__main__.py not found in the installed package")
+    return spec.origin
 
 
 class _MasterSubmitHook(SparkSubmitHook):
@@ -128,8 +139,8 @@ class MicroBatchOperator(BaseOperator):
         kwargs = {
             "name": f"elasticity-{self.job}", "env_vars": hook.env(),
             "conf": {"spark.ui.enabled": "false", "spark.driver.extraJavaOptions": log4j_options()},
-            "application_args": ["--config", self.config_path, "--owner", run_id, "--until-caught-up", "--max-seconds", str(max_seconds)],
+            "application_args": ["run-batch", "--config", self.config_path, "--owner", run_id, "--until-caught-up", "--max-seconds", str(max_seconds)],
         }
         from_connection = target.source == f"connection {self.spark_conn_id!r}"
         submit = SparkSubmitHook(conn_id=self.spark_conn_id, **kwargs) if from_connection else _MasterSubmitHook(master=target.value, **kwargs)
-        submit.submit(str(REPO / "spark_apps" / "run_batch.py"))
+        submit.submit(entry_file())

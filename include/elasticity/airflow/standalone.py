@@ -21,7 +21,8 @@ from typing import Any
 
 import requests
 
-REPO = Path(__file__).resolve().parents[3]
+from elasticity.airflow.project import JOBS_ENV, ProjectError, airflow_folders, jobs_dir
+
 BIN = Path(sys.executable).parent
 
 
@@ -55,11 +56,14 @@ class AirflowStandalone:
         return self.home / "standalone.log"
 
     def env(self) -> dict[str, str]:
+        """Airflow's environment: the project's DAGs, plugin and job configs (from the current directory or
+        ELASTICITY_PROJECT_DIR / ELASTICITY_JOBS_DIR), named explicitly so no Airflow process depends on its cwd."""
+        dags, plugins = airflow_folders()
         env = {
             **os.environ,
             "AIRFLOW_HOME": str(self.home),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-            "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(plugins),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__PARALLELISM": "4",  # 2 cores: a few tasks at once
             "AIRFLOW__API__HOST": "127.0.0.1",  # loopback only, never 0.0.0.0
@@ -68,8 +72,10 @@ class AirflowStandalone:
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.base}/execution/",
             "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
             "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-            **self.env_extra,
         }
+        if JOBS_ENV not in self.env_extra:
+            env[JOBS_ENV] = str(jobs_dir())
+        env.update(self.env_extra)
         return {k: v for k, v in env.items() if v is not None}
 
     def start(self) -> AirflowStandalone:
@@ -210,6 +216,24 @@ def embedded_services(home: Path) -> dict[str, str]:
     return connections(bootstrap, remote, f"sqlite:///{home / 'checkpoints.db'}")
 
 
+def demo_config_file() -> Path:
+    """The demo job's config in the project's jobs folder: the very file the DAGs run, so what the demo
+    feeds and shows is what Airflow's job reads."""
+    airflow_folders()  # no Airflow project here: say so before starting anything
+    path = jobs_dir() / "demo.properties"
+    if not path.is_file():
+        raise ProjectError(f"the demo job's config {path} is missing: the demo runs the job `demo` of the jobs folder ({JOBS_ENV})")
+    return path
+
+
+def _shown(path: Path) -> str:
+    """A path as the user would type it here: relative to the current directory when under it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def serve(home: Path, port: int = 8080) -> int:
     """`make airflow`: the embedded default under Airflow's scheduler, in the foreground until Ctrl-C."""
     from elasticity.apps.demo_feed import demo_records
@@ -217,10 +241,11 @@ def serve(home: Path, port: int = 8080) -> int:
     from elasticity.kafka.admin import create_topic
     from elasticity.kafka.producer import send
 
+    demo_file = demo_config_file()
     print(f"starting the embedded broker and Spark Connect server (state in {home}) ...", flush=True)
     conns = embedded_services(home)
     bootstrap = "{host}:{port}".format(**json.loads(conns["AIRFLOW_CONN_KAFKA_DEFAULT"]))
-    demo = load_config(REPO / "include" / "jobs" / "demo.properties")
+    demo = load_config(demo_file)
     topic = demo.inputs[0].stream
     if create_topic(bootstrap, topic, 4):
         sent = send(bootstrap, topic, demo_records(3000, keys=300))
@@ -236,7 +261,7 @@ Airflow UI: {airflow.base}   login: admin   password: {airflow.password()}
   elastic_rescale            Trigger -> job demo, factor N -> Trigger: the rescale, then a data-quality run
   elastic_data_quality__demo after each committed run: report {demo.path('job.report.path', 'reports')}/summary.html
   the elastic job page       Browse -> Elastic job demo ({airflow.base}/elasticity/jobs/demo)
-More orders: .venv/bin/elasticity feed --config include/jobs/demo.properties --records 3000
+More orders: {_shown(BIN / 'elasticity')} feed --config {_shown(demo_file)} --records 3000
 Ctrl-C stops Airflow; the broker and the Spark Connect server keep running (`make stop` stops them).""", flush=True)
         return airflow.proc.wait() if airflow.proc else 0
     except KeyboardInterrupt:

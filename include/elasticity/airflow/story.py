@@ -12,7 +12,7 @@ import os
 import time
 from pathlib import Path
 
-from elasticity.airflow.standalone import REPO, AirflowStandalone, embedded_services
+from elasticity.airflow.standalone import AirflowStandalone, demo_config_file, embedded_services
 from elasticity.apps.demo_feed import demo_records
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import elasticity_home, load_config
@@ -28,15 +28,15 @@ def _say(text: str) -> None:
 
 
 def run_story(records: int = 6000) -> int:
-    os.environ.setdefault("ELASTICITY_HOME", str(REPO / ".elasticity"))  # the demo's state stays in the repo, whatever the cwd
+    config = load_config(demo_config_file())
     home = elasticity_home()
+    os.environ.setdefault("ELASTICITY_HOME", str(home))  # the services and Airflow's tasks share it
     _say(f"elasticity demo: job {JOB!r} through Airflow's scheduler (state in {home})")
     conns = embedded_services(home)
     kafka = json.loads(conns["AIRFLOW_CONN_KAFKA_DEFAULT"])
     bootstrap = f"{kafka['host']}:{kafka['port']}"
     spark = json.loads(conns["AIRFLOW_CONN_SPARK_DEFAULT"])
     _say(f"1. embedded Kafka-protocol broker at {bootstrap}; warm Spark Connect server at {spark['host']}:{spark['port']}")
-    config = load_config(REPO / "include" / "jobs" / f"{JOB}.properties")
     topic = config.inputs[0].stream
     create_topic(bootstrap, topic, 4)
     store = CheckpointStore(json.loads(conns["AIRFLOW_CONN_ELASTICITY_STORE"])["extra"]["url"])

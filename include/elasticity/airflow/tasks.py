@@ -70,19 +70,6 @@ def rescale(job: str, factor: int | None, dry_run: bool, owner: str, reason: str
             "old_factor": old.factor if old else None, "new_factor": new.factor if new else None, "reason": reason}
 
 
-def current_factors(jobs: list[str]) -> dict[str, int | None]:
-    """Each job's current factor, for the rescale form; None when unknown (never raises: it runs at parse time)."""
-    out: dict[str, int | None] = {}
-    for job in jobs:
-        try:
-            generation = open_job(job)[2].current()
-            out[job] = generation.factor if generation else None
-        except Exception as e:  # a DAG file must parse even when the store is down
-            log.warning("current factor of %s unknown: %s", job, e)
-            out[job] = None
-    return out
-
-
 def samples(metrics: list[dict[str, Any]], created: dict[int, int]) -> list[BatchSample]:
     out = []
     for m in metrics:

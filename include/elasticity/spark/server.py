@@ -33,7 +33,7 @@ class SparkServerState(DaemonState):
 def spark_home() -> Path:
     spec = importlib.util.find_spec("pyspark")
     if spec is None or spec.origin is None:
-        raise DaemonError("pyspark is not installed (requirements.txt)")
+        raise DaemonError("pyspark is not installed: pip install 'elasticity[spark]'")
     return Path(spec.origin).parent
 
 
