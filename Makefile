@@ -1,5 +1,5 @@
-# The README's two commands: `make demo` and `make test`. Each creates .venv and
-# installs what is missing (a stamp file makes the second run instant).
+# The README's two commands: `make demo` and `make test` (and `make unit`, the quick loop). Each creates .venv
+# and installs what is missing (a stamp file makes the second run instant).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -8,7 +8,7 @@ export ELASTICITY_HOME ?= $(CURDIR)/.elasticity
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup demo airflow ui stop test lint soak clean
+.PHONY: setup demo airflow ui stop test unit lint soak clean
 
 setup: $(STAMP)
 
@@ -46,6 +46,11 @@ lint: $(STAMP)
 
 test: lint $(SYSTEM_STAMP)
 	$(BIN)/pytest
+
+# tests/unit alone (no broker, Spark, Airflow database or network; no system packages, no lint), with a
+# tenth of the property-test examples of `make test` (the `unit` hypothesis profile): seconds, not minutes.
+unit: $(STAMP)
+	$(BIN)/pytest --hypothesis-profile=unit tests/unit
 
 # The fault-injection soak through Airflow's scheduler on loopback (its own broker, Spark Connect server,
 # private PostgreSQL store and airflow standalone, in a temporary folder): `make soak MINUTES=30`.

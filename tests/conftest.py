@@ -12,8 +12,11 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+# `ci` (CI=true) runs more examples than a local `make test`; `unit` (`make unit`: pytest --hypothesis-profile=unit)
+# fewer, for a quick loop; tests with their own count scale it with tests/support/examples.py.
 settings.register_profile("default", deadline=None, max_examples=100)
 settings.register_profile("ci", deadline=None, max_examples=200)
+settings.register_profile("unit", deadline=None, max_examples=10)
 settings.load_profile("ci" if os.environ.get("CI") else "default")
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,9 +33,13 @@ os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PAT
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
+# Folders under tests/ whose tests need a broker, Spark or the Airflow database: `-m "not integration"` skips them.
+INTEGRATION = {"integration", "dags"}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if "integration" in item.path.parts:
+        if item.path.is_relative_to(REPO / "tests") and item.path.relative_to(REPO / "tests").parts[0] in INTEGRATION:
             item.add_marker(pytest.mark.integration)
 
 

@@ -168,6 +168,7 @@ def _samza_topic(args: argparse.Namespace, coordinator: JobCoordinator) -> int:
         plan = coordinator.adopt([samza_topic.from_samza(t, f.checkpoint) for t, f in found.items()], str(topic))
         print(samza_topic.describe(found), file=sys.stderr)
         generation = coordinator.current()
+        assert generation is not None  # adopt wrote one
         print(f"imported {len(found)} task checkpoints from {topic} ({len(messages)} messages): "
               f"generation {generation.number} at factor {plan.factor}")
     else:
@@ -199,6 +200,7 @@ def cmd_rescale(args: argparse.Namespace) -> int:
         return 0
     plan = coordinator.rescale(args.factor, owner=args.owner, abandon_pending=args.abandon_pending)
     if plan.migration is None:
+        assert plan.old is not None  # nothing to change: it is the current generation
         print(f"job {coordinator.job!r} already runs at factor {plan.factor} (generation {plan.old.number}); nothing to change")
         return 0
     print(plan.migration.describe())
@@ -206,6 +208,7 @@ def cmd_rescale(args: argparse.Namespace) -> int:
         print(plan.state.describe())
     _print_metrics(plan.metrics)
     generation = coordinator.current()
+    assert generation is not None  # the rescale wrote one
     print(f"applied: generation {generation.number} at factor {generation.factor}")
     return 0
 

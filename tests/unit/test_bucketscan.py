@@ -1,74 +1,52 @@
-"""The bucket scan of a state move, in this process and in its worker processes."""
+"""The bucket scan of a state move, in this process (tests/integration/test_bucketscan_workers.py: in its worker processes)."""
 
 from __future__ import annotations
 
-import os
-import signal
-
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rocksdict import Options, Rdict
 
 from elasticity.jobmodel.keybucket import key_bucket
-from elasticity.state.bucketscan import ScanJob, ScanResult, ScanWorkers, scan
+from elasticity.state.bucketscan import ScanJob, ScanResult, answer, scan
+from tests.support.examples import examples
+from tests.support.state_stores import read_sst, snapshot
 
 
-def snapshot(folder, entries: dict[bytes, bytes]) -> str:
-    db = Rdict(str(folder), Options(raw_mode=True))
-    for k, v in entries.items():
-        db[k] = v
-    db.close()
-    return str(folder)
-
-
-def read_sst(tmp_path, path: str) -> dict[bytes, bytes]:
-    db = Rdict(str(tmp_path / f"read-{os.path.basename(path)}"), Options(raw_mode=True))
-    db.ingest_external_file([path])
-    out = dict(db.items())
-    db.close()
-    return out
-
-
-@pytest.fixture(scope="module")
-def workers():
-    w = ScanWorkers(2)
-    yield w
-    w.close()
-
-
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(keys=st.sets(st.binary(min_size=1, max_size=12), min_size=1, max_size=60), factor=st.integers(1, 12))
-def test_each_entry_goes_to_the_file_of_its_bucket_in_a_worker_as_in_process(tmp_path_factory, workers, keys, factor):
+def test_each_entry_goes_to_the_file_of_its_bucket(tmp_path_factory, keys, factor):
     tmp = tmp_path_factory.mktemp("scan")
     entries = {k: k[::-1] + b"!" for k in keys}
     folder = snapshot(tmp / "db", entries)
-    results = []
-    for where in ("inproc", "worker"):
-        job = ScanJob(folder, factor, {b: str(tmp / where / f"{b}.sst") for b in range(factor)}, "s", "t")
-        results.append(scan(job) if where == "inproc" else workers.run(job))
-        for b in range(factor):
-            want = {k: v for k, v in entries.items() if key_bucket(k, 0, factor) == b}
-            assert (read_sst(tmp, job.outputs[b]) if want else {}) == want
-            assert results[-1].keys.get(b, 0) == len(want)
-            assert results[-1].bytes.get(b, 0) == sum(len(k) + len(v) for k, v in want.items())
-    assert results[0] == results[1]
+    job = ScanJob(folder, factor, {b: str(tmp / "out" / f"{b}.sst") for b in range(factor)}, "s", "t")
+    result = scan(job)
+    for b in range(factor):
+        want = {k: v for k, v in entries.items() if key_bucket(k, 0, factor) == b}
+        assert (read_sst(tmp, job.outputs[b]) if want else {}) == want
+        assert result.keys.get(b, 0) == len(want)
+        assert result.bytes.get(b, 0) == sum(len(k) + len(v) for k, v in want.items())
 
 
-def test_a_key_of_a_bucket_the_job_does_not_expect_is_an_error_naming_store_task_and_key(tmp_path, workers):
+def test_a_key_of_a_bucket_the_job_does_not_expect_is_an_error_naming_store_task_and_key(tmp_path):
     folder = snapshot(tmp_path / "db", {b"alice": b"1", b"bob": b"2"})
     wrong = 1 - key_bucket(b"alice", 0, 2)
     job = ScanJob(folder, 2, {wrong: str(tmp_path / "out.sst")}, "totals", "Partition 0_1")
-    for result in (scan(job), workers.run(job)):
+    for result in (scan(job), ScanResult.from_json(answer(job.to_json()))):
         assert result.error is not None
         assert "store 'totals' of task 'Partition 0_1' holds key b'alice'" in result.error or "holds key b'bob'" in result.error
 
 
-def test_the_dry_run_counts_and_writes_no_file(tmp_path, workers):
+def test_a_worker_answers_a_failed_scan_with_its_error(tmp_path):
+    """A worker never dies of a bad job: the move gets the error and fails naming it."""
+    job = ScanJob(str(tmp_path / "missing"), 2, {0: None, 1: None}, "s", "t")
+    result = ScanResult.from_json(answer(job.to_json()))
+    assert result.error is not None and result.error.startswith("bucket scan failed: ")
+
+
+def test_the_dry_run_counts_and_writes_no_file(tmp_path):
     folder = snapshot(tmp_path / "db", {f"k{i}".encode(): b"v" for i in range(50)})
     job = ScanJob(folder, 3, dict.fromkeys(range(3)), "s", "t")
-    result = workers.run(job)
-    assert sum(result.keys.values()) == 50 and result == scan(job)
+    result = scan(job)
+    assert sum(result.keys.values()) == 50
     assert sorted(p.name for p in tmp_path.iterdir()) == ["db"]
 
 
@@ -77,17 +55,3 @@ def test_json_round_trip():
     assert ScanJob.from_json(job.to_json()) == job
     result = ScanResult({0: 3}, {0: 40}, None)
     assert ScanResult.from_json(result.to_json()) == result
-
-
-def test_a_worker_that_died_fails_the_scan_naming_it_and_does_not_hang(tmp_path):
-    folder = snapshot(tmp_path / "db", {b"a": b"1"})
-    w = ScanWorkers(1)
-    try:
-        (proc,) = w._procs
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        for _ in range(2):  # the dead worker goes back to the idle queue: the next job fails too, it does not wait forever
-            with pytest.raises(RuntimeError, match=rf"bucket scan worker {proc.pid} exited with -9"):
-                w.run(ScanJob(folder, 1, {0: str(tmp_path / "o.sst")}, "s", "t"))
-    finally:
-        w.close()

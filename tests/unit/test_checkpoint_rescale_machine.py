@@ -11,6 +11,7 @@ from elasticity.batch.coordinator import JobCoordinator
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import validate
 from elasticity.jobmodel.model import SystemStream
+from tests.support.examples import examples
 from tests.support.memory import MemoryInputs, ReferenceRunner
 
 STREAMS = (SystemStream("kafka", "orders"), SystemStream("kafka", "payments"))
@@ -103,5 +104,5 @@ class RescaleMachine(RuleBasedStateMachine):
                 assert all(w.offset > cp.offsets[ssp] for w in wms)
 
 
-RescaleMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+RescaleMachine.TestCase.settings = settings(max_examples=examples(60), stateful_step_count=30, deadline=None)
 TestRescale = RescaleMachine.TestCase

@@ -7,6 +7,7 @@ from elasticity.checkpoint.model import TaskCheckpoint, Watermark
 from elasticity.config import validate
 from elasticity.jobmodel.grouping import build_job_model
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskName
+from tests.support.examples import examples
 
 S = SystemStream("kafka", "orders")
 
@@ -64,7 +65,7 @@ HASHES = range(840)  # lcm(1..8): every residue class of every factor appears
 OFFSETS = range(12)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(FACTORS, st.lists(st.tuples(st.lists(st.integers(0, 11), min_size=8, max_size=8), FACTORS), min_size=1, max_size=5))
 def test_migration_preserves_exactly_what_was_done(first, steps):
     """Through any sequence of progress and rescales, the done set is carried over

@@ -14,6 +14,7 @@ from elasticity.jobmodel.model import NO_KEY_BUCKET, TaskName
 from elasticity.jobmodel.tasknames import parse_task_name
 from elasticity.state.backends.blob_manager import BlobStoreManager
 from elasticity.state.rescale import StatefulRescaleError, clean_stale_moves, move_state, plan_sources
+from tests.support.examples import examples
 from tests.support.state_stores import COUNTS, commit, job_config, model, read, storage
 
 KEYS = st.lists(st.text(min_size=0, max_size=6), min_size=1, max_size=60, unique=True)
@@ -60,7 +61,7 @@ def test_sources_are_the_old_buckets_congruent_mod_gcd_of_the_same_partition(tmp
     assert plan_sources(new, 6, single, 1)[TaskName("Partition 1")] == tuple(TaskName(f"Partition_1-{b}-6") for b in range(6))
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(old_factor=st.integers(1, 16), new_factor=st.integers(1, 16), keys=KEYS, partitions=st.integers(1, 2))
 def test_every_entry_lands_in_the_task_of_its_key_at_the_new_factor(tmp_path_factory, old_factor, new_factor, keys, partitions):
     tmp_path = tmp_path_factory.mktemp("move")

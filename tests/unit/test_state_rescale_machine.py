@@ -22,8 +22,9 @@ from elasticity.jobmodel.keybucket import key_bucket
 from elasticity.jobmodel.model import SystemStream
 from elasticity.jobmodel.tasknames import parse_task_name
 from elasticity.state.backends.blob_manager import BlobStoreManager
+from tests.support.examples import examples
 from tests.support.memory import MemoryInputs, StatefulRunner
-from tests.support.state_stores import read
+from tests.support.state_stores import SnapshotReader
 
 ORDERS = SystemStream("kafka", "orders")
 KEYS = st.one_of(st.none(), st.sampled_from([b"a", b"b", b"c", b"hot", b"k1", b"k2", b"k3", b"\x00", b"", b"\xff\xfe"]))
@@ -50,12 +51,13 @@ class StatefulRescaleMachine(RuleBasedStateMachine):
         self.store = CheckpointStore("sqlite://")
         self.runner = StatefulRunner(JobCoordinator(self.config, self.store, self.inputs), self.inputs)
         self.runner.coordinator.initialize()
+        self.reader = SnapshotReader(*self.runner.coordinator.storage)
 
     def teardown(self):
         if hasattr(self, "store"):
             self.runner.drain()
             self.runner.assert_everything_processed_once()
-            self.committed_state_is_the_reference()
+            self._check(SnapshotReader(*self.runner.coordinator.storage))  # every task restored, none from memory
             self.store.close()
             shutil.rmtree(self.tmp, ignore_errors=True)
 
@@ -93,12 +95,14 @@ class StatefulRescaleMachine(RuleBasedStateMachine):
 
     @invariant()
     def committed_state_is_the_reference(self):
+        self._check(self.reader)
+
+    def _check(self, reader: SnapshotReader) -> None:
         c = self.runner.coordinator
         generation = c.current()
         if generation is None:
             return
-        storage, descriptors = c.storage
-        stored = read(storage, generation.job_model, c.checkpoints(generation), descriptors)
+        stored = reader.read(generation.job_model, c.checkpoints(generation))
         flat = {}
         for task, stores in stored.items():
             parsed = parse_task_name(task)
@@ -108,5 +112,5 @@ class StatefulRescaleMachine(RuleBasedStateMachine):
         assert flat == self.runner.expected_state()
 
 
-StatefulRescaleMachine.TestCase.settings = settings(max_examples=12, stateful_step_count=14, deadline=None)
+StatefulRescaleMachine.TestCase.settings = settings(max_examples=examples(12), stateful_step_count=14, deadline=None)
 TestStatefulRescale = StatefulRescaleMachine.TestCase

@@ -22,6 +22,7 @@ from elasticity.jobmodel.keybucket import key_hash
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskModel, TaskName
 from elasticity.state import ContainerStorageManager, StorageConfig, WrongBucketError
 from elasticity.state.kv import bucket_of
+from tests.support.examples import examples
 
 S = SystemStream("kafka", "clicks")
 TASK = TaskName("Partition 0")
@@ -299,7 +300,7 @@ def reference(kind, size, lateness, recs):
     return sorted(closed, key=lambda p: (p["end"], p["start"], p["key"])), late
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(recs=records, data=st.data(), kind=st.sampled_from(["tumbling", "session"]), size=st.integers(1, 15),
        lateness=st.integers(0, 10))
 def test_any_split_into_batches_emits_what_one_batch_emits(recs, data, kind, size, lateness):

@@ -136,7 +136,7 @@ class MicroBatchOperator(BaseOperator):
     def _submit(self, target: SparkTarget, hook: ElasticityHook, run_id: str, max_seconds: int) -> None:
         from elasticity.spark.server import log4j_options
 
-        kwargs = {
+        kwargs: dict[str, Any] = {
             "name": f"elasticity-{self.job}", "env_vars": hook.env(),
             "conf": {"spark.ui.enabled": "false", "spark.driver.extraJavaOptions": log4j_options()},
             "application_args": ["run-batch", "--config", self.config_path, "--owner", run_id, "--until-caught-up", "--max-seconds", str(max_seconds)],

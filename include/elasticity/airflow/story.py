@@ -42,7 +42,7 @@ def run_story(records: int = 6000) -> int:
     store = CheckpointStore(json.loads(conns["AIRFLOW_CONN_ELASTICITY_STORE"])["extra"]["url"])
 
     port = 8080 if not port_open(8080) else free_port()
-    airflow = AirflowStandalone(home / "airflow", port, conns)
+    airflow = AirflowStandalone(home / "airflow", port, {**conns})
     _say(f"2. Airflow standalone (api-server, scheduler, dag-processor, triggerer) on {airflow.base}; its log: {airflow.log_file}")
     airflow.start()
     try:
@@ -51,7 +51,7 @@ def run_story(records: int = 6000) -> int:
         api.wait_dag(f"elastic_microbatch__{JOB}")
         seeds = iter(range(1000, 10_000))
         step = iter(range(3, 100))
-        rates: dict[int, float] = {}
+        rates: dict[int | None, float] = {}  # by factor (None: no batch ran)
 
         def feed(n: int) -> None:
             sent = send(bootstrap, topic, demo_records(n, keys=300, seed=next(seeds), hot_key_share=0))
@@ -77,6 +77,7 @@ def run_story(records: int = 6000) -> int:
             run_id = api.trigger("elastic_rescale", {"job": JOB, "factor": factor, "dry_run": False})
             state = api.wait_run("elastic_rescale", run_id, 600)["state"]
             g = store.generation(JOB)
+            assert g is not None  # the job has run
             _say(f"{next(step)}. elastic_rescale to {factor} (as the Trigger form does): {state}, generation {g.number} at factor "
                  f"{g.factor}, {len(g.job_model.tasks())} virtual tasks; a data-quality run follows")
 

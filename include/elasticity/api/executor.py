@@ -190,8 +190,8 @@ class SliceExecutor:
                 else:  # a closed window of an earlier window: its time is its last ms
                     fed.append((i, item, key, origin.end - 1, list(self._timers[i].source)))
             run = node.window.run(store, fed)
-            for i, e in run.failed.items():
-                self._fail(i, node, e)
+            for i, err in run.failed.items():
+                self._fail(i, node, err)
             for i, reason in run.late.items():
                 self._late.setdefault(i, []).append(reason)
             fired = []
@@ -206,12 +206,13 @@ class SliceExecutor:
     async def _run_async(self, node: Node, items: list[Item]) -> list[Item]:
         gate = asyncio.Semaphore(max(1, self.max_concurrency))
         timeout = self.callback_timeout_ms / 1000 if self.callback_timeout_ms else None
-        assert node.fn is not None
+        fn = node.fn
+        assert fn is not None
 
         async def one(i: int, item: Any) -> list[Item]:
             async with gate:
                 try:
-                    results = await asyncio.wait_for(node.fn(item), timeout)
+                    results = await asyncio.wait_for(fn(item), timeout)
                     return [(i, r) for r in results]
                 except TimeoutError:
                     self._failures.setdefault(i, f"{node.name}: timed out after task.callback.timeout.ms={self.callback_timeout_ms}")

@@ -109,7 +109,7 @@ class Windows:
     @staticmethod
     def keyed_tumbling_window(
         key_fn: Callable[[Any], Any], duration_ms: int, initial_value: Callable[[], Any], aggregator: Callable[[Any, Any], Any],
-        merger: Callable[[Any, Any], Any] | None = None, *, event_time: Callable[[Any], int] | None = None,
+        merger: Callable[[Any, Any], Any] | None = None, *, event_time: Callable[[Any], int | None] | None = None,
         allowed_lateness_ms: int = 0, key_serde: str = "string",
     ) -> Window:
         """Fixed [k*duration, (k+1)*duration) windows per key; `merger` is not used (it lets
@@ -120,7 +120,7 @@ class Windows:
     @staticmethod
     def keyed_session_window(
         key_fn: Callable[[Any], Any], gap_ms: int, initial_value: Callable[[], Any], aggregator: Callable[[Any, Any], Any],
-        merger: Callable[[Any, Any], Any] | None = None, *, event_time: Callable[[Any], int] | None = None,
+        merger: Callable[[Any, Any], Any] | None = None, *, event_time: Callable[[Any], int | None] | None = None,
         allowed_lateness_ms: int = 0, key_serde: str = "string",
     ) -> Window:
         """Per key, records less than `gap_ms` apart in event time form one session [first, last + gap)."""
@@ -250,7 +250,7 @@ class WindowOperator:
     def _closed(self, end: int, wm: int | None) -> bool:
         return wm is not None and wm >= end + self.window.allowed_lateness_ms
 
-    def _late(self, key: Any, start: int, end: int, t: int, wm: int) -> str:
+    def _late(self, key: Any, start: int, end: int, t: int, wm: int | None) -> str:
         return (f"window {self.name!r}: late record for key {key!r}: event time {t} falls in {self.window.kind} window "
                 f"[{start}, {end}), closed at watermark {wm} (allowed lateness {self.window.allowed_lateness_ms} ms)")
 
@@ -261,7 +261,7 @@ class WindowOperator:
             start = t - t % w.size_ms
             end = start + w.size_ms
             if self._closed(end, wm):
-                return self._late(key, start, end, t, wm)  # type: ignore[arg-type]
+                return self._late(key, start, end, t, wm)
             wk = window_key(kb, start)
             entry = store.get(wk)
             value = agg.aggregator(item, agg.initial_value() if entry is None else entry["value"])
@@ -272,16 +272,18 @@ class WindowOperator:
 
         start, end = t, t + w.size_ms
         if self._closed(end, wm):
-            return self._late(key, start, end, t, wm)  # type: ignore[arg-type]
+            return self._late(key, start, end, t, wm)
         joined = []
         for raw, entry in store.prefix(_WINDOW + _key_part(kb)):
             s = _untime(raw[-8:])
             # a session closed by the watermark is emitted at the end of the batch: never joined again
             if not self._closed(entry["end"], wm) and t < entry["end"] and s < end:
                 joined.append((s, entry))
+        merger = agg.merger
+        assert merger is not None  # Window refuses a session window without one
         value = None
         for _, entry in joined:  # by start: the prefix scan is in start order
-            value = entry["value"] if value is None else agg.merger(value, entry["value"])  # type: ignore[misc]
+            value = entry["value"] if value is None else merger(value, entry["value"])
         value = agg.aggregator(item, agg.initial_value() if value is None else value)
         new_start = min([start, *(s for s, _ in joined)])
         new_end = max([end, *(e["end"] for _, e in joined)])

@@ -62,6 +62,7 @@ def running_totals(m: Message) -> KV:
     """The order with its user's running total and order count (orders without a user key have none)."""
     if m.key is None:
         return KV(m.key, {**m.value, "total": None, "count": None})
+    assert m.context is not None  # the app declares a store: its messages carry their task's context
     store = m.context.store("totals")
     totals = _add(store.get(m.key), m.value)
     store.put(m.key, totals)

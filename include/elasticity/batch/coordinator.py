@@ -245,10 +245,10 @@ class JobCoordinator:
         task must be one of the job model at that factor and read only its own SSPs. Input
         partitions the import does not cover start as new partitions do.
         """
-        imported = {cp.task_name: cp for cp in imported}
-        if not imported:
+        by_task = {cp.task_name: cp for cp in imported}
+        if not by_task:
             raise StoreError(f"no checkpoints for job {self.job!r} in {source}")
-        factors = {parse_task_name(t).factor for t in imported}
+        factors = {parse_task_name(t).factor for t in by_task}
         if len(factors) != 1:
             raise ConfigError(f"checkpoints in {source} mix elasticity factors {sorted(factors)}; expected one")
         (factor,) = factors
@@ -257,9 +257,9 @@ class JobCoordinator:
         try:
             old = self.current()
             model = self._model(factor)
-            for cp in imported.values():
+            for cp in by_task.values():
                 _check_owned(model, cp, f"factor {factor}")
-            migration = migrate(factor, imported.values(), model, factor, self._new_ssp_offsets(imported, model, old is None))
+            migration = migrate(factor, by_task.values(), model, factor, self._new_ssp_offsets(by_task, model, old is None))
             reason = f"imported from {source} at factor {factor} (by {owner})"
             self._write_generation(old, factor, model, lambda _old: migration.checkpoints, owner, reason)
             return RescalePlan(old, model, factor, migration)

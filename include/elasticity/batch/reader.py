@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -19,11 +20,14 @@ from elasticity.checkpoint.model import Watermark
 from elasticity.jobmodel.keybucket import record_hash
 from elasticity.jobmodel.model import NO_KEY_BUCKET
 
+if TYPE_CHECKING:
+    from kafka import KafkaConsumer
+
 RECORD_SCHEMA = pa.schema([*SOURCE_FIELDS, ("value", pa.binary()), ("timestamp", pa.int64())])
 RECORD_DDL = "system string, stream string, partition int, offset long, key binary, value binary, timestamp long"
 ROUTED_READ_DDL = RECORD_DDL + ", key_bucket int, task_name string, slot int, skip boolean, hash_ns long"
 
-_consumers: dict[str, object] = {}  # one consumer per bootstrap and Python worker, reused across chunks
+_consumers: dict[str, KafkaConsumer] = {}  # one consumer per bootstrap and Python worker, reused across chunks
 ROWS_PER_ARROW_BATCH = 10_000
 STALL_TIMEOUT_S = 30.0
 
@@ -59,7 +63,7 @@ def read_tasks(cs: list[Chunk], chunk_records: int) -> list[int]:
     return out
 
 
-def _consumer(bootstrap: str):
+def _consumer(bootstrap: str) -> KafkaConsumer:
     from kafka import KafkaConsumer
 
     c = _consumers.get(bootstrap)

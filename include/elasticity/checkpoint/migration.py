@@ -182,11 +182,11 @@ def migrate(
             ssp = _bucket_ssp(base, b, new_factor)
             if ssp not in owner:
                 raise MigrationError(f"the new job model has no task for {ssp}; is it built at factor {new_factor}?")
-            task = owner[ssp]
-            offsets[task][ssp] = state.offset
+            name = owner[ssp]
+            offsets[name][ssp] = state.offset
             if state.watermarks:
-                marks[task][ssp] = state.watermarks
-            moves.append(Move(task, ssp, state.offset, state.watermarks, tuple(dict.fromkeys(sources[b]))))
+                marks[name][ssp] = state.watermarks
+            moves.append(Move(name, ssp, state.offset, state.watermarks, tuple(dict.fromkeys(sources[b]))))
 
     checkpoints = {t: TaskCheckpoint(t, offsets[t], marks[t]) for t in offsets}
     dropped = tuple(sorted(set(old_states) - set(new_bases)))

@@ -260,10 +260,9 @@ class CheckpointStore:
 
     def generations(self, job: str) -> list[Generation]:
         with self.engine.connect() as conn:
-            numbers = conn.execute(
+            numbers = list(conn.execute(
                 select(generations.c.generation).where(generations.c.job_name == job).order_by(generations.c.generation)
-            ).scalars()
-            numbers = list(numbers)
+            ).scalars())
         return [g for n in numbers if (g := self.generation(job, n))]
 
     def checkpoints(
@@ -548,6 +547,7 @@ class CheckpointStore:
                 f"job {job!r}: this writer works on generation {generation}, but the current generation is {current}; "
                 "it is fenced and nothing was written"
             )
+        assert row is not None  # its generation is this writer's
         raise LeaseHeldError(
             f"job {job!r}: the lease is held by {row.lease_owner!r}, not by {owner!r} (or it expired); nothing was written"
         )

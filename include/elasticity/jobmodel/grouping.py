@@ -61,6 +61,8 @@ class GroupingConfig(Protocol):
     def elasticity_factor(self) -> int: ...
     @property
     def container_count(self) -> int: ...
+    @property
+    def raw_map(self) -> dict[str, str]: ...
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ class TaskGroup:
 
 def input_ssps(inputs: tuple[SystemStream, ...], partition_counts: Mapping[SystemStream, int]) -> list[SystemStreamPartition]:
     """All input SSPs, in `task.inputs` order then partition order."""
-    ssps = []
+    ssps: list[SystemStreamPartition] = []
     for ss in inputs:
         if ss not in partition_counts:
             raise GroupingError(f"task.inputs names {ss}, but its partition count is unknown (does the topic exist?)")
@@ -94,7 +96,7 @@ def group(config: GroupingConfig, ssps: list[SystemStreamPartition]) -> list[Tas
     if config.partition_scheme is PartitionScheme.MAX:
         return [TaskGroup(partition_task_name(n), (s,), n) for n, s in enumerate(ssps)]
     if config.partition_scheme is PartitionScheme.COGROUP:
-        counts = {}
+        counts: dict[SystemStream, int] = {}
         for s in ssps:
             counts[s.system_stream] = max(counts.get(s.system_stream, 0), s.partition + 1)
         g = reduce(gcd, counts.values())

@@ -102,8 +102,8 @@ def svg(chart: Chart) -> str:
         if chart.bars:
             w = max(1.0, slot * 0.8 / n)
             for i, v in enumerate(s.values):
-                x = px(i) - slot * 0.4 + si * w
-                out.append(f'<rect x="{x:.1f}" y="{py(v):.1f}" width="{w:.1f}" height="{H - BOTTOM - py(v):.1f}" fill="{color}">'
+                bx = px(i) - slot * 0.4 + si * w
+                out.append(f'<rect x="{bx:.1f}" y="{py(v):.1f}" width="{w:.1f}" height="{H - BOTTOM - py(v):.1f}" fill="{color}">'
                            f'<title>{chart.x_label} {xs[i]}: {name} {_fmt(v)} {html.escape(chart.y_unit)}</title></rect>')
         else:
             points = " ".join(f"{px(i):.1f},{py(v):.1f}" for i, v in enumerate(s.values))

@@ -41,15 +41,15 @@ def _read_inputs(
     columns: tuple[str, ...] = ("system", "stream", "partition", "offset", "key"),
 ) -> pd.DataFrame:
     rows = []
-    columns = list(columns)
+    names = list(columns)  # a list: pandas reads a tuple as one column's name
     try:
         for ssp, start in starts.items():
             bootstrap = resolve_bootstrap(config, ssp.system)
             for batch in read_chunk(Chunk(bootstrap, ssp.system, ssp.stream, ssp.partition, start, ends[ssp])):
-                rows.append(batch.to_pandas()[columns])
+                rows.append(batch.to_pandas()[names])
     finally:
         close_consumers()
-    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=columns)
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=names)
 
 
 def _state(config: JobConfig, generation, cps, committed: list[int], audit: pd.DataFrame | None) -> pd.DataFrame | None:

@@ -26,7 +26,7 @@ from elasticity.config import JobConfig
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 from elasticity.serializers import deserialize
 from elasticity.state.container import ContainerStorageManager
-from elasticity.state.rocksdb import open_db
+from elasticity.state.rocksdb import open_db, raw_items
 from elasticity.state.store_config import StorageConfig
 
 COLUMNS = ["store", "key", "stored", "expected", "matches", "record"]
@@ -55,7 +55,7 @@ def committed_state(
                     db = open_db(folder)
                     try:
                         d = app.stores[name]
-                        out[name].update((d.key_from(k), d.value_from(v)) for k, v in db.items())
+                        out[name].update((d.key_from(k), d.value_from(v)) for k, v in raw_items(db))
                     finally:
                         db.close()
         finally:

@@ -115,9 +115,11 @@ def run_suites(q: checks.QualityInputs, report_dir: str | Path, job: str, run_na
                                                result_format={"result_format": "COMPLETE"}))
         outcome = cp.run(batch_parameters={"dataframe": table}, run_id=run_id)
         ((key, run),) = outcome.run_results.items()
-        run.meta["batch_spec"] = {**run.meta.get("batch_spec", {}), "data_asset_name": asset}  # the page header reads it here
+        # the page header reads it here; GX types it BatchSpec (a dict subclass): kept the plain dict it always was
+        run.meta["batch_spec"] = {**run.meta.get("batch_spec", {}), "data_asset_name": asset}  # type: ignore[arg-type]
         ctx.validation_results_store.set(key, run)
         (r,) = run.results
+        assert r.expectation_config is not None  # a result carries the expectation it checked
         index = r.result.get("unexpected_index_list") or []
         positions = [i if isinstance(i, int) else next(iter(i.values())) for i in index]
         examples = [str(table["record"].iloc[i]) for i in positions[:20] if isinstance(i, int) and i < len(table)]

@@ -25,7 +25,7 @@ def session(config: JobConfig, app_name: str | None = None, target: SparkTarget 
     builder = SparkSession.builder.appName(app_name or f"elasticity-{config.job_name}")
     if "PYSPARK_GATEWAY_PORT" in os.environ:  # under spark-submit: its session, its master
         spark = builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
-        target = SparkTarget("master", spark.conf.get("spark.master", "local"), "spark-submit")
+        target = SparkTarget("master", spark.conf.get("spark.master") or "local", "spark-submit")
     else:
         target = target or resolve_target(config)
         if target.kind == "connect":

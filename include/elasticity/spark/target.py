@@ -59,10 +59,10 @@ def with_session_id(url: str, job: str) -> str:
 def resolve_target(config: JobConfig, source: str = "the job config") -> SparkTarget:
     if os.environ.get("SPARK_REMOTE"):
         return SparkTarget("connect", os.environ["SPARK_REMOTE"], "SPARK_REMOTE")
-    if config.get("spark.remote"):
-        return SparkTarget("connect", config.get("spark.remote"), f"spark.remote in {source}")
-    if config.get("spark.master"):
-        return SparkTarget("master", check_master(config.get("spark.master"), f"spark.master in {source}"), f"spark.master in {source}")
+    if remote := config.get("spark.remote"):
+        return SparkTarget("connect", remote, f"spark.remote in {source}")
+    if master := config.get("spark.master"):
+        return SparkTarget("master", check_master(master, f"spark.master in {source}"), f"spark.master in {source}")
     from elasticity.spark.server import SparkConnectServer
 
     running = SparkConnectServer().status()

@@ -16,9 +16,10 @@ import json
 import queue
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 if __package__ in (None, ""):  # run as a worker script: the package root is two folders up
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -91,7 +92,7 @@ def scan(job: ScanJob, input_key: Callable[[bytes], bytes] | None = None) -> Sca
     h64 = xxhash.xxh64_intdigest
     db = Rdict(job.folder, Options(raw_mode=True), access_type=AccessType.read_only())
     try:
-        for k, v in db.items():
+        for k, v in cast(Iterator[tuple[bytes, bytes]], db.items()):  # raw mode: bytes (the stub types its pickling mode)
             h = h64(k if input_key is None else input_key(k), SEED)
             b = (h - _2_64 if h >= _2_63 else h) % g  # key_bucket, inlined: pmod of the signed hash
             put = puts[b]
@@ -126,11 +127,13 @@ class ScanWorkers:
         p = self._idle.get()
         try:
             line = ""
+            stdin, stdout = p.stdin, p.stdout
+            assert stdin is not None and stdout is not None  # opened with PIPE
             if p.poll() is None:
                 with contextlib.suppress(OSError):
-                    p.stdin.write(job.to_json() + "\n")
-                    p.stdin.flush()
-                    line = p.stdout.readline()
+                    stdin.write(job.to_json() + "\n")
+                    stdin.flush()
+                    line = stdout.readline()
             if not line:
                 raise RuntimeError(f"bucket scan worker {p.pid} exited with {p.wait()} (scanning {job.folder})")
             return ScanResult.from_json(line)
@@ -140,7 +143,8 @@ class ScanWorkers:
     def close(self) -> None:
         for p in self._procs:
             with contextlib.suppress(OSError):
-                p.stdin.close()
+                if p.stdin is not None:
+                    p.stdin.close()
         for p in self._procs:
             try:
                 p.wait(timeout=10)
@@ -149,13 +153,18 @@ class ScanWorkers:
                 p.wait()
 
 
+def answer(line: str) -> str:
+    """A worker's reply to one job line; a failure is in the reply, for the move to raise."""
+    try:
+        result = scan(ScanJob.from_json(line))
+    except Exception as e:  # noqa: BLE001 - the answer carries it to the move, which fails
+        result = ScanResult(error=f"bucket scan failed: {type(e).__name__}: {e}")
+    return result.to_json()
+
+
 def main() -> None:
     for line in sys.stdin:
-        try:
-            result = scan(ScanJob.from_json(line))
-        except Exception as e:  # noqa: BLE001 - the answer carries it to the move, which fails
-            result = ScanResult(error=f"bucket scan failed: {type(e).__name__}: {e}")
-        sys.stdout.write(result.to_json() + "\n")
+        sys.stdout.write(answer(line) + "\n")
         sys.stdout.flush()
 
 

@@ -19,6 +19,7 @@ from elasticity.api.descriptors import StoreDescriptor
 from elasticity.jobmodel.keybucket import key_hash
 from elasticity.jobmodel.model import TaskName
 from elasticity.jobmodel.tasknames import parse_task_name
+from elasticity.state.rocksdb import raw_items
 from elasticity.state.store_metrics import StoreMetrics
 
 
@@ -71,7 +72,7 @@ class KeyValueStore:
         return self._scan(None, lambda k: True)
 
     def _scan(self, start: bytes | None, keep) -> Iterator[tuple[Any, Any]]:
-        items = self.db.items() if start is None else self.db.items(from_key=start)
+        items = raw_items(self.db, start)
         d = self.descriptor
         for k, v in items:
             if not keep(k):

@@ -233,9 +233,9 @@ class _Mover:
         """Every source downloads at once and is scanned as it arrives; a new task is ingested and uploaded
         as soon as its last source is scanned."""
         cfg = self.storage.store(d.name)
-        found = {s: old_cps[s].state_markers.get(BLOB_STORE_FACTORY, {}).get(d.name) if s in old_cps else None
-                 for src in moving.values() for s in src}
-        found = {s: m for s, m in sorted(found.items()) if m is not None}
+        markers_of = {s: old_cps[s].state_markers.get(BLOB_STORE_FACTORY, {}).get(d.name) if s in old_cps else None
+                      for src in moving.values() for s in src}
+        found = {s: m for s, m in sorted(markers_of.items()) if m is not None}
         targets = {t: _Target(None if self.dry_run else self.work / d.name / str(i), {s for s in src if s in found})
                    for i, (t, src) in enumerate(sorted(moving.items()))}
         by_source: dict[TaskName, list[TaskName]] = {}
@@ -253,8 +253,9 @@ class _Mover:
                 target, b = targets[t], _bucket(t)
                 target.keys += result.keys.get(b, 0)
                 target.bytes += result.bytes.get(b, 0)
-                if b in result.keys and target.folder is not None:
-                    target.ssts.append(Path(target.sst(i)))
+                sst = target.sst(i)
+                if b in result.keys and sst is not None:
+                    target.ssts.append(Path(sst))
                 target.sources_left.discard(s)
                 if not target.sources_left and not self.dry_run:
                     uploads[t] = self.pool.submit(_write, self.storage, cfg, d, self.new_tasks[t], len(self.new_tasks), self.blobs, target, self.cp_id)
@@ -265,8 +266,8 @@ class _Mover:
                 transfers.append(Transfer(t, d.name, moving[t], target.keys, target.bytes))
             else:
                 transfers.append(Transfer(t, d.name, moving[t], how="empty"))
-        for t, future in sorted(uploads.items()):
-            for factory, marker in future.result().items():
+        for t, upload in sorted(uploads.items()):
+            for factory, marker in upload.result().items():
                 markers.setdefault(t, {}).setdefault(factory, {})[d.name] = marker
             faults.point("rescale.state.uploaded")
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 from urllib.parse import quote
 
 from rocksdict import Checkpoint, Options, Rdict, WriteOptions
@@ -34,9 +36,14 @@ def open_db(path: Path) -> Rdict:
     options.create_if_missing(True)
     db = Rdict(str(path), options)
     write = WriteOptions()
-    write.disable_wal = True
+    write.disable_wal = True  # type: ignore[method-assign,assignment]  # a property at run time; rocksdict's stub says a method
     db.set_write_options(write)
     return db
+
+
+def raw_items(db: Rdict, from_key: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+    """A raw-mode store's entries (bytes keys and values; rocksdict's stub types its pickling mode)."""
+    return cast(Iterator[tuple[bytes, bytes]], db.items() if from_key is None else db.items(from_key=from_key))
 
 
 @dataclass(frozen=True)

@@ -185,10 +185,11 @@ class KafkaChangelogStateBackend(StateBackend):
     def restore(self, marker: str | None, folder: Path) -> str:
         """Replay this task's records up to the marker (to the end without one, or without transactions)."""
         parsed = KafkaChangelogMarker.from_json(marker) if marker else None
-        if parsed is not None and parsed.offset is None:
+        offset = parsed.offset if parsed is not None else None
+        if parsed is not None and offset is None:
             end: int | None = 0
-        elif parsed is not None and self.context.transactional:
-            end = parsed.offset + 1
+        elif offset is not None and self.context.transactional:
+            end = offset + 1
         else:
             end = None
         db = open_db(folder)
