@@ -41,8 +41,11 @@ stop:
 	-$(BIN)/elasticity spark stop
 	-$(BIN)/elasticity broker stop
 
+# ruff's lint rules and its format, and mypy over include/ (pyproject.toml's [tool.mypy])
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 test: lint $(SYSTEM_STAMP)
 	$(BIN)/pytest

@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 from elasticity.checkpoint.batch_plan import OffsetRange
 from elasticity.checkpoint.migration import migrate
-from elasticity.checkpoint.model import TaskCheckpoint
 from elasticity.checkpoint.store import CheckpointStore
+from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
 from elasticity.config import validate
 from elasticity.jobmodel.grouping import build_job_model
 from elasticity.jobmodel.model import SystemStream

@@ -47,7 +47,7 @@ import psutil
 
 from elasticity import faults
 from elasticity.api import StoreDescriptor
-from elasticity.checkpoint.model import CheckpointId, CheckpointV2, TaskCheckpoint, state_of
+from elasticity.checkpoint.task_checkpoint import CheckpointId, CheckpointV2, TaskCheckpoint, state_of
 from elasticity.config import validate
 from elasticity.jobmodel.grouping import build_job_model
 from elasticity.jobmodel.keybucket import key_hash

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 from elasticity.batch.coordinator import JobCoordinator
-from elasticity.checkpoint.model import TaskCheckpoint
 from elasticity.checkpoint.store import CheckpointStore
+from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
 from elasticity.config import validate
 from elasticity.jobmodel.model import SystemStream
 from elasticity.jobmodel.object_mapper import ssp_to_key

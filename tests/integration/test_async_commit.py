@@ -9,8 +9,8 @@ import pytest
 from elasticity import faults
 from elasticity.batch.async_commit import AsyncCommitter
 from elasticity.checkpoint.batch_plan import OffsetRange
-from elasticity.checkpoint.model import TaskCheckpoint
 from elasticity.checkpoint.store import CheckpointStore
+from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
 from elasticity.config import validate
 from elasticity.jobmodel.grouping import build_job_model
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition

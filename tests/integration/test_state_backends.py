@@ -6,7 +6,7 @@ import json
 import shutil
 import uuid
 
-from elasticity.checkpoint.model import CheckpointId, CheckpointV2
+from elasticity.checkpoint.task_checkpoint import CheckpointId, CheckpointV2
 from elasticity.config import BLOB_STORE_FACTORY as BLOB
 from elasticity.config import KAFKA_CHANGELOG_FACTORY as KAFKA
 from elasticity.jobmodel.keybucket import key_hash
@@ -122,7 +122,7 @@ def test_a_dual_commit_store_moves_with_a_changelog_image_each_backend_restores_
     appended to each new task's changelog partition; restoring from either backend alone gives the same state."""
     from dataclasses import replace
 
-    from elasticity.checkpoint.model import TaskCheckpoint
+    from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
     from elasticity.state.rescale import move_state
     from tests.support.state_stores import COUNTS, commit, job_config, model, read, storage
 

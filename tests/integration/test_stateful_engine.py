@@ -150,7 +150,7 @@ def tamper(config, store, tmp_path):
     """Commit a snapshot in which one user's total is off by one cent (a checkpoint-tool write)."""
     from dataclasses import replace
 
-    from elasticity.checkpoint.model import CheckpointId, state_of
+    from elasticity.checkpoint.task_checkpoint import CheckpointId, state_of
 
     app = load_application(config.app_class, config.inputs)
     gen = store.generation(config.job_name)

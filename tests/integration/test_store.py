@@ -4,7 +4,6 @@ write-ahead plans, leases, history, read versions."""
 import pytest
 
 from elasticity.checkpoint.batch_plan import OffsetRange
-from elasticity.checkpoint.model import TaskCheckpoint, Watermark
 from elasticity.checkpoint.store import (
     BatchStateError,
     CheckpointStore,
@@ -12,6 +11,7 @@ from elasticity.checkpoint.store import (
     PendingBatchError,
     StaleGenerationError,
 )
+from elasticity.checkpoint.task_checkpoint import TaskCheckpoint, Watermark
 from elasticity.config import validate
 from elasticity.jobmodel.grouping import build_job_model
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskName

@@ -15,7 +15,7 @@ from kafka.partitioner.default import murmur2
 from elasticity.batch.coordinator import JobCoordinator
 from elasticity.batch.planning import Router, advance, plan_ranges
 from elasticity.checkpoint.batch_plan import BatchPlan
-from elasticity.checkpoint.model import CheckpointId, TaskCheckpoint, state_of
+from elasticity.checkpoint.task_checkpoint import CheckpointId, TaskCheckpoint, state_of
 from elasticity.jobmodel.keybucket import record_hash
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskName
 from elasticity.state import ContainerStorageManager

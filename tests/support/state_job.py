@@ -18,8 +18,8 @@ from pathlib import Path
 
 from elasticity import faults
 from elasticity.api import StoreDescriptor
-from elasticity.checkpoint.model import CheckpointId, CheckpointV2
 from elasticity.checkpoint.serde import v2_from_json, v2_to_json
+from elasticity.checkpoint.task_checkpoint import CheckpointId, CheckpointV2
 from elasticity.config import validate
 from elasticity.jobmodel.keybucket import key_hash
 from elasticity.jobmodel.model import TaskModel, TaskName

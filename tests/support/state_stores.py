@@ -14,7 +14,7 @@ from typing import Any
 from rocksdict import Options, Rdict
 
 from elasticity.api import StoreDescriptor
-from elasticity.checkpoint.model import CheckpointId, TaskCheckpoint, state_of
+from elasticity.checkpoint.task_checkpoint import CheckpointId, TaskCheckpoint, state_of
 from elasticity.config import BLOB_STORE_FACTORY, JobConfig, validate
 from elasticity.jobmodel.grouping import build_job_model
 from elasticity.jobmodel.model import JobModel, SystemStream, TaskModel, TaskName

@@ -2,7 +2,6 @@ import json
 
 import pytest
 
-from elasticity.checkpoint.model import CheckpointId, CheckpointV1, CheckpointV2, TaskCheckpoint, Watermark, to_v1, to_v2
 from elasticity.checkpoint.serde import (
     checkpoint_key,
     parse_checkpoint_key,
@@ -12,6 +11,15 @@ from elasticity.checkpoint.serde import (
     v2_to_json,
     watermarks_from_json,
     watermarks_to_json,
+)
+from elasticity.checkpoint.task_checkpoint import (
+    CheckpointId,
+    CheckpointV1,
+    CheckpointV2,
+    TaskCheckpoint,
+    Watermark,
+    to_v1,
+    to_v2,
 )
 from elasticity.checkpoint.versions import Candidate, choose
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName

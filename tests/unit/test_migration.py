@@ -3,7 +3,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from elasticity.checkpoint.migration import BucketState, MigrationError, migrate, migrate_ssp, normalise
-from elasticity.checkpoint.model import TaskCheckpoint, Watermark
+from elasticity.checkpoint.task_checkpoint import TaskCheckpoint, Watermark
 from elasticity.config import validate
 from elasticity.jobmodel.grouping import build_job_model
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskName

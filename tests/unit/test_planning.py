@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from elasticity.batch.planning import advance, plan_ranges
 from elasticity.checkpoint.batch_plan import OffsetRange
-from elasticity.checkpoint.model import TaskCheckpoint, Watermark
+from elasticity.checkpoint.task_checkpoint import TaskCheckpoint, Watermark
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from elasticity.checkpoint.model import CheckpointId, TaskCheckpoint, Watermark
 from elasticity.checkpoint.samza_topic import LogMessage, from_samza, last_checkpoints, to_samza_messages
+from elasticity.checkpoint.task_checkpoint import CheckpointId, TaskCheckpoint, Watermark
 from elasticity.jobmodel.grouping import Grouper
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 from elasticity.jobmodel.object_mapper import SerdeError

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from elasticity import faults
-from elasticity.checkpoint.model import CheckpointId
+from elasticity.checkpoint.task_checkpoint import CheckpointId
 from elasticity.config import BLOB_STORE_FACTORY
 from elasticity.jobmodel.model import TaskName
 from elasticity.state.backends.blobstore import ChecksumMismatch

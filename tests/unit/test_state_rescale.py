@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from elasticity import faults
 from elasticity.api import StoreDescriptor
-from elasticity.checkpoint.model import CheckpointId, TaskCheckpoint
+from elasticity.checkpoint.task_checkpoint import CheckpointId, TaskCheckpoint
 from elasticity.config import KAFKA_CHANGELOG_FACTORY
 from elasticity.jobmodel.keybucket import key_bucket, key_hash
 from elasticity.jobmodel.model import NO_KEY_BUCKET, TaskName

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from elasticity.api import StoreDescriptor
-from elasticity.checkpoint.model import CheckpointId, CheckpointV2, TaskCheckpoint, to_v2
 from elasticity.checkpoint.serde import v2_from_json, v2_to_json
+from elasticity.checkpoint.task_checkpoint import CheckpointId, CheckpointV2, TaskCheckpoint, to_v2
 from elasticity.config import BLOB_STORE_FACTORY, KAFKA_CHANGELOG_FACTORY, ConfigError, ConfigWarning, validate
 from elasticity.jobmodel.keybucket import key_hash
 from elasticity.jobmodel.model import TaskModel, TaskName

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from elasticity.api import KV, ApplicationDescriptor, Message, TaskContext, WindowPane, Windows
 from elasticity.api.executor import SliceExecutor
-from elasticity.checkpoint.model import CheckpointId, CheckpointV2
+from elasticity.checkpoint.task_checkpoint import CheckpointId, CheckpointV2
 from elasticity.config import validate
 from elasticity.jobmodel.keybucket import key_hash
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskModel, TaskName

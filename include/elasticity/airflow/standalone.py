@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,7 @@ def connections(bootstrap: str, spark_remote: str | None, store_url: str) -> dic
 class AirflowStandalone:
     home: Path  # AIRFLOW_HOME
     port: int = 8080
-    env_extra: dict[str, str | None] = field(default_factory=dict)  # None: unset in Airflow's environment
+    env_extra: Mapping[str, str | None] = field(default_factory=dict)  # None: unset in Airflow's environment
     proc: subprocess.Popen | None = None
 
     @property
@@ -59,7 +60,7 @@ class AirflowStandalone:
         """Airflow's environment: the project's DAGs, plugin and job configs (from the current directory or
         ELASTICITY_PROJECT_DIR / ELASTICITY_JOBS_DIR), named explicitly so no Airflow process depends on its cwd."""
         dags, plugins = airflow_folders()
-        env = {
+        env: dict[str, str | None] = {
             **os.environ,
             "AIRFLOW_HOME": str(self.home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(dags),

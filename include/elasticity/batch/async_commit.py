@@ -17,8 +17,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 
 from elasticity import faults
 from elasticity.checkpoint.batch_plan import BatchPlan
-from elasticity.checkpoint.model import TaskCheckpoint
 from elasticity.checkpoint.store import CheckpointStore
+from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
 
 Committed = Callable[[BatchPlan, tuple[int, ...], int], None]  # plan, batches it covers, commit-ns
 AwaitState = Callable[[list[TaskCheckpoint], float], None]  # returns once the checkpoints' state markers are durable

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from elasticity import faults
 from elasticity.checkpoint.migration import Migration, migrate
-from elasticity.checkpoint.model import TaskCheckpoint
 from elasticity.checkpoint.store import CheckpointStore, Generation, StoreError
+from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
 from elasticity.config import MAX_ELASTICITY_FACTOR, ConfigError, JobConfig
 from elasticity.jobmodel.grouping import build_job_model
 from elasticity.jobmodel.model import JobModel, SystemStream, SystemStreamPartition, TaskName

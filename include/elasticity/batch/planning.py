@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from elasticity.checkpoint.batch_plan import OffsetRange
-from elasticity.checkpoint.model import TaskCheckpoint, Watermark
+from elasticity.checkpoint.task_checkpoint import TaskCheckpoint, Watermark
 from elasticity.jobmodel.keybucket import record_hash
 from elasticity.jobmodel.model import NO_KEY_BUCKET, SystemStreamPartition, TaskName
 

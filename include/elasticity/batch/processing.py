@@ -117,11 +117,16 @@ class _Outputs:
             p.close()
 
 
+def _slot(table: pa.Table) -> int:
+    """The process slot of this Spark partition (the repartition key): where its stores and tables live."""
+    return int(table.column("slot")[0].as_py())
+
+
 def process_partition(ctx: ProcessContext, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    batches = list(batches)
-    if not batches:
+    received = list(batches)
+    if not received:
         return
-    table = pa.Table.from_batches(batches)
+    table = pa.Table.from_batches(received)
     if table.num_rows == 0:
         return
     start = time.perf_counter_ns()
@@ -131,13 +136,12 @@ def process_partition(ctx: ProcessContext, batches: Iterator[pa.RecordBatch]) ->
     bounds = [0] + [i for i in range(1, len(names)) if names[i] != names[i - 1]] + [len(names)]
     slices = [(names[a], table.slice(a, b - a)) for a, b in zip(bounds, bounds[1:], strict=False)]
     outputs = _Outputs(ctx)
-    slot = table.column("slot")[0].as_py() if ctx.state or ctx.tables else None
-    tables = SlotTables(ctx.tables, _application(ctx).tables, slot) if ctx.tables else None  # caught up before any slice
+    tables = SlotTables(ctx.tables, _application(ctx).tables, _slot(table)) if ctx.tables else None  # caught up before any slice
     container = None
     # Samza's job.container.thread.pool.size: 0 = no pool, the slices run one after another
     pool = min(64, len(slices)) if ctx.thread_pool_size is None else ctx.thread_pool_size
     try:
-        container = open_container(ctx.state, _application(ctx).stores.values(), slot) if ctx.state else None
+        container = open_container(ctx.state, _application(ctx).stores.values(), _slot(table)) if ctx.state else None
         if pool <= 1:
             rows = [_run_slice(ctx, TaskName(n), t, outputs, container, tables) for n, t in slices]
         else:

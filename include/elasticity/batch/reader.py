@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from elasticity.batch.sinks import SOURCE_FIELDS
 from elasticity.checkpoint.batch_plan import OffsetRange
-from elasticity.checkpoint.model import Watermark
+from elasticity.checkpoint.task_checkpoint import Watermark
 from elasticity.jobmodel.keybucket import record_hash
 from elasticity.jobmodel.model import NO_KEY_BUCKET
 

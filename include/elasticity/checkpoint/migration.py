@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from math import gcd
 
-from elasticity.checkpoint.model import TaskCheckpoint, Watermark
+from elasticity.checkpoint.task_checkpoint import TaskCheckpoint, Watermark
 from elasticity.jobmodel.model import NO_KEY_BUCKET, JobModel, SystemStreamPartition, TaskName
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from elasticity.checkpoint.model import CheckpointId, CheckpointV1, CheckpointV2, TaskCheckpoint, to_v1, to_v2
 from elasticity.checkpoint.serde import (
     UnknownCheckpointType,
     checkpoint_key,
@@ -27,6 +26,7 @@ from elasticity.checkpoint.serde import (
     v2_from_json,
     v2_to_json,
 )
+from elasticity.checkpoint.task_checkpoint import CheckpointId, CheckpointV1, CheckpointV2, TaskCheckpoint, to_v1, to_v2
 from elasticity.jobmodel.grouping import Grouper
 from elasticity.jobmodel.model import TaskName
 from elasticity.jobmodel.object_mapper import SerdeError

@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from elasticity.checkpoint.model import CheckpointId, CheckpointV1, CheckpointV2, Watermark
+from elasticity.checkpoint.task_checkpoint import CheckpointId, CheckpointV1, CheckpointV2, Watermark
 from elasticity.jobmodel.model import NO_KEY_BUCKET, SystemStreamPartition, TaskName
 from elasticity.jobmodel.object_mapper import SerdeError, ssp_from_key, ssp_to_key
 

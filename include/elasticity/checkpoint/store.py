@@ -47,7 +47,6 @@ from sqlalchemy.pool import StaticPool
 
 from elasticity import faults
 from elasticity.checkpoint.batch_plan import BatchPlan, OffsetRange
-from elasticity.checkpoint.model import TaskCheckpoint, to_v1, to_v2
 from elasticity.checkpoint.serde import (
     v1_from_json,
     v1_to_json,
@@ -56,6 +55,7 @@ from elasticity.checkpoint.serde import (
     watermarks_from_json,
     watermarks_to_json,
 )
+from elasticity.checkpoint.task_checkpoint import TaskCheckpoint, to_v1, to_v2
 from elasticity.checkpoint.versions import Candidate, choose
 from elasticity.jobmodel.model import JobModel, SystemStreamPartition, TaskName
 from elasticity.jobmodel.object_mapper import job_model_from_json, job_model_to_json, ssp_from_key, ssp_to_key

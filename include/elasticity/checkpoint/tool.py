@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from elasticity.checkpoint.model import TaskCheckpoint, Watermark
+from elasticity.checkpoint.task_checkpoint import TaskCheckpoint, Watermark
 from elasticity.jobmodel.model import TaskName
 from elasticity.jobmodel.object_mapper import SerdeError, ssp_from_key, ssp_to_key
 

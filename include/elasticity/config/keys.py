@@ -10,7 +10,7 @@ with `JobConfig.value(name)`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
 from elasticity.config.parsers import (
@@ -75,9 +75,9 @@ def key(name: str, parser: Parser[Any], default: str | None | _Required, doc: st
     return field(default=k.default_value, metadata={"key": k})
 
 
-def declared_keys(cls: type) -> tuple[tuple[str, Key], ...]:
+def declared_keys(cls: Any) -> tuple[tuple[str, Key], ...]:
     """(field name, key) of every field of `cls` that `key(...)` built, in declaration order."""
-    return tuple((f.name, f.metadata["key"]) for f in cls.__dataclass_fields__.values() if "key" in f.metadata)
+    return tuple((f.name, f.metadata["key"]) for f in fields(cls) if "key" in f.metadata)
 
 
 SYSTEM_KEYS: tuple[Key, ...] = (

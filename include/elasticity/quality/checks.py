@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from elasticity.checkpoint.model import TaskCheckpoint
+from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
 from elasticity.jobmodel.keybucket import record_hash
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 

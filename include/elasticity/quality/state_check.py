@@ -20,8 +20,8 @@ from typing import Any
 import pandas as pd
 
 from elasticity.api.stream import ApplicationDescriptor, Message
-from elasticity.checkpoint.model import TaskCheckpoint, state_of
 from elasticity.checkpoint.store import Generation
+from elasticity.checkpoint.task_checkpoint import TaskCheckpoint, state_of
 from elasticity.config import JobConfig
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 from elasticity.serializers import deserialize

@@ -116,7 +116,7 @@ def run_suites(q: checks.QualityInputs, report_dir: str | Path, job: str, run_na
         outcome = cp.run(batch_parameters={"dataframe": table}, run_id=run_id)
         ((key, run),) = outcome.run_results.items()
         # the page header reads it here; GX types it BatchSpec (a dict subclass): kept the plain dict it always was
-        run.meta["batch_spec"] = {**run.meta.get("batch_spec", {}), "data_asset_name": asset}  # type: ignore[arg-type]
+        run.meta["batch_spec"] = {**run.meta.get("batch_spec", {}), "data_asset_name": asset}  # type: ignore[arg-type]  # GX types it as its own dict subclass; it stores this plain dict as is
         ctx.validation_results_store.set(key, run)
         (r,) = run.results
         assert r.expectation_config is not None  # a result carries the expectation it checked

@@ -43,8 +43,8 @@ from elasticity.batch.reader import ROUTED_READ_DDL, Owner, RouteTable, chunks, 
 from elasticity.batch.sink_identity import guard_sinks
 from elasticity.batch.sinks import delete_batches
 from elasticity.checkpoint.batch_plan import BatchPlan
-from elasticity.checkpoint.model import CheckpointId, TaskCheckpoint, state_of
 from elasticity.checkpoint.store import CheckpointStore, Generation
+from elasticity.checkpoint.task_checkpoint import CheckpointId, TaskCheckpoint, state_of
 from elasticity.config import BLOB_STORE_FACTORY, JobConfig
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 from elasticity.jobmodel.object_mapper import ssp_from_key, ssp_to_key
@@ -150,6 +150,7 @@ class MicroBatchEngine:
         def committed(plan: BatchPlan, covers: tuple[int, ...], commit_ns: int) -> None:
             for batch_id in (*covers, plan.batch_id):
                 summary = by_batch[batch_id]
+                assert summary.generation is not None  # only a batch with nothing to read has none, and it commits nothing
                 summary.metrics["commit-ns"] = commit_ns if batch_id == plan.batch_id else 0
                 summary.durations_ms["commit"] = round(commit_ns / 1e6, 1) if batch_id == plan.batch_id else 0.0
                 summary.metrics["commit"] = "committed" if batch_id == plan.batch_id else f"folded into batch {plan.batch_id}"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elasticity import faults
-from elasticity.checkpoint.model import CheckpointId
+from elasticity.checkpoint.task_checkpoint import CheckpointId
 from elasticity.jobmodel.model import TaskName
 from elasticity.state.rocksdb import create_checkpoint, disk_usage
 from elasticity.state.taskstore import TaskStore

@@ -10,7 +10,7 @@ from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from elasticity.api.descriptors import StoreDescriptor
-from elasticity.checkpoint.model import CheckpointId, CheckpointV2
+from elasticity.checkpoint.task_checkpoint import CheckpointId, CheckpointV2
 from elasticity.config import BLOB_STORE_FACTORY, KAFKA_CHANGELOG_FACTORY
 from elasticity.jobmodel.model import TaskModel, TaskName
 from elasticity.state.backends import StateBackend, StoreContext

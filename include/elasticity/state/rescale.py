@@ -48,7 +48,7 @@ from rocksdict import IngestExternalFileOptions
 
 from elasticity import faults
 from elasticity.api.descriptors import StoreDescriptor
-from elasticity.checkpoint.model import CheckpointId, TaskCheckpoint
+from elasticity.checkpoint.task_checkpoint import CheckpointId, TaskCheckpoint
 from elasticity.config import BLOB_STORE_FACTORY, KAFKA_CHANGELOG_FACTORY
 from elasticity.jobmodel.model import NO_KEY_BUCKET, JobModel, SystemStreamPartition, TaskModel, TaskName
 from elasticity.jobmodel.tasknames import parse_task_name

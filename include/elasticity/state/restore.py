@@ -18,7 +18,7 @@ import shutil
 import time
 import uuid
 
-from elasticity.checkpoint.model import CheckpointV2
+from elasticity.checkpoint.task_checkpoint import CheckpointV2
 from elasticity.config import KAFKA_CHANGELOG_FACTORY
 from elasticity.state.rocksdb import clone, write_checkpoint_id
 from elasticity.state.taskstore import TaskStore

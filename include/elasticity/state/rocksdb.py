@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 from rocksdict import Checkpoint, Options, Rdict, WriteOptions
 
-from elasticity.checkpoint.model import CheckpointId
+from elasticity.checkpoint.task_checkpoint import CheckpointId
 from elasticity.jobmodel.model import TaskName
 
 CHECKPOINT_ID_FILE = "CHECKPOINT-ID"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from elasticity.checkpoint.model import CheckpointId
+from elasticity.checkpoint.task_checkpoint import CheckpointId
 from elasticity.state.backends import StateBackend, StoreContext
 from elasticity.state.kv import KeyValueStore
 from elasticity.state.rocksdb import CHECKPOINT_ID_FILE, StoreDirs, open_db, read_checkpoint_id, write_checkpoint_id

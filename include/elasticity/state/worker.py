@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from elasticity.api.descriptors import StoreDescriptor
-from elasticity.checkpoint.model import CheckpointId, CheckpointV2
+from elasticity.checkpoint.task_checkpoint import CheckpointId, CheckpointV2
 from elasticity.config import BLOB_STORE_FACTORY
 from elasticity.jobmodel.model import TaskModel, TaskName
 from elasticity.state.backends.blob_manager import FAILED

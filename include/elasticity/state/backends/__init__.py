@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from elasticity.api.descriptors import StoreDescriptor
-from elasticity.checkpoint.model import CheckpointId
+from elasticity.checkpoint.task_checkpoint import CheckpointId
 from elasticity.jobmodel.model import TaskName
 from elasticity.jobmodel.tasknames import parse_task_name
 from elasticity.state.kv import KeyValueStore, bucket_of

@@ -24,7 +24,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from elasticity import faults
-from elasticity.checkpoint.model import CheckpointId
+from elasticity.checkpoint.task_checkpoint import CheckpointId
 from elasticity.config import BLOB_STORE_FACTORY
 from elasticity.jobmodel.model import TaskName
 from elasticity.state.backends import StateBackend, StoreContext

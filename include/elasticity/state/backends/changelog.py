@@ -27,7 +27,7 @@ from kafka.errors import InvalidPartitionsError
 from rocksdict import WriteBatch
 
 from elasticity import faults
-from elasticity.checkpoint.model import CheckpointId
+from elasticity.checkpoint.task_checkpoint import CheckpointId
 from elasticity.config import KAFKA_CHANGELOG_FACTORY
 from elasticity.jobmodel.model import SystemStreamPartition
 from elasticity.jobmodel.object_mapper import SerdeError, ssp_from_dict, ssp_to_dict

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from elasticity.checkpoint.model import CheckpointId
+from elasticity.checkpoint.task_checkpoint import CheckpointId
 from elasticity.jobmodel.object_mapper import SerdeError
 
 
