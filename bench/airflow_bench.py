@@ -46,13 +46,23 @@ def job_config(folder: Path, topic: str) -> str:
     # the demo's lookups without its store (`build`): the engine's elasticity gain, comparable from run to run
     skip = ("job.name", "task.inputs", "app.class", "stores.", "task.checkpoint.read.versions", "#")
     lines = [line for line in demo.splitlines() if line and not line.startswith(skip)]
-    return "\n".join([
-        f"job.name={JOB}", f"task.inputs=kafka.{topic}", "app.class=elasticity.apps.enrichment:build", *lines,
-        "airflow.microbatch.schedule=0 0 1 1 *",  # runs are triggered here, one at a time
-        "airflow.microbatch.max.seconds=600",  # one run drains the backlog
-        f"job.output.path={folder}/out", f"job.audit.path={folder}/audit", f"job.dead.letter.path={folder}/dlq",
-        f"job.report.path={folder}/reports",
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                f"job.name={JOB}",
+                f"task.inputs=kafka.{topic}",
+                "app.class=elasticity.apps.enrichment:build",
+                *lines,
+                "airflow.microbatch.schedule=0 0 1 1 *",  # runs are triggered here, one at a time
+                "airflow.microbatch.max.seconds=600",  # one run drains the backlog
+                f"job.output.path={folder}/out",
+                f"job.audit.path={folder}/audit",
+                f"job.dead.letter.path={folder}/dlq",
+                f"job.report.path={folder}/reports",
+            ]
+        )
+        + "\n"
+    )
 
 
 def _fixed_ms(m: dict) -> float:
@@ -69,7 +79,9 @@ def _warm_client_fixed_ms(home: Path, bootstrap: str, topic: str, remote: str, s
     from elasticity.spark.session import session
     from elasticity.spark.target import SparkTarget
 
-    os.environ.update({"KAFKA_BOOTSTRAP_SERVERS": bootstrap, "ELASTICITY_CHECKPOINT_STORE_URL": store_url, "ELASTICITY_HOME": str(home)})
+    os.environ.update(
+        {"KAFKA_BOOTSTRAP_SERVERS": bootstrap, "ELASTICITY_CHECKPOINT_STORE_URL": store_url, "ELASTICITY_HOME": str(home)}
+    )
     config = load_config(home / "jobs" / f"{JOB}.properties")
     engine = MicroBatchEngine(config, session(config, target=SparkTarget("connect", remote, "bench")))
     out = []
@@ -86,14 +98,18 @@ def _warm_client_fixed_ms(home: Path, bootstrap: str, topic: str, remote: str, s
 
 def breakdown(factor: int, records: int, task_s: float, n: int, batches: list[dict]) -> tuple[str, str, str]:
     """Where a backlog run's task time went, per batch on average: the measured cause of the F=8 over F=2 figure."""
+
     def avg(key: str) -> float:
         return sum(m["durations_ms"].get(key, 0) for m in batches) / max(1, n)
 
     lookups = records * LOOKUP_MS / (PARTITIONS * factor) / max(1, n)  # one lookup at a time per virtual task, keys spread evenly
     outside = task_s * 1000 / max(1, n) - avg("total")
-    return (f"F={factor}: one batch's time, on average", f"{avg('total'):,.0f} ms",
-            f"plan {avg('plan'):,.0f} + Spark job {avg('spark'):,.0f} (of it process {avg('process'):,.0f}, its lookups alone "
-            f"{lookups:,.0f}) + commit {avg('commit'):,.0f}; task time outside batches {outside:,.0f} ms per batch")
+    return (
+        f"F={factor}: one batch's time, on average",
+        f"{avg('total'):,.0f} ms",
+        f"plan {avg('plan'):,.0f} + Spark job {avg('spark'):,.0f} (of it process {avg('process'):,.0f}, its lookups alone "
+        f"{lookups:,.0f}) + commit {avg('commit'):,.0f}; task time outside batches {outside:,.0f} ms per batch",
+    )
 
 
 def main() -> int:
@@ -109,10 +125,17 @@ def main() -> int:
     (home / "jobs").mkdir()
     (home / "jobs" / f"{JOB}.properties").write_text(job_config(home, topic))
     store_url = f"sqlite:///{home / 'checkpoints.db'}"
-    airflow = AirflowStandalone(home / "airflow", free_port(), {
-        **connections(bootstrap, remote, store_url), "ELASTICITY_JOBS_DIR": str(home / "jobs"), "ELASTICITY_HOME": str(home),
-        "KAFKA_BOOTSTRAP_SERVERS": None, "ELASTICITY_CHECKPOINT_STORE_URL": None,
-    })
+    airflow = AirflowStandalone(
+        home / "airflow",
+        free_port(),
+        {
+            **connections(bootstrap, remote, store_url),
+            "ELASTICITY_JOBS_DIR": str(home / "jobs"),
+            "ELASTICITY_HOME": str(home),
+            "KAFKA_BOOTSTRAP_SERVERS": None,
+            "ELASTICITY_CHECKPOINT_STORE_URL": None,
+        },
+    )
     store = CheckpointStore(store_url)
     print(f"state in {home}; Airflow log {airflow.log_file}", flush=True)
     try:
@@ -156,15 +179,33 @@ def main() -> int:
         share = sum(m["durations_ms"]["process"] for m in full) / max(1e-9, sum(m["durations_ms"]["total"] for m in full))
 
         rows = [
-            ("a run with nothing to read (task time)", f"{empty_s:.1f} s", f"goal <= 3 s; first run of the session {warm_s:.1f} s"),
-            ("fixed cost of a 10-record batch, warm session", f"{in_run:,.0f} ms",
-             "goal <= 1,000 ms; plan + Spark job outside the process stage + commit; median of 5, a client already attached"),
-            ("the same, as the first batch of a DAG run", f"{fixed:,.0f} ms",
-             f"plan {small['durations_ms']['plan']:.0f}, spark {small['durations_ms']['spark']:.0f} "
-             f"(process {small['durations_ms']['process']:.0f}), commit {small['durations_ms'].get('commit', 0):.0f}; task {small_s:.1f} s"),
+            (
+                "a run with nothing to read (task time)",
+                f"{empty_s:.1f} s",
+                f"goal <= 3 s; first run of the session {warm_s:.1f} s",
+            ),
+            (
+                "fixed cost of a 10-record batch, warm session",
+                f"{in_run:,.0f} ms",
+                "goal <= 1,000 ms; plan + Spark job outside the process stage + commit; median of 5, a client already attached",
+            ),
+            (
+                "the same, as the first batch of a DAG run",
+                f"{fixed:,.0f} ms",
+                f"plan {small['durations_ms']['plan']:.0f}, spark {small['durations_ms']['spark']:.0f} "
+                f"(process {small['durations_ms']['process']:.0f}), commit {small['durations_ms'].get('commit', 0):.0f}; task {small_s:.1f} s",
+            ),
             ("process stage share of a 3,000-record batch (F=2)", f"{share:.2f}", f"goal >= 0.5 (over {len(full)} batches)"),
-            ("records/s through the scheduler, F=2", f"{rates[2][0]:,.0f}", f"{rates[2][1]:,} records in {rates[2][2]:.1f} s, {rates[2][3]} batches"),
-            ("records/s through the scheduler, F=8", f"{rates[8][0]:,.0f}", f"{rates[8][1]:,} records in {rates[8][2]:.1f} s, {rates[8][3]} batches"),
+            (
+                "records/s through the scheduler, F=2",
+                f"{rates[2][0]:,.0f}",
+                f"{rates[2][1]:,} records in {rates[2][2]:.1f} s, {rates[2][3]} batches",
+            ),
+            (
+                "records/s through the scheduler, F=8",
+                f"{rates[8][0]:,.0f}",
+                f"{rates[8][1]:,} records in {rates[8][2]:.1f} s, {rates[8][3]} batches",
+            ),
             ("F=8 over F=2", f"{rates[8][0] / rates[2][0]:.2f}x", "goal >= 3x"),
             *(breakdown(factor, *rates[factor][1:]) for factor in (2, 8)),
         ]

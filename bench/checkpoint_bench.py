@@ -34,7 +34,9 @@ def model(partitions: int, factor: int):
 def drifted_checkpoints(m) -> list[TaskCheckpoint]:
     """Offsets that differ per bucket, as slow virtual tasks leave them."""
     return [
-        TaskCheckpoint(t.task_name, {s: 1_000_000 + 37 * s.partition + 11 * max(s.key_bucket, 0) for s in t.system_stream_partitions})
+        TaskCheckpoint(
+            t.task_name, {s: 1_000_000 + 37 * s.partition + 11 * max(s.key_bucket, 0) for s in t.system_stream_partitions}
+        )
         for t in m.tasks()
     ]
 
@@ -60,7 +62,9 @@ def bench_store(url: str, repeat: int) -> dict[str, float]:
         store.acquire_lease(job, "bench", 60_000)
         store.write_generation(job, 0, 8, old_model, lambda _: {c.task_name: c for c in old_cps}, "bench", "first")
         start = time.perf_counter()
-        store.write_generation(job, 1, 16, new_model, lambda old: migrate(8, old.values(), new_model, 16, {}).checkpoints, "bench", "split")
+        store.write_generation(
+            job, 1, 16, new_model, lambda old: migrate(8, old.values(), new_model, 16, {}).checkpoints, "bench", "split"
+        )
         return (time.perf_counter() - start) * 1000
 
     out["rescale 10,000 vtasks 8->16 (store)"] = statistics.median(rescale_once() for _ in range(repeat))
@@ -74,6 +78,7 @@ def bench_store(url: str, repeat: int) -> dict[str, float]:
     store.release_lease(job, "bench")
     ranges = tuple(OffsetRange(s, 0, 1) for s in {s.without_key_bucket() for t in m.tasks() for s in t.system_stream_partitions})
     for versions in ((1, 2), (2,)):
+
         def commit(versions=versions):
             plan = store.plan_batch(job, 1, ranges)
             store.commit_batch(plan, cps, write_versions=versions)
@@ -86,16 +91,20 @@ def bench_store(url: str, repeat: int) -> dict[str, float]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--postgres", default=os.environ.get("ELASTICITY_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"))
+    p.add_argument(
+        "--postgres", default=os.environ.get("ELASTICITY_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+    )
     p.add_argument("--repeat", type=int, default=5)
     args = p.parse_args()
 
-    old_model, = [model(1250, 8)]
+    (old_model,) = [model(1250, 8)]
     old_cps = drifted_checkpoints(old_model)
     pure = {}
     for g in (16, 4, 6, 1):
         new_model = model(1250, g)
-        pure[f"migrate 10,000 vtasks 8->{g} (pure)"] = timed(lambda nm=new_model, g=g: migrate(8, old_cps, nm, g, {}), args.repeat)
+        pure[f"migrate 10,000 vtasks 8->{g} (pure)"] = timed(
+            lambda nm=new_model, g=g: migrate(8, old_cps, nm, g, {}), args.repeat
+        )
 
     with tempfile.TemporaryDirectory() as tmp:
         results = {"sqlite": bench_store(f"sqlite:///{tmp}/bench.db", args.repeat)}

@@ -77,7 +77,9 @@ def run_batch(spark, config, max_records=10**7):
 def plain_consumer_rate(bootstrap: str, topic: str, partitions: int) -> tuple[int, float]:
     from kafka import KafkaConsumer, TopicPartition
 
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_partition_fetch_bytes=8 << 20, fetch_max_bytes=64 << 20)
+    c = KafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, max_partition_fetch_bytes=8 << 20, fetch_max_bytes=64 << 20
+    )
     tps = [TopicPartition(topic, p) for p in range(partitions)]
     ends = c.end_offsets(tps)
     c.assign(tps)
@@ -118,7 +120,9 @@ def async_vs_sync(records: int, call_ms: float, concurrency: int) -> tuple[float
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--records", type=int, default=16000, help="records of the speed-up run (5 ms each at factor 1 = 4 in parallel)")
+    p.add_argument(
+        "--records", type=int, default=16000, help="records of the speed-up run (5 ms each at factor 1 = 4 in parallel)"
+    )
     p.add_argument("--big", type=int, default=100_000, help="records of the read-path and fixed-cost runs")
     p.add_argument("--processes", type=int, default=2, help="job.container.process.count of the speed-up runs")
     args = p.parse_args()
@@ -153,14 +157,30 @@ def main() -> None:
             reads[factor] = outside_process_ms(summary)
             rate, batch_rate = args.records / process_s, args.records / batch_s
             base = base or (rate, batch_rate)
-            rows.append((f"speed-up F={factor} ({4 * factor} vtasks, {PROCESSES} proc/container)", f"{rate:,.0f} rec/s process, {batch_rate:,.0f} rec/s batch",
-                         f"{rate / base[0]:.2f}x / {batch_rate / base[1]:.2f}x (goal >= {0.8 * factor:.1f}x)"))
-        rows.append(("read+route+shuffle F=8 over F=1", f"{reads[8]:.0f} ms vs {reads[1]:.0f} ms", f"{reads[8] / reads[1]:.2f} (goal <= 1.2)"))
+            rows.append(
+                (
+                    f"speed-up F={factor} ({4 * factor} vtasks, {PROCESSES} proc/container)",
+                    f"{rate:,.0f} rec/s process, {batch_rate:,.0f} rec/s batch",
+                    f"{rate / base[0]:.2f}x / {batch_rate / base[1]:.2f}x (goal >= {0.8 * factor:.1f}x)",
+                )
+            )
+        rows.append(
+            (
+                "read+route+shuffle F=8 over F=1",
+                f"{reads[8]:.0f} ms vs {reads[1]:.0f} ms",
+                f"{reads[8] / reads[1]:.2f} (goal <= 1.2)",
+            )
+        )
         one = job(slow, tmp, 8, **{"app.class": "elasticity.apps.enrichment:build", "job.container.process.count": "1"})
         single, _ = run_batch(spark, one)
         single_rate = args.records / (single.durations_ms["process"] / 1000)
-        rows.append((f"F=8 process stage: {PROCESSES} proc/container vs 1", f"{rate:,.0f} vs {single_rate:,.0f} rec/s",
-                     f"{rate / single_rate:.2f}x (one GIL per process)"))
+        rows.append(
+            (
+                f"F=8 process stage: {PROCESSES} proc/container vs 1",
+                f"{rate:,.0f} vs {single_rate:,.0f} rec/s",
+                f"{rate / single_rate:.2f}x (one GIL per process)",
+            )
+        )
 
         hot = f"hot-{uuid.uuid4().hex[:6]}"  # the same load with one key carrying 10% of it
         create_topic(bootstrap, hot, 4)
@@ -169,8 +189,13 @@ def main() -> None:
         for factor in (1, 8):
             summary, _ = run_batch(spark, job(hot, tmp, factor, **{"app.class": "elasticity.apps.enrichment:build"}))
             hot_rates[factor] = args.records / (summary.durations_ms["process"] / 1000)
-        rows.append(("speed-up F=8 with a 10% hot key", f"{hot_rates[8]:,.0f} vs {hot_rates[1]:,.0f} rec/s",
-                     f"{hot_rates[8] / hot_rates[1]:.2f}x (one key stays in one task: order)"))
+        rows.append(
+            (
+                "speed-up F=8 with a 10% hot key",
+                f"{hot_rates[8]:,.0f} vs {hot_rates[1]:,.0f} rec/s",
+                f"{hot_rates[8] / hot_rates[1]:.2f}x (one key stays in one task: order)",
+            )
+        )
 
         big = f"big-{uuid.uuid4().hex[:6]}"
         create_topic(bootstrap, big, 4)
@@ -181,17 +206,32 @@ def main() -> None:
         config = job(big, tmp, 4)
         summary, total_s = run_batch(spark, config)
         read_route_s = outside_process_ms(summary) / 1000
-        rows.append(("read+route+shuffle vs plain kafka-python consumer", f"{args.big / read_route_s:,.0f} vs {n / plain_s:,.0f} rec/s",
-                     f"{(args.big / read_route_s) / (n / plain_s):.2f}"))
-        rows.append((f"batch of {args.big:,} records (identity app)", f"{total_s * 1000:,.0f} ms", "phases: " + ", ".join(
-            f"{k} {v:,.0f}" for k, v in summary.durations_ms.items() if k != "total")))
+        rows.append(
+            (
+                "read+route+shuffle vs plain kafka-python consumer",
+                f"{args.big / read_route_s:,.0f} vs {n / plain_s:,.0f} rec/s",
+                f"{(args.big / read_route_s) / (n / plain_s):.2f}",
+            )
+        )
+        rows.append(
+            (
+                f"batch of {args.big:,} records (identity app)",
+                f"{total_s * 1000:,.0f} ms",
+                "phases: " + ", ".join(f"{k} {v:,.0f}" for k, v in summary.durations_ms.items() if k != "total"),
+            )
+        )
         _, empty_s = run_batch(spark, config)
         rows.append(("empty batch (nothing to read)", f"{empty_s * 1000:,.0f} ms", f"{empty_s / total_s:.3f} of the 100k batch"))
         rows.append(("producer feed (kafka-python, for scale)", f"{args.big / feed_s:,.0f} rec/s", ""))
 
         sync_s, async_s = async_vs_sync(200, 20, 32)
-        rows.append(("flat_map_async vs flat_map, 20 ms calls, conc 32", f"{async_s * 1000:,.0f} ms vs {sync_s * 1000:,.0f} ms",
-                     f"{sync_s / async_s:.1f}x (goal >= 20x)"))
+        rows.append(
+            (
+                "flat_map_async vs flat_map, 20 ms calls, conc 32",
+                f"{async_s * 1000:,.0f} ms vs {sync_s * 1000:,.0f} ms",
+                f"{sync_s / async_s:.1f}x (goal >= 20x)",
+            )
+        )
     finally:
         spark.stop()
         if broker:

@@ -96,8 +96,17 @@ class PrivatePostgres:
             if self.as_postgres:
                 shutil.chown(self.folder, "postgres", "postgres")
             self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
-        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.folder / "postgres.log"), "-w", "-o",
-                  f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.folder}", "start")
+        self._run(
+            str(self.bin / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.folder / "postgres.log"),
+            "-w",
+            "-o",
+            f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.folder}",
+            "start",
+        )
         return self
 
     def stop(self) -> None:
@@ -139,8 +148,14 @@ class Feeder(threading.Thread):
             started = time.monotonic()
             pending += [self._record() for _ in range(max(1, round(self.rate * tick)))]
             try:
-                producer = producer or KafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=10, retries=0,
-                                                     request_timeout_ms=5000, max_block_ms=5000)
+                producer = producer or KafkaProducer(
+                    bootstrap_servers=self.bootstrap,
+                    acks="all",
+                    linger_ms=10,
+                    retries=0,
+                    request_timeout_ms=5000,
+                    max_block_ms=5000,
+                )
                 futures = [(r, producer.send(TOPIC, key=r[0], value=r[1])) for r in pending]
                 with contextlib.suppress(Exception):
                     producer.flush(timeout=30)
@@ -197,16 +212,26 @@ class Soak:
         folder = self.home / "jobs"
         folder.mkdir(exist_ok=True)
         path = folder / f"{JOB}.properties"
-        path.write_text("\n".join([
-            f"job.name={JOB}", f"task.inputs=kafka.{TOPIC}", *lines,
-            f"systems.kafka.consumer.bootstrap.servers={bootstrap}",
-            "airflow.microbatch.schedule=*/1 * * * *", "airflow.microbatch.max.seconds=40",
-            "job.lease.ttl.ms=60000",  # a killed batch's lease lapses within a minute for the next run
-            "job.elasticity.schedule=0-59/10 * * * * -> 6; 5-59/10 * * * * -> 3",  # the factor flips every 5 minutes
-            "job.elasticity.manual.hold.ms=120000",  # a manual rescale holds 2 minutes against the schedule
-            f"job.output.path={self.home}/out", f"job.audit.path={self.home}/audit", f"job.dead.letter.path={self.home}/dlq",
-            f"job.report.path={self.home}/reports",
-        ]) + "\n")
+        path.write_text(
+            "\n".join(
+                [
+                    f"job.name={JOB}",
+                    f"task.inputs=kafka.{TOPIC}",
+                    *lines,
+                    f"systems.kafka.consumer.bootstrap.servers={bootstrap}",
+                    "airflow.microbatch.schedule=*/1 * * * *",
+                    "airflow.microbatch.max.seconds=40",
+                    "job.lease.ttl.ms=60000",  # a killed batch's lease lapses within a minute for the next run
+                    "job.elasticity.schedule=0-59/10 * * * * -> 6; 5-59/10 * * * * -> 3",  # the factor flips every 5 minutes
+                    "job.elasticity.manual.hold.ms=120000",  # a manual rescale holds 2 minutes against the schedule
+                    f"job.output.path={self.home}/out",
+                    f"job.audit.path={self.home}/audit",
+                    f"job.dead.letter.path={self.home}/dlq",
+                    f"job.report.path={self.home}/reports",
+                ]
+            )
+            + "\n"
+        )
         return path
 
     def start(self) -> None:
@@ -218,13 +243,22 @@ class Soak:
         self.config_path = self.job_config(self.bootstrap)
         self.config = load_config(self.config_path)
         self.store = CheckpointStore(self.postgres.url)
-        self.airflow = AirflowStandalone(self.home / "airflow", free_port(), {
-            **connections(self.bootstrap, remote, self.postgres.url), "ELASTICITY_JOBS_DIR": str(self.home / "jobs"),
-            "ELASTICITY_HOME": str(self.home), "KAFKA_BOOTSTRAP_SERVERS": None, "ELASTICITY_CHECKPOINT_STORE_URL": None,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "include"), str(REPO), os.environ.get("PYTHONPATH")])),
-        })
-        say(f"state in {self.home}; broker {self.bootstrap}, Spark Connect {remote}, store {self.postgres.url}, "
-            f"Airflow {self.airflow.base} (log {self.airflow.log_file})")
+        self.airflow = AirflowStandalone(
+            self.home / "airflow",
+            free_port(),
+            {
+                **connections(self.bootstrap, remote, self.postgres.url),
+                "ELASTICITY_JOBS_DIR": str(self.home / "jobs"),
+                "ELASTICITY_HOME": str(self.home),
+                "KAFKA_BOOTSTRAP_SERVERS": None,
+                "ELASTICITY_CHECKPOINT_STORE_URL": None,
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "include"), str(REPO), os.environ.get("PYTHONPATH")])),
+            },
+        )
+        say(
+            f"state in {self.home}; broker {self.bootstrap}, Spark Connect {remote}, store {self.postgres.url}, "
+            f"Airflow {self.airflow.base} (log {self.airflow.log_file})"
+        )
         self.airflow.start().wait_ready()
         self.api: AirflowApi = self.airflow.api()
         for dag in (MICROBATCH, QUALITY, "elastic_rescale", "elastic_scale_schedule"):
@@ -286,7 +320,9 @@ class Soak:
         run_id = self._api().trigger("elastic_rescale", {"job": JOB, "factor": factor, "dry_run": False})
         state = self.api.wait_run("elastic_rescale", run_id, 900)["state"]
         generation = self.store.generation(JOB)
-        fault = Fault("manual rescale", start, now_ms(), f"to {factor}: {state}, generation {generation.number if generation else None}")
+        fault = Fault(
+            "manual rescale", start, now_ms(), f"to {factor}: {state}, generation {generation.number if generation else None}"
+        )
         fault.generation = generation.number if generation and generation.factor == factor else None
         self.faults.append(fault)
         say(f"elastic_rescale to {factor}: {state} ({fault.detail})")
@@ -329,22 +365,30 @@ class Soak:
         feeder = Feeder(self.bootstrap, self.rate, self.seed)
         begin = time.monotonic()
         feeder.start()
-        say(f"feeding {self.rate:g} orders/s for {self.minutes:g} minutes; faults at "
-            + ", ".join(f"{frac * self.minutes:.1f} min {kind}" for frac, kind in self.timeline()))
+        say(
+            f"feeding {self.rate:g} orders/s for {self.minutes:g} minutes; faults at "
+            + ", ".join(f"{frac * self.minutes:.1f} min {kind}" for frac, kind in self.timeline())
+        )
         for frac, kind in self.timeline():
             wait = begin + frac * self.minutes * 60 - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
             try:
-                {"broker": self.restart_broker, "store": self.restart_store, "rescale": self.rescale,
-                 "kill": lambda: self.kill_batch(time.monotonic() + 90)}[kind]()
+                {
+                    "broker": self.restart_broker,
+                    "store": self.restart_store,
+                    "rescale": self.rescale,
+                    "kill": lambda: self.kill_batch(time.monotonic() + 90),
+                }[kind]()
             except Exception as e:
                 say(f"{kind}: could not inject: {e}")
         time.sleep(max(0.0, begin + self.minutes * 60 - time.monotonic()))
         feeder.stop_event.set()
         feeder.join()
-        say(f"feeding stopped: {feeder.acked} orders acknowledged ({feeder.malformed} malformed, {feeder.failed_sends} failed sends "
-            f"retried, {feeder.unsent} never acknowledged)")
+        say(
+            f"feeding stopped: {feeder.acked} orders acknowledged ({feeder.malformed} malformed, {feeder.failed_sends} failed sends "
+            f"retried, {feeder.unsent} never acknowledged)"
+        )
         drained = self.drain()
         quality = self.quality()
         return self.report(feeder, drained, quality, time.monotonic() - begin)
@@ -378,17 +422,28 @@ class Soak:
         state = api.wait_run(QUALITY, run_id, 3600)["state"]
         runs = sorted((self.home / "reports" / "runs").glob("*/summary.json"), key=lambda p: p.stat().st_mtime)
         checks = json.loads(runs[-1].read_text())["checks"] if runs else []
-        return {"state": state, "window": f"batches 1..{last}", "checks": checks,
-                "during": {s: during.count(s) for s in sorted(set(during))}}
+        return {
+            "state": state,
+            "window": f"batches 1..{last}",
+            "checks": checks,
+            "during": {s: during.count(s) for s in sorted(set(during))},
+        }
 
     # --- figures ---------------------------------------------------------------
 
     def heal(self) -> None:
         with self.store.engine.connect() as conn:
-            rows = conn.execute(select(st.batches.c.batch_id, st.batches.c.generation, st.batches.c.committed_ms).where(
-                st.batches.c.job_name == JOB, st.batches.c.status == "committed")).all()
+            rows = conn.execute(
+                select(st.batches.c.batch_id, st.batches.c.generation, st.batches.c.committed_ms).where(
+                    st.batches.c.job_name == JOB, st.batches.c.status == "committed"
+                )
+            ).all()
         for f in self.faults:
-            after = [r.committed_ms for r in rows if r.committed_ms >= f.end_ms and (f.generation is None or r.generation >= f.generation)]
+            after = [
+                r.committed_ms
+                for r in rows
+                if r.committed_ms >= f.end_ms and (f.generation is None or r.generation >= f.generation)
+            ]
             f.heal_ms = min(after) - f.start_ms if after else None
 
     def report(self, feeder: Feeder, drained: bool, quality: dict, elapsed_s: float) -> int:
@@ -415,27 +470,39 @@ class Soak:
         self.heal()
 
         print("\n=== soak figures ===")
-        print(f"duration                {elapsed_s / 60:.1f} min ({self.minutes:g} min fed at {self.rate:g} orders/s, then the drain); seed {self.seed}")
-        print(f"records fed             {feeder.acked} acknowledged by the broker ({feeder.malformed} malformed); {in_kafka} in the topic")
-        print(f"records processed       {processed + dead} ({processed} to the sink, {dead} dead letters) in {len(committed)} committed batches")
+        print(
+            f"duration                {elapsed_s / 60:.1f} min ({self.minutes:g} min fed at {self.rate:g} orders/s, then the drain); seed {self.seed}"
+        )
+        print(
+            f"records fed             {feeder.acked} acknowledged by the broker ({feeder.malformed} malformed); {in_kafka} in the topic"
+        )
+        print(
+            f"records processed       {processed + dead} ({processed} to the sink, {dead} dead letters) in {len(committed)} committed batches"
+        )
         print(f"lost                    {lost}{'' if drained else ' (NOT DRAINED within the timeout)'}")
         print(f"duplicated              {duplicated} in the audit, {sink_dupes} in the exactly-once sink")
         print(f"reordered               {reordered} (a key's record processed after a later one of its partition)")
         origins = {}
         for g in gens[1:]:
             origins[g.origin] = origins.get(g.origin, 0) + 1
-        print(f"generations             {len(gens)}: factors {' -> '.join(str(g.factor) for g in gens)}; rescales by origin {origins}")
+        print(
+            f"generations             {len(gens)}: factors {' -> '.join(str(g.factor) for g in gens)}; rescales by origin {origins}"
+        )
         print("faults injected         (heal = from the fault to the first batch committed after it ended)")
         for f in self.faults:
             healed = f"healed in {f.heal_ms / 1000:.0f}s" if f.heal_ms is not None else "NOT healed"
             print(f"  {time.strftime('%H:%M:%S', time.localtime(f.start_ms / 1000))}  {f.kind:20s} {f.detail:60s} {healed}")
         for g in gens[1:]:
             if g.origin == "schedule":
-                print(f"  {time.strftime('%H:%M:%S', time.localtime(g.created_ms / 1000))}  scheduled rescale    to {g.factor} "
-                      f"(generation {g.number})")
+                print(
+                    f"  {time.strftime('%H:%M:%S', time.localtime(g.created_ms / 1000))}  scheduled rescale    to {g.factor} "
+                    f"(generation {g.number})"
+                )
         microbatch = [r["state"] for r in self._api().runs(MICROBATCH)]
         print(f"micro-batch DAG runs    {', '.join(f'{microbatch.count(s)} {s}' for s in sorted(set(microbatch)))}")
-        print(f"data-quality DAG        during the soak: {quality['during']}; final run over {quality['window']}: {quality['state']}")
+        print(
+            f"data-quality DAG        during the soak: {quality['during']}; final run over {quality['window']}: {quality['state']}"
+        )
         for c in quality["checks"]:
             print(f"  {'PASS' if c['success'] else 'FAIL'} {c['name']:13s} {c['rows']:>7} rows, {c['unexpected']} unexpected")
         ok = drained and lost == 0 and duplicated == 0 and sink_dupes == 0 and reordered == 0 and quality["state"] == "success"

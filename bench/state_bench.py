@@ -123,8 +123,13 @@ def batches(props: dict[str, str], n: int, process_s: float, upload_s: float, ov
 def rescale_rows(tmp: Path, s3: SeaweedS3, keys: int) -> list[tuple[str, str, str]]:
     """A 1M-key store spread over the 8 virtual tasks of one partition, committed to the blob store; then each
     move timed beside a full restore (every task's snapshot downloaded into a fresh folder) of the store it reads."""
-    props = {"job.name": "state-bench-rescale", "task.inputs": "kafka.in", "task.checkpoint.read.versions": "2,1",
-             "blob.store.uri": s3.uri(f"rescale-{uuid.uuid4().hex[:6]}"), "stores.bench.backup.factories": "blobstore"}
+    props = {
+        "job.name": "state-bench-rescale",
+        "task.inputs": "kafka.in",
+        "task.checkpoint.read.versions": "2,1",
+        "blob.store.uri": s3.uri(f"rescale-{uuid.uuid4().hex[:6]}"),
+        "stores.bench.backup.factories": "blobstore",
+    }
 
     def model(factor: int):
         return build_job_model(validate({**props, "job.elasticity.factor": str(factor)}), {SystemStream("kafka", "in"): 1})
@@ -171,16 +176,31 @@ def rescale_rows(tmp: Path, s3: SeaweedS3, keys: int) -> list[tuple[str, str, st
         move = took.run(lambda: move_state(storage, [STORE], m_old, old, 1, cps_old, m_new, new))  # noqa: B023
         assert sum(t.keys for t in move.transfers) == keys
         generations[new] = (m_new, move.apply({t.task_name: TaskCheckpoint(t.task_name, {}) for t in m_new.tasks()}))
-        rows.append((f"state rescale {old} -> {new} vs full restore of {keys:,} keys", f"{took.wall:.2f} s vs {full.wall:.2f} s",
-                     f"{took.wall / full.wall:.2f}x (goal <= 2x)"))
-        rows.append(("  CPU: this process + scan workers + S3 server", f"{took.cpu_text()} vs {full.cpu_text()}",
-                     f"{took.cpu / full.cpu:.2f}x"))
+        rows.append(
+            (
+                f"state rescale {old} -> {new} vs full restore of {keys:,} keys",
+                f"{took.wall:.2f} s vs {full.wall:.2f} s",
+                f"{took.wall / full.wall:.2f}x (goal <= 2x)",
+            )
+        )
+        rows.append(
+            (
+                "  CPU: this process + scan workers + S3 server",
+                f"{took.cpu_text()} vs {full.cpu_text()}",
+                f"{took.cpu / full.cpu:.2f}x",
+            )
+        )
         if (old, new) == (8, 16):
             with patch.object(rescale, "_scan_workers", lambda *a: None):
                 inproc = Meter(s3)
                 inproc.run(lambda: move_state(storage, [STORE], m_old, old, 1, cps_old, m_new, new))  # noqa: B023
-            rows.append(("  the same move, scan in this process vs in workers", f"{inproc.wall:.2f} s vs {took.wall:.2f} s",
-                         f"{inproc.wall / took.wall:.2f}x"))
+            rows.append(
+                (
+                    "  the same move, scan in this process vs in workers",
+                    f"{inproc.wall:.2f} s vs {took.wall:.2f} s",
+                    f"{inproc.wall / took.wall:.2f}x",
+                )
+            )
     return rows
 
 
@@ -230,8 +250,10 @@ def main() -> None:
         if args.only == "rescale":
             return _print(rows)
         props = {
-            "job.state.dir": str(tmp / "state"), "blob.store.uri": s3.uri(f"bench-{uuid.uuid4().hex[:6]}"),
-            "stores.bench.backup.factories": "kafka,blobstore", "stores.bench.changelog": f"kafka.bench-{uuid.uuid4().hex[:6]}",
+            "job.state.dir": str(tmp / "state"),
+            "blob.store.uri": s3.uri(f"bench-{uuid.uuid4().hex[:6]}"),
+            "stores.bench.backup.factories": "kafka,blobstore",
+            "stores.bench.changelog": f"kafka.bench-{uuid.uuid4().hex[:6]}",
             "systems.kafka.consumer.bootstrap.servers": bootstrap,
         }
         csm = container(props)
@@ -251,21 +273,44 @@ def main() -> None:
         size = sum(f.stat().st_size for f in snapshot_files(folder))
         csm.close()
         rows.append((f"load {args.keys:,} keys, first dual commit", f"{load_s:.1f} s puts, {first_s:.1f} s commit", "(setup)"))
-        rows.append(("bytes uploaded after updating 1 %", f"{m.bytes_uploaded:,} of {size:,} bytes", f"{m.bytes_uploaded / size:.4f} (goal <= 0.05)"))
+        rows.append(
+            (
+                "bytes uploaded after updating 1 %",
+                f"{m.bytes_uploaded:,} of {size:,} bytes",
+                f"{m.bytes_uploaded / size:.4f} (goal <= 0.05)",
+            )
+        )
 
-        blob_s, src_b = timed_restore({**props, "job.state.dir": str(tmp / "blob"), "stores.bench.restore.factories": "blobstore"}, cps)
+        blob_s, src_b = timed_restore(
+            {**props, "job.state.dir": str(tmp / "blob"), "stores.bench.restore.factories": "blobstore"}, cps
+        )
         log_s, src_k = timed_restore({**props, "job.state.dir": str(tmp / "log"), "stores.bench.restore.factories": "kafka"}, cps)
         assert "blobstore" in src_b and "Kafka" in src_k, (src_b, src_k)
-        rows.append((f"restore {args.keys:,} keys: blob store vs changelog", f"{blob_s:.2f} s vs {log_s:.2f} s", f"{log_s / blob_s:.1f}x (goal >= 5x)"))
+        rows.append(
+            (
+                f"restore {args.keys:,} keys: blob store vs changelog",
+                f"{blob_s:.2f} s vs {log_s:.2f} s",
+                f"{log_s / blob_s:.1f}x (goal >= 5x)",
+            )
+        )
         local_s, src = timed_restore(props, cps)
         assert src == "local", src
         rows.append(("restart with a matching local store", f"{local_s * 1000:,.0f} ms", "goal < 1000 ms"))
 
-        small = {"job.state.dir": str(tmp / "async"), "blob.store.uri": str(tmp / "blobs"), "stores.bench.backup.factories": "blobstore"}
+        small = {
+            "job.state.dir": str(tmp / "async"),
+            "blob.store.uri": str(tmp / "blobs"),
+            "stores.bench.backup.factories": "blobstore",
+        }
         sync_s = batches({**small, "job.state.dir": str(tmp / "sync")}, 4, 2.5, 2.0, overlap=False)
         async_s = batches(small, 4, 2.5, 2.0, overlap=True)
-        rows.append(("batch with a 2 s upload: async vs sync", f"{async_s:.2f} s vs {sync_s:.2f} s per batch",
-                     f"hides {(sync_s - async_s) / 2.0:.0%} of the upload (goal >= 80%)"))
+        rows.append(
+            (
+                "batch with a 2 s upload: async vs sync",
+                f"{async_s:.2f} s vs {sync_s:.2f} s per batch",
+                f"hides {(sync_s - async_s) / 2.0:.0%} of the upload (goal >= 80%)",
+            )
+        )
     finally:
         s3.stop()
         if broker:

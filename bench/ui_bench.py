@@ -46,20 +46,36 @@ def record_batches(store: CheckpointStore, coordinator: JobCoordinator, first: i
     cps = coordinator.checkpoints(generation)
     for b in range(first, first + count):
         lag = {ssp_to_key(s): HIGH - o + 97 * (first + count - b) for cp in cps.values() for s, o in cp.offsets.items()}
-        summary = BatchSummary("bench-ui", b, generation.number, generation.factor, finished_ms=int(time.time() * 1000) - (60 - b) * 60_000,
-                               records_read=5000 + 40 * b, task_count=len(tasks), lag_left=sum(lag.values()),
-                               durations_ms={"plan": 20, "spark": 900, "process": 700, "total": 1000 + 5 * b},
-                               metrics={"lag": lag, "records": {t: 5 + i % 7 for i, t in enumerate(tasks)},
-                                        "process-ns": {t: 2_000_000 + 1000 * i for i, t in enumerate(tasks)}})
+        summary = BatchSummary(
+            "bench-ui",
+            b,
+            generation.number,
+            generation.factor,
+            finished_ms=int(time.time() * 1000) - (60 - b) * 60_000,
+            records_read=5000 + 40 * b,
+            task_count=len(tasks),
+            lag_left=sum(lag.values()),
+            durations_ms={"plan": 20, "spark": 900, "process": 700, "total": 1000 + 5 * b},
+            metrics={
+                "lag": lag,
+                "records": {t: 5 + i % 7 for i, t in enumerate(tasks)},
+                "process-ns": {t: 2_000_000 + 1000 * i for i, t in enumerate(tasks)},
+            },
+        )
         store.record_metrics("bench-ui", b, generation.number, summary.to_json())
 
 
 def drift(coordinator: JobCoordinator) -> None:
     """Offsets that differ per bucket, as slow virtual tasks leave them."""
     generation = coordinator.current()
-    coordinator.replace_checkpoints([
-        TaskCheckpoint(t.task_name, {s: HIGH - 1000 - 37 * s.partition - 11 * max(s.key_bucket, 0) for s in t.system_stream_partitions})
-        for t in generation.job_model.tasks()])
+    coordinator.replace_checkpoints(
+        [
+            TaskCheckpoint(
+                t.task_name, {s: HIGH - 1000 - 37 * s.partition - 11 * max(s.key_bucket, 0) for s in t.system_stream_partitions}
+            )
+            for t in generation.job_model.tasks()
+        ]
+    )
 
 
 def main() -> None:
@@ -67,8 +83,16 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ui-bench-"))
-    config = validate({"job.name": "bench-ui", "task.inputs": str(STREAM), "job.elasticity.factor": "100", "job.container.count": "4",
-                       "task.checkpoint.store.url": f"sqlite:///{tmp / 'checkpoints.db'}", "job.report.path": str(tmp / "reports")})
+    config = validate(
+        {
+            "job.name": "bench-ui",
+            "task.inputs": str(STREAM),
+            "job.elasticity.factor": "100",
+            "job.container.count": "4",
+            "task.checkpoint.store.url": f"sqlite:///{tmp / 'checkpoints.db'}",
+            "job.report.path": str(tmp / "reports"),
+        }
+    )
     store = CheckpointStore(config.checkpoint_store_url(), config.checkpoint_history_size)
     inputs = Inputs()
     coordinator = JobCoordinator(config, store, inputs)
@@ -78,7 +102,9 @@ def main() -> None:
     coordinator.rescale(125, owner="bench")
     drift(coordinator)
     record_batches(store, coordinator, 26, 25)
-    policy = PolicyView("none", None, "no job.elasticity.schedule and no autosizer", "nothing: the factor changes only when someone rescales")
+    policy = PolicyView(
+        "none", None, "no job.elasticity.schedule and no autosizer", "nothing: the factor changes only when someone rescales"
+    )
 
     samples, size, tasks = [], 0, 0
     for _ in range(args.repeat):
@@ -90,9 +116,20 @@ def main() -> None:
     start = time.perf_counter()
     plan = preview_rescale(config, store, inputs, 250)
     plan_s = time.perf_counter() - start
-    print(json.dumps({"virtual_tasks": tasks, "batches": len(view.batches), "page_bytes": size,
-                      "page_seconds_median": round(statistics.median(samples), 3), "page_seconds_max": round(max(samples), 3),
-                      "preview_to_250_seconds": round(plan_s, 3), "preview_moves": len(plan.moves)}, indent=1))
+    print(
+        json.dumps(
+            {
+                "virtual_tasks": tasks,
+                "batches": len(view.batches),
+                "page_bytes": size,
+                "page_seconds_median": round(statistics.median(samples), 3),
+                "page_seconds_max": round(max(samples), 3),
+                "preview_to_250_seconds": round(plan_s, 3),
+                "preview_moves": len(plan.moves),
+            },
+            indent=1,
+        )
+    )
     print(f"job page with {tasks:,} virtual tasks: {statistics.median(samples):.2f} s (median of {args.repeat}; budget 2 s)")
 
 

@@ -34,9 +34,15 @@ for job in job_configs():
         tags=["elasticity", "data-quality", job],
         default_args={"retries": 2, "retry_delay": timedelta(seconds=20)},
         params={
-            "from_batch": Param(None, type=["null", "integer"], minimum=1,
-                                description="First batch of a manual window (both empty: the batches since the last validated one)"),
-            "to_batch": Param(None, type=["null", "integer"], minimum=1, description="Last batch of a manual window (default: latest)"),
+            "from_batch": Param(
+                None,
+                type=["null", "integer"],
+                minimum=1,
+                description="First batch of a manual window (both empty: the batches since the last validated one)",
+            ),
+            "to_batch": Param(
+                None, type=["null", "integer"], minimum=1, description="Last batch of a manual window (default: latest)"
+            ),
         },
     ) as dag:
 

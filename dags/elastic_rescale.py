@@ -42,9 +42,14 @@ with DAG(
     default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
     params={
         "job": Param(JOBS[0], type="string", enum=JOBS, description="The job to rescale"),
-        "factor": Param(int(CONFIGURED) if CONFIGURED.isdigit() else 1, type="integer", minimum=1, maximum=MAX_ELASTICITY_FACTOR,
-                        description=f"New elasticity factor (1 turns elasticity off; at most {MAX_ELASTICITY_FACTOR}). Starts at "
-                                    f"{JOBS[0]}'s configured factor; each job's current factor is on its page: Browse -> Elastic job <job>"),
+        "factor": Param(
+            int(CONFIGURED) if CONFIGURED.isdigit() else 1,
+            type="integer",
+            minimum=1,
+            maximum=MAX_ELASTICITY_FACTOR,
+            description=f"New elasticity factor (1 turns elasticity off; at most {MAX_ELASTICITY_FACTOR}). Starts at "
+            f"{JOBS[0]}'s configured factor; each job's current factor is on its page: Browse -> Elastic job <job>",
+        ),
         "dry_run": Param(False, type="boolean", description="Only print the migration plan"),
     },
 ) as dag:
@@ -54,8 +59,13 @@ with DAG(
         from elasticity.airflow.tasks import rescale as do_rescale
 
         p = context["params"]
-        return do_rescale(p["job"], int(p["factor"]), bool(p["dry_run"]), owner=f"rescale:{context['run_id']}",
-                          reason=f"elastic_rescale run {context['run_id']}")
+        return do_rescale(
+            p["job"],
+            int(p["factor"]),
+            bool(p["dry_run"]),
+            owner=f"rescale:{context['run_id']}",
+            reason=f"elastic_rescale run {context['run_id']}",
+        )
 
     @task.short_circuit
     def applied(result: dict) -> bool:

@@ -43,12 +43,20 @@ with DAG(
             decision = scale_decision(job)
             log.info("%s: factor %s, %s", job, decision.current, decision.reason)
             if decision.applies:
-                result = rescale(job, decision.factor, False, owner=f"schedule:{context['run_id']}",
-                                 reason=f"{decision.reason} (elastic_scale_schedule run {context['run_id']})", origin=decision.origin)
+                result = rescale(
+                    job,
+                    decision.factor,
+                    False,
+                    owner=f"schedule:{context['run_id']}",
+                    reason=f"{decision.reason} (elastic_scale_schedule run {context['run_id']})",
+                    origin=decision.origin,
+                )
                 if result["applied"]:
                     rescaled.append(f"elastic_data_quality__{job}")
         return rescaled
 
     TriggerDagRunOperator.partial(
-        task_id="trigger_data_quality", conf={"reason": "after scheduled rescale"}, wait_for_completion=False,
+        task_id="trigger_data_quality",
+        conf={"reason": "after scheduled rescale"},
+        wait_for_completion=False,
     ).expand(trigger_dag_id=apply_schedules())

@@ -38,6 +38,12 @@ class ElasticityPlugin(AirflowPlugin):
     name = "elasticity"
     fastapi_apps = _BuiltOnFirstUse()
     external_views = [
-        {"name": f"Elastic job {job}", "href": f"elasticity/jobs/{job}", "destination": "nav", "category": "browse", "url_route": f"elastic_{job}"}
+        {
+            "name": f"Elastic job {job}",
+            "href": f"elasticity/jobs/{job}",
+            "destination": "nav",
+            "category": "browse",
+            "url_route": f"elastic_{job}",
+        }
         for job in _jobs()
     ]

@@ -120,7 +120,9 @@ def store_url(request, tmp_path) -> str:
         return f"sqlite:///{tmp_path / 'checkpoints.db'}"
     url = os.environ.get(POSTGRES_ENV)
     if not url:
-        pytest.skip(f"PostgreSQL store tests need {POSTGRES_ENV} (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test); .ci/run sets it")
+        pytest.skip(
+            f"PostgreSQL store tests need {POSTGRES_ENV} (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test); .ci/run sets it"
+        )
     return url
 
 

@@ -80,8 +80,13 @@ def _service(action: str, service, start, address, started: str) -> int:
 
 def cmd_broker(args: argparse.Namespace) -> int:
     broker = EmbeddedBroker()
-    return _service(args.action, broker, lambda: broker.start(port=args.port), lambda s: s.bootstrap,
-                    "embedded broker pid {state.pid}, data in {state.data_dir}")
+    return _service(
+        args.action,
+        broker,
+        lambda: broker.start(port=args.port),
+        lambda s: s.bootstrap,
+        "embedded broker pid {state.pid}, data in {state.data_dir}",
+    )
 
 
 def cmd_topic(args: argparse.Namespace) -> int:
@@ -164,13 +169,17 @@ def _samza_topic(args: argparse.Namespace, coordinator: JobCoordinator) -> int:
     config = coordinator.config
     if args.action == "import":
         messages = [samza_topic.LogMessage(*m) for m in read_log(bootstrap, topic.stream)]
-        found = samza_topic.last_checkpoints(messages, config.grouper, config.checkpoint_read_versions, config.live_checkpoint_max_age_ms)
+        found = samza_topic.last_checkpoints(
+            messages, config.grouper, config.checkpoint_read_versions, config.live_checkpoint_max_age_ms
+        )
         plan = coordinator.adopt([samza_topic.from_samza(t, f.checkpoint) for t, f in found.items()], str(topic))
         print(samza_topic.describe(found), file=sys.stderr)
         generation = coordinator.current()
         assert generation is not None  # adopt wrote one
-        print(f"imported {len(found)} task checkpoints from {topic} ({len(messages)} messages): "
-              f"generation {generation.number} at factor {plan.factor}")
+        print(
+            f"imported {len(found)} task checkpoints from {topic} ({len(messages)} messages): "
+            f"generation {generation.number} at factor {plan.factor}"
+        )
     else:
         generation = coordinator.current()
         if generation is None:
@@ -180,8 +189,10 @@ def _samza_topic(args: argparse.Namespace, coordinator: JobCoordinator) -> int:
         create_topic(bootstrap, topic.stream, 1)  # Samza's checkpoint topic has one partition
         send(bootstrap, topic.stream, records)
         versions = ",".join(map(str, config.checkpoint_write_versions))
-        print(f"exported {len(cps)} task checkpoints of generation {generation.number} (factor {generation.factor}) "
-              f"to {topic}: {len(records)} messages, versions {versions}, last-processed offsets")
+        print(
+            f"exported {len(cps)} task checkpoints of generation {generation.number} (factor {generation.factor}) "
+            f"to {topic}: {len(records)} messages, versions {versions}, last-processed offsets"
+        )
     return 0
 
 
@@ -227,15 +238,24 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
     store = CheckpointStore(config.checkpoint_store_url(), config.checkpoint_history_size)
     lag = lag_report(config, store, KafkaInputs(config))  # broker and store answer before Spark starts
     if not lag.has_work:
-        print(BatchSummary(config.job_name, None, lag.generation, lag.factor, lag_left=0, lag_per_sspkb=lag.per_sspkb).to_json(), flush=True)
+        print(
+            BatchSummary(config.job_name, None, lag.generation, lag.factor, lag_left=0, lag_per_sspkb=lag.per_sspkb).to_json(),
+            flush=True,
+        )
         return 0
     from elasticity.spark.engine import BatchFailed, MicroBatchEngine
     from elasticity.spark.session import session
 
     engine = MicroBatchEngine(config, session(config), store)
     try:
-        summaries = engine.run(args.max_records, args.until_caught_up, args.owner, args.max_seconds,
-                               on_commit=lambda s: print(s.to_json(), flush=True), reset_sinks=args.reset_sinks)
+        summaries = engine.run(
+            args.max_records,
+            args.until_caught_up,
+            args.owner,
+            args.max_seconds,
+            on_commit=lambda s: print(s.to_json(), flush=True),
+            reset_sinks=args.reset_sinks,
+        )
     except BatchFailed as e:
         print(f"error: batch failed after committing what succeeded: {e}", file=sys.stderr)
         return 1
@@ -249,8 +269,13 @@ def cmd_spark(args: argparse.Namespace) -> int:
     from elasticity.spark.server import SparkConnectServer
 
     server = SparkConnectServer()
-    return _service(args.action, server, lambda: server.start(port=args.port, master=args.master), lambda s: s.remote,
-                    f"Spark Connect server pid {{state.pid}} ({args.master}), log {{state.log_file}}")
+    return _service(
+        args.action,
+        server,
+        lambda: server.start(port=args.port, master=args.master),
+        lambda s: s.remote,
+        f"Spark Connect server pid {{state.pid}} ({args.master}), log {{state.log_file}}",
+    )
 
 
 def cmd_airflow(args: argparse.Namespace) -> int:
@@ -285,10 +310,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     j = sub.add_parser("job-model", parents=[job], help="print the JobModel as Samza-style JSON")
     j.add_argument(
-        "--partitions", nargs="+", action="extend", default=[], metavar="SYSTEM.STREAM=N",
+        "--partitions",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="SYSTEM.STREAM=N",
         help="partition counts, repeatable (default: ask the broker)",
     )
-    j.add_argument("--format", choices=["json", "table"], default="json", help="table: one 'stream:partition - task' line per SSP")
+    j.add_argument(
+        "--format", choices=["json", "table"], default="json", help="table: one 'stream:partition - task' line per SSP"
+    )
     j.set_defaults(func=cmd_job_model)
 
     f = sub.add_parser("feed", parents=[job], help="write demo records (keyed JSON, per-key seq) to the job's inputs")
@@ -299,7 +330,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.set_defaults(func=cmd_feed)
 
     c = sub.add_parser(
-        "checkpoint-tool", parents=[job],
+        "checkpoint-tool",
+        parents=[job],
         help="read or replace the current generation's checkpoints; import from or export to a Samza checkpoint topic",
     )
     c.add_argument("action", choices=["read", "write", "import", "export"])
@@ -316,12 +348,15 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_rescale)
 
     b = sub.add_parser("run-batch", parents=[job], help="run one micro-batch on Spark (plan, read, route, process, sink, commit)")
-    b.add_argument("--max-records", type=_positive("--max-records"), default=None, help="cap of this batch, >= 1 (default batch.max.records)")
+    b.add_argument(
+        "--max-records", type=_positive("--max-records"), default=None, help="cap of this batch, >= 1 (default batch.max.records)"
+    )
     b.add_argument("--until-caught-up", action="store_true", help="keep running batches until no lag is left")
     b.add_argument("--max-seconds", type=float, default=None, help="with --until-caught-up: start no new batch after this")
     b.add_argument("--owner", default=None, help="lease owner id (default batch@host:pid)")
     b.add_argument(
-        "--reset-sinks", action="store_true",
+        "--reset-sinks",
+        action="store_true",
         help="start although the sinks were written under another checkpoint store: move the old outputs aside",
     )
     b.set_defaults(func=cmd_run_batch)
@@ -332,7 +367,9 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--master", default="local[*]", help="master of the server's driver (default local[*])")
     k.set_defaults(func=cmd_spark)
 
-    a = sub.add_parser("airflow", help="Airflow as users run it on the embedded default (broker, Spark Connect, SQLite), until Ctrl-C")
+    a = sub.add_parser(
+        "airflow", help="Airflow as users run it on the embedded default (broker, Spark Connect, SQLite), until Ctrl-C"
+    )
     a.add_argument("--port", type=int, default=8080, help="port of the UI and API on 127.0.0.1")
     a.set_defaults(func=cmd_airflow)
 
@@ -368,7 +405,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         extra = EXTRA_OF.get(args.command)
         if extra is None or (e.name or "elasticity").split(".")[0] == "elasticity":
             raise
-        print(f"error: `elasticity {args.command}` needs {e.name}, which is not installed: pip install 'elasticity[{extra}]'", file=sys.stderr)
+        print(
+            f"error: `elasticity {args.command}` needs {e.name}, which is not installed: pip install 'elasticity[{extra}]'",
+            file=sys.stderr,
+        )
         return 2
 
 

@@ -99,13 +99,20 @@ class Daemon:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_file, "ab") as log:
             proc = subprocess.Popen(
-                list(command), stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd=self.home,
+                list(command),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=env,
+                cwd=self.home,
                 start_new_session=True,  # outlives the CLI that started it
             )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise DaemonError(f"the {self.name} exited with code {proc.returncode}; see {self.log_file}:\n{tail(self.log_file)}")
+                raise DaemonError(
+                    f"the {self.name} exited with code {proc.returncode}; see {self.log_file}:\n{tail(self.log_file)}"
+                )
             if port_open(port):
                 state = DaemonState(proc.pid, port, str(self.data_dir), str(self.log_file))
                 self.state_file.write_text(json.dumps(asdict(state)))

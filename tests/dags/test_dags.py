@@ -31,11 +31,15 @@ def world(airflow_db, kafka_bootstrap, tmp_path_factory):
     )
     host, port = kafka_bootstrap.split(":")
     saved = dict(os.environ)
-    os.environ.update({
-        "ELASTICITY_JOBS_DIR": str(jobs),
-        "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps({"conn_type": "generic", "host": host, "port": int(port)}),
-        "AIRFLOW_CONN_ELASTICITY_STORE": json.dumps({"conn_type": "generic", "extra": {"url": f"sqlite:///{tmp / 'store.db'}"}}),
-    })
+    os.environ.update(
+        {
+            "ELASTICITY_JOBS_DIR": str(jobs),
+            "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps({"conn_type": "generic", "host": host, "port": int(port)}),
+            "AIRFLOW_CONN_ELASTICITY_STORE": json.dumps(
+                {"conn_type": "generic", "extra": {"url": f"sqlite:///{tmp / 'store.db'}"}}
+            ),
+        }
+    )
     os.environ.pop("KAFKA_BOOTSTRAP_SERVERS", None)  # the connections must be enough
     yield job, tmp
     os.environ.clear()
@@ -62,7 +66,9 @@ def test_every_dag_imports_and_is_documented(world):
     job, _ = world
     bag = dagbag()
     assert bag.import_errors == {}
-    assert {f"elastic_microbatch__{job}", "elastic_rescale", "elastic_scale_schedule", f"elastic_data_quality__{job}"} <= set(bag.dag_ids)
+    assert {f"elastic_microbatch__{job}", "elastic_rescale", "elastic_scale_schedule", f"elastic_data_quality__{job}"} <= set(
+        bag.dag_ids
+    )
     for dag in bag.dags.values():
         assert dag.tags and "elasticity" in dag.tags, dag.dag_id
         assert dag.doc_md and len(dag.doc_md) > 100, dag.dag_id
@@ -86,7 +92,9 @@ def test_microbatch_rescale_microbatch_then_quality(world):
     mine = [m for m in store.metrics(job) if m["owner"] == first.run_id]
     assert len(mine) == 2 and mine[-1]["lag_left"] == 0  # one run, batches (cap 250) until caught up
 
-    rescale = bag.dags["elastic_rescale"].test(run_conf={"job": job, "factor": 8, "dry_run": False}, mark_success_pattern="trigger_data_quality")
+    rescale = bag.dags["elastic_rescale"].test(
+        run_conf={"job": job, "factor": 8, "dry_run": False}, mark_success_pattern="trigger_data_quality"
+    )
     assert rescale.state == "success"
     assert coordinator.current().factor == 8
     assert "rescale 2 -> 8 (elastic_rescale run " in coordinator.current().reason  # who asked, for the UI's history
@@ -118,7 +126,12 @@ def test_quality_dag_fails_on_a_corrupted_audit(world):
     for path in (tmp / "audit").rglob("*.parquet"):
         path.unlink()
     for b in {r["batch_id"] for r in rows}:
-        write_task_file(str(tmp / "audit"), b, TaskName("rewritten"), pa.Table.from_pylist([r for r in rows if r["batch_id"] == b], schema=AUDIT_SCHEMA))
+        write_task_file(
+            str(tmp / "audit"),
+            b,
+            TaskName("rewritten"),
+            pa.Table.from_pylist([r for r in rows if r["batch_id"] == b], schema=AUDIT_SCHEMA),
+        )
     dq = dagbag().dags[f"elastic_data_quality__{job}"].test(run_conf={"from_batch": 1})  # a manual window over every batch
     assert dq.state == "failed"
     with pytest.raises(QualityFailed, match=rf"no_loss .*{victim['stream']}-{victim['partition']}@{victim['offset']}"):
@@ -149,7 +162,9 @@ def test_no_silent_yarn(world, monkeypatch):
     from elasticity.config import ConfigError, validate
 
     job, tmp = world
-    op = MicroBatchOperator(task_id="t", job=job, config_path=str(next((tmp / "jobs").glob("*.properties"))), spark_conn_id="spark_yarn")
+    op = MicroBatchOperator(
+        task_id="t", job=job, config_path=str(next((tmp / "jobs").glob("*.properties"))), spark_conn_id="spark_yarn"
+    )
     config = validate({"job.name": job, "task.inputs": "kafka.x", "spark.master": "local[3]"})
     monkeypatch.delenv("HADOOP_CONF_DIR", raising=False)
     monkeypatch.delenv("YARN_CONF_DIR", raising=False)
@@ -159,7 +174,9 @@ def test_no_silent_yarn(world, monkeypatch):
     monkeypatch.delenv("AIRFLOW_CONN_SPARK_YARN")
     target = op.spark_target(config)
     assert (target.kind, target.value) == ("master", "local[3]") and "spark.master" in target.source
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps({"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": 15999}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_YARN", json.dumps({"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": 15999})
+    )
     target = op.spark_target(config)
     assert (target.kind, target.value) == ("connect", "sc://127.0.0.1:15999/")
 

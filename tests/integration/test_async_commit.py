@@ -25,7 +25,9 @@ def setup(store_url, job_name):
     model = build_job_model(validate({"job.name": job_name, "task.inputs": str(S)}), {S: 1})
     (task,) = model.tasks()
     store.acquire_lease(job_name, "me", 60_000)
-    store.write_generation(job_name, 0, 1, model, lambda _: {task.task_name: TaskCheckpoint(task.task_name, {SSP: 0})}, "me", "first")
+    store.write_generation(
+        job_name, 0, 1, model, lambda _: {task.task_name: TaskCheckpoint(task.task_name, {SSP: 0})}, "me", "first"
+    )
     yield store, job_name, task.task_name
     store.close()
 
@@ -41,8 +43,14 @@ def slow_uploads(seconds):
 def test_skipped_commits_fold_into_the_next_upload(setup):
     store, job, task = setup
     done = []
-    committer = AsyncCommitter(store, (1, 2), "me", max_delay_ms=10_000, timeout_ms=10_000,
-                               on_committed=lambda plan, covers, ns: done.append((plan.batch_id, covers)))
+    committer = AsyncCommitter(
+        store,
+        (1, 2),
+        "me",
+        max_delay_ms=10_000,
+        timeout_ms=10_000,
+        on_committed=lambda plan, covers, ns: done.append((plan.batch_id, covers)),
+    )
     with slow_uploads(0.4):
         p1 = store.plan_batch(job, 1, (OffsetRange(SSP, 0, 10),), "me")
         assert committer.submit(p1, cp(task, 10)) == "uploading"

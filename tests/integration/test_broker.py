@@ -47,7 +47,9 @@ def test_job_model_from_topic_metadata(kafka_bootstrap, tmp_path):
     assert set(model["containers"]) == {"0", "1", "2"}
     tasks = {name: t for c in model["containers"].values() for name, t in c["tasks"].items()}
     assert len(tasks) == 12
-    assert tasks["Partition_2-3-4"]["system-stream-partitions"] == [{"system": "kafka", "stream": topic, "partition": 2, "keyBucket": 3}]
+    assert tasks["Partition_2-3-4"]["system-stream-partitions"] == [
+        {"system": "kafka", "stream": topic, "partition": 2, "keyBucket": 3}
+    ]
     assert tasks["Partition_2-3-4"]["task-mode"] == "Active"
     # each container reads exactly one partition: the virtual tasks of an SSP stay together
     for c in model["containers"].values():

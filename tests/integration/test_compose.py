@@ -23,9 +23,21 @@ def config(path) -> dict:
 def test_compose_file_is_valid_and_has_every_service():
     c = config(REPO / "docker-compose.yaml")
     services = c["services"]
-    assert {"kafka", "create-demo-topic", "spark-master", "spark-worker-1", "spark-worker-2", "postgres",
-            "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"} <= set(services)
-    ports = [p["published"] if isinstance(p, dict) else str(p).split(":")[0] for s in services.values() for p in s.get("ports", [])]
+    assert {
+        "kafka",
+        "create-demo-topic",
+        "spark-master",
+        "spark-worker-1",
+        "spark-worker-2",
+        "postgres",
+        "airflow-apiserver",
+        "airflow-scheduler",
+        "airflow-dag-processor",
+        "airflow-triggerer",
+    } <= set(services)
+    ports = [
+        p["published"] if isinstance(p, dict) else str(p).split(":")[0] for s in services.values() for p in s.get("ports", [])
+    ]
     assert len(ports) == len(set(map(str, ports))), f"a host port is published twice: {ports}"
     declared = set(c.get("volumes", {}))
     for name, s in services.items():
@@ -55,7 +67,11 @@ def test_no_secret_in_plain_text():
 
 def test_the_validator_rejects_a_broken_file(tmp_path):
     bad = tmp_path / "docker-compose.yaml"
-    bad.write_text((REPO / "docker-compose.yaml").read_text().replace('- "9092:9092"', "- {published: true}").replace(
-        "kafka-data:/var/lib/kafka/data", "missing-volume:/var/lib/kafka/data"))
+    bad.write_text(
+        (REPO / "docker-compose.yaml")
+        .read_text()
+        .replace('- "9092:9092"', "- {published: true}")
+        .replace("kafka-data:/var/lib/kafka/data", "missing-volume:/var/lib/kafka/data")
+    )
     out = subprocess.run([COMPOSE, "-f", str(bad), "config"], capture_output=True, text=True, timeout=60)
     assert out.returncode != 0

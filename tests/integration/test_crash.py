@@ -14,8 +14,21 @@ from elasticity.checkpoint import store as st
 from tests.conftest import REPO
 from tests.support.crash_driver import OWNER, runner
 
-COMMIT_POINTS = ["plan.after_commit", "commit.fenced", "commit.plan_marked", "commit.checkpoints_written", "commit.before_commit", "commit.after_commit"]
-RESCALE_POINTS = ["rescale.lease_acquired", "rescale.fenced", "rescale.generation_written", "rescale.checkpoints_written", "rescale.after_commit"]
+COMMIT_POINTS = [
+    "plan.after_commit",
+    "commit.fenced",
+    "commit.plan_marked",
+    "commit.checkpoints_written",
+    "commit.before_commit",
+    "commit.after_commit",
+]
+RESCALE_POINTS = [
+    "rescale.lease_acquired",
+    "rescale.fenced",
+    "rescale.generation_written",
+    "rescale.checkpoints_written",
+    "rescale.after_commit",
+]
 
 
 def assert_one_whole_generation(store, job) -> int:
@@ -24,7 +37,9 @@ def assert_one_whole_generation(store, job) -> int:
         current = conn.execute(select(st.jobs.c.generation).where(st.jobs.c.job_name == job)).scalar()
         newest = conn.execute(select(func.max(st.generations.c.generation)).where(st.generations.c.job_name == job)).scalar()
         stray = conn.execute(
-            select(func.count()).select_from(st.checkpoints).where(st.checkpoints.c.job_name == job, st.checkpoints.c.generation > current)
+            select(func.count())
+            .select_from(st.checkpoints)
+            .where(st.checkpoints.c.job_name == job, st.checkpoints.c.generation > current)
         ).scalar()
     assert newest == current and stray == 0
     generation = store.generation(job)
@@ -84,7 +99,14 @@ def test_killed_process_leaves_one_whole_generation(store_url, job_name, op, poi
     if op == "rescale":
         assert generation == (2 if point == "rescale.after_commit" else 1)
     # running again completes: the same owner retakes its lease, a pending plan replays
-    rerun = subprocess.run(args, cwd=REPO, env={k: v for k, v in os.environ.items() if k != "ELASTICITY_FAULT"}, capture_output=True, text=True, timeout=120)
+    rerun = subprocess.run(
+        args,
+        cwd=REPO,
+        env={k: v for k, v in os.environ.items() if k != "ELASTICITY_FAULT"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert rerun.returncode == 0, rerun.stderr
     assert_one_whole_generation(r.coordinator.store, job_name)
     if op == "rescale":

@@ -84,7 +84,11 @@ def assert_exactly_once_in_order(store, config, kafka_bootstrap):
         for (p1, o1), (p2, o2) in zip(offs, offs[1:], strict=False):
             assert p1 == p2 and o2 > o1, f"key {key!r} out of order: {(p1, o1)} then {(p2, o2)}"
     committed = set(store.batches_with_status(job_name, "committed"))
-    sink = [r for r in read_table(f"{config.get('job.output.path')}/enriched", OUTPUT_SCHEMA).to_pylist() if r["batch_id"] in committed]
+    sink = [
+        r
+        for r in read_table(f"{config.get('job.output.path')}/enriched", OUTPUT_SCHEMA).to_pylist()
+        if r["batch_id"] in committed
+    ]
     sources = [(r["source_partition"], r["source_offset"]) for r in sink]
     assert len(sources) == len(set(sources)), "duplicates in the exactly-once sink"
     processed = {k for k, r in seen.items() if r["status"] == "processed"}

@@ -65,10 +65,20 @@ def closed() -> str:
 
 
 def _cli(config, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in {**os.environ, **(env or {})}.items() if k not in ("KAFKA_BOOTSTRAP_SERVERS", "ELASTICITY_CHECKPOINT_STORE_URL")}
+    env = {
+        k: v
+        for k, v in {**os.environ, **(env or {})}.items()
+        if k not in ("KAFKA_BOOTSTRAP_SERVERS", "ELASTICITY_CHECKPOINT_STORE_URL")
+    }
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "include"), str(REPO)])
-    return subprocess.run([sys.executable, "-m", "elasticity.cli", *args, "--config", str(config)], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=HANG_GUARD_S)
+    return subprocess.run(
+        [sys.executable, "-m", "elasticity.cli", *args, "--config", str(config)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+    )
 
 
 def _assert_one_error_line(done: subprocess.CompletedProcess, *names: str) -> None:
@@ -107,8 +117,14 @@ def test_topic_create_fails_naming_the_broker(request, tmp_path, broker):
     address = request.getfixturevalue(broker)
     env = {k: v for k, v in os.environ.items() if k != "ELASTICITY_HOME"}
     env |= {"KAFKA_BOOTSTRAP_SERVERS": address, "PYTHONPATH": str(REPO / "include")}
-    done = subprocess.run([sys.executable, "-m", "elasticity.cli", "topic", "create", "t"], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=HANG_GUARD_S)
+    done = subprocess.run(
+        [sys.executable, "-m", "elasticity.cli", "topic", "create", "t"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+    )
     _assert_one_error_line(done, f"Kafka broker unreachable at {address}")
 
 
@@ -116,13 +132,20 @@ def test_topic_create_fails_naming_the_broker(request, tmp_path, broker):
 def test_a_store_that_does_not_answer_fails_run_batch_before_the_broker_and_spark(request, tmp_path, kafka_bootstrap, store):
     address = request.getfixturevalue(store)
     url = f"postgresql+psycopg://elasticity:secret@{address}/checkpoints"
-    props = job_props("fail-fast", "orders", tmp_path, **{
-        "systems.kafka.consumer.bootstrap.servers": kafka_bootstrap, "task.checkpoint.store.url": url})
+    props = job_props(
+        "fail-fast",
+        "orders",
+        tmp_path,
+        **{"systems.kafka.consumer.bootstrap.servers": kafka_bootstrap, "task.checkpoint.store.url": url},
+    )
     config = write_properties(tmp_path / "job.properties", props)
     for args in (["run-batch"], ["rescale", "--factor", "3"], ["checkpoint-tool", "read"]):
         done = _cli(config, *args)
-        _assert_one_error_line(done, f"checkpoint store unreachable at postgresql+psycopg://elasticity:***@{address}/checkpoints",
-                               "task.checkpoint.store.url")
+        _assert_one_error_line(
+            done,
+            f"checkpoint store unreachable at postgresql+psycopg://elasticity:***@{address}/checkpoints",
+            "task.checkpoint.store.url",
+        )
         assert "secret" not in done.stderr
 
 
@@ -156,13 +179,34 @@ def test_until_caught_up_prints_each_batch_as_it_commits(tmp_path, kafka_bootstr
     topic = f"ff-{uuid.uuid4().hex[:8]}"
     create_topic(kafka_bootstrap, topic, 2)
     send(kafka_bootstrap, topic, demo_records(400, keys=10, seed=5))
-    props = job_props(f"ff-{topic}", topic, tmp_path, factor=1, **{
-        "systems.kafka.consumer.bootstrap.servers": kafka_bootstrap, "spark.master": "local[1]"})
+    props = job_props(
+        f"ff-{topic}",
+        topic,
+        tmp_path,
+        factor=1,
+        **{"systems.kafka.consumer.bootstrap.servers": kafka_bootstrap, "spark.master": "local[1]"},
+    )
     config = write_properties(tmp_path / "job.properties", props)
     env = {k: v for k, v in os.environ.items() if k not in ("KAFKA_BOOTSTRAP_SERVERS", "ELASTICITY_CHECKPOINT_STORE_URL")}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "include"), str(REPO)])
-    proc = subprocess.Popen([sys.executable, "-m", "elasticity.cli", "run-batch", "--until-caught-up", "--max-records", "20",
-                             "--config", str(config)], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "elasticity.cli",
+            "run-batch",
+            "--until-caught-up",
+            "--max-records",
+            "20",
+            "--config",
+            str(config),
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         first = json.loads(proc.stdout.readline())  # printed while the run goes on (20 batches are due)
         proc.send_signal(signal.SIGKILL)

@@ -23,8 +23,11 @@ JOB_MODEL = ["job-model", "--config", str(EXAMPLE), "--partitions", "kafka.IS1=4
 
 def _run(args: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
     """With the environment of a fresh shell: no PYTHONPATH, no project variable, no virtualenv of ours."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("ELASTICITY_", "AIRFLOW", "PYSPARK", "KAFKA_")) and k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ELASTICITY_", "AIRFLOW", "PYSPARK", "KAFKA_")) and k not in ("PYTHONPATH", "VIRTUAL_ENV")
+    }
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 

@@ -25,14 +25,23 @@ def test_a_batch_and_a_rescale_reach_a_statsd_socket_as_the_store_has_them(spark
     send(kafka_bootstrap, topic, demo_records(400, keys=20, seed=5))
     listener = StatsdListener()
     job = f"metrics-{topic}"
-    config = validate({
-        "job.name": job, "task.inputs": f"kafka.{topic}", "job.elasticity.factor": "2",
-        "systems.kafka.default.stream.offset.default": "oldest", "app.class": "elasticity.apps.enrichment:build",
-        "task.checkpoint.store.url": f"sqlite:///{tmp_path / 'cp.db'}", "job.output.path": str(tmp_path / "out"),
-        "job.audit.path": str(tmp_path / "audit"), "job.dead.letter.path": str(tmp_path / "dlq"),
-        "metrics.reporters": "statsd", "metrics.reporter.statsd.host": "127.0.0.1",
-        "metrics.reporter.statsd.port": str(listener.port), "metrics.reporter.statsd.prefix": "test.elasticity",
-    })
+    config = validate(
+        {
+            "job.name": job,
+            "task.inputs": f"kafka.{topic}",
+            "job.elasticity.factor": "2",
+            "systems.kafka.default.stream.offset.default": "oldest",
+            "app.class": "elasticity.apps.enrichment:build",
+            "task.checkpoint.store.url": f"sqlite:///{tmp_path / 'cp.db'}",
+            "job.output.path": str(tmp_path / "out"),
+            "job.audit.path": str(tmp_path / "audit"),
+            "job.dead.letter.path": str(tmp_path / "dlq"),
+            "metrics.reporters": "statsd",
+            "metrics.reporter.statsd.host": "127.0.0.1",
+            "metrics.reporter.statsd.port": str(listener.port),
+            "metrics.reporter.statsd.prefix": "test.elasticity",
+        }
+    )
     try:
         engine = MicroBatchEngine(config, spark)
         (batch,) = engine.run(max_records=200)
@@ -59,20 +68,28 @@ def test_a_batch_and_a_rescale_reach_a_statsd_socket_as_the_store_has_them(spark
     assert listener.values(f"{p}.job-model-generation-ns") == [f"{r['job-model-generation-ns']}|g" for r in rescales]
     assert listener.values(f"{p}.checkpoint-compute-ns") == [f"{r['checkpoint-compute-ns']}|g" for r in rescales]
     assert "job-model-generation-ns" not in stored and "checkpoint-compute-ns" not in stored  # a rescale's, not a batch's
-    print(f"\nmeasured: keyhash-compute-ns={stored['keyhash-compute-ns']} process-ns-per-message={stored['process-ns-per-message']} "
-          f"rescale 2->4: job-model-generation-ns={rescales[1]['job-model-generation-ns']} "
-          f"checkpoint-compute-ns={rescales[1]['checkpoint-compute-ns']}; {len(lines)} StatsD lines")
+    print(
+        f"\nmeasured: keyhash-compute-ns={stored['keyhash-compute-ns']} process-ns-per-message={stored['process-ns-per-message']} "
+        f"rescale 2->4: job-model-generation-ns={rescales[1]['job-model-generation-ns']} "
+        f"checkpoint-compute-ns={rescales[1]['checkpoint-compute-ns']}; {len(lines)} StatsD lines"
+    )
 
 
 def test_airflows_metrics_section_in_airflow_cfg_turns_the_export_on(tmp_path):
     """The hook exports Airflow's effective [metrics] StatsD options; the core reads them as Airflow's env overrides."""
-    (tmp_path / "airflow.cfg").write_text("[metrics]\nstatsd_on = True\nstatsd_host = 127.0.0.1\nstatsd_port = 9125\nstatsd_prefix = prod\n")
+    (tmp_path / "airflow.cfg").write_text(
+        "[metrics]\nstatsd_on = True\nstatsd_host = 127.0.0.1\nstatsd_port = 9125\nstatsd_prefix = prod\n"
+    )
     code = "import json; from elasticity.airflow.hooks import metrics_env; print(json.dumps(metrics_env()))"
     env = {"AIRFLOW_HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "PYTHONPATH": f"{REPO / 'include'}:{REPO}"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300, check=True)
     exported = json.loads(out.stdout.strip().splitlines()[-1])
-    assert exported == {"AIRFLOW__METRICS__STATSD_ON": "True", "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
-                        "AIRFLOW__METRICS__STATSD_PORT": "9125", "AIRFLOW__METRICS__STATSD_PREFIX": "prod"}
+    assert exported == {
+        "AIRFLOW__METRICS__STATSD_ON": "True",
+        "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
+        "AIRFLOW__METRICS__STATSD_PORT": "9125",
+        "AIRFLOW__METRICS__STATSD_PREFIX": "prod",
+    }
     config = validate({"job.name": "j", "task.inputs": "kafka.orders"})
     assert statsd_targets(config, exported) == (StatsdTarget("airflow", "127.0.0.1", 9125, "prod.elasticity"),)
 
@@ -86,7 +103,10 @@ def test_rescale_metrics_are_kept_per_generation_on_both_stores(store_url, job_n
         store.record_rescale_metrics(job_name, 1, json.dumps({"generation": 1, "checkpoint-compute-ns": 5}))
         store.record_rescale_metrics(job_name, 2, json.dumps({"generation": 2, "checkpoint-compute-ns": 7}))
         store.record_rescale_metrics(job_name, 2, json.dumps({"generation": 2, "checkpoint-compute-ns": 9}))
-        assert store.rescale_metrics(job_name) == [{"generation": 1, "checkpoint-compute-ns": 5}, {"generation": 2, "checkpoint-compute-ns": 9}]
+        assert store.rescale_metrics(job_name) == [
+            {"generation": 1, "checkpoint-compute-ns": 5},
+            {"generation": 2, "checkpoint-compute-ns": 9},
+        ]
         assert store.rescale_metrics(job_name, limit=1) == [{"generation": 2, "checkpoint-compute-ns": 9}]
         assert store.rescale_metrics("another-job") == []
     finally:

@@ -96,6 +96,7 @@ def test_swapped_rows_of_one_key_fail_key_order(run):
 
 def test_a_duplicated_audit_row_fails_audit_unique(run):
     config, store, tmp = run
+
     def dup(rows):
         return rows + [dict(next(r for r in rows if r["key"] is None))]  # a null key: nothing to reorder
 
@@ -107,9 +108,16 @@ def test_a_duplicate_in_the_sink_fails_sink_unique(run):
     config, store, tmp = run
     out = read_table(f"{config.get('job.output.path')}/output", OUTPUT_SCHEMA).to_pylist()
     path = tmp / "out-dup"
-    write_task_file(str(path / "output"), out[0]["batch_id"], TaskName("extra"), pa.Table.from_pylist(out[:1], schema=OUTPUT_SCHEMA))
+    write_task_file(
+        str(path / "output"), out[0]["batch_id"], TaskName("extra"), pa.Table.from_pylist(out[:1], schema=OUTPUT_SCHEMA)
+    )
     for b in {r["batch_id"] for r in out}:
-        write_task_file(str(path / "output"), b, TaskName("copy"), pa.Table.from_pylist([r for r in out if r["batch_id"] == b], schema=OUTPUT_SCHEMA))
+        write_task_file(
+            str(path / "output"),
+            b,
+            TaskName("copy"),
+            pa.Table.from_pylist([r for r in out if r["batch_id"] == b], schema=OUTPUT_SCHEMA),
+        )
     bad, _, _ = failed(config.with_overrides({"job.output.path": str(path)}), store, tmp, "sinkdup")
     assert set(bad) == {"sink_unique"}
 
@@ -160,7 +168,9 @@ def test_the_edge_catches_a_record_processed_again_and_a_key_out_of_order(growin
     new = more(growing, 60, seed=14)
     audit = config.get("job.audit.path")
     earlier = read_table(audit, AUDIT_SCHEMA, [1]).to_pylist()[0]  # validated already
-    extra = write_task_file(audit, new[0], TaskName("again"), pa.Table.from_pylist([{**earlier, "batch_id": new[0]}], schema=AUDIT_SCHEMA))
+    extra = write_task_file(
+        audit, new[0], TaskName("again"), pa.Table.from_pylist([{**earlier, "batch_id": new[0]}], schema=AUDIT_SCHEMA)
+    )
     result, _ = incremental(growing, "again")
     assert not next(c for c in result.checks if c.name == "audit_unique").success  # (its key's order and routing break too)
     assert f"{earlier['stream']}-{earlier['partition']}@{earlier['offset']}" in result.failure_message()

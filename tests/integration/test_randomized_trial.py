@@ -74,24 +74,42 @@ class Trial:
         self.topic = f"trial-{self.seed}-{uuid.uuid4().hex[:6]}"
         self.partitions = self.rng.randint(1, 3)
         create_topic(self.bootstrap, self.topic, self.partitions)
-        self.props = job_props(f"trial-{self.topic}", self.topic, self.folder, factor=self.rng.randint(1, 16), **{
-            "systems.kafka.consumer.bootstrap.servers": self.bootstrap,
-            "batch.max.records": str(self.rng.choice([1, 7, 50, 400])),
-            "batch.read.chunk.records": str(self.rng.choice([25, 200])),
-            "job.lease.ttl.ms": "60000",
-        })
+        self.props = job_props(
+            f"trial-{self.topic}",
+            self.topic,
+            self.folder,
+            factor=self.rng.randint(1, 16),
+            **{
+                "systems.kafka.consumer.bootstrap.servers": self.bootstrap,
+                "batch.max.records": str(self.rng.choice([1, 7, 50, 400])),
+                "batch.read.chunk.records": str(self.rng.choice([25, 200])),
+                "job.lease.ttl.ms": "60000",
+            },
+        )
         self.config_file = write_properties(self.folder / "job.properties", self.props)
-        self.env = {k: v for k, v in os.environ.items() if k not in ("KAFKA_BOOTSTRAP_SERVERS", "ELASTICITY_CHECKPOINT_STORE_URL", "ELASTICITY_FAULT")}
+        self.env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("KAFKA_BOOTSTRAP_SERVERS", "ELASTICITY_CHECKPOINT_STORE_URL", "ELASTICITY_FAULT")
+        }
         self.env |= {"SPARK_REMOTE": self.remote, "PYTHONPATH": os.pathsep.join([str(REPO / "include"), str(REPO)])}
-        self.say(f"{self.partitions} partitions, factor {self.props['job.elasticity.factor']}, cap {self.props['batch.max.records']}")
+        self.say(
+            f"{self.partitions} partitions, factor {self.props['job.elasticity.factor']}, cap {self.props['batch.max.records']}"
+        )
 
     def say(self, text: str) -> None:
         self.log.append(text)
 
     def cli(self, *args: str, fault: str | None = None) -> subprocess.CompletedProcess:
         env = self.env | ({"ELASTICITY_FAULT": fault} if fault else {})
-        return subprocess.run([sys.executable, "-m", "elasticity.cli", *args, "--config", str(self.config_file)], cwd=REPO, env=env,
-                              capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", "elasticity.cli", *args, "--config", str(self.config_file)],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     def ok(self, done: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
         assert done.returncode == 0, f"{done.args[3:5]} exited {done.returncode}: {done.stderr[-2000:]}"
@@ -123,8 +141,14 @@ class Trial:
             self.say(f"killed at {point}" if done.returncode == 137 else f"not killed at {point}: nothing to read")
             return
         delay = self.rng.uniform(0.5, 5.0)
-        proc = subprocess.Popen([sys.executable, "-m", "elasticity.cli", *args, "--config", str(self.config_file)], cwd=REPO, env=self.env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "elasticity.cli", *args, "--config", str(self.config_file)],
+            cwd=REPO,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             proc.wait(timeout=delay)
             self.say(f"finished before the kill at {delay:.1f}s")
@@ -184,7 +208,9 @@ class Trial:
         assert ends[SystemStream("kafka", self.topic)] == self.partitions
         from elasticity.jobmodel.model import SystemStreamPartition
 
-        highs = KafkaInputs(config).offsets([SystemStreamPartition("kafka", self.topic, p) for p in range(self.partitions)], "upcoming")
+        highs = KafkaInputs(config).offsets(
+            [SystemStreamPartition("kafka", self.topic, p) for p in range(self.partitions)], "upcoming"
+        )
         lost = [(s.partition, o) for s, end in highs.items() for o in range(end) if (s.partition, o) not in seen]
         assert not lost, f"lost {len(lost)}: {lost[:10]}"
 
@@ -192,7 +218,9 @@ class Trial:
         for r in sorted(audit, key=lambda r: (r["batch_id"], r["task_name"], r["seq"])):
             if r["key"] is not None:
                 k = (r["partition"], r["key"])
-                assert r["offset"] > last.get(k, (0, "", 0, -1))[3], f"key {r['key']!r} of partition {r['partition']} out of order: {last[k]} then {r}"
+                assert r["offset"] > last.get(k, (0, "", 0, -1))[3], (
+                    f"key {r['key']!r} of partition {r['partition']} out of order: {last[k]} then {r}"
+                )
                 last[k] = (r["batch_id"], r["task_name"], r["seq"], r["offset"])
 
         sink = read_table(f"{self.props['job.output.path']}/output", OUTPUT_SCHEMA, committed).to_pylist()

@@ -42,8 +42,11 @@ def test_import_a_samza_checkpoint_topic(kafka_bootstrap, store_url, tmp_path):
     producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
     hour_ago = int(time.time() * 1000) - 3_600_000  # recent: a broker's retention would drop records from 1970
     commits = [  # (task, partition, last processed, append time)
-        ("Partition 0", 0, "3", hour_ago), ("Partition 1", 1, "4", hour_ago), ("Partition 2", 2, "0", hour_ago),
-        ("Partition 0", 0, "12", hour_ago + 60_000), ("Partition 1", 1, "15", hour_ago + 60_000),
+        ("Partition 0", 0, "3", hour_ago),
+        ("Partition 1", 1, "4", hour_ago),
+        ("Partition 2", 2, "0", hour_ago),
+        ("Partition 0", 0, "12", hour_ago + 60_000),
+        ("Partition 1", 1, "15", hour_ago + 60_000),
     ]
     for task, p, offset, ts in commits:
         producer.send(checkpoints, key=key(task, "checkpoint"), value=v1(p, offset, inputs), timestamp_ms=ts)
@@ -52,8 +55,14 @@ def test_import_a_samza_checkpoint_topic(kafka_bootstrap, store_url, tmp_path):
     producer.flush()
     producer.close()
 
-    cli = _job(kafka_bootstrap, tmp_path / "job", f"adopt-{uuid.uuid4().hex[:6]}", inputs, store_url,
-               **{"task.checkpoint.read.versions": "2,1"})
+    cli = _job(
+        kafka_bootstrap,
+        tmp_path / "job",
+        f"adopt-{uuid.uuid4().hex[:6]}",
+        inputs,
+        store_url,
+        **{"task.checkpoint.read.versions": "2,1"},
+    )
     out = cli("checkpoint-tool", "import", "--from-kafka", f"kafka.{checkpoints}")
     assert out.returncode == 0, out.stderr
     assert "imported 3 task checkpoints" in out.stdout and "generation 1 at factor 1" in out.stdout
@@ -68,8 +77,14 @@ def test_import_a_samza_checkpoint_topic(kafka_bootstrap, store_url, tmp_path):
 
 def test_a_factor_4_job_exports_and_imports_back_unchanged(kafka_bootstrap, store_url, tmp_path):
     inputs = fresh_topic(kafka_bootstrap, "samza-rt", 2, records=100)
-    ours = _job(kafka_bootstrap, tmp_path / "ours", f"rt-{uuid.uuid4().hex[:6]}", inputs, store_url,
-                **{"job.elasticity.factor": "4", "systems.kafka.default.stream.offset.default": "oldest"})
+    ours = _job(
+        kafka_bootstrap,
+        tmp_path / "ours",
+        f"rt-{uuid.uuid4().hex[:6]}",
+        inputs,
+        store_url,
+        **{"job.elasticity.factor": "4", "systems.kafka.default.stream.offset.default": "oldest"},
+    )
     offsets = {f"Partition_{p}-{b}-4": {f"kafka.{inputs}.{p}.{b}": str(3 * p + b)} for p in range(2) for b in range(4)}
     (tmp_path / "cps.json").write_text(json.dumps(offsets))
     assert ours("checkpoint-tool", "write", str(tmp_path / "cps.json")).returncode == 0
@@ -80,10 +95,20 @@ def test_a_factor_4_job_exports_and_imports_back_unchanged(kafka_bootstrap, stor
     assert "exported 8 task checkpoints of generation 1 (factor 4)" in out.stdout and "16 messages, versions 1,2" in out.stdout
     written = read_log(kafka_bootstrap, topic.partition(".")[2])
     first_key, first_value = json.loads(written[0][1]), json.loads(written[0][2])
-    assert first_key == {"systemstreampartition-grouper-factory": "org.apache.samza.container.grouper.stream.GroupByPartitionFactory",
-                         "taskName": "Partition_0-0-4", "type": "checkpoint"}
-    assert first_value == {f"SystemStreamPartition [kafka, {inputs}, 0, 0]": {
-        "system": "kafka", "stream": inputs, "partition": "0", "keyBucket": "0", "offset": "-1"}}  # last processed
+    assert first_key == {
+        "systemstreampartition-grouper-factory": "org.apache.samza.container.grouper.stream.GroupByPartitionFactory",
+        "taskName": "Partition_0-0-4",
+        "type": "checkpoint",
+    }
+    assert first_value == {
+        f"SystemStreamPartition [kafka, {inputs}, 0, 0]": {
+            "system": "kafka",
+            "stream": inputs,
+            "partition": "0",
+            "keyBucket": "0",
+            "offset": "-1",
+        }
+    }  # last processed
 
     # another store (a fresh job) and the same job (a new generation) both resume exactly there
     fresh = _job(kafka_bootstrap, tmp_path / "fresh", f"rt2-{uuid.uuid4().hex[:6]}", inputs, f"sqlite:///{tmp_path / 'fresh.db'}")

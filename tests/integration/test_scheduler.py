@@ -34,15 +34,28 @@ def world(kafka_bootstrap, spark_connect, tmp_path_factory):
     props = job_props(job, topic, tmp, factor=2, **{"batch.max.records": "300", "job.elasticity.manual.hold.ms": "3600000"})
     props.pop("task.checkpoint.store.url")  # the elasticity_store connection says where the store is
     config_file = write_properties(tmp / "jobs" / f"{job}.properties", props)
-    airflow = AirflowStandalone(tmp / "airflow", free_port(), {
-        **connections(kafka_bootstrap, spark_connect, store_url), "ELASTICITY_JOBS_DIR": str(tmp / "jobs"),
-        "KAFKA_BOOTSTRAP_SERVERS": None, "ELASTICITY_CHECKPOINT_STORE_URL": None,  # the connections must be enough
-    })
+    airflow = AirflowStandalone(
+        tmp / "airflow",
+        free_port(),
+        {
+            **connections(kafka_bootstrap, spark_connect, store_url),
+            "ELASTICITY_JOBS_DIR": str(tmp / "jobs"),
+            "KAFKA_BOOTSTRAP_SERVERS": None,
+            "ELASTICITY_CHECKPOINT_STORE_URL": None,  # the connections must be enough
+        },
+    )
     airflow.start()
     try:
         airflow.wait_ready()
-        yield SimpleNamespace(job=job, topic=topic, bootstrap=kafka_bootstrap, config_file=config_file, airflow=airflow,
-                              api=airflow.api(), store=CheckpointStore(store_url))
+        yield SimpleNamespace(
+            job=job,
+            topic=topic,
+            bootstrap=kafka_bootstrap,
+            config_file=config_file,
+            airflow=airflow,
+            api=airflow.api(),
+            store=CheckpointStore(store_url),
+        )
     finally:
         airflow.stop()
 
@@ -84,7 +97,9 @@ def test_a_rescale_from_the_trigger_form_applies_and_data_quality_follows(world)
     generation = store.generation(job)
     assert (generation.factor, generation.origin) == (4, "manual") and run_id in generation.reason
     after = lambda r: (r.get("conf") or {}).get("reason") == "after rescale"  # noqa: E731
-    dq = _wait(lambda: _finished(api, f"elastic_data_quality__{job}", after), 180, "no data-quality run after the rescale", airflow)
+    dq = _wait(
+        lambda: _finished(api, f"elastic_data_quality__{job}", after), 180, "no data-quality run after the rescale", airflow
+    )
     assert dq[-1]["state"] == "success"
     # the scheduler goes on at the new factor
     send(world.bootstrap, world.topic, demo_records(120, keys=20, seed=42))
@@ -105,5 +120,10 @@ def test_a_schedule_rule_is_held_by_the_manual_rescale_then_applied(world):
     generation = store.generation(job)
     assert (generation.factor, generation.origin) == (3, "schedule")
     after = lambda r: (r.get("conf") or {}).get("reason") == "after scheduled rescale"  # noqa: E731
-    dq = _wait(lambda: _finished(api, f"elastic_data_quality__{job}", after), 180, "no data-quality run after the scheduled rescale", airflow)
+    dq = _wait(
+        lambda: _finished(api, f"elastic_data_quality__{job}", after),
+        180,
+        "no data-quality run after the scheduled rescale",
+        airflow,
+    )
     assert dq[-1]["state"] == "success"

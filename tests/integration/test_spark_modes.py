@@ -21,7 +21,12 @@ def job_file(kafka_bootstrap, tmp_path):
     def write(**extra):
         return write_properties(tmp_path / "job.properties", job_props(f"modes-{topic}", topic, tmp_path, factor=4, **extra))
 
-    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "PYSPARK_PYTHON": sys.executable, "PATH": f"{BIN}:{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "PYSPARK_PYTHON": sys.executable,
+        "PATH": f"{BIN}:{os.environ['PATH']}",
+    }
     return write, env
 
 
@@ -34,9 +39,22 @@ def test_spark_submit_runs_the_batch(job_file):
     write, env = job_file
     path = write(**{"spark.master": "local[1]"})  # spark-submit's --master must win over the config
     out = subprocess.run(
-        [str(BIN / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false", str(REPO / "spark_apps" / "run_batch.py"),
-         "--config", str(path), "--until-caught-up"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+        [
+            str(BIN / "spark-submit"),
+            "--master",
+            "local[2]",
+            "--conf",
+            "spark.ui.enabled=false",
+            str(REPO / "spark_apps" / "run_batch.py"),
+            "--config",
+            str(path),
+            "--until-caught-up",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     summary = _summary(out)
     assert summary["processed"] == 300 and summary["lag_left"] == 0 and summary["task_count"] == 8
@@ -51,8 +69,14 @@ def test_spark_connect_runs_batches_on_the_warm_server(job_file, spark_connect, 
     first = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     summary = _summary(first)
     assert summary["processed"] == 300 and summary["factor"] == 4 and summary["lag_left"] == 0
-    empty = subprocess.run([*args, "--max-seconds", "30"], cwd=REPO, env={**env, "SPARK_REMOTE": "sc://127.0.0.1:1"},
-                           capture_output=True, text=True, timeout=120)  # a dead Spark address: never touched
+    empty = subprocess.run(
+        [*args, "--max-seconds", "30"],
+        cwd=REPO,
+        env={**env, "SPARK_REMOTE": "sc://127.0.0.1:1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # a dead Spark address: never touched
     assert _summary(empty)["batch_id"] is None
     send_more(kafka_bootstrap, path)
     second = _summary(subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=300))

@@ -16,10 +16,16 @@ from tests.support.state_job import TASKS, committed, manager, reference, run, s
 
 
 def props(tmp_path, bootstrap=None, s3=None, backups="kafka", restores=None, state_dir="state"):
-    p = {"job.state.dir": str(tmp_path / state_dir), "stores.counts.backup.factories": backups,
-         "blob.store.uri": s3.uri(f"t-{uuid.uuid4().hex[:8]}") if s3 else str(tmp_path / "blobs")}
+    p = {
+        "job.state.dir": str(tmp_path / state_dir),
+        "stores.counts.backup.factories": backups,
+        "blob.store.uri": s3.uri(f"t-{uuid.uuid4().hex[:8]}") if s3 else str(tmp_path / "blobs"),
+    }
     if bootstrap:
-        p |= {"stores.counts.changelog": f"kafka.counts-{uuid.uuid4().hex[:8]}", "systems.kafka.consumer.bootstrap.servers": bootstrap}
+        p |= {
+            "stores.counts.changelog": f"kafka.counts-{uuid.uuid4().hex[:8]}",
+            "systems.kafka.consumer.bootstrap.servers": bootstrap,
+        }
     if restores:
         p["stores.counts.restore.factories"] = restores
     return p
@@ -54,7 +60,12 @@ def test_changelog_marker_restore_and_bootstrap(tmp_path, kafka_bootstrap, caplo
     marker = cps[TASKS[1]].state_checkpoint_markers[KAFKA]["counts"]
     d = json.loads(marker)
     assert list(d) == ["changelog-offset", "changelog-ssp", "version"] and d["version"] == 1
-    assert d["changelog-ssp"] == {"system": "kafka", "stream": p["stores.counts.changelog"].split(".", 1)[1], "partition": 1, "keyBucket": 1}
+    assert d["changelog-ssp"] == {
+        "system": "kafka",
+        "stream": p["stores.counts.changelog"].split(".", 1)[1],
+        "partition": 1,
+        "keyBucket": 1,
+    }
     assert isinstance(d["changelog-offset"], str) and KafkaChangelogMarker.from_json(marker).to_json() == marker
     assert restored(tmp_path / "w", p, **{"job.state.dir": str(tmp_path / "fresh")}) == ({KAFKA}, reference(3))
     # a checkpoint without markers (a store added to a running job): ERROR, then the changelog from its start
@@ -97,7 +108,9 @@ def test_dual_commit_restores_from_each_backend_alone(tmp_path, kafka_bootstrap,
     assert run(tmp_path / "w", 3, p) == reference(3)
     _, cps = committed(tmp_path / "w")
     for cp in cps.values():
-        assert set(cp.state_checkpoint_markers) == {KAFKA, BLOB} and all("counts" in m for m in cp.state_checkpoint_markers.values())
+        assert set(cp.state_checkpoint_markers) == {KAFKA, BLOB} and all(
+            "counts" in m for m in cp.state_checkpoint_markers.values()
+        )
     for factory in (KAFKA, BLOB):
         fresh = {"job.state.dir": str(tmp_path / f"only-{factory[-20:]}"), "stores.counts.restore.factories": factory}
         assert restored(tmp_path / "w", p, **fresh) == ({factory}, reference(3))
@@ -134,7 +147,9 @@ def test_a_dual_commit_store_moves_with_a_changelog_image_each_backend_restores_
     entries = {t.task_name: {"counts": {}} for t in old_model.tasks()}
     for k, v in values.items():
         entries[next(t for t in entries if t.name.endswith(f"-{key_hash(k.encode()) % 2}-2"))]["counts"][k] = v
-    entries[TaskName(f"Partition_0-{key_hash(b'gone') % 2}-2")]["counts"]["gone"] = {"n": -1}  # written, then deleted: a tombstone
+    entries[TaskName(f"Partition_0-{key_hash(b'gone') % 2}-2")]["counts"]["gone"] = {
+        "n": -1
+    }  # written, then deleted: a tombstone
     commit(st, old_model, entries)
     entries = {t: {"counts": {**e["counts"], "gone": None} if "gone" in e["counts"] else e["counts"]} for t, e in entries.items()}
     cps = commit(st, old_model, entries)

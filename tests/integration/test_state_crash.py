@@ -38,7 +38,11 @@ def test_kill_during_commit_then_restore_and_rerun(tmp_path, kafka_bootstrap, po
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "include"), str(REPO)])}
     proc = subprocess.run(
         [sys.executable, "-m", "tests.support.state_job", str(work), "4", json.dumps(p), point, "2"],
-        env=env, cwd=REPO, capture_output=True, text=True, timeout=300,
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == -9, proc.stderr[-2000:]  # killed at the point, in batch 2
     n, _ = committed(work)

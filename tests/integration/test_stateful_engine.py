@@ -68,7 +68,9 @@ def reference(config):
     from kafka import KafkaConsumer, TopicPartition
 
     (stream,) = config.inputs
-    consumer = KafkaConsumer(bootstrap_servers=os.environ["KAFKA_BOOTSTRAP_SERVERS"], enable_auto_commit=False, consumer_timeout_ms=3000)
+    consumer = KafkaConsumer(
+        bootstrap_servers=os.environ["KAFKA_BOOTSTRAP_SERVERS"], enable_auto_commit=False, consumer_timeout_ms=3000
+    )
     tps = [TopicPartition(stream.stream, p) for p in range(2)]
     consumer.assign(tps)
     consumer.seek_to_beginning()
@@ -96,7 +98,11 @@ def assert_state_and_outputs(config, store):
     app = load_application(config.app_class, config.inputs)
     assert committed_state(config, app, gen, cps) == {"totals": totals}
     committed = set(store.batches_with_status(config.job_name, "committed"))
-    sink = [r for r in read_table(f"{config.get('job.output.path')}/enriched", OUTPUT_SCHEMA).to_pylist() if r["batch_id"] in committed]
+    sink = [
+        r
+        for r in read_table(f"{config.get('job.output.path')}/enriched", OUTPUT_SCHEMA).to_pylist()
+        if r["batch_id"] in committed
+    ]
     out = {(r["source_partition"], r["source_offset"]): json.loads(r["value"]) for r in sink}
     assert len(out) == len(sink), "duplicates in the exactly-once sink"
     keyed = {k: {"total": v["total"], "count": v["count"]} for k, v in out.items() if v.get("key") is not None}
@@ -107,8 +113,14 @@ def run_cli(props, tmp_path, *args, fault=None, command="run-batch"):
     path = tmp_path / f"job-{uuid.uuid4().hex[:6]}.properties"
     path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
     env = {k: v for k, v in os.environ.items() if k != "ELASTICITY_FAULT"} | ({"ELASTICITY_FAULT": fault} if fault else {})
-    return subprocess.run([ELASTICITY, command, "--config", str(path), "--owner", "airflow-run-1", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [ELASTICITY, command, "--config", str(path), "--owner", "airflow-run-1", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_stateful_batches_on_a_classic_session(spark, kafka_bootstrap, job):
@@ -120,7 +132,8 @@ def test_stateful_batches_on_a_classic_session(spark, kafka_bootstrap, job):
     assert first.metrics["store-metrics"]["totals"]["puts"] > 0
     stores = first.metrics["stores"]
     assert {m for s in stores.values() for m in s["totals"]["markers"]} == {BLOB} and all(
-        s["totals"]["disk-usage-bytes"] > 0 for s in stores.values())
+        s["totals"]["disk-usage-bytes"] > 0 for s in stores.values()
+    )
     summaries = engine.run(max_records=60, until_caught_up=True)  # async commits: uploads overlap the next batch
     assert len(summaries) > 1 and summaries[-1].lag_left == 0
     assert_state_and_outputs(config, engine.store)
@@ -128,9 +141,13 @@ def test_stateful_batches_on_a_classic_session(spark, kafka_bootstrap, job):
     # the job page lists each virtual task's store with its size and the marker of its committed checkpoint
     view = build_view(config, engine.store, engine.inputs)
     rows = {t.task: t.stores for t in view.tasks}
-    assert all(len(s) == 1 and s[0].store == "totals" and set(s[0].markers) == {BLOB} and s[0].disk_bytes for s in rows.values()), rows
+    assert all(
+        len(s) == 1 and s[0].store == "totals" and set(s[0].markers) == {BLOB} and s[0].disk_bytes for s in rows.values()
+    ), rows
     page = render(view)
-    assert page.count("<td class=stores>totals ") == len(rows) and len(re.findall(r">[\d.,]+ [kM]B, blobstore: ", page)) == len(rows)
+    assert page.count("<td class=stores>totals ") == len(rows) and len(re.findall(r">[\d.,]+ [kM]B, blobstore: ", page)) == len(
+        rows
+    )
     feed(kafka_bootstrap, topic, 200, seed=12)
     engine.run(max_records=100, until_caught_up=True)
     assert_state_and_outputs(config, engine.store)
@@ -168,15 +185,25 @@ def tamper(config, store, tmp_path):
         markers = csm.upload(csm.snapshot(cp_id))[task]
     finally:
         csm.close()
-    store.replace_checkpoints(config.job_name, gen.number, [replace(cps[task], checkpoint_id=cp_id, state_markers=markers)],
-                              config.checkpoint_write_versions, None)
+    store.replace_checkpoints(
+        config.job_name,
+        gen.number,
+        [replace(cps[task], checkpoint_id=cp_id, state_markers=markers)],
+        config.checkpoint_write_versions,
+        None,
+    )
 
 
 def test_stateful_batches_on_spark_connect(spark_connect, kafka_bootstrap, job):
     topic, props, tmp_path = job
     feed(kafka_bootstrap, topic, 300, seed=13)
     props |= {"spark.remote": spark_connect, "job.container.process.count": "2"}
-    for args in (["--max-records", "100"], ["--max-records", "80", "--until-caught-up"], "feed", ["--max-records", "80", "--until-caught-up"]):
+    for args in (
+        ["--max-records", "100"],
+        ["--max-records", "80", "--until-caught-up"],
+        "feed",
+        ["--max-records", "80", "--until-caught-up"],
+    ):
         if args == "feed":
             feed(kafka_bootstrap, topic, 100, seed=14)
             continue
@@ -227,8 +254,11 @@ def test_dual_commit_restores_from_each_backend_and_a_missing_marker_falls_back(
 
     topic, props, tmp_path = job
     feed(kafka_bootstrap, topic, 200, seed=16)
-    props |= {"stores.totals.backup.factories": "kafka,blobstore", "stores.totals.changelog": f"kafka.{topic}-totals-changelog",
-              "blob.store.uri": s3_server.uri(f"dual-{uuid.uuid4().hex[:8]}")}
+    props |= {
+        "stores.totals.backup.factories": "kafka,blobstore",
+        "stores.totals.changelog": f"kafka.{topic}-totals-changelog",
+        "blob.store.uri": s3_server.uri(f"dual-{uuid.uuid4().hex[:8]}"),
+    }
     config = validate(props)
     engine = MicroBatchEngine(config, spark)
     engine.run(max_records=70, until_caught_up=True)
@@ -241,8 +271,13 @@ def test_dual_commit_restores_from_each_backend_and_a_missing_marker_falls_back(
 
     # a new host (no local state), and checkpoints without the blob marker: the next batch restores from the changelog
     gen = engine.coordinator.current()
-    engine.store.replace_checkpoints(config.job_name, gen.number, [
-        replace(cp, state_markers={KAFKA: cp.state_markers[KAFKA]}) for cp in cps.values()], config.checkpoint_write_versions, None)
+    engine.store.replace_checkpoints(
+        config.job_name,
+        gen.number,
+        [replace(cp, state_markers={KAFKA: cp.state_markers[KAFKA]}) for cp in cps.values()],
+        config.checkpoint_write_versions,
+        None,
+    )
     shutil.rmtree(tmp_path / "state")
     props["stores.totals.restore.factories"] = "blobstore,kafka"
     config = validate(props)
@@ -301,4 +336,6 @@ def test_state_moves_with_its_keys_2_to_8_to_3_on_s3(spark, kafka_bootstrap, job
         assert engine.run(max_records=80, until_caught_up=True)[-1].lag_left == 0
         assert_state_and_outputs(config, engine.store)
         state_check_passes(config, engine.store, engine.inputs)
-    assert BlobStoreManager(props["blob.store.uri"]).list(f"{config.job_name}-1/rescale/") == []  # the killed attempt's journal handled
+    assert (
+        BlobStoreManager(props["blob.store.uri"]).list(f"{config.job_name}-1/rescale/") == []
+    )  # the killed attempt's journal handled

@@ -47,8 +47,7 @@ def model(factor=2, partitions=2):
 
 def cps_at(m, offset, marks=None):
     return {
-        t.task_name: TaskCheckpoint(t.task_name, {s: offset for s in t.system_stream_partitions}, marks or {})
-        for t in m.tasks()
+        t.task_name: TaskCheckpoint(t.task_name, {s: offset for s in t.system_stream_partitions}, marks or {}) for t in m.tasks()
     }
 
 

@@ -17,7 +17,9 @@ USERS = TableDescriptor("users", ())
 
 
 def batch(bootstrap, topic, tmp_path, end):
-    tb = TableBatch("users", ((SystemStreamPartition("kafka", topic, 0), end),), (("kafka", bootstrap),), (("kafka", "string", "json"),))
+    tb = TableBatch(
+        "users", ((SystemStreamPartition("kafka", topic, 0), end),), (("kafka", bootstrap),), (("kafka", "string", "json"),)
+    )
     return SideInputBatch(str(tmp_path), (tb,))
 
 

@@ -26,8 +26,15 @@ from tests.conftest import REPO
 from tests.support.helpers import fresh_topic, job_props, write_properties
 
 CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 OUTPUT = REPO / "test-output"
 SCHEDULE = "0 8 * * * -> 3; 0 20 * * * -> 2"  # never the current factor 4: the hold always shows
 
@@ -38,10 +45,19 @@ def job(spark, kafka_bootstrap, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ui")
     topic = fresh_topic(kafka_bootstrap, "ui", 2, records=500, seed=31)
     name = f"ui{uuid.uuid4().hex[:6]}"
-    props = job_props(name, topic, tmp, **{
-        "job.elasticity.schedule": SCHEDULE, "app.class": "elasticity.apps.enrichment:build_stateful",  # the demo's app: a store
-        "task.checkpoint.read.versions": "2,1", "stores.totals.backup.factories": "blobstore",
-        "blob.store.uri": str(tmp / "blobs"), "job.state.dir": str(tmp / "state")})
+    props = job_props(
+        name,
+        topic,
+        tmp,
+        **{
+            "job.elasticity.schedule": SCHEDULE,
+            "app.class": "elasticity.apps.enrichment:build_stateful",  # the demo's app: a store
+            "task.checkpoint.read.versions": "2,1",
+            "stores.totals.backup.factories": "blobstore",
+            "blob.store.uri": str(tmp / "blobs"),
+            "job.state.dir": str(tmp / "state"),
+        },
+    )
     (tmp / "jobs").mkdir()
     write_properties(tmp / "jobs" / f"{name}.properties", props)
     config = validate(props)
@@ -58,11 +74,16 @@ def job(spark, kafka_bootstrap, tmp_path_factory):
 @pytest.fixture(scope="module")
 def airflow(job, kafka_bootstrap, tmp_path_factory):
     _, tmp, _ = job
-    af = AirflowStandalone(tmp_path_factory.mktemp("airflow-standalone"), free_port(), {
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
-        "AIRFLOW__CORE__PARALLELISM": "2",
-        "ELASTICITY_JOBS_DIR": str(tmp / "jobs"), "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
-    })
+    af = AirflowStandalone(
+        tmp_path_factory.mktemp("airflow-standalone"),
+        free_port(),
+        {
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
+            "AIRFLOW__CORE__PARALLELISM": "2",
+            "ELASTICITY_JOBS_DIR": str(tmp / "jobs"),
+            "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        },
+    )
     assert str(af.env()["AIRFLOW__CORE__PLUGINS_FOLDER"]).startswith(str(REPO))  # this checkout's plugin and DAGs
     af.start()
     try:
@@ -98,12 +119,14 @@ def session(browser, af: AirflowStandalone, user: str, offline: bool = False):
     context.add_cookies([{"name": "_token", "value": token(af, user), "url": af.base}])
     blocked: list[str] = []
     if offline:
+
         def route(r):
             if urlparse(r.request.url).hostname in ("127.0.0.1", "localhost"):
                 r.continue_()
             else:
                 blocked.append(r.request.url)
                 r.abort()
+
         context.route("**/*", route)
     return context, blocked
 
@@ -113,7 +136,9 @@ def test_anonymous_calls_get_401_and_the_json_has_the_job(job, airflow):
     af, api = airflow
     for path in (f"api/jobs/{name}", f"jobs/{name}", f"api/jobs/{name}/plan?factor=8", f"reports/{name}/summary.html"):
         assert requests.get(f"{af.base}/elasticity/{path}", timeout=30).status_code == 401, path
-    data = requests.get(f"{af.base}/elasticity/api/jobs/{name}", headers={"Authorization": f"Bearer {api.token}"}, timeout=30).json()
+    data = requests.get(
+        f"{af.base}/elasticity/api/jobs/{name}", headers={"Authorization": f"Bearer {api.token}"}, timeout=30
+    ).json()
     assert (data["generation"], data["factor"]) == (generation.number, 4)
     assert len(data["tasks"]) == 8 and sum(len(t) for t in data["containers"].values()) == 8
     assert [(r["factor"], r["origin"]) for r in data["rescales"]] == [(2, "start"), (4, "manual")]
@@ -183,9 +208,12 @@ def test_a_viewer_can_preview_but_not_rescale(job, airflow, browser):
     page.wait_for_selector("#plan-table")
     assert page.locator("#apply").is_disabled()
     # even past the disabled button, Airflow's API refuses this user's trigger
-    status = page.evaluate("""f => fetch(f.dataset.triggerUrl, {method: 'POST', credentials: 'same-origin',
+    status = page.evaluate(
+        """f => fetch(f.dataset.triggerUrl, {method: 'POST', credentials: 'same-origin',
         headers: {'Content-Type': 'application/json'}, body: JSON.stringify({logical_date: null, conf: {job: f.dataset.job, factor: 8}})})
-        .then(r => r.status)""", page.locator("#rescale-form").element_handle())
+        .then(r => r.status)""",
+        page.locator("#rescale-form").element_handle(),
+    )
     assert status == 403
     context.close()
     assert len(api.runs("elastic_rescale")) == before

@@ -114,12 +114,22 @@ def windows(kind, records):
             joined = sorted((s, e) for (k, s), e in open_.items() if k == key and not closed(e[0]) and t < e[0] and s < end)
             value = None
             for s, e in joined:
-                value = e[1] if value is None else {"clicks": value["clicks"] + e[1]["clicks"],
-                                                    "amount": value["amount"] + e[1]["amount"], "tier": e[1]["tier"]}
+                value = (
+                    e[1]
+                    if value is None
+                    else {
+                        "clicks": value["clicks"] + e[1]["clicks"],
+                        "amount": value["amount"] + e[1]["amount"],
+                        "tier": e[1]["tier"],
+                    }
+                )
                 del open_[(key, s)]
                 start, end = min(start, s), max(end, e[0])
             value = value or {"clicks": 0, "amount": 0, "tier": None}
-            open_[(key, start)] = [end, {"clicks": value["clicks"] + 1, "amount": value["amount"] + item["amount"], "tier": item["tier"]}]
+            open_[(key, start)] = [
+                end,
+                {"clicks": value["clicks"] + 1, "amount": value["amount"] + item["amount"], "tier": item["tier"]},
+            ]
         wm = t if wm is None else max(wm, t)
     out = [{"key": k, "start": s, "end": e, "value": v} for (k, s), (e, v) in open_.items() if closed(e)]
     return sorted(out, key=lambda p: (p["end"], p["start"], p["key"])), late
@@ -145,7 +155,11 @@ def assert_windows(config, store, clicks_topic, users_topic, bootstrap):
 
     late = set()
     for output, kind, window in (("clicks-per-minute", "tumbling", "clicks-per-minute"), ("sessions", "session", "sessions")):
-        sink = [r for r in read_table(f"{config.get('job.output.path')}/{output}", OUTPUT_SCHEMA).to_pylist() if r["batch_id"] in committed]
+        sink = [
+            r
+            for r in read_table(f"{config.get('job.output.path')}/{output}", OUTPUT_SCHEMA).to_pylist()
+            if r["batch_id"] in committed
+        ]
         got = defaultdict(list)
         for r in sorted(sink, key=lambda r: (r["task_name"], r["batch_id"], r["seq"])):
             got[r["task_name"]].append(json.loads(r["value"]))
@@ -161,7 +175,9 @@ def assert_windows(config, store, clicks_topic, users_topic, bootstrap):
                 expected[task] = panes
         assert by_task == expected, output
         assert sum(map(len, expected.values())) > 3
-    dead = [r for r in read_table(config.get("job.dead.letter.path"), DEAD_LETTER_SCHEMA).to_pylist() if r["batch_id"] in committed]
+    dead = [
+        r for r in read_table(config.get("job.dead.letter.path"), DEAD_LETTER_SCHEMA).to_pylist() if r["batch_id"] in committed
+    ]
     assert {(r["partition"], r["offset"], r["error"].split("'")[1]) for r in dead} == late and late
     assert all("late record" in r["error"] and "closed at watermark" in r["error"] for r in dead)
     return tables
@@ -173,7 +189,9 @@ def test_windows_and_join_over_batches_a_killed_driver_and_a_rerun(spark, kafka_
     t = clicks(kafka_bootstrap, clicks_topic, 150, 1_700_000_000_000, seed=21)
     config = validate(props)
     first = MicroBatchEngine(config, spark).run(max_records=50)[0]
-    assert first.metrics["store-metrics"]["sessions"]["puts"] > 0 and first.metrics["store-metrics"]["clicks-per-minute"]["puts"] > 0
+    assert (
+        first.metrics["store-metrics"]["sessions"]["puts"] > 0 and first.metrics["store-metrics"]["clicks-per-minute"]["puts"] > 0
+    )
 
     # the driver dies while an async commit uploads: the batches planned so far are replayed by the rerun
     killed = run_cli(props, tmp_path, "--max-records", "30", "--until-caught-up", fault="commit.upload:kill")

@@ -50,7 +50,9 @@ WINDOWS = (("clicks-per-minute", "tumbling"), ("sessions", "session"))
 def job(kafka_bootstrap, tmp_path, monkeypatch, s3_server):
     topic = f"wr-{uuid.uuid4().hex[:8]}"
     props = job_props(kafka_bootstrap, monkeypatch, topic, tmp_path) | {
-        "app.class": APP, "blob.store.uri": s3_server.uri(f"winrescale-{uuid.uuid4().hex[:8]}")}
+        "app.class": APP,
+        "blob.store.uri": s3_server.uri(f"winrescale-{uuid.uuid4().hex[:8]}"),
+    }
     return topic, f"{topic}-users", props, tmp_path
 
 
@@ -104,11 +106,11 @@ def committed_windows(config, store):
         for raw, entry in state[name].items():
             if raw[:1] in (b"w", b"m"):
                 (n,) = struct.unpack(">I", raw[1:5])
-                user = raw[5:5 + n].decode()
+                user = raw[5 : 5 + n].decode()
                 if raw[:1] == b"m":
                     marks[user] = entry
                 else:
-                    open_[user][struct.unpack(">Q", raw[5 + n:])[0] - (1 << 63)] = (entry["end"], entry["value"])
+                    open_[user][struct.unpack(">Q", raw[5 + n :])[0] - (1 << 63)] = (entry["end"], entry["value"])
         out[name] = (open_, marks)
     return out
 
@@ -121,7 +123,9 @@ def assert_windows_and_join(config, store, clicks_topic, users_topic, bootstrap,
     batch_of = {(r["partition"], r["offset"]): r["batch_id"] for r in audit}
     assert len(batch_of) == len(audit), "a click processed twice"
     assert {r["status"] for r in audit} == {"processed"}
-    dead = [r for r in read_table(config.get("job.dead.letter.path"), DEAD_LETTER_SCHEMA).to_pylist() if r["batch_id"] in committed]
+    dead = [
+        r for r in read_table(config.get("job.dead.letter.path"), DEAD_LETTER_SCHEMA).to_pylist() if r["batch_id"] in committed
+    ]
     assert dead == [], dead[:3]  # event time grows with the offset: nothing is late, under any grouping
     read_to = {b: {s.stream: o for s, o in store.plan(job, b)[0].side_inputs}[users_topic] for b in committed}
     log = read_log(bootstrap, users_topic)
@@ -143,7 +147,9 @@ def assert_windows_and_join(config, store, clicks_topic, users_topic, bootstrap,
     assert processed == {u: [c[1] for c in cs] for u, cs in by_key.items()}
 
     # the join: every click carries the tier of the table as its batch's plan fixed it, in offset order per key
-    sink = [r for r in read_table(f"{config.get('job.output.path')}/joined", OUTPUT_SCHEMA).to_pylist() if r["batch_id"] in committed]
+    sink = [
+        r for r in read_table(f"{config.get('job.output.path')}/joined", OUTPUT_SCHEMA).to_pylist() if r["batch_id"] in committed
+    ]
     joined = defaultdict(list)
     for r in sorted(sink, key=lambda r: (r["batch_id"], r["task_name"], r["seq"])):
         joined[r["key"].decode()].append((r["source_partition"], r["source_offset"], json.loads(r["value"])["tier"]))
@@ -161,7 +167,11 @@ def assert_windows_and_join(config, store, clicks_topic, users_topic, bootstrap,
         watermark = defaultdict(lambda: None)  # of each final task: the largest mark in its store
         for u, mark in marks.items():
             watermark[task_of[u]] = max(mark, watermark[task_of[u]] or mark)
-        rows = [r for r in read_table(f"{config.get('job.output.path')}/{name}", OUTPUT_SCHEMA).to_pylist() if r["batch_id"] in committed]
+        rows = [
+            r
+            for r in read_table(f"{config.get('job.output.path')}/{name}", OUTPUT_SCHEMA).to_pylist()
+            if r["batch_id"] in committed
+        ]
         emitted = defaultdict(list)
         for r in sorted(rows, key=lambda r: (r["batch_id"], r["task_name"], r["seq"])):
             pane = json.loads(r["value"])
@@ -226,8 +236,9 @@ def test_windows_and_join_through_rescales_2_to_8_to_3_on_s3(spark, kafka_bootst
             t = clicks(kafka_bootstrap, clicks_topic, 150, t, seed=35)
             assert engine.run(max_records=120, until_caught_up=True)[-1].lag_left == 0
 
-    counts, tables = assert_windows_and_join(config, CheckpointStore(config.checkpoint_store_url()), clicks_topic, users_topic,
-                                             kafka_bootstrap, factor=3)
+    counts, tables = assert_windows_and_join(
+        config, CheckpointStore(config.checkpoint_store_url()), clicks_topic, users_topic, kafka_bootstrap, factor=3
+    )
     print("panes emitted, open:", counts, "state moved:", [(p.state.new_factor, p.metrics["state-move-ns"]) for p in plans])
     assert all(closed > 50 and still > 0 for closed, still in counts.values()), counts
     assert {t["u1"]["tier"] for t in tables.values()} == {"tier-1-v1", "tier-1-v2"}

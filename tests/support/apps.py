@@ -6,7 +6,9 @@ from elasticity.api import KV, ApplicationDescriptor
 def relay(app: ApplicationDescriptor) -> None:
     """Every input record to the Kafka topic `<input>-relay`, keyed as it came."""
     for s in app.job_inputs:
-        app.input(s).map(lambda m: KV(m.key, {"offset": m.offset, "partition": m.ssp.partition, **m.value})).send_to(f"kafka.{s.stream}-relay")
+        app.input(s).map(lambda m: KV(m.key, {"offset": m.offset, "partition": m.ssp.partition, **m.value})).send_to(
+            f"kafka.{s.stream}-relay"
+        )
 
 
 def broken(app: ApplicationDescriptor) -> None:
@@ -38,4 +40,6 @@ def sessions_with_joined_clicks(app: ApplicationDescriptor) -> None:
 
     sessions.build(app)
     for s in app.job_inputs:
-        app.input(s).filter(lambda m: m.key is not None).join(sessions.USERS, sessions.with_profile, kind="left").send_to("parquet.joined")
+        app.input(s).filter(lambda m: m.key is not None).join(sessions.USERS, sessions.with_profile, kind="left").send_to(
+            "parquet.joined"
+        )

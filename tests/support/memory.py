@@ -79,7 +79,11 @@ class ReferenceRunner:
         c = self.coordinator
         generation = c.initialize(owner)
         cps = c.checkpoints(generation)
-        hws = {s: len(self.inputs.topics[s.system_stream][s.partition]) for cp in cps.values() for s in map(SystemStreamPartition.without_key_bucket, cp.offsets)}
+        hws = {
+            s: len(self.inputs.topics[s.system_stream][s.partition])
+            for cp in cps.values()
+            for s in map(SystemStreamPartition.without_key_bucket, cp.offsets)
+        }
         plan = c.store.plan_batch(c.job, generation.number, plan_ranges(cps.values(), hws, max_records), owner)
         self.log = [p for p in self.log if p.batch_id != plan.batch_id]  # a retry overwrites its own output, as the sink does
         router = Router(generation.factor, cps.values())
@@ -105,7 +109,9 @@ class ReferenceRunner:
         c.store.commit_batch(plan, new, c.config.checkpoint_write_versions, owner)
         return plan
 
-    def with_state(self, cps: Mapping[TaskName, TaskCheckpoint], new: list[TaskCheckpoint], processed: list[Processed]) -> list[TaskCheckpoint]:
+    def with_state(
+        self, cps: Mapping[TaskName, TaskCheckpoint], new: list[TaskCheckpoint], processed: list[Processed]
+    ) -> list[TaskCheckpoint]:
         """The checkpoints to commit, with the state they commit (none here: see StatefulRunner)."""
         return new
 
@@ -152,7 +158,9 @@ class ReferenceRunner:
                     for offset in range(w.offset):
                         key, _ = self.inputs.record(base, offset)
                         if w.covers(record_hash(key, offset), offset):
-                            assert (base, offset) in done, f"watermark {w} of {cp.task_name.name} covers unprocessed {base}@{offset}"
+                            assert (base, offset) in done, (
+                                f"watermark {w} of {cp.task_name.name} covers unprocessed {base}@{offset}"
+                            )
 
     def assert_everything_processed_once(self) -> None:
         self.assert_no_duplicates()
@@ -172,7 +180,10 @@ class StatefulRunner(ReferenceRunner):
     def with_state(self, cps, new, processed):
         storage, descriptors = self.coordinator.storage
         touched = {p.task for p in processed if p.key is not None}
-        out = [replace(cp, checkpoint_id=cps[cp.task_name].checkpoint_id, state_markers=cps[cp.task_name].state_markers) for cp in new]
+        out = [
+            replace(cp, checkpoint_id=cps[cp.task_name].checkpoint_id, state_markers=cps[cp.task_name].state_markers)
+            for cp in new
+        ]
         if not touched:
             return out
         models = [t for t in self.coordinator.current().job_model.tasks() if t.task_name in touched]
@@ -187,7 +198,9 @@ class StatefulRunner(ReferenceRunner):
             markers = csm.upload(csm.snapshot(cp_id))
         finally:
             csm.close()
-        return [replace(cp, checkpoint_id=cp_id, state_markers=markers[cp.task_name]) if cp.task_name in touched else cp for cp in out]
+        return [
+            replace(cp, checkpoint_id=cp_id, state_markers=markers[cp.task_name]) if cp.task_name in touched else cp for cp in out
+        ]
 
     def expected_state(self) -> dict[tuple[int, bytes], dict[str, int]]:
         """Per (input partition, key), the aggregate over every record processed (and committed) so far."""

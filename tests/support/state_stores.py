@@ -28,10 +28,18 @@ ORDERS = SystemStream("kafka", "orders")
 
 def job_config(tmp: Path, factor: int, descriptors=(COUNTS,), **props: str) -> JobConfig:
     backups = {f"stores.{d.name}.backup.factories": "blobstore" for d in descriptors}
-    return validate({
-        "job.name": "move", "task.inputs": str(ORDERS), "job.elasticity.factor": str(factor), "task.checkpoint.read.versions": "2,1",
-        "job.state.dir": str(tmp / "state"), "blob.store.uri": str(tmp / "blobs"), **backups, **props,
-    })
+    return validate(
+        {
+            "job.name": "move",
+            "task.inputs": str(ORDERS),
+            "job.elasticity.factor": str(factor),
+            "task.checkpoint.read.versions": "2,1",
+            "job.state.dir": str(tmp / "state"),
+            "blob.store.uri": str(tmp / "blobs"),
+            **backups,
+            **props,
+        }
+    )
 
 
 def storage(config: JobConfig, descriptors=(COUNTS,)) -> StorageConfig:
@@ -42,16 +50,18 @@ def model(config: JobConfig, partitions: int) -> JobModel:
     return build_job_model(config, {s: partitions for s in config.inputs})
 
 
-def manager(st: StorageConfig, m: JobModel, descriptors=(COUNTS,), fresh: bool = True,
-            tasks: list[TaskModel] | None = None) -> ContainerStorageManager:
+def manager(
+    st: StorageConfig, m: JobModel, descriptors=(COUNTS,), fresh: bool = True, tasks: list[TaskModel] | None = None
+) -> ContainerStorageManager:
     """Over every task of the model (or `tasks` of it); `fresh`: in a new state folder (nothing local to reuse: a restore downloads)."""
     if fresh:
         st = replace(st, state_dir=st.state_dir.parent / f"read-{uuid.uuid4().hex[:8]}")
     return ContainerStorageManager(st, list(descriptors), m.tasks() if tasks is None else tasks, len(m.tasks()))
 
 
-def commit(st: StorageConfig, m: JobModel, entries: dict[TaskName, dict[str, dict[Any, Any]]],
-           descriptors=(COUNTS,)) -> dict[TaskName, TaskCheckpoint]:
+def commit(
+    st: StorageConfig, m: JobModel, entries: dict[TaskName, dict[str, dict[Any, Any]]], descriptors=(COUNTS,)
+) -> dict[TaskName, TaskCheckpoint]:
     """Each task's stores hold `entries[task][store]`, committed as one checkpoint per task (no input offsets)."""
     csm = manager(st, m, descriptors)
     try:
@@ -66,8 +76,13 @@ def commit(st: StorageConfig, m: JobModel, entries: dict[TaskName, dict[str, dic
         csm.close()
 
 
-def read(st: StorageConfig, m: JobModel, cps: dict[TaskName, TaskCheckpoint], descriptors=(COUNTS,),
-         tasks: list[TaskModel] | None = None) -> dict[TaskName, dict[str, dict]]:
+def read(
+    st: StorageConfig,
+    m: JobModel,
+    cps: dict[TaskName, TaskCheckpoint],
+    descriptors=(COUNTS,),
+    tasks: list[TaskModel] | None = None,
+) -> dict[TaskName, dict[str, dict]]:
     """Every task's (or `tasks`') committed stores, restored from the checkpoints' markers into a fresh folder."""
     csm = manager(st, m, descriptors, tasks=tasks)
     try:

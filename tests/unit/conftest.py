@@ -38,8 +38,11 @@ def _no_tcp(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(original):
         def connect(sock: socket.socket, address, *args):
             if sock.type == socket.SOCK_STREAM and sock.family in (socket.AF_INET, socket.AF_INET6):
-                raise RuntimeError(f"a unit test connected to {address}: tests that talk to a service belong in tests/integration")
+                raise RuntimeError(
+                    f"a unit test connected to {address}: tests that talk to a service belong in tests/integration"
+                )
             return original(sock, address, *args)
+
         return connect
 
     monkeypatch.setattr(socket.socket, "connect", refuse(socket.socket.connect))

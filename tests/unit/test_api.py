@@ -122,7 +122,10 @@ def test_merge_and_partition_by():
 
 def _interleaved(n):
     """Records of the slice alternate between orders (even offsets) and payments (odd)."""
-    return [Message(f"k{i}", f"v{i}", SystemStreamPartition("kafka", "orders" if i % 2 == 0 else "payments", 0), i, 0) for i in range(n)]
+    return [
+        Message(f"k{i}", f"v{i}", SystemStreamPartition("kafka", "orders" if i % 2 == 0 else "payments", 0), i, 0)
+        for i in range(n)
+    ]
 
 
 def test_an_operator_after_a_merge_sees_interleaved_inputs_in_input_order():
@@ -149,7 +152,15 @@ def test_merged_inputs_keep_input_order_through_per_input_operators_and_failures
     records[3] = Message("k3", "bad", records[3].ssp, 3, 0)  # a payment whose items reach the merge as "payment bad", "fee bad"
     result = SliceExecutor(app).run(records)
     out = [(i, v) for i, _, v in result.outputs[app.output("parquet.out")]]
-    assert out == [(0, "order v0"), (1, "payment v1"), (1, "fee v1"), (2, "order v2"), (4, "order v4"), (5, "payment v5"), (5, "fee v5")]
+    assert out == [
+        (0, "order v0"),
+        (1, "payment v1"),
+        (1, "fee v1"),
+        (2, "order v2"),
+        (4, "order v4"),
+        (5, "payment v5"),
+        (5, "fee v5"),
+    ]
 
 
 def test_a_record_failing_in_one_branch_never_reaches_a_sibling_branch():

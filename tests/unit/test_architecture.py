@@ -16,8 +16,27 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "include" / "elasticity"
 
 # Bottom to top: a unit may import itself and the units before it.
-LAYERS = ("faults", "daemon", "serializers", "jobmodel", "config", "kafka", "checkpoint", "metrics", "api", "state",
-          "apps", "batch", "scaling", "quality", "views", "spark", "airflow", "cli", "__main__")
+LAYERS = (
+    "faults",
+    "daemon",
+    "serializers",
+    "jobmodel",
+    "config",
+    "kafka",
+    "checkpoint",
+    "metrics",
+    "api",
+    "state",
+    "apps",
+    "batch",
+    "scaling",
+    "quality",
+    "views",
+    "spark",
+    "airflow",
+    "cli",
+    "__main__",
+)
 ONLY_IN = {"pyspark": "spark", "py4j": "spark", "airflow": "airflow", "fastapi": "airflow"}
 
 
@@ -61,8 +80,13 @@ def test_every_unit_has_a_layer():
 
 def test_imports_go_down_the_layers():
     rank = {u: i for i, u in enumerate(LAYERS)}
-    upward = sorted(f"{m} imports {d}" for m, deps in GRAPH.items() if _unit(m) for d in deps
-                    if d.startswith("elasticity.") and _unit(d) and rank[_unit(d)] > rank[_unit(m)])
+    upward = sorted(
+        f"{m} imports {d}"
+        for m, deps in GRAPH.items()
+        if _unit(m)
+        for d in deps
+        if d.startswith("elasticity.") and _unit(d) and rank[_unit(d)] > rank[_unit(m)]
+    )
     assert upward == []
 
 
@@ -78,7 +102,7 @@ def test_no_import_cycle():
         seen[m] = 1
         for d in sorted(edges[m]):
             if seen.get(d) == 1:
-                cycles.append(" -> ".join(stack[stack.index(d):] + [d]))
+                cycles.append(" -> ".join(stack[stack.index(d) :] + [d]))
             elif d not in seen:
                 visit(d, stack + [d])
         seen[m] = 2
@@ -90,16 +114,23 @@ def test_no_import_cycle():
 
 
 def test_spark_and_airflow_are_imported_only_in_their_packages():
-    wrong = sorted(f"{m} imports {d}" for m, deps in GRAPH.items() for d in deps
-                   if d.split(".")[0] in ONLY_IN and _unit(m) != ONLY_IN[d.split(".")[0]])
+    wrong = sorted(
+        f"{m} imports {d}"
+        for m, deps in GRAPH.items()
+        for d in deps
+        if d.split(".")[0] in ONLY_IN and _unit(m) != ONLY_IN[d.split(".")[0]]
+    )
     assert wrong == []
 
 
 def test_the_domain_core_loads_neither_spark_nor_airflow():
     """What the ast sees, checked at run time: importing every core module leaves pyspark and airflow unloaded."""
     core = sorted(m for m in MODULES if _unit(m) not in ("spark", "airflow", "cli", "__main__"))
-    code = "import sys\n" + "".join(f"import {m}\n" for m in core) + \
-        "print(sorted({m.split('.')[0] for m in sys.modules} & {'pyspark', 'airflow'}))\n"
+    code = (
+        "import sys\n"
+        + "".join(f"import {m}\n" for m in core)
+        + "print(sorted({m.split('.')[0] for m in sys.modules} & {'pyspark', 'airflow'}))\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "[]"
 
@@ -121,8 +152,15 @@ def test_the_project_speaks_of_itself():
     """Ideas are credited to Samza's designs (SEP-32, SAMZA-71, CheckpointV2), never to our tracker or notes."""
     said = re.compile(r"\bissues? #?\d+\b|\.\./shared|\bseeds/|\bthe seed (says|puts|writes|asks|wants)|\bas the seed\b", re.I)
     skip = {".venv", ".git", ".elasticity", "node_modules", "__pycache__"}
-    files = [p for p in REPO.rglob("*") if p.is_file() and not skip & set(p.relative_to(REPO).parts)
-             and (p.suffix in (".py", ".md", ".properties", ".yaml", ".toml") or p.name == "Makefile")
-             and p != Path(__file__).resolve()]
-    found = [f"{p.relative_to(REPO)}:{n}" for p in files for n, line in enumerate(p.read_text().splitlines(), 1) if said.search(line)]
+    files = [
+        p
+        for p in REPO.rglob("*")
+        if p.is_file()
+        and not skip & set(p.relative_to(REPO).parts)
+        and (p.suffix in (".py", ".md", ".properties", ".yaml", ".toml") or p.name == "Makefile")
+        and p != Path(__file__).resolve()
+    ]
+    found = [
+        f"{p.relative_to(REPO)}:{n}" for p in files for n, line in enumerate(p.read_text().splitlines(), 1) if said.search(line)
+    ]
     assert found == []

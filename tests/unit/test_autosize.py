@@ -84,8 +84,12 @@ def test_scale_down_only_below_the_hysteresis_band(process_s, expected):
 def test_a_need_exactly_on_the_band_edge_holds():
     half = AutosizePolicy(min_factor=1, max_factor=16, cooldown_ms=0, target_lag_s=60, scale_down_below=0.5)
     # need = 10/s * 1.25 / (1800 / 72 s / 8) = 4.0 = 0.5 x 8 exactly: not below the band
-    assert recommend(series(8, [0, 0, 0], records=600, process_s=24.0), 8, 0, NOW, half) == Recommendation(8, "need factor 4.0: holding")
-    assert recommend(series(8, [0, 0, 0], records=600, process_s=23.0), 8, 0, NOW, half) == Recommendation(4, "idle: need factor 3.8 of 8")
+    assert recommend(series(8, [0, 0, 0], records=600, process_s=24.0), 8, 0, NOW, half) == Recommendation(
+        8, "need factor 4.0: holding"
+    )
+    assert recommend(series(8, [0, 0, 0], records=600, process_s=23.0), 8, 0, NOW, half) == Recommendation(
+        4, "idle: need factor 3.8 of 8"
+    )
 
 
 def test_only_the_latest_six_samples_at_the_current_factor_count():

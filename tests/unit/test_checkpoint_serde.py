@@ -28,7 +28,9 @@ from elasticity.jobmodel.object_mapper import SerdeError
 SSP = SystemStreamPartition("kafka", "orders", 3)
 
 # As Samza's CheckpointV1Serde writes it: SSP.toString() -> 4 string fields.
-SAMZA_V1 = '{"SystemStreamPartition [kafka, orders, 3]": {"system": "kafka", "stream": "orders", "partition": "3", "offset": "42"}}'
+SAMZA_V1 = (
+    '{"SystemStreamPartition [kafka, orders, 3]": {"system": "kafka", "stream": "orders", "partition": "3", "offset": "42"}}'
+)
 # As SamzaObjectMapper writes a CheckpointV2 before keyBuckets: 3-part SSP keys.
 SAMZA_V2 = (
     '{"checkpoint-id": "1614147487244-33577", "input-offsets": {"kafka.orders.3": "42"},'
@@ -45,7 +47,9 @@ def test_reads_samza_v2_with_3_part_keys_and_ignores_unknown_fields():
     cp = v2_from_json(SAMZA_V2)
     assert cp.checkpoint_id == CheckpointId(1614147487244, 33577)
     assert cp.input_offsets == {SSP: "42"}
-    assert cp.state_checkpoint_markers["org.apache.samza.storage.KafkaChangelogStateBackendFactory"] == {"store1": "kafka;changelog;3;50"}
+    assert cp.state_checkpoint_markers["org.apache.samza.storage.KafkaChangelogStateBackendFactory"] == {
+        "store1": "kafka;changelog;3;50"
+    }
 
 
 def test_v1_and_v2_round_trip_with_key_buckets():
@@ -66,8 +70,16 @@ def test_unbucketed_ssps_are_written_as_samza_writes_them():
         '{"SystemStreamPartition [kafka, orders, 3]":{"offset":"42","partition":"3","stream":"orders","system":"kafka"}}'
     )
     v2 = json.loads(v2_to_json(to_v2(cp, CheckpointId(1614147487244, 33577))))
-    assert v2 == {"version": 2, "checkpoint-id": "1614147487244-33577", "input-offsets": {"kafka.orders.3": "42"}, "state-checkpoint-markers": {}}
-    assert str(SSP) == "SystemStreamPartition [kafka, orders, 3]" and str(SSP.with_key_bucket(0)) == "SystemStreamPartition [kafka, orders, 3, 0]"
+    assert v2 == {
+        "version": 2,
+        "checkpoint-id": "1614147487244-33577",
+        "input-offsets": {"kafka.orders.3": "42"},
+        "state-checkpoint-markers": {},
+    }
+    assert (
+        str(SSP) == "SystemStreamPartition [kafka, orders, 3]"
+        and str(SSP.with_key_bucket(0)) == "SystemStreamPartition [kafka, orders, 3, 0]"
+    )
 
 
 def test_readers_accept_both_forms():
@@ -79,7 +91,9 @@ def test_readers_accept_both_forms():
 
 def test_v1_without_key_bucket_and_v2_without_markers():
     """Fixtures as older Samza versions wrote them: V1 entries without keyBucket, V2 without state-checkpoint-markers."""
-    v1 = v1_from_json('{"SystemStreamPartition [kafka, orders, 3]": {"system": "kafka", "stream": "orders", "partition": "3", "offset": null}}')
+    v1 = v1_from_json(
+        '{"SystemStreamPartition [kafka, orders, 3]": {"system": "kafka", "stream": "orders", "partition": "3", "offset": null}}'
+    )
     assert v1.offsets == {SSP: None}
     v2 = v2_from_json('{"checkpoint-id": "7-8", "input-offsets": {"kafka.orders.3": "9"}}')
     assert v2 == CheckpointV2(CheckpointId(7, 8), {SSP: "9"}, {})

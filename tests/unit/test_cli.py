@@ -17,12 +17,35 @@ def _as_seed(table: str) -> str:
 
 
 def test_job_model_table_reproduces_samza71_max(capsys):
-    assert main(["job-model", "--config", f"{EXAMPLES}/samza71-max.properties", "--partitions", "kafka.IS1=4", "kafka.IS2=8", "--format", "table"]) == 0
+    assert (
+        main(
+            [
+                "job-model",
+                "--config",
+                f"{EXAMPLES}/samza71-max.properties",
+                "--partitions",
+                "kafka.IS1=4",
+                "kafka.IS2=8",
+                "--format",
+                "table",
+            ]
+        )
+        == 0
+    )
     assert _as_seed(capsys.readouterr().out) == SAMZA71_MAX.strip()
 
 
 def test_job_model_table_reproduces_samza71_cogroup(capsys):
-    args = ["job-model", "--config", f"{EXAMPLES}/samza71-cogroup.properties", "--partitions", "kafka.IS1=8", "kafka.IS2=12", "--format", "table"]
+    args = [
+        "job-model",
+        "--config",
+        f"{EXAMPLES}/samza71-cogroup.properties",
+        "--partitions",
+        "kafka.IS1=8",
+        "kafka.IS2=12",
+        "--format",
+        "table",
+    ]
     assert main(args) == 0
     assert _as_seed(capsys.readouterr().out) == SAMZA71_COGROUP.strip()
 
@@ -53,7 +76,10 @@ def test_bad_partitions_argument(capsys):
 
 def test_repeated_partitions_flags_accumulate(capsys):
     config = f"{EXAMPLES}/samza71-max.properties"
-    assert main(["job-model", "--config", config, "--partitions", "kafka.IS1=4", "--partitions", "kafka.IS2=8", "--format", "table"]) == 0
+    assert (
+        main(["job-model", "--config", config, "--partitions", "kafka.IS1=4", "--partitions", "kafka.IS2=8", "--format", "table"])
+        == 0
+    )
     assert _as_seed(capsys.readouterr().out) == SAMZA71_MAX.strip()
 
 
@@ -87,4 +113,6 @@ def test_a_command_missing_its_extra_says_which_to_install(capsys, monkeypatch):
 
     monkeypatch.setattr(cli, "cmd_demo", missing)
     assert main(["demo"]) == 2
-    assert "`elasticity demo` needs requests, which is not installed: pip install 'elasticity[airflow]'" in capsys.readouterr().err
+    assert (
+        "`elasticity demo` needs requests, which is not installed: pip install 'elasticity[airflow]'" in capsys.readouterr().err
+    )

@@ -15,8 +15,13 @@ from elasticity.views.page import PAGE_SIZE, render
 
 
 def batch(b: int, factor: int, lag: dict) -> dict:
-    return {"batch_id": b, "factor": factor, "records_read": 100, "durations_ms": {"total": 500},
-            "metrics": {"lag": lag, "records": {"t0": 50, "t1": 0}, "process-ns": {"t0": 250_000_000, "t1": 1}}}
+    return {
+        "batch_id": b,
+        "factor": factor,
+        "records_read": 100,
+        "durations_ms": {"total": 500},
+        "metrics": {"lag": lag, "records": {"t0": 50, "t1": 0}, "process-ns": {"t0": 250_000_000, "t1": 1}},
+    }
 
 
 def test_ticks_are_round_and_cover_the_top():
@@ -34,15 +39,27 @@ def test_lag_keeps_the_top_sspkb_and_sums_the_others():
 
 
 def test_chart_has_axes_units_legend_hover_and_marks():
-    out = svg(Chart("Lag", "offsets", [3, 4, 5], [Series("kafka.o.0.1", [1, 5, 2]), Series("others", [0, 1, 1])], [(4, "factor 2\u21924")]))
+    out = svg(
+        Chart(
+            "Lag", "offsets", [3, 4, 5], [Series("kafka.o.0.1", [1, 5, 2]), Series("others", [0, 1, 1])], [(4, "factor 2\u21924")]
+        )
+    )
     assert out.count('class="axis ') == 2 and ">offsets<" in out and "batch (3..5)" in out
     assert re.findall(r'class="legend-item"><i[^>]*></i>([^<]+)', out) == ["kafka.o.0.1", "others", "factor change"]
     assert "<title>batch 4: kafka.o.0.1 5 offsets</title>" in out and 'class="mark"' in out
 
 
 def job(tmp_path, factor: int = 100):
-    config = validate({"job.name": "bench-ui", "task.inputs": "kafka.orders", "job.elasticity.factor": str(factor), "job.container.count": "4",
-                       "task.checkpoint.store.url": f"sqlite:///{tmp_path / 'cp.db'}", "job.report.path": str(tmp_path / "reports")})
+    config = validate(
+        {
+            "job.name": "bench-ui",
+            "task.inputs": "kafka.orders",
+            "job.elasticity.factor": str(factor),
+            "job.container.count": "4",
+            "task.checkpoint.store.url": f"sqlite:///{tmp_path / 'cp.db'}",
+            "job.report.path": str(tmp_path / "reports"),
+        }
+    )
     store = CheckpointStore(config.checkpoint_store_url())
     coordinator = JobCoordinator(config, store, Inputs())
     coordinator.initialize()
@@ -76,9 +93,11 @@ def test_preview_is_the_dry_run_of_the_migration(tmp_path):
 
 
 def test_data_docs_pages_lose_their_cdn_links():
-    page = ('<html><head><link rel="stylesheet" href="https://maxcdn.bootstrapcdn.com/b.css"/>\n<script src="https://code.jquery.com/j.js"'
-            ' integrity="x"></script>\n</head><body><img src="https://great-expectations-web-assets.s3.us-east-2.amazonaws.com/logo-long.png?d=1">'
-            "</body></html>")
+    page = (
+        '<html><head><link rel="stylesheet" href="https://maxcdn.bootstrapcdn.com/b.css"/>\n<script src="https://code.jquery.com/j.js"'
+        ' integrity="x"></script>\n</head><body><img src="https://great-expectations-web-assets.s3.us-east-2.amazonaws.com/logo-long.png?d=1">'
+        "</body></html>"
+    )
     out = offline_page(page, "../../")
     assert "https://" not in out
     assert '<link rel="stylesheet" href="../../static/offline.css"><script src="../../static/offline.js"></script>' in out

@@ -84,7 +84,9 @@ def test_unknown_key_is_warned_with_a_hint_not_fatal():
 @pytest.mark.parametrize("strict", [{"job.config.strict": "true"}, {}])
 def test_strict_mode_makes_unknown_keys_errors(strict):
     props = {**BASE, "job.elasticity.factr": "4", **strict}
-    with pytest.raises(ConfigError, match="'job.elasticity.factr' \\(did you mean 'job.elasticity.factor'\\?\\).*not allow unknown keys"):
+    with pytest.raises(
+        ConfigError, match="'job.elasticity.factr' \\(did you mean 'job.elasticity.factor'\\?\\).*not allow unknown keys"
+    ):
         validate(props, strict=not strict)
 
 
@@ -114,8 +116,12 @@ def test_every_default_is_samzas_or_documented():
 )
 def test_limits_accepted(key, value, expected):
     c = validate({**BASE, key: value, "task.checkpoint.read.versions": "1,2"})
-    field = {"job.elasticity.factor": "elasticity_factor", "batch.max.records": "batch_max_records",
-             "job.container.thread.pool.size": "thread_pool_size", "task.checkpoint.write.versions": "checkpoint_write_versions"}[key]
+    field = {
+        "job.elasticity.factor": "elasticity_factor",
+        "batch.max.records": "batch_max_records",
+        "job.container.thread.pool.size": "thread_pool_size",
+        "task.checkpoint.write.versions": "checkpoint_write_versions",
+    }[key]
     assert getattr(c, field) == expected
 
 
@@ -129,8 +135,16 @@ def test_limits_accepted(key, value, expected):
         ("task.callback.timeout.ms", "0", "-1 (no timeout) or an integer >= 1"),
         ("task.callback.timeout.ms", "-2", "-1 (no timeout) or an integer >= 1"),
         ("job.container.thread.pool.size", "-1", "an integer from 0 to 1024"),
-        ("systems.kafka.default.stream.offset.default", "earliest", "one of oldest, upcoming (Kafka's 'earliest' is Samza's 'oldest')"),
-        ("systems.kafka.default.stream.samza.offset.default", "latest", "one of oldest, upcoming (Kafka's 'latest' is Samza's 'upcoming')"),
+        (
+            "systems.kafka.default.stream.offset.default",
+            "earliest",
+            "one of oldest, upcoming (Kafka's 'earliest' is Samza's 'oldest')",
+        ),
+        (
+            "systems.kafka.default.stream.samza.offset.default",
+            "latest",
+            "one of oldest, upcoming (Kafka's 'latest' is Samza's 'upcoming')",
+        ),
         ("systems.kafka.default.stream.offset.default", "newest", "one of oldest, upcoming"),
         ("task.checkpoint.store.url", "not-a-url", "a SQLAlchemy URL such as sqlite:///"),
         ("task.checkpoint.store.url", "mysql://u@h/db", "backend 'mysql' is not one of sqlite, postgresql"),
@@ -156,7 +170,10 @@ def test_store_url_from_the_environment_is_checked_too(monkeypatch):
 
 def test_line_ending_in_an_escaped_backslash_is_not_a_continuation():
     assert parse_properties("a=C:\\\\\nb=2\n") == {"a": "C:\\", "b": "2"}  # as java.util.Properties reads it
-    assert parse_properties("a=x\\\\\\\n  y\nb=\\u0041\\tz\n") == {"a": "x\\y", "b": "A\tz"}  # 3 backslashes: one, then a continuation
+    assert parse_properties("a=x\\\\\\\n  y\nb=\\u0041\\tz\n") == {
+        "a": "x\\y",
+        "b": "A\tz",
+    }  # 3 backslashes: one, then a continuation
 
 
 def test_all_ssp_to_single_task_rejects_more_than_one_container():
@@ -186,7 +203,9 @@ def test_all_ssp_to_single_task_rejects_elasticity():
 
 def test_scheme_needs_group_by_partition():
     with pytest.raises(ConfigError, match="applies only to GroupByPartition"):
-        validate({**BASE, "job.systemstreampartition.grouper.factory": "GroupBySystemStreamPartition", "task.partition.scheme": "max"})
+        validate(
+            {**BASE, "job.systemstreampartition.grouper.factory": "GroupBySystemStreamPartition", "task.partition.scheme": "max"}
+        )
 
 
 def test_inputs_with_default_system_and_duplicates():
@@ -225,7 +244,9 @@ def test_readme_documents_every_key():
 def test_read_versions_must_read_something_written():
     with pytest.raises(ConfigError, match="reads none of the versions"):
         validate({**BASE, "task.checkpoint.write.versions": "2", "task.checkpoint.read.versions": "1"})
-    assert validate({**BASE, "task.checkpoint.write.versions": "2", "task.checkpoint.read.versions": "1,2"}).checkpoint_read_versions == (1, 2)
+    assert validate(
+        {**BASE, "task.checkpoint.write.versions": "2", "task.checkpoint.read.versions": "1,2"}
+    ).checkpoint_read_versions == (1, 2)
 
 
 def test_stream_names_ending_in_a_number_are_rejected():
@@ -291,7 +312,9 @@ def test_an_unknown_key_near_a_declared_one_gets_did_you_mean(typo, meant):
 
 
 def test_a_deprecated_key_works_with_a_warning_naming_its_successor():
-    with pytest.warns(ConfigWarning, match=re.escape("stores.<store>.restore.factory is deprecated: use stores.<store>.restore.factories")):
+    with pytest.warns(
+        ConfigWarning, match=re.escape("stores.<store>.restore.factory is deprecated: use stores.<store>.restore.factories")
+    ):
         c = validate({**BASE, "stores.s.restore.factory": "kafka"})
     assert c.value("stores.s.restore.factory") == ("org.apache.samza.storage.KafkaChangelogStateBackendFactory",)
 

@@ -73,7 +73,12 @@ def scan(name: str, path: Path) -> Module:
         elif isinstance(node, ast.ImportFrom):
             assert node.level == 0, f"{name}: relative import"
             imported = _own(node.module, [a.name for a in node.names]) if node.module.startswith("elasticity") else {node.module}
-        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
             called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
             if called in DYNAMIC and re.fullmatch(r"[A-Za-z_][\w.]*", node.args[0].value):
                 imported = {node.args[0].value}
@@ -213,10 +218,18 @@ def test_every_import_is_declared_for_its_part():
     assert problems(PROJECT) == []
 
 
-@pytest.mark.parametrize(("dists", "part"), [
-    (["sqlalchemy"], "core"), (["croniter"], "core"), (["xxhash"], "core"), (["noida-db"], "core"),
-    (["pyspark", "pyspark-client"], "spark"), (["great-expectations"], "quality"), (["fastapi"], "airflow"),
-])
+@pytest.mark.parametrize(
+    ("dists", "part"),
+    [
+        (["sqlalchemy"], "core"),
+        (["croniter"], "core"),
+        (["xxhash"], "core"),
+        (["noida-db"], "core"),
+        (["pyspark", "pyspark-client"], "spark"),
+        (["great-expectations"], "quality"),
+        (["fastapi"], "airflow"),
+    ],
+)
 def test_a_missing_dependency_is_found(dists: list[str], part: str):
     """The check is not vacuous: take a declared distribution away and it names the import."""
     project = {**PROJECT, "optional-dependencies": dict(PROJECT["optional-dependencies"])}
@@ -229,7 +242,9 @@ def test_a_missing_dependency_is_found(dists: list[str], part: str):
 
 def test_an_extra_reaching_another_package_must_include_its_extra():
     project = {**PROJECT, "optional-dependencies": dict(PROJECT["optional-dependencies"])}
-    project["optional-dependencies"]["airflow"] = [r for r in project["optional-dependencies"]["airflow"] if not r.startswith("elasticity[")]
+    project["optional-dependencies"]["airflow"] = [
+        r for r in project["optional-dependencies"]["airflow"] if not r.startswith("elasticity[")
+    ]
     found = problems(project)
     assert any("extra [airflow] does not include [quality]" in p for p in found)
     assert any("extra [airflow] does not include [spark]" in p for p in found)
@@ -246,5 +261,7 @@ def test_the_pins_satisfy_the_declared_ranges():
     ranges += [_canon(r) for reqs in PROJECT["optional-dependencies"].values() for r in reqs]
     outside = [f"{r} (pinned {pins[r.name]})" for r in ranges if r.name in pins and pins[r.name] not in r.specifier]
     assert outside == []
-    unpinned = sorted({r.name for r in ranges} - set(pins) - {canonicalize_name(PROJECT["name"])} - {"fastapi", "requests", "fsspec"})
+    unpinned = sorted(
+        {r.name for r in ranges} - set(pins) - {canonicalize_name(PROJECT["name"])} - {"fastapi", "requests", "fsspec"}
+    )
     assert unpinned == []  # these three come in with apache-airflow

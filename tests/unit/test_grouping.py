@@ -105,14 +105,25 @@ def test_group_by_partition_default_is_samzas_max_partition_count():
 def test_elasticity_expands_each_task_into_factor_virtual_tasks():
     config = _config(task_inputs="kafka.IS1", job_elasticity_factor="2")
     model = build_job_model(config, {K[0]: 2})
-    assert sorted(t.task_name.name for t in model.tasks()) == ["Partition_0-0-2", "Partition_0-1-2", "Partition_1-0-2", "Partition_1-1-2"]
+    assert sorted(t.task_name.name for t in model.tasks()) == [
+        "Partition_0-0-2",
+        "Partition_0-1-2",
+        "Partition_1-0-2",
+        "Partition_1-1-2",
+    ]
     assert model.task("Partition_1-1-2").system_stream_partitions == {SystemStreamPartition("kafka", "IS1", 1, 1)}
 
 
 def test_group_by_ssp_with_elasticity():
-    config = _config(task_inputs="kafka.IS1", job_systemstreampartition_grouper_factory="GroupBySystemStreamPartition", job_elasticity_factor="4")
+    config = _config(
+        task_inputs="kafka.IS1",
+        job_systemstreampartition_grouper_factory="GroupBySystemStreamPartition",
+        job_elasticity_factor="4",
+    )
     model = build_job_model(config, {K[0]: 3})
-    assert model.task("SystemStreamPartition [kafka, IS1, 2]-3-4").system_stream_partitions == {SystemStreamPartition("kafka", "IS1", 2, 3)}
+    assert model.task("SystemStreamPartition [kafka, IS1, 2]-3-4").system_stream_partitions == {
+        SystemStreamPartition("kafka", "IS1", 2, 3)
+    }
     assert len(model.tasks()) == 12
 
 

@@ -30,10 +30,17 @@ def run(app, tables, *clicks):
 
 @pytest.fixture
 def users(tmp_path):
-    t = table(tmp_path, TableDescriptor("users", ("kafka.users",)), [
-        (b"u1", b'{"tier": "gold"}'), (b"u2", b'{"tier": "standard"}'), (b"u3", b'{"tier": "x"}'), (b"u3", None),  # a tombstone
-        (b"u2", b'{"tier": "silver"}'),  # the latest value wins
-    ])
+    t = table(
+        tmp_path,
+        TableDescriptor("users", ("kafka.users",)),
+        [
+            (b"u1", b'{"tier": "gold"}'),
+            (b"u2", b'{"tier": "standard"}'),
+            (b"u3", b'{"tier": "x"}'),
+            (b"u3", None),  # a tombstone
+            (b"u2", b'{"tier": "silver"}'),  # the latest value wins
+        ],
+    )
     yield t
     t.close()
 
@@ -47,9 +54,16 @@ def joined(kind, **kw):
 
 def test_inner_join_drops_a_miss_and_left_join_keeps_it(users):
     clicks = [("u1", {"n": 1}), ("u3", {"n": 2}), ("u2", {"n": 3}), (None, {"n": 4})]
-    assert run(joined("inner"), {"users": users}, *clicks)[0] == [("u1", {"n": 1, "tier": "gold"}), ("u2", {"n": 3, "tier": "silver"})]
+    assert run(joined("inner"), {"users": users}, *clicks)[0] == [
+        ("u1", {"n": 1, "tier": "gold"}),
+        ("u2", {"n": 3, "tier": "silver"}),
+    ]
     assert run(joined("left"), {"users": users}, *clicks)[0] == [
-        ("u1", {"n": 1, "tier": "gold"}), ("u3", {"n": 2, "tier": None}), ("u2", {"n": 3, "tier": "silver"}), (None, {"n": 4, "tier": None})]
+        ("u1", {"n": 1, "tier": "gold"}),
+        ("u3", {"n": 2, "tier": None}),
+        ("u2", {"n": 3, "tier": "silver"}),
+        (None, {"n": 4, "tier": None}),
+    ]
 
 
 def test_key_function_and_failures_charged_to_the_record(users):
@@ -85,9 +99,19 @@ def test_side_inputs_config():
     tables = {"users": TableDescriptor("users", ("kafka.users",))}
     (t,) = resolve_tables(validate(base), tables)
     assert t.streams == (SystemStream("kafka", "users"),) and t.processor_factory is None
-    (t,) = resolve_tables(validate({**base, "stores.users.side.inputs": "kafka.people,kafka.more",
-                                    "stores.users.side.inputs.processor.factory": "my.mod:factory"}), tables)
-    assert t.streams == (SystemStream("kafka", "people"), SystemStream("kafka", "more")) and t.processor_factory == "my.mod:factory"
+    (t,) = resolve_tables(
+        validate(
+            {
+                **base,
+                "stores.users.side.inputs": "kafka.people,kafka.more",
+                "stores.users.side.inputs.processor.factory": "my.mod:factory",
+            }
+        ),
+        tables,
+    )
+    assert (
+        t.streams == (SystemStream("kafka", "people"), SystemStream("kafka", "more")) and t.processor_factory == "my.mod:factory"
+    )
     with pytest.raises(ConfigError, match="stores.users.side.inputs is required"):
         resolve_tables(validate(base), {"users": TableDescriptor("users")})
     with pytest.raises(ConfigError, match="stores.other.side.inputs: the app declares no table 'other'"):

@@ -34,9 +34,16 @@ def test_key_hash_is_stable(key, expected):
     [
         # Golden buckets of keys whose hash is negative: pmod, never Samza's abs(h) % F (user-0 at 3: 2, at 256: 164)
         # nor a truncated remainder (-2 at 3): the driver, the workers and Spark's pmod must all say these.
-        (b"user-0", 2, 0), (b"user-0", 3, 1), (b"user-0", 8, 4), (b"user-0", 256, 92),
-        (b"user-7", 3, 1), (b"user-7", 256, 104), (b"", 3, 0), (b"", 256, 4),
-        (b"user-1", 3, 0), (b"user-1", 256, 163),  # a positive hash, for contrast
+        (b"user-0", 2, 0),
+        (b"user-0", 3, 1),
+        (b"user-0", 8, 4),
+        (b"user-0", 256, 92),
+        (b"user-7", 3, 1),
+        (b"user-7", 256, 104),
+        (b"", 3, 0),
+        (b"", 256, 4),
+        (b"user-1", 3, 0),
+        (b"user-1", 256, 163),  # a positive hash, for contrast
     ],
 )
 def test_golden_buckets_of_keys_with_a_negative_hash(key, factor, bucket):

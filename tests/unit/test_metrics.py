@@ -46,7 +46,9 @@ def test_airflow_statsd_on_alone_turns_the_export_on_with_airflows_host_port_and
 
 
 def test_a_bad_airflow_statsd_port_names_airflows_option():
-    with pytest.raises(ConfigError, match=r"AIRFLOW__METRICS__STATSD_PORT='81x5' \(Airflow's \[metrics\] statsd_port\): expected an integer"):
+    with pytest.raises(
+        ConfigError, match=r"AIRFLOW__METRICS__STATSD_PORT='81x5' \(Airflow's \[metrics\] statsd_port\): expected an integer"
+    ):
         statsd_targets(validate(BASE), {**AIRFLOW_ON, "AIRFLOW__METRICS__STATSD_PORT": "81x5"})
 
 
@@ -55,7 +57,9 @@ def test_job_keys_win_over_airflows_and_an_empty_list_turns_the_export_off():
     assert statsd_targets(config, AIRFLOW_ON) == (StatsdTarget("statsd", "statsd.internal", 9125, "team.orders"),)
     assert statsd_targets(config, {}) == (StatsdTarget("statsd", "localhost", 8125, "team.orders"),)
     assert statsd_targets(validate({**BASE, "metrics.reporters": ""}), AIRFLOW_ON) == ()
-    named = validate({**BASE, "metrics.reporters": "dd", "metrics.reporter.dd.class": "statsd", "metrics.reporter.dd.port": "8126"})
+    named = validate(
+        {**BASE, "metrics.reporters": "dd", "metrics.reporter.dd.class": "statsd", "metrics.reporter.dd.port": "8126"}
+    )
     assert statsd_targets(named, {}) == (StatsdTarget("dd", "localhost", 8126, "elasticity"),)
 
 
@@ -63,7 +67,10 @@ def test_job_keys_win_over_airflows_and_an_empty_list_turns_the_export_off():
     "props,message",
     [
         ({"metrics.reporters": "prom"}, "metrics.reporter.prom.class is not set; expected it set to one of"),
-        ({"metrics.reporters": "statsd,statsd"}, "metrics.reporters='statsd,statsd': expected a comma-separated list of reporter names"),
+        (
+            {"metrics.reporters": "statsd,statsd"},
+            "metrics.reporters='statsd,statsd': expected a comma-separated list of reporter names",
+        ),
         ({"metrics.reporter.statsd.class": "graphite"}, "metrics.reporter.statsd.class='graphite': expected one of statsd"),
         ({"metrics.reporter.statsd.port": "99999"}, "metrics.reporter.statsd.port='99999': expected an integer from 1 to 65535"),
         ({"metrics.reporter.statsd.prefix": "a..b"}, "metrics.reporter.statsd.prefix='a..b': expected dot-separated names"),
@@ -97,19 +104,42 @@ def test_names_keep_only_statsd_safe_characters():
 
 
 def test_a_batch_reports_per_message_and_per_task_figures():
-    summary = BatchSummary("j", 7, 2, 2, records_read=30, processed=28, dead_lettered=2, lag_left=5, metrics={
-        "keyhash-compute-ns": 310, "process-ns-per-message": per_message_ns(3_000_000 + 600_000, 30), "total-input-consumption-ns": 9_000,
-        "commit-ns": 4_000, "task-count": 2, "process-ns": {"Partition_0-0-2": 3_000_000, "Partition_0-1-2": 600_000},
-        "records": {"Partition_0-0-2": 20, "Partition_0-1-2": 10}, "lag": {"kafka.orders.0.0": 5},
-    })
+    summary = BatchSummary(
+        "j",
+        7,
+        2,
+        2,
+        records_read=30,
+        processed=28,
+        dead_lettered=2,
+        lag_left=5,
+        metrics={
+            "keyhash-compute-ns": 310,
+            "process-ns-per-message": per_message_ns(3_000_000 + 600_000, 30),
+            "total-input-consumption-ns": 9_000,
+            "commit-ns": 4_000,
+            "task-count": 2,
+            "process-ns": {"Partition_0-0-2": 3_000_000, "Partition_0-1-2": 600_000},
+            "records": {"Partition_0-0-2": 20, "Partition_0-1-2": 10},
+            "lag": {"kafka.orders.0.0": 5},
+        },
+    )
     lines = [m.line("p") for m in batch_metrics(summary)]
     assert lines == [
-        "p.j.keyhash-compute-ns:310|g", "p.j.process-ns-per-message:120000|g", "p.j.total-input-consumption-ns:9000|g",
-        "p.j.commit-ns:4000|g", "p.j.task-count:2|g", "p.j.lag:5|g", "p.j.records-read:30|c", "p.j.processed:28|c",
+        "p.j.keyhash-compute-ns:310|g",
+        "p.j.process-ns-per-message:120000|g",
+        "p.j.total-input-consumption-ns:9000|g",
+        "p.j.commit-ns:4000|g",
+        "p.j.task-count:2|g",
+        "p.j.lag:5|g",
+        "p.j.records-read:30|c",
+        "p.j.processed:28|c",
         "p.j.dead-lettered:2|c",
-        "p.j.task.Partition_0-0-2.process-ns:3000000|g", "p.j.task.Partition_0-0-2.records:20|c",
+        "p.j.task.Partition_0-0-2.process-ns:3000000|g",
+        "p.j.task.Partition_0-0-2.records:20|c",
         "p.j.task.Partition_0-0-2.process-ns-per-message:150000|g",
-        "p.j.task.Partition_0-1-2.process-ns:600000|g", "p.j.task.Partition_0-1-2.records:10|c",
+        "p.j.task.Partition_0-1-2.process-ns:600000|g",
+        "p.j.task.Partition_0-1-2.records:10|c",
         "p.j.task.Partition_0-1-2.process-ns-per-message:60000|g",
     ]
     assert per_message_ns(5, 0) == 0
@@ -118,8 +148,15 @@ def test_a_batch_reports_per_message_and_per_task_figures():
 def test_every_rescale_records_its_job_model_and_checkpoint_times_in_the_store_and_over_statsd(listener):
     inputs = MemoryInputs()
     inputs.create(SystemStream("kafka", "orders"), 2)
-    config = validate({**BASE, "job.elasticity.factor": "2", "metrics.reporters": "statsd",
-                       "metrics.reporter.statsd.host": "127.0.0.1", "metrics.reporter.statsd.port": str(listener.port)})
+    config = validate(
+        {
+            **BASE,
+            "job.elasticity.factor": "2",
+            "metrics.reporters": "statsd",
+            "metrics.reporter.statsd.host": "127.0.0.1",
+            "metrics.reporter.statsd.port": str(listener.port),
+        }
+    )
     store = CheckpointStore("sqlite://")
     coordinator = JobCoordinator(config, store, inputs)
     coordinator.initialize()  # the first generation is a rescale from nothing
@@ -128,7 +165,9 @@ def test_every_rescale_records_its_job_model_and_checkpoint_times_in_the_store_a
 
     rows = store.rescale_metrics("j")
     assert [(r["generation"], r["old-factor"], r["factor"], r["task-count"], r["origin"]) for r in rows] == [
-        (1, None, 2, 4, "start"), (2, 2, 4, 8, "manual")]
+        (1, None, 2, 4, "start"),
+        (2, 2, 4, 8, "manual"),
+    ]
     assert all(r["job-model-generation-ns"] > 0 and r["checkpoint-compute-ns"] > 0 for r in rows)
     listener.until(lambda ls: sum(".rescales:" in line for line in ls) == 2)
     assert listener.values("elasticity.j.job-model-generation-ns") == [f"{r['job-model-generation-ns']}|g" for r in rows]

@@ -95,7 +95,9 @@ def _cps(factor, offsets, partitions=2):
     model = _model(factor, partitions)
     out = []
     for t in model.tasks():
-        out.append(TaskCheckpoint(t.task_name, {s: offsets[(s.partition, max(s.key_bucket, 0))] for s in t.system_stream_partitions}))
+        out.append(
+            TaskCheckpoint(t.task_name, {s: offsets[(s.partition, max(s.key_bucket, 0))] for s in t.system_stream_partitions})
+        )
     return out
 
 
@@ -112,7 +114,11 @@ def test_factor_1_turns_elasticity_off_and_names_migrate_back():
     m = migrate(4, old, _model(1), 1, {})
     cp = m.checkpoints[TaskName("Partition 0")]
     assert cp.offsets == {SystemStreamPartition("kafka", "orders", 0): 10}
-    assert cp.watermarks[SystemStreamPartition("kafka", "orders", 0)] == (Watermark(4, 1, 11), Watermark(4, 2, 12), Watermark(4, 3, 13))
+    assert cp.watermarks[SystemStreamPartition("kafka", "orders", 0)] == (
+        Watermark(4, 1, 11),
+        Watermark(4, 2, 12),
+        Watermark(4, 3, 13),
+    )
     assert "Partition_0-0-4 + Partition_0-1-4 + Partition_0-2-4 + Partition_0-3-4" in m.describe()
 
 

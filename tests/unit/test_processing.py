@@ -14,16 +14,34 @@ from elasticity.jobmodel.object_mapper import ssp_to_key
 from elasticity.serializers import RecordSerdeError, deserialize, serialize
 
 ROUTED = pa.schema(
-    [("system", pa.string()), ("stream", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()), ("key", pa.binary()),
-     ("value", pa.binary()), ("timestamp", pa.int64()), ("key_bucket", pa.int32()), ("task_name", pa.string()), ("container", pa.string())]
+    [
+        ("system", pa.string()),
+        ("stream", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("timestamp", pa.int64()),
+        ("key_bucket", pa.int32()),
+        ("task_name", pa.string()),
+        ("container", pa.string()),
+    ]
 )
 
 
 def ctx(tmp_path, policy="dlq", batch_id=7):
     return ProcessContext(
-        job_name="j", batch_id=batch_id, app_class="tests.unit.test_processing:double_app", job_inputs=(SystemStream("kafka", "orders"),),
-        key_serdes={"kafka": "string"}, msg_serdes={"kafka": "json"}, output_path=str(tmp_path / "out"),
-        audit_path=str(tmp_path / "audit"), dead_letter_path=str(tmp_path / "dlq"), output_bootstraps={}, policy=policy,
+        job_name="j",
+        batch_id=batch_id,
+        app_class="tests.unit.test_processing:double_app",
+        job_inputs=(SystemStream("kafka", "orders"),),
+        key_serdes={"kafka": "string"},
+        msg_serdes={"kafka": "json"},
+        output_path=str(tmp_path / "out"),
+        audit_path=str(tmp_path / "audit"),
+        dead_letter_path=str(tmp_path / "dlq"),
+        output_bootstraps={},
+        policy=policy,
     )
 
 
@@ -35,7 +53,9 @@ def rows(*records):
     """records: (task, bucket, offset, value bytes)"""
     cols = {f.name: [] for f in ROUTED}
     for task, bucket, offset, value in records:
-        for name, v in zip(ROUTED.names, ["kafka", "orders", 0, offset, b"k%d" % bucket, value, 0, bucket, task, "0"], strict=True):
+        for name, v in zip(
+            ROUTED.names, ["kafka", "orders", 0, offset, b"k%d" % bucket, value, 0, bucket, task, "0"], strict=True
+        ):
             cols[name].append(v)
     return [pa.RecordBatch.from_pydict(cols, schema=ROUTED)]
 
@@ -60,15 +80,20 @@ def test_slices_run_in_offset_order_with_sinks_audit_and_dead_letters(tmp_path):
     assert vtask1 == [2, 10]  # offsets 1 then 5: offset order, not arrival order
     audit = read_table(str(tmp_path / "audit"), AUDIT_SCHEMA).to_pylist()
     assert sorted((r["task_name"], r["seq"], r["offset"], r["status"]) for r in audit) == [
-        ("Partition_0-0-2", 0, 3, "processed"), ("Partition_0-0-2", 1, 4, "dead_letter"),
-        ("Partition_0-1-2", 0, 1, "processed"), ("Partition_0-1-2", 1, 2, "dead_letter"), ("Partition_0-1-2", 2, 5, "processed"),
+        ("Partition_0-0-2", 0, 3, "processed"),
+        ("Partition_0-0-2", 1, 4, "dead_letter"),
+        ("Partition_0-1-2", 0, 1, "processed"),
+        ("Partition_0-1-2", 1, 2, "dead_letter"),
+        ("Partition_0-1-2", 2, 5, "processed"),
     ]
     dead = {r["offset"]: r["error"] for r in read_table(str(tmp_path / "dlq"), DEAD_LETTER_SCHEMA).to_pylist()}
     assert "value is not valid json" in dead[4] and "KeyError" in dead[2]
 
 
 def test_fail_policy_reports_where_each_task_stopped(tmp_path):
-    batch = rows(("Partition_0-1-2", 1, 1, b'{"n": 1}'), ("Partition_0-1-2", 1, 2, b'{"x": 1}'), ("Partition_0-1-2", 1, 3, b'{"n": 3}'))
+    batch = rows(
+        ("Partition_0-1-2", 1, 1, b'{"n": 1}'), ("Partition_0-1-2", 1, 2, b'{"x": 1}'), ("Partition_0-1-2", 1, 3, b'{"n": 3}')
+    )
     (summary,) = process_partition(ctx(tmp_path, policy="fail"), iter(batch))
     (row,) = summary.to_pylist()
     assert row["processed"] == 1 and "stopped at orders-0@2" in row["error"]

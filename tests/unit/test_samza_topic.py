@@ -20,7 +20,9 @@ def ssp(p: int, bucket: int = -1) -> SystemStreamPartition:
 
 def key(task: str, kind: str, grouper: str = GBP) -> bytes:
     """KafkaCheckpointLogKeySerde: Jackson over ImmutableMap.of(grouper, taskName, type), compact."""
-    return json.dumps({"systemstreampartition-grouper-factory": grouper, "taskName": task, "type": kind}, separators=(",", ":")).encode()
+    return json.dumps(
+        {"systemstreampartition-grouper-factory": grouper, "taskName": task, "type": kind}, separators=(",", ":")
+    ).encode()
 
 
 def v1(partition: int, offset: str | None, stream: str = "orders") -> bytes:
@@ -31,7 +33,12 @@ def v1(partition: int, offset: str | None, stream: str = "orders") -> bytes:
 
 def v2(partition: int, offset: str, cid: str = "1614147487244-33577", stream: str = "orders") -> bytes:
     """CheckpointV2Serde (SamzaObjectMapper): version getter, checkpoint-id, 3-part input-offsets keys, markers."""
-    doc = {"version": 2, "checkpoint-id": cid, "input-offsets": {f"kafka.{stream}.{partition}": offset}, "state-checkpoint-markers": {}}
+    doc = {
+        "version": 2,
+        "checkpoint-id": cid,
+        "input-offsets": {f"kafka.{stream}.{partition}": offset},
+        "state-checkpoint-markers": {},
+    }
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
@@ -64,7 +71,9 @@ def test_the_newest_message_of_a_task_wins_and_offsets_become_next_to_process():
     ],
 )
 def test_samzas_read_version_rules(read_versions, v1_time, expected):
-    messages = log((key("Partition 0", "checkpoint-v2"), v2(0, "20"), 1_000), (key("Partition 0", "checkpoint"), v1(0, "10"), v1_time))
+    messages = log(
+        (key("Partition 0", "checkpoint-v2"), v2(0, "20"), 1_000), (key("Partition 0", "checkpoint"), v1(0, "10"), v1_time)
+    )
     assert read(messages, read_versions) == {P0: {ssp(0): expected}}
 
 
@@ -104,17 +113,13 @@ def test_export_writes_samzas_exact_bytes_with_last_processed_offsets():
 
 
 def test_nothing_processed_exports_minus_one_and_reads_back_as_zero():
-    (k, m), = to_samza_messages([TaskCheckpoint(P0, {ssp(0): 0})], Grouper.GROUP_BY_PARTITION, (2,))
+    ((k, m),) = to_samza_messages([TaskCheckpoint(P0, {ssp(0): 0})], Grouper.GROUP_BY_PARTITION, (2,))
     assert json.loads(m)["input-offsets"] == {"kafka.orders.0": "-1"}
     assert read(log((k, m, 1)), (2,)) == {P0: {ssp(0): 0}}
 
 
 def test_a_factor_4_job_round_trips():
-    cps = [
-        TaskCheckpoint(TaskName(f"Partition_{p}-{b}-4"), {ssp(p, b): 10 * p + b})
-        for p in range(2)
-        for b in range(4)
-    ]
+    cps = [TaskCheckpoint(TaskName(f"Partition_{p}-{b}-4"), {ssp(p, b): 10 * p + b}) for p in range(2) for b in range(4)]
     messages = [LogMessage(i, k, v, 5) for i, (k, v) in enumerate(to_samza_messages(cps, Grouper.GROUP_BY_PARTITION, (1, 2)))]
     for versions in ((1,), (2,), (2, 1)):
         assert read(messages, versions) == {cp.task_name: cp.offsets for cp in cps}

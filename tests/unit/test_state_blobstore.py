@@ -41,7 +41,11 @@ def test_index_is_samzas_json_and_the_marker_is_its_blob_id(csm):
     d = json.loads(backend(csm).blobs.get_bytes(marker))
     assert set(d) == {"creation-time-millis", "snapshot-metadata", "dir-index", "prev-snapshot-index-blob-id"}
     assert d["snapshot-metadata"] == {
-        "checkpoint-id": str(cps[TASK].checkpoint_id), "job-name": "j", "job-id": "1", "task-name": "Partition 0", "store-name": "counts",
+        "checkpoint-id": str(cps[TASK].checkpoint_id),
+        "job-name": "j",
+        "job-id": "1",
+        "task-name": "Partition 0",
+        "store-name": "counts",
     }
     assert set(d["dir-index"]) == {"dir-name", "files-present", "files-removed", "sub-dirs-present", "sub-dirs-removed"}
     f = d["dir-index"]["files-present"][0]

@@ -127,24 +127,39 @@ def test_same_factor_with_an_added_partition_keeps_the_snapshots(tmp_path):
     cps = commit(s, old_model, place(old_model, 2, {f"k{i}": i for i in range(20)}, 1))
     move = move_state(s, [COUNTS], old_model, 2, 1, cps, new_model, 2)
     assert {t.task.name: t.how for t in move.transfers} == {
-        "Partition_0-0-2": "kept", "Partition_0-1-2": "kept", "Partition_1-0-2": "empty", "Partition_1-1-2": "empty"}
+        "Partition_0-0-2": "kept",
+        "Partition_0-1-2": "kept",
+        "Partition_1-0-2": "empty",
+        "Partition_1-1-2": "empty",
+    }
     assert move.markers == {t: cp.state_markers for t, cp in cps.items()} and move.journal is None
     assert move.checkpoint_ids == {t: cp.checkpoint_id for t, cp in cps.items()}
 
 
 def test_a_changelog_only_store_is_refused_naming_the_store_and_the_fix(tmp_path):
-    props = {"stores.counts.backup.factories": "kafka", "stores.counts.changelog": "kafka.counts-log",
-             "systems.kafka.consumer.bootstrap.servers": "127.0.0.1:1"}
+    props = {
+        "stores.counts.backup.factories": "kafka",
+        "stores.counts.changelog": "kafka.counts-log",
+        "systems.kafka.consumer.bootstrap.servers": "127.0.0.1:1",
+    }
     config = job_config(tmp_path, 2, **props)
     s = storage(config)
     old_model, new_model = model(config, 1), model(job_config(tmp_path, 4, **props), 1)
-    cps = {t.task_name: TaskCheckpoint(t.task_name, {}, checkpoint_id=CheckpointId.create(),
-                                       state_markers={KAFKA_CHANGELOG_FACTORY: {"counts": "{}"}}) for t in old_model.tasks()}
-    with pytest.raises(StatefulRescaleError, match=r"store 'counts' .*changelog only.*stores.counts.backup.factories=kafka,blobstore"):
+    cps = {
+        t.task_name: TaskCheckpoint(
+            t.task_name, {}, checkpoint_id=CheckpointId.create(), state_markers={KAFKA_CHANGELOG_FACTORY: {"counts": "{}"}}
+        )
+        for t in old_model.tasks()
+    }
+    with pytest.raises(
+        StatefulRescaleError, match=r"store 'counts' .*changelog only.*stores.counts.backup.factories=kafka,blobstore"
+    ):
         move_state(s, [COUNTS], old_model, 2, 1, cps, new_model, 4)
 
 
-@pytest.mark.parametrize("point", ["rescale.state.journal_written", "rescale.state.source_read", "rescale.state.uploaded", "rescale.state.moved"])
+@pytest.mark.parametrize(
+    "point", ["rescale.state.journal_written", "rescale.state.source_read", "rescale.state.uploaded", "rescale.state.moved"]
+)
 def test_a_crashed_move_leaves_the_old_snapshots_and_a_rerun_removes_its_leftovers(tmp_path, point):
     config = job_config(tmp_path, 2)
     s = storage(config)

@@ -30,9 +30,18 @@ ORDERS = SystemStream("kafka", "orders")
 KEYS = st.one_of(st.none(), st.sampled_from([b"a", b"b", b"c", b"hot", b"k1", b"k2", b"k3", b"\x00", b"", b"\xff\xfe"]))
 # every step of a rescale, in order; None: no crash
 CRASH_POINTS = [
-    None, "rescale.lease_acquired", "rescale.state.stale_cleaned", "rescale.state.journal_written", "rescale.state.source_read",
-    "rescale.state.uploaded", "rescale.state.moved", "rescale.fenced", "rescale.generation_written", "rescale.checkpoints_written",
-    "rescale.after_commit", "rescale.state.committed",
+    None,
+    "rescale.lease_acquired",
+    "rescale.state.stale_cleaned",
+    "rescale.state.journal_written",
+    "rescale.state.source_read",
+    "rescale.state.uploaded",
+    "rescale.state.moved",
+    "rescale.fenced",
+    "rescale.generation_written",
+    "rescale.checkpoints_written",
+    "rescale.after_commit",
+    "rescale.state.committed",
 ]
 
 
@@ -42,12 +51,19 @@ class StatefulRescaleMachine(RuleBasedStateMachine):
         self.tmp = Path(tempfile.mkdtemp(prefix="state-machine-"))
         self.inputs = MemoryInputs()
         self.inputs.create(ORDERS, partitions)
-        self.config = validate({
-            "job.name": "stateful-machine", "task.inputs": str(ORDERS), "job.elasticity.factor": str(factor),
-            "systems.kafka.default.stream.offset.default": "oldest", "app.class": "tests.support.apps:aggregates",
-            "task.checkpoint.read.versions": "2,1", "stores.aggs.backup.factories": "blobstore",
-            "blob.store.uri": str(self.tmp / "blobs"), "job.state.dir": str(self.tmp / "state"),
-        })
+        self.config = validate(
+            {
+                "job.name": "stateful-machine",
+                "task.inputs": str(ORDERS),
+                "job.elasticity.factor": str(factor),
+                "systems.kafka.default.stream.offset.default": "oldest",
+                "app.class": "tests.support.apps:aggregates",
+                "task.checkpoint.read.versions": "2,1",
+                "stores.aggs.backup.factories": "blobstore",
+                "blob.store.uri": str(self.tmp / "blobs"),
+                "job.state.dir": str(self.tmp / "state"),
+            }
+        )
         self.store = CheckpointStore("sqlite://")
         self.runner = StatefulRunner(JobCoordinator(self.config, self.store, self.inputs), self.inputs)
         self.runner.coordinator.initialize()

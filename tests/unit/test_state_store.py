@@ -81,7 +81,9 @@ def test_a_key_of_another_bucket_fails_naming_store_key_and_task(tmp_path):
     for k in keys_in(1, 4, 5):
         kv.put(k, 1)
     wrong = keys_in(2, 4, 1)[0]
-    with pytest.raises(WrongBucketError, match=rf"store 'counts': key '{wrong}' belongs to bucket 2 of factor 4, not to task 'Partition_3-1-4'"):
+    with pytest.raises(
+        WrongBucketError, match=rf"store 'counts': key '{wrong}' belongs to bucket 2 of factor 4, not to task 'Partition_3-1-4'"
+    ):
         kv.put(wrong, 1)
     with pytest.raises(WrongBucketError):
         kv.put_all({keys_in(1, 4, 1)[0]: 1, wrong: 1})
@@ -115,8 +117,12 @@ def test_config_precedence_and_short_names(monkeypatch):
     d = [StoreDescriptor("a"), StoreDescriptor("b")]
     config = validate(
         {
-            **BASE, "stores.backup.factories": "blobstore", "stores.a.backup.factories": "kafka,BlobStoreStateBackendFactory",
-            "stores.a.changelog": "kafka.a-changelog", "stores.a.restore.factories": "blobstore,kafka", "stores.b.blob.retain": "5",
+            **BASE,
+            "stores.backup.factories": "blobstore",
+            "stores.a.backup.factories": "kafka,BlobStoreStateBackendFactory",
+            "stores.a.changelog": "kafka.a-changelog",
+            "stores.a.restore.factories": "blobstore,kafka",
+            "stores.b.blob.retain": "5",
             "systems.kafka.consumer.bootstrap.servers": "127.0.0.1:1",
         }
     )

@@ -47,9 +47,16 @@ class Job:
 
     def __init__(self, app, root: Path, task: TaskName = TASK) -> None:
         self.app, self.task, self.offset, self.cp = app, task, 0, None
-        config = validate({"job.name": "w", "task.inputs": str(S), "task.checkpoint.read.versions": "2,1",
-                           "job.state.dir": str(root / "state"), "blob.store.uri": str(root / "blobs"),
-                           "stores.backup.factories": "blobstore"})
+        config = validate(
+            {
+                "job.name": "w",
+                "task.inputs": str(S),
+                "task.checkpoint.read.versions": "2,1",
+                "job.state.dir": str(root / "state"),
+                "blob.store.uri": str(root / "blobs"),
+                "stores.backup.factories": "blobstore",
+            }
+        )
         stores = list(app.stores.values())
         self.csm = ContainerStorageManager(StorageConfig.of(config, stores), stores, [TaskModel(task, frozenset(), 0)], 1)
 
@@ -71,7 +78,9 @@ class Job:
             self.offset -= len(records)
         self.csm.release()
         out = [v for _, _, v in result.outputs.get(self.app.output("parquet.windows"), [])]
-        return out, {msgs[i].offset: e for i, e in result.failures.items()} | {msgs[i].offset: "; ".join(r) for i, r in result.late.items()}
+        return out, {msgs[i].offset: e for i, e in result.failures.items()} | {
+            msgs[i].offset: "; ".join(r) for i, r in result.late.items()
+        }
 
     def entries(self, store):
         """The committed entries of a store, raw (what a rescale reads from the snapshots)."""
@@ -288,8 +297,11 @@ def reference(kind, size, lateness, recs):
             if wm is not None and wm >= end + lateness:
                 late.add(off)
                 continue
-            joined = [(s, e) for (kk, s), e in windows.items() if kk == k and not (wm is not None and wm >= e[0] + lateness)
-                      and t < e[0] and s < end]
+            joined = [
+                (s, e)
+                for (kk, s), e in windows.items()
+                if kk == k and not (wm is not None and wm >= e[0] + lateness) and t < e[0] and s < end
+            ]
             total = v + sum(e[1] for _, e in joined)
             for s, e in joined:
                 del windows[(k, s)]
@@ -301,8 +313,13 @@ def reference(kind, size, lateness, recs):
 
 
 @settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(recs=records, data=st.data(), kind=st.sampled_from(["tumbling", "session"]), size=st.integers(1, 15),
-       lateness=st.integers(0, 10))
+@given(
+    recs=records,
+    data=st.data(),
+    kind=st.sampled_from(["tumbling", "session"]),
+    size=st.integers(1, 15),
+    lateness=st.integers(0, 10),
+)
 def test_any_split_into_batches_emits_what_one_batch_emits(recs, data, kind, size, lateness):
     cuts = data.draw(st.lists(st.integers(0, len(recs)), max_size=5))
     agg = Windows.sum(lambda m: m.value)

@@ -74,7 +74,7 @@ class ElasticityHook(BaseHook):
         url = conn.extra_dejson.get("url") or conn.get_uri()
         for prefix in ("postgres://", "postgresql://"):
             if url.startswith(prefix):
-                url = "postgresql+psycopg://" + url[len(prefix):]
+                url = "postgresql+psycopg://" + url[len(prefix) :]
         if conn.password:
             from airflow.sdk.log import mask_secret
 

@@ -34,7 +34,18 @@ from elasticity.airflow.hooks import ElasticityHook
 from elasticity.config import JobConfig, load_config
 from elasticity.spark.target import SparkTarget, check_master, resolve_target
 
-SUMMARY_KEYS = ("job", "batch_id", "generation", "factor", "records_read", "processed", "dead_lettered", "skipped", "lag_left", "durations_ms")
+SUMMARY_KEYS = (
+    "job",
+    "batch_id",
+    "generation",
+    "factor",
+    "records_read",
+    "processed",
+    "dead_lettered",
+    "skipped",
+    "lag_left",
+    "durations_ms",
+)
 
 
 def entry_file() -> str:
@@ -55,17 +66,32 @@ class _MasterSubmitHook(SparkSubmitHook):
         super().__init__(**kwargs)
 
     def _resolve_connection(self) -> dict[str, Any]:
-        return {"master": self._master, "queue": None, "deploy_mode": None, "spark_binary": self.spark_binary or "spark-submit",
-                "namespace": None, "principal": self._principal, "keytab": self._keytab, "rest_scheme": "http", "rest_port": 6066,
-                "rest_endpoint": None}
+        return {
+            "master": self._master,
+            "queue": None,
+            "deploy_mode": None,
+            "spark_binary": self.spark_binary or "spark-submit",
+            "namespace": None,
+            "principal": self._principal,
+            "keytab": self._keytab,
+            "rest_scheme": "http",
+            "rest_port": 6066,
+            "rest_endpoint": None,
+        }
 
 
 class MicroBatchOperator(BaseOperator):
     ui_color = "#e8f1fb"
 
     def __init__(
-        self, *, job: str, config_path: str, spark_conn_id: str = "spark_default", kafka_conn_id: str = "kafka_default",
-        store_conn_id: str = "elasticity_store", **kwargs: Any,
+        self,
+        *,
+        job: str,
+        config_path: str,
+        spark_conn_id: str = "spark_default",
+        kafka_conn_id: str = "kafka_default",
+        store_conn_id: str = "elasticity_store",
+        **kwargs: Any,
     ) -> None:
         super().__init__(outlets=[batches_asset(job)], **kwargs)
         self.job = job
@@ -119,7 +145,8 @@ class MicroBatchOperator(BaseOperator):
         if not committed:
             raise AirflowSkipException("no batch committed")
         context["outlet_events"][batches_asset(self.job)].extra = {
-            **{k: committed[-1][k] for k in SUMMARY_KEYS}, "batch_ids": [m["batch_id"] for m in committed]
+            **{k: committed[-1][k] for k in SUMMARY_KEYS},
+            "batch_ids": [m["batch_id"] for m in committed],
         }
         return [m["batch_id"] for m in committed]
 
@@ -129,7 +156,9 @@ class MicroBatchOperator(BaseOperator):
 
         engine = MicroBatchEngine(config, session(config, target=target), store)
         try:
-            engine.run(until_caught_up=True, owner=run_id, max_seconds=max_seconds, on_commit=lambda s: self.log.info("%s", s.line()))
+            engine.run(
+                until_caught_up=True, owner=run_id, max_seconds=max_seconds, on_commit=lambda s: self.log.info("%s", s.line())
+            )
         except BatchFailed as e:
             raise AirflowException(f"batch failed after committing what succeeded: {e}") from e
 
@@ -137,10 +166,24 @@ class MicroBatchOperator(BaseOperator):
         from elasticity.spark.server import log4j_options
 
         kwargs: dict[str, Any] = {
-            "name": f"elasticity-{self.job}", "env_vars": hook.env(),
+            "name": f"elasticity-{self.job}",
+            "env_vars": hook.env(),
             "conf": {"spark.ui.enabled": "false", "spark.driver.extraJavaOptions": log4j_options()},
-            "application_args": ["run-batch", "--config", self.config_path, "--owner", run_id, "--until-caught-up", "--max-seconds", str(max_seconds)],
+            "application_args": [
+                "run-batch",
+                "--config",
+                self.config_path,
+                "--owner",
+                run_id,
+                "--until-caught-up",
+                "--max-seconds",
+                str(max_seconds),
+            ],
         }
         from_connection = target.source == f"connection {self.spark_conn_id!r}"
-        submit = SparkSubmitHook(conn_id=self.spark_conn_id, **kwargs) if from_connection else _MasterSubmitHook(master=target.value, **kwargs)
+        submit = (
+            SparkSubmitHook(conn_id=self.spark_conn_id, **kwargs)
+            if from_connection
+            else _MasterSubmitHook(master=target.value, **kwargs)
+        )
         submit.submit(entry_file())

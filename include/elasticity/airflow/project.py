@@ -33,12 +33,16 @@ def jobs_dir() -> Path:
     if os.environ.get(JOBS_ENV):
         folder = Path(os.environ[JOBS_ENV]).resolve()
         if not folder.is_dir():
-            raise ProjectError(f"{JOBS_ENV}={os.environ[JOBS_ENV]} is not a folder; point it at the folder of your job configs (.properties)")
+            raise ProjectError(
+                f"{JOBS_ENV}={os.environ[JOBS_ENV]} is not a folder; point it at the folder of your job configs (.properties)"
+            )
         return folder
     folder = project_dir() / "include" / "jobs"
     if not folder.is_dir():
-        raise ProjectError(f"no job configs folder: {folder} does not exist (project: {_where()}); "
-                           f"set {JOBS_ENV} to the folder of your job configs (.properties), or run from the project folder")
+        raise ProjectError(
+            f"no job configs folder: {folder} does not exist (project: {_where()}); "
+            f"set {JOBS_ENV} to the folder of your job configs (.properties), or run from the project folder"
+        )
     return folder
 
 
@@ -47,6 +51,8 @@ def airflow_folders() -> tuple[Path, Path]:
     project = project_dir()
     missing = [name for name in ("dags", "plugins") if not (project / name).is_dir()]
     if missing:
-        raise ProjectError(f"no Airflow project at {project} ({_where()}): {' and '.join(f'{m}/' for m in missing)} not found; "
-                           f"run from the project folder (the one holding dags/, plugins/ and include/jobs) or set {PROJECT_ENV}")
+        raise ProjectError(
+            f"no Airflow project at {project} ({_where()}): {' and '.join(f'{m}/' for m in missing)} not found; "
+            f"run from the project folder (the one holding dags/, plugins/ and include/jobs) or set {PROJECT_ENV}"
+        )
     return project / "dags", project / "plugins"

@@ -37,7 +37,9 @@ def connections(bootstrap: str, spark_remote: str | None, store_url: str) -> dic
     if spark_remote:
         netloc = spark_remote.removeprefix("sc://").split("/")[0]
         shost, sport = netloc.rsplit(":", 1)
-        conns["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({"conn_type": "spark_connect", "host": f"sc://{shost}", "port": int(sport)})
+        conns["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps(
+            {"conn_type": "spark_connect", "host": f"sc://{shost}", "port": int(sport)}
+        )
     return conns
 
 
@@ -82,8 +84,9 @@ class AirflowStandalone:
     def start(self) -> AirflowStandalone:
         self.home.mkdir(parents=True, exist_ok=True)
         with open(self.log_file, "ab") as log:  # the child keeps its own descriptor
-            self.proc = subprocess.Popen([str(BIN / "airflow"), "standalone"], env=self.env(), stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(
+                [str(BIN / "airflow"), "standalone"], env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         return self
 
     def wait_ready(self, timeout_s: float = 300) -> None:
@@ -98,7 +101,9 @@ class AirflowStandalone:
             except requests.RequestException:
                 pass
             time.sleep(1)
-        raise RuntimeError(f"airflow standalone did not answer on {self.base} within {timeout_s:.0f}s; see {self.log_file}:\n{self.tail()}")
+        raise RuntimeError(
+            f"airflow standalone did not answer on {self.base} within {timeout_s:.0f}s; see {self.log_file}:\n{self.tail()}"
+        )
 
     def tail(self, lines: int = 30) -> str:
         try:
@@ -139,7 +144,9 @@ class AirflowApi:
     token: str
 
     def _call(self, method: str, path: str, **kw: Any) -> Any:
-        r = requests.request(method, f"{self.base}/api/v2{path}", headers={"Authorization": f"Bearer {self.token}"}, timeout=30, **kw)
+        r = requests.request(
+            method, f"{self.base}/api/v2{path}", headers={"Authorization": f"Bearer {self.token}"}, timeout=30, **kw
+        )
         if r.status_code >= 400:
             raise RuntimeError(f"{method} {path}: {r.status_code} {r.text[:500]}")
         return r.json() if r.content else None
@@ -191,8 +198,11 @@ class AirflowApi:
             time.sleep(2)
 
     def log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
-        r = requests.get(f"{self.base}/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}",
-                         headers={"Authorization": f"Bearer {self.token}", "Accept": "application/x-ndjson"}, timeout=30)
+        r = requests.get(
+            f"{self.base}/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}",
+            headers={"Authorization": f"Bearer {self.token}", "Accept": "application/x-ndjson"},
+            timeout=30,
+        )
         return r.text
 
 
@@ -223,7 +233,9 @@ def demo_config_file() -> Path:
     airflow_folders()  # no Airflow project here: say so before starting anything
     path = jobs_dir() / "demo.properties"
     if not path.is_file():
-        raise ProjectError(f"the demo job's config {path} is missing: the demo runs the job `demo` of the jobs folder ({JOBS_ENV})")
+        raise ProjectError(
+            f"the demo job's config {path} is missing: the demo runs the job `demo` of the jobs folder ({JOBS_ENV})"
+        )
     return path
 
 
@@ -252,18 +264,24 @@ def serve(home: Path, port: int = 8080) -> int:
         sent = send(bootstrap, topic, demo_records(3000, keys=300))
         print(f"created topic {topic} with 4 partitions and {sent} demo orders", flush=True)
     airflow = AirflowStandalone(home / "airflow", port, conns)
-    print(f"starting Airflow (api-server, scheduler, dag-processor, triggerer) on {airflow.base}; log {airflow.log_file} ...", flush=True)
+    print(
+        f"starting Airflow (api-server, scheduler, dag-processor, triggerer) on {airflow.base}; log {airflow.log_file} ...",
+        flush=True,
+    )
     airflow.start()
     try:
         airflow.wait_ready()
-        print(f"""
+        print(
+            f"""
 Airflow UI: {airflow.base}   login: admin   password: {airflow.password()}
   elastic_microbatch__demo   runs every minute (already unpaused): a lag probe, then batches until caught up
   elastic_rescale            Trigger -> job demo, factor N -> Trigger: the rescale, then a data-quality run
-  elastic_data_quality__demo after each committed run: report {demo.path('job.report.path', 'reports')}/summary.html
+  elastic_data_quality__demo after each committed run: report {demo.path("job.report.path", "reports")}/summary.html
   the elastic job page       Browse -> Elastic job demo ({airflow.base}/elasticity/jobs/demo)
-More orders: {_shown(BIN / 'elasticity')} feed --config {_shown(demo_file)} --records 3000
-Ctrl-C stops Airflow; the broker and the Spark Connect server keep running (`make stop` stops them).""", flush=True)
+More orders: {_shown(BIN / "elasticity")} feed --config {_shown(demo_file)} --records 3000
+Ctrl-C stops Airflow; the broker and the Spark Connect server keep running (`make stop` stops them).""",
+            flush=True,
+        )
         return airflow.proc.wait() if airflow.proc else 0
     except KeyboardInterrupt:
         return 0

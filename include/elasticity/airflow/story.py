@@ -43,7 +43,9 @@ def run_story(records: int = 6000) -> int:
 
     port = 8080 if not port_open(8080) else free_port()
     airflow = AirflowStandalone(home / "airflow", port, {**conns})
-    _say(f"2. Airflow standalone (api-server, scheduler, dag-processor, triggerer) on {airflow.base}; its log: {airflow.log_file}")
+    _say(
+        f"2. Airflow standalone (api-server, scheduler, dag-processor, triggerer) on {airflow.base}; its log: {airflow.log_file}"
+    )
     airflow.start()
     try:
         airflow.wait_ready()
@@ -68,18 +70,22 @@ def run_story(records: int = 6000) -> int:
             read = sum(m["records_read"] for m in done)
             factor = done[-1]["factor"] if done else None
             rates[factor] = read / task_s if task_s else 0.0
-            _say(f"{next(step)}. elastic_microbatch__{JOB}: {len(runs)} run(s), {len(done)} batches at factor {factor} "
-                 f"({done[-1]['task_count'] if done else 0} virtual tasks): {read:,} orders read, "
-                 f"{sum(m['processed'] for m in done):,} processed, {sum(m['dead_lettered'] for m in done)} dead letters, "
-                 f"lag left {done[-1]['lag_left'] if done else 0}; {task_s:.1f} s of task time = {rates[factor]:,.0f} orders/s")
+            _say(
+                f"{next(step)}. elastic_microbatch__{JOB}: {len(runs)} run(s), {len(done)} batches at factor {factor} "
+                f"({done[-1]['task_count'] if done else 0} virtual tasks): {read:,} orders read, "
+                f"{sum(m['processed'] for m in done):,} processed, {sum(m['dead_lettered'] for m in done)} dead letters, "
+                f"lag left {done[-1]['lag_left'] if done else 0}; {task_s:.1f} s of task time = {rates[factor]:,.0f} orders/s"
+            )
 
         def rescale(factor: int) -> None:
             run_id = api.trigger("elastic_rescale", {"job": JOB, "factor": factor, "dry_run": False})
             state = api.wait_run("elastic_rescale", run_id, 600)["state"]
             g = store.generation(JOB)
             assert g is not None  # the job has run
-            _say(f"{next(step)}. elastic_rescale to {factor} (as the Trigger form does): {state}, generation {g.number} at factor "
-                 f"{g.factor}, {len(g.job_model.tasks())} virtual tasks; a data-quality run follows")
+            _say(
+                f"{next(step)}. elastic_rescale to {factor} (as the Trigger form does): {state}, generation {g.number} at factor "
+                f"{g.factor}, {len(g.job_model.tasks())} virtual tasks; a data-quality run follows"
+            )
 
         current = store.generation(JOB)
         if current is not None and current.factor != config.elasticity_factor:
@@ -123,14 +129,20 @@ def _quality(api, config, step, airflow: AirflowStandalone) -> int:
     failed = [r for r in runs if r["state"] == "failed"]
     docs = sorted((json.loads(p.read_text()) for p in report.glob("runs/*/summary.json")), key=lambda d: d["finished_ms"])
     validated = sum(next(c["rows"] for c in d["checks"] if c["name"] == "no_loss") for d in docs if d["success"])
-    _say(f"{next(step)}. elastic_data_quality__{JOB}: {len(runs)} runs (after each committed run and each rescale), "
-         f"{len(failed)} failed; together they validated {validated:,} orders, each run only the batches committed since the last")
+    _say(
+        f"{next(step)}. elastic_data_quality__{JOB}: {len(runs)} runs (after each committed run and each rescale), "
+        f"{len(failed)} failed; together they validated {validated:,} orders, each run only the batches committed since the last"
+    )
     if docs:
         last = docs[-1]
         for c in last["checks"]:
-            _say(f"   {'PASS' if c['success'] else 'FAIL'} {c['name']:13s} {c['rows']:>6,} rows, {c['unexpected']} unexpected: {c['describe']}")
-        _say(f"   (the last run, {last['window']}; rows are the window's records, and key_order also counts each key's "
-             "last validated record before the window; routing counts keys per generation)")
+            _say(
+                f"   {'PASS' if c['success'] else 'FAIL'} {c['name']:13s} {c['rows']:>6,} rows, {c['unexpected']} unexpected: {c['describe']}"
+            )
+        _say(
+            f"   (the last run, {last['window']}; rows are the window's records, and key_order also counts each key's "
+            "last validated record before the window; routing counts keys per generation)"
+        )
     _say(f"Report: {report / 'summary.html'} (every run, with Great Expectations Data Docs per run)")
     _say(f"The UI over these runs: `make airflow`, then {airflow.base} (login admin, password {airflow.password()})")
     return 1 if failed or not docs else 0

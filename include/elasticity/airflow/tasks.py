@@ -49,7 +49,13 @@ def rescale(job: str, factor: int | None, dry_run: bool, owner: str, reason: str
     if dry_run:
         plan = coordinator.plan_rescale(factor)
         log.info("dry run of %s:\n%s", reason, plan.migration.describe() if plan.migration else "nothing to change")
-        return {"job": job, "dry_run": True, "applied": False, "old_generation": old.number if old else None, "new_generation": None}
+        return {
+            "job": job,
+            "dry_run": True,
+            "applied": False,
+            "old_generation": old.number if old else None,
+            "new_generation": None,
+        }
     deadline = time.monotonic() + LEASE_WAIT_S
     while True:
         try:
@@ -65,9 +71,17 @@ def rescale(job: str, factor: int | None, dry_run: bool, owner: str, reason: str
     else:
         log.info("%s (%s):\n%s", job, reason, plan.migration.describe())
     new = coordinator.current()
-    return {"job": job, "dry_run": False, "applied": plan.migration is not None, "origin": origin,
-            "old_generation": old.number if old else None, "new_generation": new.number if new else None,
-            "old_factor": old.factor if old else None, "new_factor": new.factor if new else None, "reason": reason}
+    return {
+        "job": job,
+        "dry_run": False,
+        "applied": plan.migration is not None,
+        "origin": origin,
+        "old_generation": old.number if old else None,
+        "new_generation": new.number if new else None,
+        "old_factor": old.factor if old else None,
+        "new_factor": new.factor if new else None,
+        "reason": reason,
+    }
 
 
 def samples(metrics: list[dict[str, Any]], created: dict[int, int]) -> list[BatchSample]:
@@ -109,8 +123,14 @@ def policy_view(job: str, now: datetime | None = None) -> PolicyView:
     config, store, _ = open_job(job)
     d = scale_decision(job, now)
     rules_text = config.get("job.elasticity.schedule")
-    rules = tuple(ScheduleRuleView(r.cron, r.factor, int(croniter(r.cron, now).get_next(datetime).timestamp() * 1000))
-                  for r in parse_schedule(rules_text)) if rules_text else ()
+    rules = (
+        tuple(
+            ScheduleRuleView(r.cron, r.factor, int(croniter(r.cron, now).get_next(datetime).timestamp() * 1000))
+            for r in parse_schedule(rules_text)
+        )
+        if rules_text
+        else ()
+    )
     kind = "schedule" if rules else "autosize" if config.get("job.elasticity.scaling.autosize") == "true" else "none"
     bounds = {}
     if kind == "autosize":
@@ -121,7 +141,9 @@ def policy_view(job: str, now: datetime | None = None) -> PolicyView:
     elif kind == "none":
         step = "nothing: the factor changes only when someone rescales"
     elif d.hold is not None and d.factor != d.current:
-        step = f"keep factor {d.current} while the manual hold lasts, then rescale to {d.factor} unless the policy changes its mind"
+        step = (
+            f"keep factor {d.current} while the manual hold lasts, then rescale to {d.factor} unless the policy changes its mind"
+        )
     elif d.applies:
         step = f"rescale to factor {d.factor} at the next elastic_scale_schedule run (every 5 minutes)"
     elif rules:
@@ -130,8 +152,17 @@ def policy_view(job: str, now: datetime | None = None) -> PolicyView:
     else:
         step = f"keep factor {d.current}"
     hold = _manual_hold(config, store, job, int(now.timestamp() * 1000))  # shown even while the policy agrees with it
-    return PolicyView(kind, d.factor, d.reason, step, rules, bounds, hold.factor if hold else None, hold.until_ms if hold else None,
-                      hold.reason if hold else "")
+    return PolicyView(
+        kind,
+        d.factor,
+        d.reason,
+        step,
+        rules,
+        bounds,
+        hold.factor if hold else None,
+        hold.until_ms if hold else None,
+        hold.reason if hold else "",
+    )
 
 
 def _manual_hold(config: JobConfig, store: CheckpointStore, job: str, now_ms: int) -> ManualHold | None:
@@ -166,12 +197,20 @@ def scale_decision(job: str, now: datetime | None = None) -> ScaleDecision:
     hold = _manual_hold(config, store, job, now_ms)
     if hold is not None and want.factor != current.factor:
         until = datetime.fromtimestamp(hold.until_ms / 1000, UTC).isoformat(timespec="seconds")
-        return ScaleDecision(job, current.factor, want.factor, origin,
-                             f"{want.reason} wants {want.factor}, held at {hold.factor} by a manual rescale until {until}", hold)
+        return ScaleDecision(
+            job,
+            current.factor,
+            want.factor,
+            origin,
+            f"{want.reason} wants {want.factor}, held at {hold.factor} by a manual rescale until {until}",
+            hold,
+        )
     return ScaleDecision(job, current.factor, want.factor, origin, want.reason)
 
 
-def quality(job: str, from_batch: int | None, to_batch: int | None, report_dir: str | None, run_name: str | None = None) -> dict[str, Any]:
+def quality(
+    job: str, from_batch: int | None, to_batch: int | None, report_dir: str | None, run_name: str | None = None
+) -> dict[str, Any]:
     """Incremental (the batches since the last validated one) unless a window is given."""
     from elasticity.quality.runner import QualityFailed, run_quality
 
@@ -179,11 +218,29 @@ def quality(job: str, from_batch: int | None, to_batch: int | None, report_dir: 
     incremental = from_batch is None and to_batch is None
     result, summary = run_quality(config, store, KafkaInputs(config), from_batch, to_batch, report_dir, incremental, run_name)
     window = json.loads(summary.with_suffix(".json").read_text())["window"]
-    log.info("data quality of %s (%s): %s\nreport: %s\ndata docs: %s", job, window, "PASSED" if result.success else "FAILED",
-             summary, result.data_docs)
+    log.info(
+        "data quality of %s (%s): %s\nreport: %s\ndata docs: %s",
+        job,
+        window,
+        "PASSED" if result.success else "FAILED",
+        summary,
+        result.data_docs,
+    )
     for c in result.checks:
-        log.info("%-13s %s  rows=%d unexpected=%d %s", c.name, "PASS" if c.success else "FAIL", c.rows, c.unexpected, ", ".join(c.examples[:5]))
+        log.info(
+            "%-13s %s  rows=%d unexpected=%d %s",
+            c.name,
+            "PASS" if c.success else "FAIL",
+            c.rows,
+            c.unexpected,
+            ", ".join(c.examples[:5]),
+        )
     if not result.success:
         raise QualityFailed(f"data quality of {job} failed: {result.failure_message()} (report: {summary})")
-    return {"job": job, "window": window, "report": str(summary), "data_docs": result.data_docs,
-            "checks": json.loads(summary.with_suffix(".json").read_text())["checks"]}
+    return {
+        "job": job,
+        "window": window,
+        "report": str(summary),
+        "data_docs": result.data_docs,
+        "checks": json.loads(summary.with_suffix(".json").read_text())["checks"],
+    }

@@ -33,8 +33,9 @@ def _may_trigger_rescale(request: Request) -> bool:
     from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
 
     user = request.state.elasticity_user
-    return get_auth_manager().is_authorized_dag(method="POST", access_entity=DagAccessEntity.RUN,
-                                                details=DagDetails(id=RESCALE_DAG), user=user)
+    return get_auth_manager().is_authorized_dag(
+        method="POST", access_entity=DagAccessEntity.RUN, details=DagDetails(id=RESCALE_DAG), user=user
+    )
 
 
 def _authenticated():

@@ -10,5 +10,17 @@ from elasticity.api.descriptors import StoreDescriptor, TableDescriptor
 from elasticity.api.stream import KV, ApplicationDescriptor, Message, MessageStream, OutputStream
 from elasticity.api.window import Aggregation, Window, WindowPane, Windows
 
-__all__ = ["KV", "Aggregation", "ApplicationDescriptor", "Message", "MessageStream", "OutputStream", "StoreDescriptor", "TableDescriptor",
-           "TaskContext", "Window", "WindowPane", "Windows"]
+__all__ = [
+    "KV",
+    "Aggregation",
+    "ApplicationDescriptor",
+    "Message",
+    "MessageStream",
+    "OutputStream",
+    "StoreDescriptor",
+    "TableDescriptor",
+    "TaskContext",
+    "Window",
+    "WindowPane",
+    "Windows",
+]

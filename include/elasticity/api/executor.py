@@ -86,8 +86,14 @@ class SliceExecutor:
             kept = [(i, x) for i, x in items if i not in self._failures and (stopped_at is None or i < stopped_at)]
             kept.sort(key=lambda ix: ix[0])  # stable: items of one input keep their order
             outputs[out] = [(i, *self._key_value(self._origin(i), x)) for i, x in kept]
-        return SliceResult(outputs, dict(self._failures), stopped_at, time.perf_counter_ns() - start, dict(self._timers),
-                           {i: r for i, r in self._late.items() if i not in self._failures})
+        return SliceResult(
+            outputs,
+            dict(self._failures),
+            stopped_at,
+            time.perf_counter_ns() - start,
+            dict(self._timers),
+            {i: r for i, r in self._late.items() if i not in self._failures},
+        )
 
     def _origin(self, index: int) -> Message | WindowPane:
         return self._messages[index] if index < len(self._messages) else self._timers[index].pane
@@ -186,7 +192,15 @@ class SliceExecutor:
                     self._fail(i, node, e)
                     continue
                 if isinstance(origin, Message):
-                    fed.append((i, item, key, origin.timestamp, [origin.ssp.system, origin.ssp.stream, origin.ssp.partition, origin.offset]))
+                    fed.append(
+                        (
+                            i,
+                            item,
+                            key,
+                            origin.timestamp,
+                            [origin.ssp.system, origin.ssp.stream, origin.ssp.partition, origin.offset],
+                        )
+                    )
                 else:  # a closed window of an earlier window: its time is its last ms
                     fed.append((i, item, key, origin.end - 1, list(self._timers[i].source)))
             run = node.window.run(store, fed)
@@ -215,7 +229,9 @@ class SliceExecutor:
                     results = await asyncio.wait_for(fn(item), timeout)
                     return [(i, r) for r in results]
                 except TimeoutError:
-                    self._failures.setdefault(i, f"{node.name}: timed out after task.callback.timeout.ms={self.callback_timeout_ms}")
+                    self._failures.setdefault(
+                        i, f"{node.name}: timed out after task.callback.timeout.ms={self.callback_timeout_ms}"
+                    )
                 except Exception as e:  # noqa: BLE001 - user code: charged to its record
                     self._fail(i, node, e)
                 return []

@@ -121,8 +121,13 @@ class MessageStream:
         self._app.windows.add(id)
         return self._then("window", window=WindowOperator(window, id), name=id)
 
-    def join(self, table: TableDescriptor | str, fn: Callable[[Any, Any], Any], key_fn: Callable[[Any], Any] | None = None,
-             kind: str = "inner") -> MessageStream:
+    def join(
+        self,
+        table: TableDescriptor | str,
+        fn: Callable[[Any, Any], Any],
+        key_fn: Callable[[Any], Any] | None = None,
+        kind: str = "inner",
+    ) -> MessageStream:
         """Stream-table join (Samza's `join(table, joinFn)`): `fn(item, record)` for each item whose key
         (`key_fn(item)`, default the item's key) the table holds; `kind="left"` also passes the others, with None."""
         name = table.name if isinstance(table, TableDescriptor) else table
@@ -134,7 +139,9 @@ class MessageStream:
         out = self._app.output(output) if isinstance(output, str) else output
         self._then("send_to", output=out)
 
-    def partition_by(self, key_fn: Callable[[Any], Any], intermediate: str, value_fn: Callable[[Any], Any] | None = None) -> MessageStream:
+    def partition_by(
+        self, key_fn: Callable[[Any], Any], intermediate: str, value_fn: Callable[[Any], Any] | None = None
+    ) -> MessageStream:
         """Re-key through an intermediate topic (`kafka.<topic>`, listed in task.inputs);
         the returned stream is that topic's, read by later batches."""
         value_fn = value_fn or (lambda item: item.value if isinstance(item, Message) else item)
@@ -163,7 +170,10 @@ class ApplicationDescriptor:
         return MessageStream(self, node)
 
     def store(
-        self, name: str | StoreDescriptor, key_serde: str = "string", value_serde: str = "json",
+        self,
+        name: str | StoreDescriptor,
+        key_serde: str = "string",
+        value_serde: str = "json",
         input_key: Callable[[Any], bytes] | None = None,
     ) -> StoreDescriptor:
         """Declare a key-value store (Samza's `StoreDescriptor`); operators reach it as

@@ -96,7 +96,8 @@ class Window:
         if self.kind == "session" and self.aggregation.merger is None:
             raise ValueError(
                 "keyed_session_window needs merger(a, b): a record that falls between two sessions joins them "
-                "(Windows.count() and Windows.sum() bring one)")
+                "(Windows.count() and Windows.sum() bring one)"
+            )
 
     def store(self, name: str) -> StoreDescriptor:
         """The store that holds this window's state, keyed so that each entry follows its window key."""
@@ -108,24 +109,44 @@ class Windows:
 
     @staticmethod
     def keyed_tumbling_window(
-        key_fn: Callable[[Any], Any], duration_ms: int, initial_value: Callable[[], Any], aggregator: Callable[[Any, Any], Any],
-        merger: Callable[[Any, Any], Any] | None = None, *, event_time: Callable[[Any], int | None] | None = None,
-        allowed_lateness_ms: int = 0, key_serde: str = "string",
+        key_fn: Callable[[Any], Any],
+        duration_ms: int,
+        initial_value: Callable[[], Any],
+        aggregator: Callable[[Any, Any], Any],
+        merger: Callable[[Any, Any], Any] | None = None,
+        *,
+        event_time: Callable[[Any], int | None] | None = None,
+        allowed_lateness_ms: int = 0,
+        key_serde: str = "string",
     ) -> Window:
         """Fixed [k*duration, (k+1)*duration) windows per key; `merger` is not used (it lets
         `*Windows.count()` fill both kinds)."""
-        return Window("tumbling", key_fn, duration_ms, Aggregation(initial_value, aggregator, merger), event_time,
-                      allowed_lateness_ms, key_serde)
+        return Window(
+            "tumbling",
+            key_fn,
+            duration_ms,
+            Aggregation(initial_value, aggregator, merger),
+            event_time,
+            allowed_lateness_ms,
+            key_serde,
+        )
 
     @staticmethod
     def keyed_session_window(
-        key_fn: Callable[[Any], Any], gap_ms: int, initial_value: Callable[[], Any], aggregator: Callable[[Any, Any], Any],
-        merger: Callable[[Any, Any], Any] | None = None, *, event_time: Callable[[Any], int | None] | None = None,
-        allowed_lateness_ms: int = 0, key_serde: str = "string",
+        key_fn: Callable[[Any], Any],
+        gap_ms: int,
+        initial_value: Callable[[], Any],
+        aggregator: Callable[[Any, Any], Any],
+        merger: Callable[[Any, Any], Any] | None = None,
+        *,
+        event_time: Callable[[Any], int | None] | None = None,
+        allowed_lateness_ms: int = 0,
+        key_serde: str = "string",
     ) -> Window:
         """Per key, records less than `gap_ms` apart in event time form one session [first, last + gap)."""
-        return Window("session", key_fn, gap_ms, Aggregation(initial_value, aggregator, merger), event_time,
-                      allowed_lateness_ms, key_serde)
+        return Window(
+            "session", key_fn, gap_ms, Aggregation(initial_value, aggregator, merger), event_time, allowed_lateness_ms, key_serde
+        )
 
     @staticmethod
     def count() -> Aggregation:
@@ -136,8 +157,9 @@ class Windows:
         return Aggregation(lambda: 0, lambda item, total: total + value_fn(item), lambda a, b: a + b)
 
     @staticmethod
-    def reduce(initial_value: Callable[[], Any], aggregator: Callable[[Any, Any], Any],
-               merger: Callable[[Any, Any], Any] | None = None) -> Aggregation:
+    def reduce(
+        initial_value: Callable[[], Any], aggregator: Callable[[Any, Any], Any], merger: Callable[[Any, Any], Any] | None = None
+    ) -> Aggregation:
         return Aggregation(initial_value, aggregator, merger)
 
 
@@ -158,8 +180,8 @@ def _key_part(kb: bytes) -> bytes:
 
 def _split_key(raw: bytes, at: int) -> tuple[bytes, int]:
     """The window key at `raw[at:]` and the position after it."""
-    (n,) = struct.unpack(">I", raw[at:at + 4])
-    return raw[at + 4:at + 4 + n], at + 4 + n
+    (n,) = struct.unpack(">I", raw[at : at + 4])
+    return raw[at + 4 : at + 4 + n], at + 4 + n
 
 
 def _input_key(raw: bytes) -> bytes:
@@ -251,10 +273,14 @@ class WindowOperator:
         return wm is not None and wm >= end + self.window.allowed_lateness_ms
 
     def _late(self, key: Any, start: int, end: int, t: int, wm: int | None) -> str:
-        return (f"window {self.name!r}: late record for key {key!r}: event time {t} falls in {self.window.kind} window "
-                f"[{start}, {end}), closed at watermark {wm} (allowed lateness {self.window.allowed_lateness_ms} ms)")
+        return (
+            f"window {self.name!r}: late record for key {key!r}: event time {t} falls in {self.window.kind} window "
+            f"[{start}, {end}), closed at watermark {wm} (allowed lateness {self.window.allowed_lateness_ms} ms)"
+        )
 
-    def _fold(self, store: Any, w: Window, kb: bytes, key: Any, t: int, wm: int | None, item: Any, source: list[Any]) -> str | None:
+    def _fold(
+        self, store: Any, w: Window, kb: bytes, key: Any, t: int, wm: int | None, item: Any, source: list[Any]
+    ) -> str | None:
         """Fold one record in; the reason when it is late (nothing written then, nor on an exception)."""
         agg = w.aggregation
         if w.kind == "tumbling":
@@ -301,7 +327,7 @@ class WindowOperator:
         for raw in timers:
             end = _untime(raw[1:9])
             kb, at = _split_key(raw, 9)
-            start = _untime(raw[at:at + 8])
+            start = _untime(raw[at : at + 8])
             entry = store.get(window_key(kb, start))
             key = kb if self.window.key_serde == "byte" else kb.decode("utf-8")
             closed.append(Closed(WindowPane(key, start, end, entry["value"]), entry["source"]))

@@ -49,7 +49,6 @@ def build_async(app: ApplicationDescriptor) -> None:
         app.input(stream).filter(_valid).flat_map_async(lookup).send_to("parquet.enriched")
 
 
-
 TOTALS = StoreDescriptor("totals", key_serde="string", value_serde="json")  # user -> {"total", "count"}
 
 

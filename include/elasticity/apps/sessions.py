@@ -45,9 +45,11 @@ def build(app: ApplicationDescriptor) -> None:
     users = app.table(USERS)
     first, *rest = [app.input(s) for s in app.job_inputs]
     clicks = first.merge(*rest).filter(lambda m: m.key is not None).join(users, with_profile, kind="left")
-    per_minute = Windows.keyed_tumbling_window(lambda kv: kv.key, MINUTE_MS, *Windows.count(), event_time=event_time,
-                                               allowed_lateness_ms=ALLOWED_LATENESS_MS)
-    sessions = Windows.keyed_session_window(lambda kv: kv.key, SESSION_GAP_MS, *SESSION, event_time=event_time,
-                                            allowed_lateness_ms=ALLOWED_LATENESS_MS)
+    per_minute = Windows.keyed_tumbling_window(
+        lambda kv: kv.key, MINUTE_MS, *Windows.count(), event_time=event_time, allowed_lateness_ms=ALLOWED_LATENESS_MS
+    )
+    sessions = Windows.keyed_session_window(
+        lambda kv: kv.key, SESSION_GAP_MS, *SESSION, event_time=event_time, allowed_lateness_ms=ALLOWED_LATENESS_MS
+    )
     clicks.window(per_minute, "clicks-per-minute").send_to("parquet.clicks-per-minute")
     clicks.window(sessions, "sessions").send_to("parquet.sessions")

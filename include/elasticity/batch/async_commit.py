@@ -30,8 +30,14 @@ class CommitTimeout(RuntimeError):
 
 class AsyncCommitter:
     def __init__(
-        self, store: CheckpointStore, write_versions: tuple[int, ...], owner: str, max_delay_ms: int, timeout_ms: int,
-        on_committed: Committed | None = None, await_state: AwaitState | None = None,
+        self,
+        store: CheckpointStore,
+        write_versions: tuple[int, ...],
+        owner: str,
+        max_delay_ms: int,
+        timeout_ms: int,
+        on_committed: Committed | None = None,
+        await_state: AwaitState | None = None,
     ) -> None:
         """`await_state`: for jobs with stores, whose snapshots upload in the workers: the
         checkpoint is written only once its markers are durable, within task.commit.timeout.ms."""

@@ -126,8 +126,9 @@ class JobCoordinator:
         descriptors = list(load_application(self.config.app_class, self.config.inputs).stores.values())
         return (StorageConfig.of(self.config, descriptors), descriptors) if descriptors else None
 
-    def _move_state(self, old: Generation, old_cps: Mapping[TaskName, TaskCheckpoint], factor: int, model: JobModel,
-                    dry_run: bool) -> StateMove | None:
+    def _move_state(
+        self, old: Generation, old_cps: Mapping[TaskName, TaskCheckpoint], factor: int, model: JobModel, dry_run: bool
+    ) -> StateMove | None:
         """Every store's entries to the new task of their key's bucket: see state/rescale.py."""
         from elasticity.state.rescale import move_state
 
@@ -136,8 +137,12 @@ class JobCoordinator:
         config, descriptors = self.storage
         return move_state(config, descriptors, old.job_model, old.factor, old.number, old_cps, model, factor, dry_run)
 
-    def _migrate(self, old: Generation | None, old_cps: Mapping[TaskName, TaskCheckpoint], factor: int, model: JobModel) -> Migration:
-        return migrate(old.factor if old else 1, old_cps.values(), model, factor, self._new_ssp_offsets(old_cps, model, old is None))
+    def _migrate(
+        self, old: Generation | None, old_cps: Mapping[TaskName, TaskCheckpoint], factor: int, model: JobModel
+    ) -> Migration:
+        return migrate(
+            old.factor if old else 1, old_cps.values(), model, factor, self._new_ssp_offsets(old_cps, model, old is None)
+        )
 
     @staticmethod
     def _unchanged(old: Generation | None, factor: int, model: JobModel) -> bool:
@@ -161,7 +166,11 @@ class JobCoordinator:
         return RescalePlan(old, model, factor, migration, state, metrics)
 
     def rescale(
-        self, factor: int | None = None, owner: str | None = None, abandon_pending: bool = False, trigger: str | None = None,
+        self,
+        factor: int | None = None,
+        owner: str | None = None,
+        abandon_pending: bool = False,
+        trigger: str | None = None,
         origin: str = "manual",
     ) -> RescalePlan:
         """Move the job to `factor` (default: the current one, picking up new partitions) under the lease.
@@ -195,15 +204,25 @@ class JobCoordinator:
                 # from the checkpoints the transaction reads under the row lock
                 t = time.perf_counter_ns()
                 if move is not None and _committed_state(old_cps) != _committed_state(moved_from):
-                    raise StoreError(f"job {self.job!r}: a checkpoint was written while the state moved; nothing was changed, rerun the rescale")
+                    raise StoreError(
+                        f"job {self.job!r}: a checkpoint was written while the state moved; nothing was changed, rerun the rescale"
+                    )
                 done.append(self._migrate(old, old_cps, factor, model))
                 new = move.apply(done[-1].checkpoints) if move is not None else done[-1].checkpoints
                 metrics["checkpoint-compute-ns"] = time.perf_counter_ns() - t
                 return new
 
             reason = f"rescale {old.factor} -> {factor}" if old else f"first generation at factor {factor}"
-            new = self._write_generation(old, factor, model, compute, owner, f"{reason} ({trigger or 'by ' + owner})", abandon_pending,
-                                         origin if old else "start")
+            new = self._write_generation(
+                old,
+                factor,
+                model,
+                compute,
+                owner,
+                f"{reason} ({trigger or 'by ' + owner})",
+                abandon_pending,
+                origin if old else "start",
+            )
             if move is not None:
                 from elasticity.state.rescale import finish
 
@@ -212,8 +231,13 @@ class JobCoordinator:
                 finish(self.storage[0], move)
                 metrics["state-move-ns"] = move.state_move_ns
             self._record_rescale(old, new, metrics)
-            log.info("job %r: %s -> factor %d: %s", self.job, f"factor {old.factor}" if old else "new job", factor,
-                     " ".join(f"{k}={v}" for k, v in metrics.items()))
+            log.info(
+                "job %r: %s -> factor %d: %s",
+                self.job,
+                f"factor {old.factor}" if old else "new job",
+                factor,
+                " ".join(f"{k}={v}" for k, v in metrics.items()),
+            )
             return RescalePlan(old, model, factor, done[-1], move, metrics)
         finally:
             if not already_ours:
@@ -221,20 +245,47 @@ class JobCoordinator:
 
     def _record_rescale(self, old: Generation | None, new: Generation, metrics: dict[str, int]) -> None:
         """SEP-32's rescale metrics: job-model-generation-ns and checkpoint-compute-ns (and state-move-ns)."""
-        record_rescale(self.store, self.reporters, RescaleMetrics(
-            self.job, new.number, old.factor if old else None, new.factor, new.origin, len(new.job_model.tasks()),
-            metrics["job-model-generation-ns"], metrics["checkpoint-compute-ns"], metrics.get("state-move-ns")))
+        record_rescale(
+            self.store,
+            self.reporters,
+            RescaleMetrics(
+                self.job,
+                new.number,
+                old.factor if old else None,
+                new.factor,
+                new.origin,
+                len(new.job_model.tasks()),
+                metrics["job-model-generation-ns"],
+                metrics["checkpoint-compute-ns"],
+                metrics.get("state-move-ns"),
+            ),
+        )
 
     def _write_generation(
-        self, old: Generation | None, factor: int, model: JobModel,
+        self,
+        old: Generation | None,
+        factor: int,
+        model: JobModel,
         compute: Callable[[dict[TaskName, TaskCheckpoint]], Mapping[TaskName, TaskCheckpoint]],
-        owner: str, reason: str, abandon_pending: bool = False, origin: str = "manual",
+        owner: str,
+        reason: str,
+        abandon_pending: bool = False,
+        origin: str = "manual",
     ) -> Generation:
         """The next generation (the first when `old` is None); the caller holds the lease."""
         return self.store.write_generation(
-            self.job, old.number if old else 0, factor, model, compute, owner, reason,
-            self.config.checkpoint_write_versions, self.config.checkpoint_read_versions,
-            self.config.live_checkpoint_max_age_ms, abandon_pending, origin,
+            self.job,
+            old.number if old else 0,
+            factor,
+            model,
+            compute,
+            owner,
+            reason,
+            self.config.checkpoint_write_versions,
+            self.config.checkpoint_read_versions,
+            self.config.live_checkpoint_max_age_ms,
+            abandon_pending,
+            origin,
         )
 
     def adopt(self, imported: Iterable[TaskCheckpoint], source: str, owner: str | None = None) -> RescalePlan:
@@ -277,8 +328,9 @@ class JobCoordinator:
             known = {s.without_key_bucket() for t in current.job_model.tasks() for s in t.system_stream_partitions}
             wanted = {SystemStreamPartition(ss.system, ss.stream, p) for ss, n in counts.items() for p in range(n)}
             if wanted != known:
-                plan = self.rescale(current.factor, owner, trigger=f"new input partitions {sorted(map(str, wanted - known))}",
-                                    origin="partitions")
+                plan = self.rescale(
+                    current.factor, owner, trigger=f"new input partitions {sorted(map(str, wanted - known))}", origin="partitions"
+                )
                 if plan.migration is not None and plan.migration.new_ssps:
                     log.info("job %r: %s", self.job, plan.migration.describe_new_ssps())
         current = self.current()
@@ -294,7 +346,9 @@ class JobCoordinator:
             _check_owned(generation.job_model, cp, f"generation {generation.number} (factor {generation.factor})")
         self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
         try:
-            self.store.replace_checkpoints(self.job, generation.number, task_checkpoints, self.config.checkpoint_write_versions, owner)
+            self.store.replace_checkpoints(
+                self.job, generation.number, task_checkpoints, self.config.checkpoint_write_versions, owner
+            )
         finally:
             self.store.release_lease(self.job, owner)
         return generation

@@ -58,10 +58,17 @@ def lag_report(config: JobConfig, store: CheckpointStore, inputs: Inputs) -> Lag
     wanted = {SystemStreamPartition(ss.system, ss.stream, p) for ss, n in counts.items() for p in range(n)}
     high = inputs.offsets(sorted(known), "upcoming")
     per_sspkb = {
-        ssp_to_key(ssp): max(0, high[ssp.without_key_bucket()] - offset) for cp in cps.values() for ssp, offset in cp.offsets.items()
+        ssp_to_key(ssp): max(0, high[ssp.without_key_bucket()] - offset)
+        for cp in cps.values()
+        for ssp, offset in cp.offsets.items()
     }
     per_ssp = {ssp_to_key(ssp): max(0, high[ssp] - start) for ssp, start in start_offsets(cps.values()).items()}
     return LagReport(
-        config.job_name, generation.number, generation.factor, pending.batch_id if pending else None,
-        per_sspkb, per_ssp, tuple(ssp_to_key(s) for s in sorted(wanted - known)),
+        config.job_name,
+        generation.number,
+        generation.factor,
+        pending.batch_id if pending else None,
+        per_sspkb,
+        per_ssp,
+        tuple(ssp_to_key(s) for s in sorted(wanted - known)),
     )

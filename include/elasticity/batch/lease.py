@@ -56,8 +56,15 @@ class LeaseHeartbeat:
             log.warning("job %r: batch owner %r lost its lease, renewals stop and its commit will be fenced: %s", job, owner, e)
         except Exception as e:
             left_s = (self._lease.expires_ms - self._store.clock()) / 1000
-            log.warning("job %r: lease renewal by %r failed, retried in %.1f s (the lease expires in %.1f s): %s",
-                        job, owner, self._ttl_ms / 3000, left_s, e, exc_info=True)
+            log.warning(
+                "job %r: lease renewal by %r failed, retried in %.1f s (the lease expires in %.1f s): %s",
+                job,
+                owner,
+                self._ttl_ms / 3000,
+                left_s,
+                e,
+                exc_info=True,
+            )
 
     def check(self) -> None:
         """Raises LeaseLostError once another owner holds the lease: a batch must not start work it cannot commit."""

@@ -108,7 +108,9 @@ class _Outputs:
             if system not in self.producers:
                 from kafka import KafkaProducer
 
-                self.producers[system] = KafkaProducer(bootstrap_servers=self.ctx.output_bootstraps[system], acks="all", linger_ms=5)
+                self.producers[system] = KafkaProducer(
+                    bootstrap_servers=self.ctx.output_bootstraps[system], acks="all", linger_ms=5
+                )
             return self.producers[system]
 
     def flush(self) -> None:
@@ -130,8 +132,18 @@ def process_partition(ctx: ProcessContext, batches: Iterator[pa.RecordBatch]) ->
     if table.num_rows == 0:
         return
     start = time.perf_counter_ns()
-    table = table.take(pc.sort_indices(table, [("task_name", "ascending"), ("system", "ascending"), ("stream", "ascending"),
-                                               ("partition", "ascending"), ("offset", "ascending")]))
+    table = table.take(
+        pc.sort_indices(
+            table,
+            [
+                ("task_name", "ascending"),
+                ("system", "ascending"),
+                ("stream", "ascending"),
+                ("partition", "ascending"),
+                ("offset", "ascending"),
+            ],
+        )
+    )
     names = table.column("task_name").to_pylist()
     bounds = [0] + [i for i in range(1, len(names)) if names[i] != names[i - 1]] + [len(names)]
     slices = [(names[a], table.slice(a, b - a)) for a, b in zip(bounds, bounds[1:], strict=False)]
@@ -153,7 +165,10 @@ def process_partition(ctx: ProcessContext, batches: Iterator[pa.RecordBatch]) ->
             for r in rows:
                 task = TaskName(r["task_name"])
                 if task in markers:
-                    r["checkpoint_id"], r["state_markers"] = str(ctx.state.checkpoint_id), json.dumps(markers[task], sort_keys=True)
+                    r["checkpoint_id"], r["state_markers"] = (
+                        str(ctx.state.checkpoint_id),
+                        json.dumps(markers[task], sort_keys=True),
+                    )
                 r["state_metrics"] = json.dumps(container.report(task))
     finally:
         outputs.flush()
@@ -166,7 +181,12 @@ def process_partition(ctx: ProcessContext, batches: Iterator[pa.RecordBatch]) ->
 
 
 def _run_slice(
-    ctx: ProcessContext, task: TaskName, table: pa.Table, outputs: _Outputs, container: ContainerState | None, tables: SlotTables | None,
+    ctx: ProcessContext,
+    task: TaskName,
+    table: pa.Table,
+    outputs: _Outputs,
+    container: ContainerState | None,
+    tables: SlotTables | None,
 ) -> dict[str, Any]:
     """One virtual task's slice run through the app, then its outputs, audit and dead letters written (per batch
     and task, so a retried batch overwrites them); its summary row says what the driver's checkpoint needs."""
@@ -178,7 +198,8 @@ def _run_slice(
     return {
         "task_name": task.name,
         "records": len(ran.rows),
-        "processed": ran.kept - sum(1 for i in ran.result.failures if i < ran.kept),  # late records count: other branches processed them
+        "processed": ran.kept
+        - sum(1 for i in ran.result.failures if i < ran.kept),  # late records count: other branches processed them
         "dead_lettered": dead_lettered,
         "outputs": sent,
         "process_ns": ran.result.process_ns,
@@ -210,7 +231,11 @@ class _SliceRun:
 
 
 def _execute(
-    ctx: ProcessContext, task: TaskName, rows: list[dict[str, Any]], container: ContainerState | None, tables: SlotTables | None,
+    ctx: ProcessContext,
+    task: TaskName,
+    rows: list[dict[str, Any]],
+    container: ContainerState | None,
+    tables: SlotTables | None,
 ) -> _SliceRun:
     """The slice through the app's operator graph (Samza's process() per message, here operator at a time),
     with the task's stores and the container's tables in reach of its operators."""
@@ -251,7 +276,9 @@ def _write_outputs(ctx: ProcessContext, ran: _SliceRun, outputs: _Outputs) -> in
         produced = _kept_outputs(ran, out)
         sent += len(produced)
         if out.kind == "parquet":
-            write_task_file(f"{ctx.output_path.rstrip('/')}/{out.name}", ctx.batch_id, ran.task, _output_table(ctx, ran, produced))
+            write_task_file(
+                f"{ctx.output_path.rstrip('/')}/{out.name}", ctx.batch_id, ran.task, _output_table(ctx, ran, produced)
+            )
         else:
             _send(ctx, outputs, out, produced)
     return sent
@@ -290,9 +317,18 @@ def _send(ctx: ProcessContext, outputs: _Outputs, out: OutputStream, produced: l
 def _write_audit(ctx: ProcessContext, ran: _SliceRun) -> None:
     """One audit row per kept record, processed or dead-lettered, so the quality checks can account for every offset."""
     audit = [
-        {"system": r["system"], "stream": r["stream"], "partition": r["partition"], "offset": r["offset"], "key": r["key"],
-         "task_name": ran.task.name, "batch_id": ctx.batch_id, "seq": i, "status": "dead_letter" if i in ran.result.failures else "processed"}
-        for i, r in enumerate(ran.rows[:ran.kept])
+        {
+            "system": r["system"],
+            "stream": r["stream"],
+            "partition": r["partition"],
+            "offset": r["offset"],
+            "key": r["key"],
+            "task_name": ran.task.name,
+            "batch_id": ctx.batch_id,
+            "seq": i,
+            "status": "dead_letter" if i in ran.result.failures else "processed",
+        }
+        for i, r in enumerate(ran.rows[: ran.kept])
     ]
     write_task_file(ctx.audit_path, ctx.batch_id, ran.task, pa.Table.from_pylist(audit, schema=AUDIT_SCHEMA))
 
@@ -301,11 +337,16 @@ def _write_dead_letters(ctx: ProcessContext, ran: _SliceRun) -> int:
     """The kept records that failed, those late for a window and, when the whole slice is kept, the closed
     windows that failed downstream; written only when there are any. Returns how many."""
     rows, result = ran.rows, ran.result
-    dead = [dead_letter(ran.source(i), rows[i]["key"], rows[i]["value"], ran.task, ctx.batch_id, err)
-            for i, err in sorted(result.failures.items()) if i < ran.kept]
+    dead = [
+        dead_letter(ran.source(i), rows[i]["key"], rows[i]["value"], ran.task, ctx.batch_id, err)
+        for i, err in sorted(result.failures.items())
+        if i < ran.kept
+    ]
     dead += [  # late for a window: dropped by that window only, the record itself was processed
         dead_letter(ran.source(i), rows[i]["key"], rows[i]["value"], ran.task, ctx.batch_id, reason)
-        for i, reasons in sorted(result.late.items()) if i < ran.kept for reason in reasons
+        for i, reasons in sorted(result.late.items())
+        if i < ran.kept
+        for reason in reasons
     ]
     if ran.whole:
         dead += [_window_dead_letter(ctx, ran, i, err) for i, err in sorted(result.failures.items()) if i >= len(rows)]
@@ -329,7 +370,7 @@ def _where_stopped(ran: _SliceRun) -> tuple[dict[str, int], str | None]:
     rows = ran.rows
     at = f"{rows[stop]['stream']}-{rows[stop]['partition']}@{rows[stop]['offset']}" if stop < len(rows) else "a closed window"
     stopped: dict[str, int] = {}
-    for r in rows[ran.kept:]:
+    for r in rows[ran.kept :]:
         sspkb = SystemStreamPartition(r["system"], r["stream"], r["partition"], r["key_bucket"])
         stopped.setdefault(ssp_to_key(sspkb), r["offset"])
     return stopped, f"{ran.task.name} stopped at {at}: {ran.result.failures[stop]}"

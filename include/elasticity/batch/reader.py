@@ -47,7 +47,16 @@ def chunks(ranges: Iterable[OffsetRange], bootstraps: dict[str, str], chunk_reco
     out = []
     for r in ranges:
         for start in range(r.start, r.end, max(1, chunk_records)):
-            out.append(Chunk(bootstraps[r.ssp.system], r.ssp.system, r.ssp.stream, r.ssp.partition, start, min(r.end, start + chunk_records)))
+            out.append(
+                Chunk(
+                    bootstraps[r.ssp.system],
+                    r.ssp.system,
+                    r.ssp.stream,
+                    r.ssp.partition,
+                    start,
+                    min(r.end, start + chunk_records),
+                )
+            )
     return out
 
 
@@ -140,7 +149,6 @@ def _batch(chunk: Chunk, cols: dict[str, list]) -> pa.RecordBatch:
     )
 
 
-
 Owner = tuple[str, int, tuple[Watermark, ...], int]  # task name, its start offset, its watermarks, its process slot
 
 
@@ -167,8 +175,14 @@ def route_batch(table: RouteTable, chunk: Chunk, batch: pa.RecordBatch) -> pa.Re
         slots.append(slot)
         skips.append(o < first or any(w.covers(h, o) for w in marks))
     return pa.RecordBatch.from_arrays(
-        [*batch.columns, pa.array(buckets, pa.int32()), pa.array(tasks, pa.string()), pa.array(slots, pa.int32()),
-         pa.array(skips, pa.bool_()), pa.array([hash_ns] + [0] * (len(hashes) - 1), pa.int64())],
+        [
+            *batch.columns,
+            pa.array(buckets, pa.int32()),
+            pa.array(tasks, pa.string()),
+            pa.array(slots, pa.int32()),
+            pa.array(skips, pa.bool_()),
+            pa.array([hash_ns] + [0] * (len(hashes) - 1), pa.int64()),
+        ],
         names=[*batch.schema.names, "key_bucket", "task_name", "slot", "skip", "hash_ns"],
     )
 

@@ -52,12 +52,23 @@ DEAD_LETTER_SCHEMA = pa.schema(
 Source = tuple[str, str, int, int]  # system, stream, partition, offset of an input record
 
 
-def dead_letter(source: Source, key: bytes | None, value: bytes | None, task_name: TaskName, batch_id: int, error: str) -> dict[str, Any]:
+def dead_letter(
+    source: Source, key: bytes | None, value: bytes | None, task_name: TaskName, batch_id: int, error: str
+) -> dict[str, Any]:
     """One row of the dead-letter sink (DEAD_LETTER_SCHEMA): the record as it was read and why it was not
     processed, so it can be replayed or inspected without the input topic; built here for every cause."""
     system, stream, partition, offset = source
-    return {"system": system, "stream": stream, "partition": partition, "offset": offset, "key": key, "value": value,
-            "task_name": task_name.name, "batch_id": batch_id, "error": error}
+    return {
+        "system": system,
+        "stream": stream,
+        "partition": partition,
+        "offset": offset,
+        "key": key,
+        "value": value,
+        "task_name": task_name.name,
+        "batch_id": batch_id,
+        "error": error,
+    }
 
 
 OUTPUT_SCHEMA = pa.schema(
@@ -108,7 +119,13 @@ def read_table(root: str, schema: pa.Schema, batch_ids: Iterable[int] | None = N
     fs, base = pafs.FileSystem.from_uri(root) if "://" in root else (pafs.LocalFileSystem(), root)
     if fs.get_file_info(base).type != pafs.FileType.Directory:
         return schema.empty_table()
-    options = {"filesystem": fs, "format": "parquet", "schema": schema, "exclude_invalid_files": True, "ignore_prefixes": [".", "_"]}
+    options = {
+        "filesystem": fs,
+        "format": "parquet",
+        "schema": schema,
+        "exclude_invalid_files": True,
+        "ignore_prefixes": [".", "_"],
+    }
     if batch_ids is None:
         partitioning = ds.partitioning(pa.schema([("batch_id", pa.int64())]), flavor="hive")
         return ds.dataset(base, partitioning=partitioning, **options).to_table()

@@ -124,7 +124,9 @@ class Migration:
             lines.append(" + ".join(t.name for t in old_tasks) or "(new input)")
             for m in moves:
                 wm = f" skipping {', '.join(f'{w.bucket}/{w.factor}<{w.offset}' for w in m.watermarks)}" if m.watermarks else ""
-                lines.append(f"  -> {m.new_task.name}  {m.ssp.system}.{m.ssp.stream}.{m.ssp.partition}.{m.ssp.key_bucket} @ {m.offset}{wm}")
+                lines.append(
+                    f"  -> {m.new_task.name}  {m.ssp.system}.{m.ssp.stream}.{m.ssp.partition}.{m.ssp.key_bucket} @ {m.offset}{wm}"
+                )
         if self.new_ssps:
             lines.append(self.describe_new_ssps())
         for s in self.dropped_ssps:
@@ -134,7 +136,9 @@ class Migration:
     def describe_new_ssps(self) -> str:
         """One line per input partition the old generation did not read, with where it starts."""
         starts = {m.ssp.without_key_bucket(): m.offset for m in self.moves}
-        return "\n".join(f"new input partition {s.system}.{s.stream}.{s.partition} starts at offset {starts[s]}" for s in self.new_ssps)
+        return "\n".join(
+            f"new input partition {s.system}.{s.stream}.{s.partition} starts at offset {starts[s]}" for s in self.new_ssps
+        )
 
 
 def migrate(

@@ -128,7 +128,5 @@ def to_samza_messages(
 def describe(found: dict[TaskName, Found]) -> str:
     """One line per task: which version and log offset it resumes from."""
     return "\n".join(
-        f"{task.name}: CheckpointV{f.checkpoint.version} at topic offset {f.offset}"
-        for task, f in sorted(found.items())
+        f"{task.name}: CheckpointV{f.checkpoint.version} at topic offset {f.offset}" for task, f in sorted(found.items())
     )
-

@@ -255,14 +255,23 @@ class CheckpointStore:
             ).first()
         if row is None:
             return None
-        return Generation(job, row.generation, row.factor, job_model_from_json(row.job_model), row.reason, row.created_ms,
-                          row.origin or "manual")
+        return Generation(
+            job,
+            row.generation,
+            row.factor,
+            job_model_from_json(row.job_model),
+            row.reason,
+            row.created_ms,
+            row.origin or "manual",
+        )
 
     def generations(self, job: str) -> list[Generation]:
         with self.engine.connect() as conn:
-            numbers = list(conn.execute(
-                select(generations.c.generation).where(generations.c.job_name == job).order_by(generations.c.generation)
-            ).scalars())
+            numbers = list(
+                conn.execute(
+                    select(generations.c.generation).where(generations.c.job_name == job).order_by(generations.c.generation)
+                ).scalars()
+            )
         return [g for n in numbers if (g := self.generation(job, n))]
 
     def checkpoints(
@@ -330,11 +339,15 @@ class CheckpointStore:
         """One row per job and batch (or generation), replaced when recorded again."""
         with self.engine.begin() as conn:
             conn.execute(delete(table).where(table.c.job_name == job, key == number))
-            conn.execute(insert(table).values(job_name=job, **{key.name: number}, **extra, created_ms=self.clock(), metrics=metrics_json))
+            conn.execute(
+                insert(table).values(job_name=job, **{key.name: number}, **extra, created_ms=self.clock(), metrics=metrics_json)
+            )
 
     def _latest_metrics(self, table: Table, key: Column, job: str, limit: int) -> list[dict]:
         with self.engine.connect() as conn:
-            rows = conn.execute(select(table.c.metrics).where(table.c.job_name == job).order_by(key.desc()).limit(limit)).scalars()
+            rows = conn.execute(
+                select(table.c.metrics).where(table.c.job_name == job).order_by(key.desc()).limit(limit)
+            ).scalars()
             return [json.loads(r) for r in reversed(list(rows))]
 
     # --- lease ---------------------------------------------------------------
@@ -358,7 +371,9 @@ class CheckpointStore:
                     row = conn.execute(select(jobs).where(jobs.c.job_name == job)).first()
                     if row is None:
                         conn.execute(
-                            insert(jobs).values(job_name=job, generation=0, lease_owner=owner, lease_expires_ms=now + ttl_ms, updated_ms=now)
+                            insert(jobs).values(
+                                job_name=job, generation=0, lease_owner=owner, lease_expires_ms=now + ttl_ms, updated_ms=now
+                            )
                         )
                         return Lease(job, owner, now + ttl_ms)
             except IntegrityError:
@@ -374,14 +389,21 @@ class CheckpointStore:
     def release_lease(self, job: str, owner: str) -> bool:
         with self.engine.begin() as conn:
             res = conn.execute(
-                update(jobs).where(jobs.c.job_name == job, jobs.c.lease_owner == owner).values(lease_owner=None, lease_expires_ms=None)
+                update(jobs)
+                .where(jobs.c.job_name == job, jobs.c.lease_owner == owner)
+                .values(lease_owner=None, lease_expires_ms=None)
             )
         return res.rowcount == 1
 
     # --- batches -------------------------------------------------------------
 
     def plan_batch(
-        self, job: str, generation: int, ranges: tuple[OffsetRange, ...], owner: str | None = None, after: int | None = None,
+        self,
+        job: str,
+        generation: int,
+        ranges: tuple[OffsetRange, ...],
+        owner: str | None = None,
+        after: int | None = None,
         side_inputs: tuple[tuple[SystemStreamPartition, int], ...] = (),
     ) -> BatchPlan:
         """Write the plan ahead of running it. A plan still pending is returned instead,
@@ -399,9 +421,13 @@ class CheckpointStore:
             plan = BatchPlan(job, last + 1, generation, ranges, side_inputs)
             conn.execute(
                 insert(batches).values(
-                    job_name=job, batch_id=plan.batch_id, generation=generation, ranges=_ranges_to_json(ranges),
+                    job_name=job,
+                    batch_id=plan.batch_id,
+                    generation=generation,
+                    ranges=_ranges_to_json(ranges),
                     side_inputs=json.dumps([[ssp_to_key(s), o] for s, o in side_inputs]) if side_inputs else None,
-                    status="planned", planned_ms=self.clock(),
+                    status="planned",
+                    planned_ms=self.clock(),
                 )
             )
         faults.point("plan.after_commit")
@@ -473,7 +499,12 @@ class CheckpointStore:
         with self.engine.begin() as conn:
             res = conn.execute(
                 update(jobs)
-                .where(jobs.c.job_name == job, jobs.c.generation == expected, jobs.c.lease_owner == owner, jobs.c.lease_expires_ms >= now)
+                .where(
+                    jobs.c.job_name == job,
+                    jobs.c.generation == expected,
+                    jobs.c.lease_owner == owner,
+                    jobs.c.lease_expires_ms >= now,
+                )
                 .values(generation=new_number, updated_ms=now)
             )
             if res.rowcount != 1:
@@ -498,8 +529,13 @@ class CheckpointStore:
                 raise StoreError(f"no checkpoint computed for tasks {sorted(t.name for t in missing)[:5]}")
             conn.execute(
                 insert(generations).values(
-                    job_name=job, generation=new_number, factor=factor, job_model=job_model_to_json(model, indent=None),
-                    reason=reason, created_ms=now, origin=origin,
+                    job_name=job,
+                    generation=new_number,
+                    factor=factor,
+                    job_model=job_model_to_json(model, indent=None),
+                    reason=reason,
+                    created_ms=now,
+                    origin=origin,
                 )
             )
             faults.point("rescale.generation_written")
@@ -509,14 +545,22 @@ class CheckpointStore:
         return Generation(job, new_number, factor, model, reason, now, origin)
 
     def replace_checkpoints(
-        self, job: str, generation: int, task_checkpoints: Iterable[TaskCheckpoint], write_versions: tuple[int, ...], owner: str | None
+        self,
+        job: str,
+        generation: int,
+        task_checkpoints: Iterable[TaskCheckpoint],
+        write_versions: tuple[int, ...],
+        owner: str | None,
     ) -> None:
         """The operator's overwrite (checkpoint-tool write), fenced like a commit."""
         with self.engine.begin() as conn:
             self._fence(conn, job, generation, owner)
             known = {
-                r for r in conn.execute(
-                    select(checkpoints.c.task_name).where(checkpoints.c.job_name == job, checkpoints.c.generation == generation).distinct()
+                r
+                for r in conn.execute(
+                    select(checkpoints.c.task_name)
+                    .where(checkpoints.c.job_name == job, checkpoints.c.generation == generation)
+                    .distinct()
                 ).scalars()
             }
             task_checkpoints = list(task_checkpoints)
@@ -530,9 +574,7 @@ class CheckpointStore:
 
     def _fence(self, conn: Connection, job: str, generation: int, owner: str | None) -> None:
         now = self.clock()
-        res = conn.execute(
-            update(jobs).where(jobs.c.job_name == job, jobs.c.generation == generation).values(updated_ms=now)
-        )
+        res = conn.execute(update(jobs).where(jobs.c.job_name == job, jobs.c.generation == generation).values(updated_ms=now))
         if res.rowcount != 1:
             self._raise_fenced(conn, job, generation, owner, now)
         row = conn.execute(select(jobs).where(jobs.c.job_name == job)).one()
@@ -555,16 +597,25 @@ class CheckpointStore:
     def _pending(self, conn: Connection, job: str, last: bool = False) -> BatchPlan | None:
         """The earliest plan not yet committed (the one to replay), or with `last` the latest."""
         order = batches.c.batch_id.desc() if last else batches.c.batch_id.asc()
-        row = conn.execute(select(batches).where(batches.c.job_name == job, batches.c.status == "planned").order_by(order)).first()
+        row = conn.execute(
+            select(batches).where(batches.c.job_name == job, batches.c.status == "planned").order_by(order)
+        ).first()
         return self._plan(row) if row else None
 
     @staticmethod
     def _plan(row) -> BatchPlan:
-        return BatchPlan(row.job_name, row.batch_id, row.generation, _ranges_from_json(row.ranges), _side_inputs_from_json(row.side_inputs))
+        return BatchPlan(
+            row.job_name, row.batch_id, row.generation, _ranges_from_json(row.ranges), _side_inputs_from_json(row.side_inputs)
+        )
 
     def _insert_checkpoints(
-        self, conn: Connection, job: str, generation: int, task_checkpoints: Iterable[TaskCheckpoint],
-        write_versions: tuple[int, ...], batch_id: int | None,
+        self,
+        conn: Connection,
+        job: str,
+        generation: int,
+        task_checkpoints: Iterable[TaskCheckpoint],
+        write_versions: tuple[int, ...],
+        batch_id: int | None,
     ) -> None:
         now = self.clock()
         rows = []
@@ -573,8 +624,16 @@ class CheckpointStore:
             for version in write_versions:
                 payload = v1_to_json(to_v1(cp)) if version == 1 else v2_to_json(to_v2(cp))
                 rows.append(
-                    {"job_name": job, "generation": generation, "task_name": cp.task_name.name, "version": version,
-                     "payload": payload, "watermarks": marks, "batch_id": batch_id, "created_ms": now}
+                    {
+                        "job_name": job,
+                        "generation": generation,
+                        "task_name": cp.task_name.name,
+                        "version": version,
+                        "payload": payload,
+                        "watermarks": marks,
+                        "batch_id": batch_id,
+                        "created_ms": now,
+                    }
                 )
         if rows:
             conn.execute(insert(checkpoints), rows)
@@ -597,7 +656,9 @@ class CheckpointStore:
     ) -> dict[TaskName, TaskCheckpoint]:
         latest = (
             select(func.max(checkpoints.c.id).label("id"))
-            .where(checkpoints.c.job_name == job, checkpoints.c.generation == generation, checkpoints.c.version.in_(read_versions))
+            .where(
+                checkpoints.c.job_name == job, checkpoints.c.generation == generation, checkpoints.c.version.in_(read_versions)
+            )
             .group_by(checkpoints.c.task_name, checkpoints.c.version)
             .subquery()
         )
@@ -618,7 +679,9 @@ class CheckpointStore:
         offsets = v2.input_offsets if v2 else v1_from_json(row.payload).offsets
         parsed: dict[SystemStreamPartition, int] = {s: int(o) for s, o in offsets.items() if o is not None}
         return TaskCheckpoint(
-            TaskName(row.task_name), parsed, watermarks_from_json(row.watermarks),
-            v2.checkpoint_id if v2 else None, v2.state_checkpoint_markers if v2 else {},
+            TaskName(row.task_name),
+            parsed,
+            watermarks_from_json(row.watermarks),
+            v2.checkpoint_id if v2 else None,
+            v2.state_checkpoint_markers if v2 else {},
         )
-

@@ -59,65 +59,251 @@ class JobConfig:
     # --- the job, its inputs and its tasks ---
     job_name: str = key("job.name", nonempty, REQUIRED, "Name of the job; also names its state and checkpoints.")
     job_id: str = key("job.id", nonempty, "1", "Instance id of the job, as in Samza.")
-    inputs: tuple[SystemStream, ...] = key("task.inputs", input_list, REQUIRED, "Input streams, `system.stream` comma-separated; order matters for task.partition.scheme=max.")
+    inputs: tuple[SystemStream, ...] = key(
+        "task.inputs",
+        input_list,
+        REQUIRED,
+        "Input streams, `system.stream` comma-separated; order matters for task.partition.scheme=max.",
+    )
     default_system: str | None = key("job.default.system", nonempty, None, "System for inputs written without one.")
-    elasticity_factor: int = key("job.elasticity.factor", int_range(1, MAX_ELASTICITY_FACTOR), "1", f"Virtual tasks per task, one per key bucket (1 = elasticity off, max {MAX_ELASTICITY_FACTOR}).")
-    grouper: Grouper = key("job.systemstreampartition.grouper.factory", choice(GROUPER_NAMES), "GroupByPartition", "How SSPs are grouped into tasks (Samza class names or short names).")
-    partition_scheme: PartitionScheme | None = key("task.partition.scheme", choice({s.value: s for s in PartitionScheme}), None, "SAMZA-71 scheme for GroupByPartition: max (a task per SSP) or cogroup (GCD of partition counts).")
-    container_count: int = key("job.container.count", int_range(1), "1", "Containers (Spark executor groups) the tasks are spread over.")
+    elasticity_factor: int = key(
+        "job.elasticity.factor",
+        int_range(1, MAX_ELASTICITY_FACTOR),
+        "1",
+        f"Virtual tasks per task, one per key bucket (1 = elasticity off, max {MAX_ELASTICITY_FACTOR}).",
+    )
+    grouper: Grouper = key(
+        "job.systemstreampartition.grouper.factory",
+        choice(GROUPER_NAMES),
+        "GroupByPartition",
+        "How SSPs are grouped into tasks (Samza class names or short names).",
+    )
+    partition_scheme: PartitionScheme | None = key(
+        "task.partition.scheme",
+        choice({s.value: s for s in PartitionScheme}),
+        None,
+        "SAMZA-71 scheme for GroupByPartition: max (a task per SSP) or cogroup (GCD of partition counts).",
+    )
+    container_count: int = key(
+        "job.container.count", int_range(1), "1", "Containers (Spark executor groups) the tasks are spread over."
+    )
 
     # --- checkpoints ---
-    configured_store_url: str | None = key("task.checkpoint.store.url", store_url, None, "SQLAlchemy URL of the checkpoint store (ELASTICITY_CHECKPOINT_STORE_URL overrides it; default a SQLite file in $ELASTICITY_HOME).")
-    checkpoint_write_versions: tuple[int, ...] = key("task.checkpoint.write.versions", checkpoint_versions, "1,2", "Checkpoint versions written on every commit (1,2 = dual write).")
-    checkpoint_read_versions: tuple[int, ...] = key("task.checkpoint.read.versions", checkpoint_versions, "1", "Checkpoint versions read, in priority order.")
-    live_checkpoint_max_age_ms: int = key("task.live.checkpoint.max.age", int_range(0), "600000", "A lower-priority checkpoint version newer by more than this many ms wins.")
-    checkpoint_history_size: int = key("task.checkpoint.history.size", int_range(1, 1000), "10", "Checkpoints kept per virtual task and version.")
-    lease_ttl_ms: int = key("job.lease.ttl.ms", int_range(1000), "300000", "How long a batch or rescale holds the job's lease before another may take it.")
+    configured_store_url: str | None = key(
+        "task.checkpoint.store.url",
+        store_url,
+        None,
+        "SQLAlchemy URL of the checkpoint store (ELASTICITY_CHECKPOINT_STORE_URL overrides it; default a SQLite file in $ELASTICITY_HOME).",
+    )
+    checkpoint_write_versions: tuple[int, ...] = key(
+        "task.checkpoint.write.versions",
+        checkpoint_versions,
+        "1,2",
+        "Checkpoint versions written on every commit (1,2 = dual write).",
+    )
+    checkpoint_read_versions: tuple[int, ...] = key(
+        "task.checkpoint.read.versions", checkpoint_versions, "1", "Checkpoint versions read, in priority order."
+    )
+    live_checkpoint_max_age_ms: int = key(
+        "task.live.checkpoint.max.age",
+        int_range(0),
+        "600000",
+        "A lower-priority checkpoint version newer by more than this many ms wins.",
+    )
+    checkpoint_history_size: int = key(
+        "task.checkpoint.history.size", int_range(1, 1000), "10", "Checkpoints kept per virtual task and version."
+    )
+    lease_ttl_ms: int = key(
+        "job.lease.ttl.ms",
+        int_range(1000),
+        "300000",
+        "How long a batch or rescale holds the job's lease before another may take it.",
+    )
 
     # --- one micro-batch: read, process, sinks ---
-    batch_max_records: int = key("batch.max.records", int_range(1), "100000", "Most records one micro-batch reads over all partitions (like Spark's maxOffsetsPerTrigger).")
-    read_chunk_records: int = key("batch.read.chunk.records", int_range(1), "50000", "Longest offset range one Spark task reads; longer ranges are cut into chunks read in parallel.")
-    app_class: str = key("app.class", nonempty, "elasticity.apps.identity:build", "module:factory building the operator chain (default: the identity app, every record unchanged to parquet.output).")
-    output_path: str | None = key("job.output.path", nonempty, None, "Root of the Parquet outputs (default $ELASTICITY_HOME/<job>/output).")
-    audit_path: str | None = key("job.audit.path", nonempty, None, "Parquet audit dataset, one row per processed input record (default $ELASTICITY_HOME/<job>/audit).")
-    dead_letter_path: str | None = key("job.dead.letter.path", nonempty, None, "Parquet dead-letter dataset (default $ELASTICITY_HOME/<job>/dead-letter).")
+    batch_max_records: int = key(
+        "batch.max.records",
+        int_range(1),
+        "100000",
+        "Most records one micro-batch reads over all partitions (like Spark's maxOffsetsPerTrigger).",
+    )
+    read_chunk_records: int = key(
+        "batch.read.chunk.records",
+        int_range(1),
+        "50000",
+        "Longest offset range one Spark task reads; longer ranges are cut into chunks read in parallel.",
+    )
+    app_class: str = key(
+        "app.class",
+        nonempty,
+        "elasticity.apps.identity:build",
+        "module:factory building the operator chain (default: the identity app, every record unchanged to parquet.output).",
+    )
+    output_path: str | None = key(
+        "job.output.path", nonempty, None, "Root of the Parquet outputs (default $ELASTICITY_HOME/<job>/output)."
+    )
+    audit_path: str | None = key(
+        "job.audit.path",
+        nonempty,
+        None,
+        "Parquet audit dataset, one row per processed input record (default $ELASTICITY_HOME/<job>/audit).",
+    )
+    dead_letter_path: str | None = key(
+        "job.dead.letter.path", nonempty, None, "Parquet dead-letter dataset (default $ELASTICITY_HOME/<job>/dead-letter)."
+    )
 
     # --- choosing the factor, and the Airflow DAGs ---
-    elasticity_schedule: str | None = key("job.elasticity.schedule", nonempty, None, "Scheduled factors: '<cron> -> <factor>; ...' (e.g. '0 8 * * * -> 8; 0 20 * * * -> 2').")
-    autosize: bool = key("job.elasticity.scaling.autosize", flag, "false", "Let the autosizer choose the factor from lag and processing rate.")
-    autosize_min: int = key("job.elasticity.scaling.autosize.min", int_range(1, MAX_ELASTICITY_FACTOR), "1", "Smallest factor the autosizer may choose.")
-    autosize_max: int = key("job.elasticity.scaling.autosize.max", int_range(1, MAX_ELASTICITY_FACTOR), "16", "Largest factor the autosizer may choose.")
-    autosize_cooldown_ms: int = key("job.elasticity.scaling.autosize.cooldown.ms", int_range(0), "600000", "No automatic change sooner than this after the last one.")
-    autosize_target_lag_s: int = key("job.elasticity.scaling.autosize.target.lag.seconds", int_range(1), "60", "The autosizer sizes the job to drain its backlog within this.")
-    microbatch_schedule: str = key("airflow.microbatch.schedule", nonempty, "*/1 * * * *", "Cron schedule of the job's elastic_microbatch DAG.")
-    microbatch_max_seconds: int = key("airflow.microbatch.max.seconds", int_range(1), "45", "A micro-batch DAG run starts no new batch after this many seconds (keep it below the schedule interval).")
-    manual_hold_ms: int = key("job.elasticity.manual.hold.ms", int_range(0), "3600000", "A rescale a person asked for holds this long against the schedule and the autosizer.")
-    report_path: str | None = key("job.report.path", nonempty, None, "Folder of the data-quality reports (default $ELASTICITY_HOME/<job>/reports).")
+    elasticity_schedule: str | None = key(
+        "job.elasticity.schedule",
+        nonempty,
+        None,
+        "Scheduled factors: '<cron> -> <factor>; ...' (e.g. '0 8 * * * -> 8; 0 20 * * * -> 2').",
+    )
+    autosize: bool = key(
+        "job.elasticity.scaling.autosize", flag, "false", "Let the autosizer choose the factor from lag and processing rate."
+    )
+    autosize_min: int = key(
+        "job.elasticity.scaling.autosize.min",
+        int_range(1, MAX_ELASTICITY_FACTOR),
+        "1",
+        "Smallest factor the autosizer may choose.",
+    )
+    autosize_max: int = key(
+        "job.elasticity.scaling.autosize.max",
+        int_range(1, MAX_ELASTICITY_FACTOR),
+        "16",
+        "Largest factor the autosizer may choose.",
+    )
+    autosize_cooldown_ms: int = key(
+        "job.elasticity.scaling.autosize.cooldown.ms",
+        int_range(0),
+        "600000",
+        "No automatic change sooner than this after the last one.",
+    )
+    autosize_target_lag_s: int = key(
+        "job.elasticity.scaling.autosize.target.lag.seconds",
+        int_range(1),
+        "60",
+        "The autosizer sizes the job to drain its backlog within this.",
+    )
+    microbatch_schedule: str = key(
+        "airflow.microbatch.schedule", nonempty, "*/1 * * * *", "Cron schedule of the job's elastic_microbatch DAG."
+    )
+    microbatch_max_seconds: int = key(
+        "airflow.microbatch.max.seconds",
+        int_range(1),
+        "45",
+        "A micro-batch DAG run starts no new batch after this many seconds (keep it below the schedule interval).",
+    )
+    manual_hold_ms: int = key(
+        "job.elasticity.manual.hold.ms",
+        int_range(0),
+        "3600000",
+        "A rescale a person asked for holds this long against the schedule and the autosizer.",
+    )
+    report_path: str | None = key(
+        "job.report.path", nonempty, None, "Folder of the data-quality reports (default $ELASTICITY_HOME/<job>/reports)."
+    )
 
     # --- running the tasks ---
-    dead_letter_policy: str = key("task.dead.letter.policy", choice({"dlq": "dlq", "fail": "fail"}), "dlq", "dlq: a bad record goes to the dead-letter sink; fail: its task stops there and the batch fails.")
-    max_concurrency: int = key("task.max.concurrency", int_range(1, 10_000), "1", "flat_map_async calls in flight per virtual task.")
-    callback_timeout_ms: int | None = key("task.callback.timeout.ms", callback_timeout, "-1", "A flat_map_async call slower than this fails its record (timeout); -1, Samza's default, means no timeout.")
-    container_process_count: int = key("job.container.process.count", int_range(1, 64), "1", "Python processes per container; its virtual tasks are dealt over them (CPU-bound apps: no GIL shared between them).")
-    thread_pool_size: int | None = key("job.container.thread.pool.size", int_range(0, 1024), None, "0: a container's virtual tasks run one after another; N: a pool of N threads; unset: one thread per virtual task, at most 64.")
-    commit_max_delay_ms: int = key("task.commit.max.delay.ms", int_range(0), "60000", "An upload still running at the next commit: within this delay the new commit is skipped, beyond it the new commit waits.")
-    commit_timeout_ms: int = key("task.commit.timeout.ms", int_range(1), "1800000", "Longest a checkpoint upload may take before the batch fails.")
-    spark_master: str | None = key("spark.master", nonempty, None, "Spark master of a classic session (default: the embedded Spark Connect server when it runs, else local[*]).")
-    spark_remote: str | None = key("spark.remote", nonempty, None, "Spark Connect URL (sc://host:15002); used instead of spark.master when set.")
+    dead_letter_policy: str = key(
+        "task.dead.letter.policy",
+        choice({"dlq": "dlq", "fail": "fail"}),
+        "dlq",
+        "dlq: a bad record goes to the dead-letter sink; fail: its task stops there and the batch fails.",
+    )
+    max_concurrency: int = key(
+        "task.max.concurrency", int_range(1, 10_000), "1", "flat_map_async calls in flight per virtual task."
+    )
+    callback_timeout_ms: int | None = key(
+        "task.callback.timeout.ms",
+        callback_timeout,
+        "-1",
+        "A flat_map_async call slower than this fails its record (timeout); -1, Samza's default, means no timeout.",
+    )
+    container_process_count: int = key(
+        "job.container.process.count",
+        int_range(1, 64),
+        "1",
+        "Python processes per container; its virtual tasks are dealt over them (CPU-bound apps: no GIL shared between them).",
+    )
+    thread_pool_size: int | None = key(
+        "job.container.thread.pool.size",
+        int_range(0, 1024),
+        None,
+        "0: a container's virtual tasks run one after another; N: a pool of N threads; unset: one thread per virtual task, at most 64.",
+    )
+    commit_max_delay_ms: int = key(
+        "task.commit.max.delay.ms",
+        int_range(0),
+        "60000",
+        "An upload still running at the next commit: within this delay the new commit is skipped, beyond it the new commit waits.",
+    )
+    commit_timeout_ms: int = key(
+        "task.commit.timeout.ms", int_range(1), "1800000", "Longest a checkpoint upload may take before the batch fails."
+    )
+    spark_master: str | None = key(
+        "spark.master",
+        nonempty,
+        None,
+        "Spark master of a classic session (default: the embedded Spark Connect server when it runs, else local[*]).",
+    )
+    spark_remote: str | None = key(
+        "spark.remote", nonempty, None, "Spark Connect URL (sc://host:15002); used instead of spark.master when set."
+    )
 
     # --- state: stores, backup/restore backends, commit and restore pools (read by elasticity.state.store_config) ---
-    backup_factories: tuple[str, ...] | None = key("stores.backup.factories", parse_factories, None, "Backup backends of every store without its own list (default: the Kafka changelog when the store has one).")
-    restore_factories: tuple[str, ...] | None = key("stores.restore.factories", parse_factories, None, "Restore backends of every store without its own list (default: the store's backup factories).")
-    blob_store_uri: str | None = key("blob.store.uri", nonempty, None, "Where blob-store snapshots go: a folder or a pyarrow/fsspec URI such as s3://bucket/prefix (default $ELASTICITY_HOME/<job>/blobs).")
-    transactional_state: bool = key("task.transactional.state.checkpoint.enabled", flag, "true", "true: a restore yields exactly the last checkpoint's state; false: Samza's non-transactional state (local store reused as it is, changelog replayed to its end).")
-    job_state_dir: str | None = key("job.state.dir", nonempty, None, "Folder of the local RocksDB stores, one per virtual task and store (default $ELASTICITY_HOME/<job>/state).")
-    commit_pool_size: int | None = key("job.container.commit.thread.pool.size", int_range(1, 64), None, "Threads uploading a container's state snapshots (default: one per virtual task, at most 64).")
-    restore_pool_size: int = key("job.container.restore.thread.pool.size", int_range(1, 64), "2", "Threads restoring a container's stores.")
+    backup_factories: tuple[str, ...] | None = key(
+        "stores.backup.factories",
+        parse_factories,
+        None,
+        "Backup backends of every store without its own list (default: the Kafka changelog when the store has one).",
+    )
+    restore_factories: tuple[str, ...] | None = key(
+        "stores.restore.factories",
+        parse_factories,
+        None,
+        "Restore backends of every store without its own list (default: the store's backup factories).",
+    )
+    blob_store_uri: str | None = key(
+        "blob.store.uri",
+        nonempty,
+        None,
+        "Where blob-store snapshots go: a folder or a pyarrow/fsspec URI such as s3://bucket/prefix (default $ELASTICITY_HOME/<job>/blobs).",
+    )
+    transactional_state: bool = key(
+        "task.transactional.state.checkpoint.enabled",
+        flag,
+        "true",
+        "true: a restore yields exactly the last checkpoint's state; false: Samza's non-transactional state (local store reused as it is, changelog replayed to its end).",
+    )
+    job_state_dir: str | None = key(
+        "job.state.dir",
+        nonempty,
+        None,
+        "Folder of the local RocksDB stores, one per virtual task and store (default $ELASTICITY_HOME/<job>/state).",
+    )
+    commit_pool_size: int | None = key(
+        "job.container.commit.thread.pool.size",
+        int_range(1, 64),
+        None,
+        "Threads uploading a container's state snapshots (default: one per virtual task, at most 64).",
+    )
+    restore_pool_size: int = key(
+        "job.container.restore.thread.pool.size", int_range(1, 64), "2", "Threads restoring a container's stores."
+    )
 
     # --- metrics (read by elasticity.metrics.reporters) ---
-    metrics_reporters: tuple[str, ...] | None = key("metrics.reporters", reporter_names, None, "Metrics reporters, by name (Samza's key), e.g. statsd; empty: none; unset: Airflow's [metrics] statsd_on decides.")
+    metrics_reporters: tuple[str, ...] | None = key(
+        "metrics.reporters",
+        reporter_names,
+        None,
+        "Metrics reporters, by name (Samza's key), e.g. statsd; empty: none; unset: Airflow's [metrics] statsd_on decides.",
+    )
 
-    strict: bool = key("job.config.strict", flag, "false", "true: an unknown key is an error, not a warning (the CLI's --strict does the same).")
+    strict: bool = key(
+        "job.config.strict", flag, "false", "true: an unknown key is an error, not a warning (the CLI's --strict does the same)."
+    )
 
     @property
     def raw_map(self) -> dict[str, str]:

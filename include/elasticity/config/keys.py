@@ -81,30 +81,96 @@ def declared_keys(cls: Any) -> tuple[tuple[str, Key], ...]:
 
 
 SYSTEM_KEYS: tuple[Key, ...] = (
-    Key("systems.<system>.consumer.bootstrap.servers", nonempty, None, "Kafka bootstrap servers of a system (KAFKA_BOOTSTRAP_SERVERS overrides it)."),
+    Key(
+        "systems.<system>.consumer.bootstrap.servers",
+        nonempty,
+        None,
+        "Kafka bootstrap servers of a system (KAFKA_BOOTSTRAP_SERVERS overrides it).",
+    ),
     Key("systems.<system>.producer.bootstrap.servers", nonempty, None, "Kafka bootstrap servers for output to a system."),
     Key("systems.<system>.samza.factory", nonempty, None, "Samza's system factory class; accepted for compatibility, not used."),
-    Key("systems.<system>.default.stream.offset.default", offset_default, "upcoming", "Where the job's first generation starts on each partition: oldest or upcoming (partitions added later start at their oldest offset)."),
-    Key("systems.<system>.default.stream.samza.offset.default", offset_default, None, "Samza's name for the key above; the key above wins."),
+    Key(
+        "systems.<system>.default.stream.offset.default",
+        offset_default,
+        "upcoming",
+        "Where the job's first generation starts on each partition: oldest or upcoming (partitions added later start at their oldest offset).",
+    ),
+    Key(
+        "systems.<system>.default.stream.samza.offset.default",
+        offset_default,
+        None,
+        "Samza's name for the key above; the key above wins.",
+    ),
     Key("systems.<system>.samza.key.serde", serde, "string", "Key serde of a system: string, json or byte."),
     Key("systems.<system>.samza.msg.serde", serde, "json", "Message serde of a system: string, json or byte."),
 )
 
 STORE_KEYS: tuple[Key, ...] = (
-    Key("stores.<store>.backup.factories", parse_factories, None, "Backup backends of a store (overrides stores.backup.factories); a commit writes every one's marker into CheckpointV2 (dual commit)."),
-    Key("stores.<store>.restore.factories", parse_factories, None, "Restore backends of a store in priority order: the first with a marker for the store wins."),
-    Key("stores.<store>.restore.factory", parse_factories, None, "Deprecated singular of stores.<store>.restore.factories (accepted with a warning).",
-        deprecated_for="stores.<store>.restore.factories"),
-    Key("stores.<store>.changelog", system_stream, None, "Compacted Kafka topic backing a store, system.stream (created when missing)."),
-    Key("stores.<store>.side.inputs", parse_side_inputs, None, "Compacted topics (system.stream, comma-separated) that feed table <store>, read whole into every container (replicated); overrides the app's TableDescriptor."),
-    Key("stores.<store>.side.inputs.processor.factory", module_factory, None, "module:factory, a function of no arguments returning processor(message) -> [(key, value), ...] for table <store> (Samza's SideInputsProcessor); default: the record's key and value."),
-    Key("stores.<store>.blob.retain", int_range(1, 1000), "2", "Blob-store snapshots kept per virtual task and store; older ones are deleted after a commit."),
+    Key(
+        "stores.<store>.backup.factories",
+        parse_factories,
+        None,
+        "Backup backends of a store (overrides stores.backup.factories); a commit writes every one's marker into CheckpointV2 (dual commit).",
+    ),
+    Key(
+        "stores.<store>.restore.factories",
+        parse_factories,
+        None,
+        "Restore backends of a store in priority order: the first with a marker for the store wins.",
+    ),
+    Key(
+        "stores.<store>.restore.factory",
+        parse_factories,
+        None,
+        "Deprecated singular of stores.<store>.restore.factories (accepted with a warning).",
+        deprecated_for="stores.<store>.restore.factories",
+    ),
+    Key(
+        "stores.<store>.changelog",
+        system_stream,
+        None,
+        "Compacted Kafka topic backing a store, system.stream (created when missing).",
+    ),
+    Key(
+        "stores.<store>.side.inputs",
+        parse_side_inputs,
+        None,
+        "Compacted topics (system.stream, comma-separated) that feed table <store>, read whole into every container (replicated); overrides the app's TableDescriptor.",
+    ),
+    Key(
+        "stores.<store>.side.inputs.processor.factory",
+        module_factory,
+        None,
+        "module:factory, a function of no arguments returning processor(message) -> [(key, value), ...] for table <store> (Samza's SideInputsProcessor); default: the record's key and value.",
+    ),
+    Key(
+        "stores.<store>.blob.retain",
+        int_range(1, 1000),
+        "2",
+        "Blob-store snapshots kept per virtual task and store; older ones are deleted after a commit.",
+    ),
 )
 
 REPORTER_KEYS: tuple[Key, ...] = (
-    Key("metrics.reporter.<name>.class", choice(REPORTER_CLASSES), None, "What a reporter is: statsd (the default for a reporter named statsd)."),
-    Key("metrics.reporter.<name>.host", nonempty, None, "StatsD host (default: Airflow's [metrics] statsd_host, else localhost)."),
-    Key("metrics.reporter.<name>.port", int_range(1, 65535), None, "StatsD UDP port (default: Airflow's [metrics] statsd_port, else 8125)."),
-    Key("metrics.reporter.<name>.prefix", statsd_prefix, None, "Prefix of every metric name (default: <Airflow's statsd_prefix>.elasticity, else elasticity)."),
+    Key(
+        "metrics.reporter.<name>.class",
+        choice(REPORTER_CLASSES),
+        None,
+        "What a reporter is: statsd (the default for a reporter named statsd).",
+    ),
+    Key(
+        "metrics.reporter.<name>.host", nonempty, None, "StatsD host (default: Airflow's [metrics] statsd_host, else localhost)."
+    ),
+    Key(
+        "metrics.reporter.<name>.port",
+        int_range(1, 65535),
+        None,
+        "StatsD UDP port (default: Airflow's [metrics] statsd_port, else 8125).",
+    ),
+    Key(
+        "metrics.reporter.<name>.prefix",
+        statsd_prefix,
+        None,
+        "Prefix of every metric name (default: <Airflow's statsd_prefix>.elasticity, else elasticity).",
+    ),
 )
-

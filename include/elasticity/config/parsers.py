@@ -157,7 +157,9 @@ def _factories(text: str) -> tuple[str, ...]:
     return found
 
 
-parse_factories = Parser(_factories, "a comma-separated list, each once, of " + ", ".join(sorted(STATE_BACKEND_FACTORIES, key=len)))
+parse_factories = Parser(
+    _factories, "a comma-separated list, each once, of " + ", ".join(sorted(STATE_BACKEND_FACTORIES, key=len))
+)
 """Backend factories (Samza class names or short names), each once, as class names; empty = none."""
 
 system_stream = Parser(SystemStream.parse, "system.stream, e.g. kafka.my-job-counts-changelog")
@@ -199,7 +201,9 @@ def _reporter_names(text: str) -> tuple[str, ...]:
     return names
 
 
-reporter_names = Parser(_reporter_names, "a comma-separated list of reporter names (letters, digits, _ and -), each once; empty = none")
+reporter_names = Parser(
+    _reporter_names, "a comma-separated list of reporter names (letters, digits, _ and -), each once; empty = none"
+)
 
 
 def _statsd_prefix(text: str) -> str:

@@ -100,9 +100,7 @@ def group(config: GroupingConfig, ssps: list[SystemStreamPartition]) -> list[Tas
         for s in ssps:
             counts[s.system_stream] = max(counts.get(s.system_stream, 0), s.partition + 1)
         g = reduce(gcd, counts.values())
-        return [
-            TaskGroup(partition_task_name(n), tuple(s for s in ssps if s.partition % g == n), n) for n in range(g)
-        ]
+        return [TaskGroup(partition_task_name(n), tuple(s for s in ssps if s.partition % g == n), n) for n in range(g)]
     # Samza's GroupByPartition: task n reads partition n of every input.
     partitions = sorted({s.partition for s in ssps})
     return [TaskGroup(partition_task_name(p), tuple(s for s in ssps if s.partition == p), p) for p in partitions]

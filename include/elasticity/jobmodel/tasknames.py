@@ -60,9 +60,7 @@ def partition_task_name(partition: int, key_bucket: int = NO_KEY_BUCKET, factor:
 
 
 def ssp_task_name(ssp: SystemStreamPartition, key_bucket: int = NO_KEY_BUCKET, factor: int = 1) -> TaskName:
-    return TaskName(
-        f"SystemStreamPartition [{ssp.system}, {ssp.stream}, {ssp.partition}]{_suffix(key_bucket, factor)}"
-    )
+    return TaskName(f"SystemStreamPartition [{ssp.system}, {ssp.stream}, {ssp.partition}]{_suffix(key_bucket, factor)}")
 
 
 def all_ssp_task_name(processor_id: str) -> TaskName:

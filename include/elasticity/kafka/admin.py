@@ -76,7 +76,9 @@ def probe(bootstrap: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
     for server in (s.strip() for s in bootstrap.split(",") if s.strip()):
         host, _, port = server.rpartition(":")
         try:
-            with socket.create_connection((host or server, int(port or 9092)), timeout=max(0.1, deadline - time.monotonic())) as sock:
+            with socket.create_connection(
+                (host or server, int(port or 9092)), timeout=max(0.1, deadline - time.monotonic())
+            ) as sock:
                 _ask_api_versions(sock, deadline)
                 return
         except (OSError, ValueError) as e:

@@ -52,7 +52,18 @@ class EmbeddedBroker:
         if running and port is None:
             return running
         port = port or DEFAULT_PORT
-        command = [str(_binary()), "start", "--only", "kafka", "--kafka-port", str(port), "--data-dir", str(self.daemon.data_dir), "--host", HOST]
+        command = [
+            str(_binary()),
+            "start",
+            "--only",
+            "kafka",
+            "--kafka-port",
+            str(port),
+            "--data-dir",
+            str(self.daemon.data_dir),
+            "--host",
+            HOST,
+        ]
         return BrokerState(**vars(self.daemon.start(command, port, timeout_s)))
 
     def stop(self, timeout_s: float = 10.0) -> bool:

@@ -74,5 +74,7 @@ def read_log(bootstrap: str, topic: str, partition: int = 0) -> list[tuple[int, 
             if polled:
                 position, last_progress = polled[-1].offset + 1, time.monotonic()
             elif time.monotonic() - last_progress > STALL_TIMEOUT_S:
-                raise TopicError(f"reading {topic}-{partition} from {bootstrap}: no records after offset {position} for {STALL_TIMEOUT_S:.0f}s")
+                raise TopicError(
+                    f"reading {topic}-{partition} from {bootstrap}: no records after offset {position} for {STALL_TIMEOUT_S:.0f}s"
+                )
         return out

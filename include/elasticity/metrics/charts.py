@@ -75,25 +75,39 @@ def svg(chart: Chart) -> str:
         return H - BOTTOM - v / top * (H - TOP - BOTTOM)
 
     pos = {x: i for i, x in enumerate(xs)}
-    out = [f'<svg class="chart" viewBox="0 0 {W} {H}" width="{W}" height="{H}" xmlns="http://www.w3.org/2000/svg" font-size="11">']
+    out = [
+        f'<svg class="chart" viewBox="0 0 {W} {H}" width="{W}" height="{H}" xmlns="http://www.w3.org/2000/svg" font-size="11">'
+    ]
     out.append('<g class="axis y-axis">')
     for t in ticks:
-        out.append(f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{py(t):.1f}" y2="{py(t):.1f}" stroke="#e9ecef"/>'
-                   f'<text x="{LEFT - 6}" y="{py(t) + 4:.1f}" text-anchor="end" fill="#495057">{_fmt(t)}</text>')
-    out.append(f'<text class="axis-label" transform="translate(14,{(H - BOTTOM + TOP) / 2:.0f}) rotate(-90)" text-anchor="middle" '
-               f'fill="#495057">{html.escape(chart.y_unit)}</text></g>')
-    out.append(f'<g class="axis x-axis"><line x1="{LEFT}" x2="{W - RIGHT}" y1="{H - BOTTOM}" y2="{H - BOTTOM}" stroke="#868e96"/>')
+        out.append(
+            f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{py(t):.1f}" y2="{py(t):.1f}" stroke="#e9ecef"/>'
+            f'<text x="{LEFT - 6}" y="{py(t) + 4:.1f}" text-anchor="end" fill="#495057">{_fmt(t)}</text>'
+        )
+    out.append(
+        f'<text class="axis-label" transform="translate(14,{(H - BOTTOM + TOP) / 2:.0f}) rotate(-90)" text-anchor="middle" '
+        f'fill="#495057">{html.escape(chart.y_unit)}</text></g>'
+    )
+    out.append(
+        f'<g class="axis x-axis"><line x1="{LEFT}" x2="{W - RIGHT}" y1="{H - BOTTOM}" y2="{H - BOTTOM}" stroke="#868e96"/>'
+    )
     for x in _x_ticks(xs):
-        out.append(f'<line x1="{px(pos[x]):.1f}" x2="{px(pos[x]):.1f}" y1="{H - BOTTOM}" y2="{H - BOTTOM + 4}" stroke="#868e96"/>'
-                   f'<text x="{px(pos[x]):.1f}" y="{H - BOTTOM + 16}" text-anchor="middle" fill="#495057">{x}</text>')
-    out.append(f'<text class="axis-label" x="{(LEFT + W - RIGHT) / 2:.0f}" y="{H - 6}" text-anchor="middle" fill="#495057">'
-               f'{html.escape(chart.x_label)} ({x0}..{x1})</text></g>')
+        out.append(
+            f'<line x1="{px(pos[x]):.1f}" x2="{px(pos[x]):.1f}" y1="{H - BOTTOM}" y2="{H - BOTTOM + 4}" stroke="#868e96"/>'
+            f'<text x="{px(pos[x]):.1f}" y="{H - BOTTOM + 16}" text-anchor="middle" fill="#495057">{x}</text>'
+        )
+    out.append(
+        f'<text class="axis-label" x="{(LEFT + W - RIGHT) / 2:.0f}" y="{H - 6}" text-anchor="middle" fill="#495057">'
+        f"{html.escape(chart.x_label)} ({x0}..{x1})</text></g>"
+    )
     for x, label in chart.marks:
         if x in pos:
             mx = px(pos[x]) - slot / 2
             anchor, dx = ("end", -3) if mx > W * 0.75 else ("start", 3)
-            out.append(f'<g class="mark"><line x1="{mx:.1f}" x2="{mx:.1f}" y1="{TOP}" y2="{H - BOTTOM}" stroke="#c92a2a" stroke-dasharray="4 3"/>'
-                       f'<text x="{mx + dx:.1f}" y="{TOP - 6}" fill="#c92a2a" text-anchor="{anchor}">{html.escape(label)}</text></g>')
+            out.append(
+                f'<g class="mark"><line x1="{mx:.1f}" x2="{mx:.1f}" y1="{TOP}" y2="{H - BOTTOM}" stroke="#c92a2a" stroke-dasharray="4 3"/>'
+                f'<text x="{mx + dx:.1f}" y="{TOP - 6}" fill="#c92a2a" text-anchor="{anchor}">{html.escape(label)}</text></g>'
+            )
     n = max(1, len(chart.series))
     for si, s in enumerate(chart.series):
         color = COLORS[si % len(COLORS)] if s.name != "others" else COLORS[-1]
@@ -103,19 +117,25 @@ def svg(chart: Chart) -> str:
             w = max(1.0, slot * 0.8 / n)
             for i, v in enumerate(s.values):
                 bx = px(i) - slot * 0.4 + si * w
-                out.append(f'<rect x="{bx:.1f}" y="{py(v):.1f}" width="{w:.1f}" height="{H - BOTTOM - py(v):.1f}" fill="{color}">'
-                           f'<title>{chart.x_label} {xs[i]}: {name} {_fmt(v)} {html.escape(chart.y_unit)}</title></rect>')
+                out.append(
+                    f'<rect x="{bx:.1f}" y="{py(v):.1f}" width="{w:.1f}" height="{H - BOTTOM - py(v):.1f}" fill="{color}">'
+                    f"<title>{chart.x_label} {xs[i]}: {name} {_fmt(v)} {html.escape(chart.y_unit)}</title></rect>"
+                )
         else:
             points = " ".join(f"{px(i):.1f},{py(v):.1f}" for i, v in enumerate(s.values))
             out.append(f'<polyline points="{points}" fill="none" stroke="{color}" stroke-width="2"/>')
             for i, v in enumerate(s.values):
-                out.append(f'<circle cx="{px(i):.1f}" cy="{py(v):.1f}" r="3" fill="{color}">'
-                           f'<title>{chart.x_label} {xs[i]}: {name} {_fmt(v)} {html.escape(chart.y_unit)}</title></circle>')
+                out.append(
+                    f'<circle cx="{px(i):.1f}" cy="{py(v):.1f}" r="3" fill="{color}">'
+                    f"<title>{chart.x_label} {xs[i]}: {name} {_fmt(v)} {html.escape(chart.y_unit)}</title></circle>"
+                )
         out.append("</g>")
     out.append("</svg>")
     legend = "".join(
         f'<span class="legend-item"><i style="background:{COLORS[i % len(COLORS)] if s.name != "others" else COLORS[-1]}"></i>'
-        f"{html.escape(s.name)}</span>" for i, s in enumerate(chart.series))
+        f"{html.escape(s.name)}</span>"
+        for i, s in enumerate(chart.series)
+    )
     marks = '<span class="legend-item"><i class="mark-key"></i>factor change</span>' if chart.marks else ""
     return f'{title}{"".join(out)}<div class="legend">{legend}{marks}</div></figure>'
 

@@ -37,7 +37,10 @@ def batch_metrics(summary: BatchSummary) -> list[Metric]:
     records = m.get("records", {})
     for task, ns in sorted(m.get("process-ns", {}).items()):
         n = records.get(task, 0)
-        out += [Metric(metric_name(job, "task", task, "process-ns"), ns), Metric(metric_name(job, "task", task, "records"), n, "c")]
+        out += [
+            Metric(metric_name(job, "task", task, "process-ns"), ns),
+            Metric(metric_name(job, "task", task, "records"), n, "c"),
+        ]
         if n:
             out.append(Metric(metric_name(job, "task", task, "process-ns-per-message"), round(ns / n)))
     return out

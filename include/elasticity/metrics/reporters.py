@@ -66,7 +66,9 @@ def statsd_targets(config: JobConfig, env: Mapping[str, str] | None = None) -> t
     host = _airflow(env, "statsd_host") or "localhost"
     port_text = _airflow(env, "statsd_port") or "8125"
     if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
-        raise ConfigError(f"{AIRFLOW_METRICS_ENV}STATSD_PORT={port_text!r} (Airflow's [metrics] statsd_port): expected an integer from 1 to 65535")
+        raise ConfigError(
+            f"{AIRFLOW_METRICS_ENV}STATSD_PORT={port_text!r} (Airflow's [metrics] statsd_port): expected an integer from 1 to 65535"
+        )
     port = int(port_text)
     airflow_prefix = _airflow(env, "statsd_prefix")
     prefix = f"{airflow_prefix}.elasticity" if airflow_prefix else "elasticity"
@@ -77,7 +79,9 @@ def statsd_targets(config: JobConfig, env: Mapping[str, str] | None = None) -> t
     targets = []
     for name in (n.strip() for n in raw["metrics.reporters"].split(",") if n.strip()):
         key = f"metrics.reporter.{name}."  # its class is statsd: the only kind (checked by elasticity.config)
-        targets.append(StatsdTarget(name, raw.get(key + "host", host), int(raw.get(key + "port", port)), raw.get(key + "prefix", prefix)))
+        targets.append(
+            StatsdTarget(name, raw.get(key + "host", host), int(raw.get(key + "port", port)), raw.get(key + "prefix", prefix))
+        )
     return tuple(targets)
 
 

@@ -38,7 +38,9 @@ class QualityInputs:
     factor: int  # of the current generation
     checkpoints: dict[TaskName, TaskCheckpoint]  # of the current generation
     before: Done | None = None  # what was done at the last validation (incremental runs)
-    positions: pd.DataFrame | None = None  # each key's last validated record: system, stream, partition, key, offset, task_name, generation
+    positions: pd.DataFrame | None = (
+        None  # each key's last validated record: system, stream, partition, key, offset, task_name, generation
+    )
     state: pd.DataFrame | None = None  # quality.state.state_table, for apps with a state_reference
 
 
@@ -55,7 +57,9 @@ class Done:
             for ssp, offset in cp.offsets.items():
                 owner[ssp] = (offset, cp.watermarks.get(ssp, ()))
         done = []
-        for system, stream, partition, offset, key in records[["system", "stream", "partition", "offset", "key"]].itertuples(index=False):
+        for system, stream, partition, offset, key in records[["system", "stream", "partition", "offset", "key"]].itertuples(
+            index=False
+        ):
             h = record_hash(key, offset)
             base = SystemStreamPartition(system, stream, int(partition))
             found = owner.get(base.with_key_bucket(h % self.factor) if self.factor > 1 else base)
@@ -107,9 +111,16 @@ def order_table(q: QualityInputs) -> pd.DataFrame:
 
 def routing_table(q: QualityInputs) -> pd.DataFrame:
     a = _with_positions(q, q.audit[q.audit["key"].notna()])
-    t = a.groupby(["generation", "system", "stream", "partition", "key"])["task_name"].nunique().rename("tasks_per_key").reset_index()
-    t["record"] = [f"generation {g} {s}-{p} key={k.decode('utf-8', 'replace')}" for g, s, p, k in
-                   t[["generation", "stream", "partition", "key"]].itertuples(index=False)]
+    t = (
+        a.groupby(["generation", "system", "stream", "partition", "key"])["task_name"]
+        .nunique()
+        .rename("tasks_per_key")
+        .reset_index()
+    )
+    t["record"] = [
+        f"generation {g} {s}-{p} key={k.decode('utf-8', 'replace')}"
+        for g, s, p, k in t[["generation", "stream", "partition", "key"]].itertuples(index=False)
+    ]
     return t[["record", "tasks_per_key"]]
 
 
@@ -123,9 +134,14 @@ def audit_table(q: QualityInputs) -> pd.DataFrame:
 
 
 def sink_table(q: QualityInputs) -> pd.DataFrame:
-    t = q.sink[["output", "source_partition", "source_offset", "batch_id"]].copy() if len(q.sink) else pd.DataFrame(
-        {"output": [], "source_partition": [], "source_offset": [], "batch_id": []})
-    t["record"] = [f"{o} from partition {p}@{s}" for o, p, s in t[["output", "source_partition", "source_offset"]].itertuples(index=False)]
+    t = (
+        q.sink[["output", "source_partition", "source_offset", "batch_id"]].copy()
+        if len(q.sink)
+        else pd.DataFrame({"output": [], "source_partition": [], "source_offset": [], "batch_id": []})
+    )
+    t["record"] = [
+        f"{o} from partition {p}@{s}" for o, p, s in t[["output", "source_partition", "source_offset"]].itertuples(index=False)
+    ]
     return t
 
 

@@ -35,17 +35,29 @@ def load(folder: Path) -> Cursor | None:
     return Cursor(int(doc["last_batch"]), Done(int(doc["factor"]), cps), positions)
 
 
-def advance(folder: Path, previous: Cursor | None, last_batch: int, done: Done, audit: pd.DataFrame, generation_of_batch: dict[int, int]) -> None:
+def advance(
+    folder: Path, previous: Cursor | None, last_batch: int, done: Done, audit: pd.DataFrame, generation_of_batch: dict[int, int]
+) -> None:
     """After a passing run: the window's end becomes the edge of the next one."""
     keyed = audit[audit["key"].notna()].assign(generation=audit["batch_id"].map(generation_of_batch))
-    latest = keyed.sort_values(["batch_id", "seq"]).groupby(["system", "stream", "partition", "key"], sort=False).tail(1)[POSITION_COLUMNS]
-    merged = pd.concat([previous.positions, latest], ignore_index=True) if previous is not None and len(previous.positions) else latest
+    latest = (
+        keyed.sort_values(["batch_id", "seq"])
+        .groupby(["system", "stream", "partition", "key"], sort=False)
+        .tail(1)[POSITION_COLUMNS]
+    )
+    merged = (
+        pd.concat([previous.positions, latest], ignore_index=True) if previous is not None and len(previous.positions) else latest
+    )
     merged = merged.drop_duplicates(["system", "stream", "partition", "key"], keep="last")
     folder.mkdir(parents=True, exist_ok=True)
     name = f"positions-{last_batch}.parquet"
     merged.to_parquet(folder / name, index=False)
-    doc = {"last_batch": last_batch, "factor": done.factor, "positions": name,
-           "checkpoints": checkpoints_to_tool_json(done.checkpoints.values())}
+    doc = {
+        "last_batch": last_batch,
+        "factor": done.factor,
+        "positions": name,
+        "checkpoints": checkpoints_to_tool_json(done.checkpoints.values()),
+    }
     (folder / "validated.json.tmp").write_text(json.dumps(doc))
     (folder / "validated.json.tmp").replace(folder / "validated.json")  # the switch: both or neither
     for old in folder.glob("positions-*.parquet"):

@@ -9,5 +9,7 @@ from pathlib import Path
 
 def run_summaries(root: Path) -> list[dict]:
     """Every run's summary with its folder name, oldest first."""
-    return sorted(({**json.loads(p.read_text()), "folder": p.parent.name} for p in root.glob("runs/*/summary.json")),
-                  key=lambda r: r["finished_ms"])
+    return sorted(
+        ({**json.loads(p.read_text()), "folder": p.parent.name} for p in root.glob("runs/*/summary.json")),
+        key=lambda r: r["finished_ms"],
+    )

@@ -17,7 +17,11 @@ def _charts(metrics: Sequence[dict]) -> str:
     return "".join(svg(c) for c in charts(metrics))
 
 
-_STYLE = "<style>body{font-family:sans-serif;margin:24px} td,th{border:1px solid #ccc;padding:4px 8px;font-size:13px} table{border-collapse:collapse}" + CSS + "</style>"
+_STYLE = (
+    "<style>body{font-family:sans-serif;margin:24px} td,th{border:1px solid #ccc;padding:4px 8px;font-size:13px} table{border-collapse:collapse}"
+    + CSS
+    + "</style>"
+)
 
 
 def summary_html(job: str, result: QualityResult, metrics: Sequence[dict], window: str) -> str:

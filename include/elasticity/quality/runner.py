@@ -37,7 +37,9 @@ class QualityFailed(AssertionError):
 
 
 def _read_inputs(
-    config: JobConfig, starts: dict[SystemStreamPartition, int], ends: dict[SystemStreamPartition, int],
+    config: JobConfig,
+    starts: dict[SystemStreamPartition, int],
+    ends: dict[SystemStreamPartition, int],
     columns: tuple[str, ...] = ("system", "stream", "partition", "offset", "key"),
 ) -> pd.DataFrame:
     rows = []
@@ -61,8 +63,14 @@ def _state(config: JobConfig, generation, cps, committed: list[int], audit: pd.D
     if audit is None:
         audit = read_table(config.path("job.audit.path", "audit"), AUDIT_SCHEMA, committed).to_pandas()
     done = audit[audit["status"] == "processed"]
-    starts = {SystemStreamPartition(s, t, int(p)): int(o) for (s, t, p), o in done.groupby(["system", "stream", "partition"])["offset"].min().items()}
-    ends = {SystemStreamPartition(s, t, int(p)): int(o) + 1 for (s, t, p), o in done.groupby(["system", "stream", "partition"])["offset"].max().items()}
+    starts = {
+        SystemStreamPartition(s, t, int(p)): int(o)
+        for (s, t, p), o in done.groupby(["system", "stream", "partition"])["offset"].min().items()
+    }
+    ends = {
+        SystemStreamPartition(s, t, int(p)): int(o) + 1
+        for (s, t, p), o in done.groupby(["system", "stream", "partition"])["offset"].max().items()
+    }
     records = _read_inputs(config, starts, ends, ("system", "stream", "partition", "offset", "key", "value", "timestamp"))
     messages = state_check.processed_messages(config, done, records)
     expected = {name: fold(messages) for name, fold in app.references.items()}
@@ -83,7 +91,11 @@ def _consistent_state(store: CheckpointStore, coordinator: JobCoordinator, attem
 
 
 def load_inputs(
-    config: JobConfig, store: CheckpointStore, inputs: Inputs, from_batch: int | None, to_batch: int | None,
+    config: JobConfig,
+    store: CheckpointStore,
+    inputs: Inputs,
+    from_batch: int | None,
+    to_batch: int | None,
     since: cursor.Cursor | None = None,
 ) -> tuple[QualityInputs, str, list[int]]:
     """The window's facts; with `since`, the batches after its last one, checked against its edge."""
@@ -92,7 +104,11 @@ def load_inputs(
     if since is not None:
         window = [p for p in committed if p.batch_id > since.last_batch]
     else:
-        window = [p for p in committed if (from_batch is None or p.batch_id >= from_batch) and (to_batch is None or p.batch_id <= to_batch)]
+        window = [
+            p
+            for p in committed
+            if (from_batch is None or p.batch_id >= from_batch) and (to_batch is None or p.batch_id <= to_batch)
+        ]
     ids = [p.batch_id for p in window] if since is not None else [p.batch_id for p in committed]
     audit = read_table(config.path("job.audit.path", "audit"), AUDIT_SCHEMA, ids).to_pandas()
 
@@ -119,34 +135,57 @@ def load_inputs(
     span = f"batches {window[0].batch_id}..{window[-1].batch_id}" if window else "no new committed batch"
     if since is not None:
         span += f" (new since batch {since.last_batch})" if since.last_batch else " (the first validation)"
-    q = QualityInputs(audit, records, sink, {p.batch_id: p.generation for p in committed}, generation.factor if generation else 1, cps,
-                      since.done if since else None, since.positions if since else None,
-                      _state(config, generation, cps, [p.batch_id for p in committed], audit if since is None else None))
+    q = QualityInputs(
+        audit,
+        records,
+        sink,
+        {p.batch_id: p.generation for p in committed},
+        generation.factor if generation else 1,
+        cps,
+        since.done if since else None,
+        since.positions if since else None,
+        _state(config, generation, cps, [p.batch_id for p in committed], audit if since is None else None),
+    )
     return q, span, [p.batch_id for p in window]
 
 
 def run_quality(
-    config: JobConfig, store: CheckpointStore, inputs: Inputs, from_batch: int | None = None, to_batch: int | None = None,
-    report_dir: str | os.PathLike[str] | None = None, incremental: bool = False, run_name: str | None = None,
+    config: JobConfig,
+    store: CheckpointStore,
+    inputs: Inputs,
+    from_batch: int | None = None,
+    to_batch: int | None = None,
+    report_dir: str | os.PathLike[str] | None = None,
+    incremental: bool = False,
+    run_name: str | None = None,
 ) -> tuple[QualityResult, Path]:
     """Validate and report; returns the result and the run's summary.html. An incremental
     run that passes moves the job's validated edge to its last batch."""
     root = Path(report_dir or config.path("job.report.path", "reports"))
-    since = (cursor.load(root) or cursor.Cursor(0, Done(1, {}), pd.DataFrame(columns=cursor.POSITION_COLUMNS))) if incremental else None
+    since = (
+        (cursor.load(root) or cursor.Cursor(0, Done(1, {}), pd.DataFrame(columns=cursor.POSITION_COLUMNS)))
+        if incremental
+        else None
+    )
     q, span, window = load_inputs(config, store, inputs, from_batch, to_batch, since)
     name = run_name or time.strftime("%Y%m%dT%H%M%S")
     folder = root / "runs" / "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
     result = run_suites(q, folder, config.job_name, name, span)
     metrics = store.metrics(config.job_name, limit=200)
-    summary = {"job": config.job_name, "run": name, "window": span, "batches": window, "success": result.success,
-               "finished_ms": int(time.time() * 1000), "checks": [asdict(c) for c in result.checks]}
+    summary = {
+        "job": config.job_name,
+        "run": name,
+        "window": span,
+        "batches": window,
+        "success": result.success,
+        "finished_ms": int(time.time() * 1000),
+        "checks": [asdict(c) for c in result.checks],
+    }
     (folder / "summary.html").write_text(summary_html(config.job_name, result, metrics, f"Run {name}, window: {span}"))
     (folder / "summary.json").write_text(json.dumps(summary, indent=2))
     if incremental and result.success and window:
-        cursor.advance(root, since, window[-1], Done(q.factor, q.checkpoints), q.audit,
-                       q.generation_of_batch)
+        cursor.advance(root, since, window[-1], Done(q.factor, q.checkpoints), q.audit, q.generation_of_batch)
     runs = run_summaries(root)
     (root / "summary.json").write_text(json.dumps({**summary, "folder": str(folder.relative_to(root))}, indent=2))
     (root / "summary.html").write_text(index_html(config.job_name, runs, metrics))
     return result, folder / "summary.html"
-

@@ -33,7 +33,10 @@ COLUMNS = ["store", "key", "stored", "expected", "matches", "record"]
 
 
 def committed_state(
-    config: JobConfig, app: ApplicationDescriptor, generation: Generation, cps: dict[TaskName, TaskCheckpoint],
+    config: JobConfig,
+    app: ApplicationDescriptor,
+    generation: Generation,
+    cps: dict[TaskName, TaskCheckpoint],
 ) -> dict[str, dict[Any, Any]]:
     """store -> key -> value, as the current checkpoints commit them."""
     descriptors = list(app.stores.values())
@@ -66,12 +69,16 @@ def committed_state(
 def processed_messages(config: JobConfig, audit: pd.DataFrame, records: pd.DataFrame) -> list[Message]:
     """The audited-as-processed input records, decoded, in (ssp, offset) order."""
     done = audit[audit["status"] == "processed"][["system", "stream", "partition", "offset"]]
-    rows = records.merge(done, on=["system", "stream", "partition", "offset"]).sort_values(["system", "stream", "partition", "offset"])
+    rows = records.merge(done, on=["system", "stream", "partition", "offset"]).sort_values(
+        ["system", "stream", "partition", "offset"]
+    )
     out = []
     for r in rows.itertuples(index=False):
         key = deserialize(config.serde(r.system, "key"), r.key, "key")
         value = deserialize(config.serde(r.system, "msg"), r.value, "value")
-        out.append(Message(key, value, SystemStreamPartition(r.system, r.stream, int(r.partition)), int(r.offset), int(r.timestamp)))
+        out.append(
+            Message(key, value, SystemStreamPartition(r.system, r.stream, int(r.partition)), int(r.offset), int(r.timestamp))
+        )
     return out
 
 
@@ -82,6 +89,14 @@ def state_table(stored: dict[str, dict[Any, Any]], expected: dict[str, dict[Any,
         have, want = stored.get(store, {}), expected[store]
         for key in sorted(set(have) | set(want), key=repr):
             s, e = have.get(key), want.get(key)
-            rows.append({"store": store, "key": repr(key), "stored": json.dumps(s, sort_keys=True), "expected": json.dumps(e, sort_keys=True),
-                         "matches": s == e, "record": f"store {store} key={key!r}: stored {s!r}, recomputed {e!r}"})
+            rows.append(
+                {
+                    "store": store,
+                    "key": repr(key),
+                    "stored": json.dumps(s, sort_keys=True),
+                    "expected": json.dumps(e, sort_keys=True),
+                    "matches": s == e,
+                    "record": f"store {store} key={key!r}: stored {s!r}, recomputed {e!r}",
+                }
+            )
     return pd.DataFrame(rows, columns=COLUMNS)

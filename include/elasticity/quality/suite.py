@@ -37,21 +37,49 @@ def _expectations():
     import great_expectations.expectations as gxe
 
     return [
-        Check("no_loss", checks.loss_table, lambda: gxe.ExpectColumnValuesToBeInSet(column="audited", value_set=[True]),
-              "every input record below the committed checkpoints was processed (audited)", "input records x audit"),
-        Check("key_order", checks.order_table, lambda: gxe.ExpectColumnValuesToBeInSet(column="in_order", value_set=[True]),
-              "per key, processing order follows offset order, across batches and rescales", "audit rows by key"),
-        Check("routing", checks.routing_table, lambda: gxe.ExpectColumnValuesToBeBetween(column="tasks_per_key", min_value=1, max_value=1),
-              "within a generation every key was handled by exactly one virtual task", "virtual tasks per key"),
-        Check("audit_unique", checks.audit_table,
-              lambda: gxe.ExpectCompoundColumnsToBeUnique(column_list=["stream", "partition", "offset"]),
-              "no input record was processed twice", "audit rows"),
-        Check("sink_unique", checks.sink_table,
-              lambda: gxe.ExpectCompoundColumnsToBeUnique(column_list=["output", "source_partition", "source_offset"]),
-              "no input record appears twice in the exactly-once sink", "sink rows"),
-        Check("state", checks.state_table, lambda: gxe.ExpectColumnValuesToBeInSet(column="matches", value_set=[True]),
-              "every stored value equals the aggregate recomputed from the processed input below the checkpoints",
-              "stored keys", lambda q: q.state is not None),
+        Check(
+            "no_loss",
+            checks.loss_table,
+            lambda: gxe.ExpectColumnValuesToBeInSet(column="audited", value_set=[True]),
+            "every input record below the committed checkpoints was processed (audited)",
+            "input records x audit",
+        ),
+        Check(
+            "key_order",
+            checks.order_table,
+            lambda: gxe.ExpectColumnValuesToBeInSet(column="in_order", value_set=[True]),
+            "per key, processing order follows offset order, across batches and rescales",
+            "audit rows by key",
+        ),
+        Check(
+            "routing",
+            checks.routing_table,
+            lambda: gxe.ExpectColumnValuesToBeBetween(column="tasks_per_key", min_value=1, max_value=1),
+            "within a generation every key was handled by exactly one virtual task",
+            "virtual tasks per key",
+        ),
+        Check(
+            "audit_unique",
+            checks.audit_table,
+            lambda: gxe.ExpectCompoundColumnsToBeUnique(column_list=["stream", "partition", "offset"]),
+            "no input record was processed twice",
+            "audit rows",
+        ),
+        Check(
+            "sink_unique",
+            checks.sink_table,
+            lambda: gxe.ExpectCompoundColumnsToBeUnique(column_list=["output", "source_partition", "source_offset"]),
+            "no input record appears twice in the exactly-once sink",
+            "sink rows",
+        ),
+        Check(
+            "state",
+            checks.state_table,
+            lambda: gxe.ExpectColumnValuesToBeInSet(column="matches", value_set=[True]),
+            "every stored value equals the aggregate recomputed from the processed input below the checkpoints",
+            "stored keys",
+            lambda q: q.state is not None,
+        ),
     ]
 
 
@@ -78,7 +106,8 @@ class QualityResult:
     def failure_message(self) -> str:
         return "; ".join(
             f"{c.name} ({c.expectation}) failed for {c.unexpected} of {c.rows} rows, e.g. {', '.join(c.examples[:5])}"
-            for c in self.checks if not c.success
+            for c in self.checks
+            if not c.success
         )
 
 
@@ -111,8 +140,11 @@ def run_suites(q: checks.QualityInputs, report_dir: str | Path, job: str, run_na
         batch = source.add_dataframe_asset(asset).add_batch_definition_whole_dataframe("all")
         suite = ctx.suites.add(gx.ExpectationSuite(name=check.name, expectations=[check.expectation()]))
         vd = ctx.validation_definitions.add(gx.ValidationDefinition(name=check.name, data=batch, suite=suite))
-        cp = ctx.checkpoints.add(gx.Checkpoint(name=f"{check.name}_checkpoint", validation_definitions=[vd],
-                                               result_format={"result_format": "COMPLETE"}))
+        cp = ctx.checkpoints.add(
+            gx.Checkpoint(
+                name=f"{check.name}_checkpoint", validation_definitions=[vd], result_format={"result_format": "COMPLETE"}
+            )
+        )
         outcome = cp.run(batch_parameters={"dataframe": table}, run_id=run_id)
         ((key, run),) = outcome.run_results.items()
         # the page header reads it here; GX types it BatchSpec (a dict subclass): kept the plain dict it always was
@@ -123,8 +155,17 @@ def run_suites(q: checks.QualityInputs, report_dir: str | Path, job: str, run_na
         index = r.result.get("unexpected_index_list") or []
         positions = [i if isinstance(i, int) else next(iter(i.values())) for i in index]
         examples = [str(table["record"].iloc[i]) for i in positions[:20] if isinstance(i, int) and i < len(table)]
-        results.append(CheckResult(check.name, check.describe, r.expectation_config.type, bool(r.success), len(table),
-                                   int(r.result.get("unexpected_count") or 0), examples))
+        results.append(
+            CheckResult(
+                check.name,
+                check.describe,
+                r.expectation_config.type,
+                bool(r.success),
+                len(table),
+                int(r.result.get("unexpected_count") or 0),
+                examples,
+            )
+        )
     ctx.build_data_docs(site_names=[SITE])
     make_offline(docs)
     return QualityResult(results, str(docs / "index.html"))

@@ -65,9 +65,12 @@ class Recommendation:
     reason: str
 
 
-def recommend(samples: Sequence[BatchSample], current: int, last_change_ms: int, now_ms: int, policy: AutosizePolicy) -> Recommendation:
+def recommend(
+    samples: Sequence[BatchSample], current: int, last_change_ms: int, now_ms: int, policy: AutosizePolicy
+) -> Recommendation:
     """Throughput grows about linearly with the factor (virtual tasks are I/O-bound):
     the factor needed = (input rate + backlog / target) / (throughput per unit of factor)."""
+
     def clamp(f: int) -> int:
         return max(policy.min_factor, min(policy.max_factor, f))
 

@@ -70,7 +70,9 @@ def default_batch_owner() -> str:
 
 
 class MicroBatchEngine:
-    def __init__(self, config: JobConfig, spark: SparkSession, store: CheckpointStore | None = None, inputs: KafkaInputs | None = None) -> None:
+    def __init__(
+        self, config: JobConfig, spark: SparkSession, store: CheckpointStore | None = None, inputs: KafkaInputs | None = None
+    ) -> None:
         self.config = config
         self.spark = spark
         self.store = store or CheckpointStore(config.checkpoint_store_url(), config.checkpoint_history_size)
@@ -81,7 +83,9 @@ class MicroBatchEngine:
 
     @cached_property
     def app(self) -> ApplicationDescriptor:
-        return load_application(self.config.app_class, self.config.inputs)  # on the driver too: a bad app.class fails before any work
+        return load_application(
+            self.config.app_class, self.config.inputs
+        )  # on the driver too: a bad app.class fails before any work
 
     @cached_property
     def storage(self) -> StorageConfig | None:
@@ -111,13 +115,15 @@ class MicroBatchEngine:
         out = []
         for t in self.tables:
             systems = sorted({s.system for s in t.streams})
-            out.append(TableBatch(
-                name=t.name,
-                targets=tuple((ssp, o) for ssp, o in sorted(recorded.items()) if ssp.system_stream in t.streams),
-                bootstraps=tuple((s, resolve_bootstrap(self.config, s)) for s in systems),
-                serdes=tuple((s, self.config.serde(s, "key"), self.config.serde(s, "msg")) for s in systems),
-                processor_factory=t.processor_factory,
-            ))
+            out.append(
+                TableBatch(
+                    name=t.name,
+                    targets=tuple((ssp, o) for ssp, o in sorted(recorded.items()) if ssp.system_stream in t.streams),
+                    bootstraps=tuple((s, resolve_bootstrap(self.config, s)) for s in systems),
+                    serdes=tuple((s, self.config.serde(s, "key"), self.config.serde(s, "msg")) for s in systems),
+                    processor_factory=t.processor_factory,
+                )
+            )
         return SideInputBatch(str(state_dir(self.config)), tuple(out))
 
     def _await_state(self, cps: Iterable[TaskCheckpoint], timeout_s: float) -> None:
@@ -134,8 +140,13 @@ class MicroBatchEngine:
     # --- public ---------------------------------------------------------------
 
     def run(
-        self, max_records: int | None = None, until_caught_up: bool = False, owner: str | None = None,
-        max_seconds: float | None = None, on_commit: Callable[[BatchSummary], None] | None = None, reset_sinks: bool = False,
+        self,
+        max_records: int | None = None,
+        until_caught_up: bool = False,
+        owner: str | None = None,
+        max_seconds: float | None = None,
+        on_commit: Callable[[BatchSummary], None] | None = None,
+        reset_sinks: bool = False,
     ) -> list[BatchSummary]:
         """One batch, or batches until no lag is left or `max_seconds` have passed (no new
         batch starts after that). In the loop, each commit's upload overlaps the next batch
@@ -162,8 +173,13 @@ class MicroBatchEngine:
         # the heartbeat spans everything done under the lease, the last upload too; it stops before the release
         with held_lease(self.store, self.job, owner, self.config.lease_ttl_ms) as lease:
             committer = AsyncCommitter(
-                self.store, self.config.checkpoint_write_versions, owner, self.config.commit_max_delay_ms,
-                self.config.commit_timeout_ms, committed, self._await_state,
+                self.store,
+                self.config.checkpoint_write_versions,
+                owner,
+                self.config.commit_max_delay_ms,
+                self.config.commit_timeout_ms,
+                committed,
+                self._await_state,
             )
             try:
                 # job identity: sinks written under another store fail the start (elasticity.batch.sink_identity)
@@ -233,7 +249,9 @@ class MicroBatchEngine:
     # --- steps of a batch ------------------------------------------------------
 
     def _start(
-        self, owner: str, snapshot: tuple[BatchPlan, dict[TaskName, TaskCheckpoint]] | None,
+        self,
+        owner: str,
+        snapshot: tuple[BatchPlan, dict[TaskName, TaskCheckpoint]] | None,
     ) -> tuple[Generation, dict[TaskName, TaskCheckpoint], BatchPlan | None]:
         """The generation and checkpoints the batch starts from, and the plan it must replay (a batch that
         failed before its commit: its ranges exactly). Behind an upload still running, that batch's
@@ -253,8 +271,13 @@ class MicroBatchEngine:
         return generation, self.coordinator.checkpoints(generation), pending
 
     def _plan(
-        self, generation: Generation, cps: dict[TaskName, TaskCheckpoint], pending: BatchPlan | None, max_records: int,
-        owner: str, after: int | None,
+        self,
+        generation: Generation,
+        cps: dict[TaskName, TaskCheckpoint],
+        pending: BatchPlan | None,
+        max_records: int,
+        owner: str,
+        after: int | None,
     ) -> tuple[BatchPlan | None, dict[SystemStreamPartition, int]]:
         """The batch's plan, written ahead of running it so that a retry replays the same ranges: the pending
         one (whatever its failed attempt wrote is removed first), or ranges from the checkpoints up to the high
@@ -267,29 +290,50 @@ class MicroBatchEngine:
         ranges = plan_ranges(cps.values(), high, max_records)
         if sum(r.size for r in ranges) == 0:
             return None, high
-        return self.store.plan_batch(self.job, generation.number, ranges, owner, after=after, side_inputs=self._side_input_offsets()), high
+        return self.store.plan_batch(
+            self.job, generation.number, ranges, owner, after=after, side_inputs=self._side_input_offsets()
+        ), high
 
-    def _read_and_process(self, plan: BatchPlan, generation: Generation, cps: dict[TaskName, TaskCheckpoint]) -> tuple[list[Row], dict[str, Any]]:
+    def _read_and_process(
+        self, plan: BatchPlan, generation: Generation, cps: dict[TaskName, TaskCheckpoint]
+    ) -> tuple[list[Row], dict[str, Any]]:
         """Read+route -> shuffle by process slot -> process, as one Spark job: no cached intermediate, no extra
         action. Returns each virtual task's summary row, and the read's counts, which ride along as observed
         metrics (records read, skipped as already processed, ns spent hashing keys)."""
         obs = Observation("read")
         routed = self._read_routed(plan, generation, cps).observe(
-            obs, F.count(F.lit(1)).alias("read"), F.sum(F.col("skip").cast("long")).alias("skipped"), F.sum("hash_ns").alias("hash_ns"))
+            obs,
+            F.count(F.lit(1)).alias("read"),
+            F.sum(F.col("skip").cast("long")).alias("skipped"),
+            F.sum("hash_ns").alias("hash_ns"),
+        )
         slots = len(generation.job_model.containers) * self.config.container_process_count
-        rows = (routed.where(~F.col("skip")).select(*[c.split()[0] for c in ROUTED_DDL.split(", ")])
-                .repartition(slots, "slot").mapInArrow(partial(process_partition, self._context(plan, generation, cps)), SUMMARY_DDL).collect())
+        rows = (
+            routed.where(~F.col("skip"))
+            .select(*[c.split()[0] for c in ROUTED_DDL.split(", ")])
+            .repartition(slots, "slot")
+            .mapInArrow(partial(process_partition, self._context(plan, generation, cps)), SUMMARY_DDL)
+            .collect()
+        )
         return rows, obs.get
 
-    def _new_checkpoints(self, plan: BatchPlan, cps: dict[TaskName, TaskCheckpoint], rows: list[Row]) -> dict[TaskName, TaskCheckpoint]:
+    def _new_checkpoints(
+        self, plan: BatchPlan, cps: dict[TaskName, TaskCheckpoint], rows: list[Row]
+    ) -> dict[TaskName, TaskCheckpoint]:
         """Each virtual task's checkpoint after the batch: past its ranges, or at the first offset it did not
         keep where it stopped; with the state snapshot it took, for a job with stores."""
-        stopped = {TaskName(r.task_name): {ssp_from_key(k): int(v) for k, v in json.loads(r.stopped).items()} for r in rows if r.stopped}
+        stopped = {
+            TaskName(r.task_name): {ssp_from_key(k): int(v) for k, v in json.loads(r.stopped).items()} for r in rows if r.stopped
+        }
         new_cps = {name: advance(cp, plan.ranges, stopped.get(name)) for name, cp in cps.items()}
         return _with_state(new_cps, cps, rows) if self.storage is not None else new_cps
 
     def _batch_metrics(
-        self, durations: dict[str, float], observed: dict[str, Any], new_cps: dict[TaskName, TaskCheckpoint], rows: list[Row],
+        self,
+        durations: dict[str, float],
+        observed: dict[str, Any],
+        new_cps: dict[TaskName, TaskCheckpoint],
+        rows: list[Row],
     ) -> dict[str, Any]:
         """SEP-32's batch metrics, the stores' and the per-task figures of the job page."""
         metrics: dict[str, Any] = {
@@ -322,11 +366,17 @@ class MicroBatchEngine:
         for name, cp in cps.items():
             for ssp, offset in cp.offsets.items():
                 owners.setdefault((ssp.system, ssp.stream, ssp.partition), {})[ssp.key_bucket] = (
-                    name.name, offset, cp.watermarks.get(ssp, ()), slot_of[name])
+                    name.name,
+                    offset,
+                    cp.watermarks.get(ssp, ()),
+                    slot_of[name],
+                )
         tasks = read_tasks(cs, self.config.read_chunk_records)
         n = max(tasks, default=0) + 1
         assigned = [[c for c, t in zip(cs, tasks, strict=True) if t == i] for i in range(n)]
-        return self.spark.range(0, n, 1, n).mapInArrow(partial(read_assigned, assigned, RouteTable(generation.factor, owners)), ROUTED_READ_DDL)
+        return self.spark.range(0, n, 1, n).mapInArrow(
+            partial(read_assigned, assigned, RouteTable(generation.factor, owners)), ROUTED_READ_DDL
+        )
 
     def _slots(self, generation: Generation) -> dict[TaskName, int]:
         """Each virtual task's process group: a container's tasks are dealt round-robin over
@@ -334,8 +384,11 @@ class MicroBatchEngine:
         worker (no GIL shared between groups); a task stays whole, in offset order, in one."""
         per = self.config.container_process_count
         values = slot_values(len(generation.job_model.containers) * per)
-        return {t.task_name: values[ci * per + ti % per]
-                for ci, c in enumerate(generation.job_model.containers) for ti, t in enumerate(c.tasks)}
+        return {
+            t.task_name: values[ci * per + ti % per]
+            for ci, c in enumerate(generation.job_model.containers)
+            for ti, t in enumerate(c.tasks)
+        }
 
     def _context(self, plan: BatchPlan, generation: Generation, cps: dict[TaskName, TaskCheckpoint]) -> ProcessContext:
         c = self.config
@@ -400,8 +453,13 @@ class MicroBatchEngine:
             delete_batches(root, batch_ids)
 
     def _summary(
-        self, generation: Generation, plan: BatchPlan | None, cps: dict[TaskName, TaskCheckpoint],
-        high: dict[SystemStreamPartition, int], durations: dict[str, float], metrics: dict[str, Any],
+        self,
+        generation: Generation,
+        plan: BatchPlan | None,
+        cps: dict[TaskName, TaskCheckpoint],
+        high: dict[SystemStreamPartition, int],
+        durations: dict[str, float],
+        metrics: dict[str, Any],
     ) -> BatchSummary:
         lag = {}
         for cp in cps.values():
@@ -415,7 +473,9 @@ class MicroBatchEngine:
             generation=generation.number,
             factor=generation.factor,
             task_count=len(cps),
-            offsets_committed={n.name: {ssp_to_key(s): o for s, o in cp.offsets.items()} for n, cp in cps.items()} if plan else {},
+            offsets_committed={n.name: {ssp_to_key(s): o for s, o in cp.offsets.items()} for n, cp in cps.items()}
+            if plan
+            else {},
             lag_left=_lag_left(cps, high),
             lag_per_sspkb=lag,
             durations_ms=durations,
@@ -434,7 +494,9 @@ def _count(summary: BatchSummary, rows: list[Row], observed: dict[str, Any]) -> 
     summary.errors = [r.error for r in rows if r.error]
 
 
-def _with_state(new_cps: dict[TaskName, TaskCheckpoint], cps: dict[TaskName, TaskCheckpoint], rows: list[Row]) -> dict[TaskName, TaskCheckpoint]:
+def _with_state(
+    new_cps: dict[TaskName, TaskCheckpoint], cps: dict[TaskName, TaskCheckpoint], rows: list[Row]
+) -> dict[TaskName, TaskCheckpoint]:
     """Each task's new checkpoint with its snapshot of this batch; a task that took none (no records
     here, or stopped) keeps the state of the checkpoint it started from."""
     snapped = {TaskName(r.task_name): r for r in rows if r.checkpoint_id}
@@ -469,7 +531,10 @@ def _state_metrics(cps: dict[TaskName, TaskCheckpoint], rows: list[Row]) -> dict
                 markers.setdefault(store, {})[factory] = marker
         for store in markers.keys() | local.get(name.name, {}).keys():
             stores.setdefault(name.name, {})[store] = {
-                "checkpoint-id": str(cp.checkpoint_id), "markers": markers.get(store, {}), **local.get(name.name, {}).get(store, {})}
+                "checkpoint-id": str(cp.checkpoint_id),
+                "markers": markers.get(store, {}),
+                **local.get(name.name, {}).get(store, {}),
+            }
     return {"store-metrics": totals, "stores": stores}
 
 
@@ -480,5 +545,3 @@ def _lag_left(cps: dict[TaskName, TaskCheckpoint], high: dict[SystemStreamPartit
 
 def _ms(start: float) -> float:
     return round((time.perf_counter() - start) * 1000, 1)
-
-

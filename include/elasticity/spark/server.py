@@ -59,15 +59,31 @@ class SparkConnectServer:
         port = port or DEFAULT_PORT
         home = spark_home()
         command = [
-            str(home / "bin" / "spark-submit"), "--master", master, "--class", CONNECT_SERVER_CLASS,
-            "--conf", f"spark.connect.grpc.binding.address={HOST}", "--conf", f"spark.connect.grpc.binding.port={port}",
-            "--conf", "spark.ui.enabled=false", "--conf", f"spark.driver.extraJavaOptions={log4j_options()}",
-            "--conf", "spark.sql.shuffle.partitions=8", "--conf", f"spark.local.dir={self.daemon.data_dir}",
-            "--conf", "spark.connect.session.manager.defaultSessionTimeout=24h",
+            str(home / "bin" / "spark-submit"),
+            "--master",
+            master,
+            "--class",
+            CONNECT_SERVER_CLASS,
+            "--conf",
+            f"spark.connect.grpc.binding.address={HOST}",
+            "--conf",
+            f"spark.connect.grpc.binding.port={port}",
+            "--conf",
+            "spark.ui.enabled=false",
+            "--conf",
+            f"spark.driver.extraJavaOptions={log4j_options()}",
+            "--conf",
+            "spark.sql.shuffle.partitions=8",
+            "--conf",
+            f"spark.local.dir={self.daemon.data_dir}",
+            "--conf",
+            "spark.connect.session.manager.defaultSessionTimeout=24h",
             "spark-internal",
         ]
         env = {
-            **os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": HOST,
+            **os.environ,
+            "SPARK_HOME": str(home),
+            "SPARK_LOCAL_IP": HOST,
             "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
         }
         return SparkServerState(**vars(self.daemon.start(command, port, timeout_s, env)))

@@ -33,8 +33,10 @@ def session(config: JobConfig, app_name: str | None = None, target: SparkTarget 
             spark = builder.remote(url).getOrCreate()
         else:
             spark = (
-                builder.master(target.value).config("spark.ui.showConsoleProgress", "false")
-                .config("spark.driver.extraJavaOptions", log4j_options()).getOrCreate()
+                builder.master(target.value)
+                .config("spark.ui.showConsoleProgress", "false")
+                .config("spark.driver.extraJavaOptions", log4j_options())
+                .getOrCreate()
             )
             spark.sparkContext.setLogLevel("WARN")
     if not target.is_local:

@@ -41,8 +41,15 @@ class ScanJob:
     source: str  # the old task's name, for the error
 
     def to_json(self) -> str:
-        return json.dumps({"folder": self.folder, "factor": self.factor, "outputs": {str(b): p for b, p in self.outputs.items()},
-                           "store": self.store, "source": self.source})
+        return json.dumps(
+            {
+                "folder": self.folder,
+                "factor": self.factor,
+                "outputs": {str(b): p for b, p in self.outputs.items()},
+                "store": self.store,
+                "source": self.source,
+            }
+        )
 
     @classmethod
     def from_json(cls, line: str) -> ScanJob:
@@ -57,8 +64,13 @@ class ScanResult:
     error: str | None = None  # a key that is not a share of the source: nothing may be moved
 
     def to_json(self) -> str:
-        return json.dumps({"keys": {str(b): n for b, n in self.keys.items()}, "bytes": {str(b): n for b, n in self.bytes.items()},
-                           "error": self.error})
+        return json.dumps(
+            {
+                "keys": {str(b): n for b, n in self.keys.items()},
+                "bytes": {str(b): n for b, n in self.bytes.items()},
+                "error": self.error,
+            }
+        )
 
     @classmethod
     def from_json(cls, line: str) -> ScanResult:
@@ -85,6 +97,7 @@ def scan(job: ScanJob, input_key: Callable[[bytes], bytes] | None = None) -> Sca
             writers.append(w)
             puts[b] = w.__setitem__
             w[k] = v
+
         return put
 
     for b, path in job.outputs.items():
@@ -97,8 +110,10 @@ def scan(job: ScanJob, input_key: Callable[[bytes], bytes] | None = None) -> Sca
             b = (h - _2_64 if h >= _2_63 else h) % g  # key_bucket, inlined: pmod of the signed hash
             put = puts[b]
             if put is None:
-                return ScanResult(error=f"store {job.store!r} of task {job.source!r} holds key {k!r} of bucket {b} at factor {g}, "
-                                        "which is not a share of that task; nothing was changed")
+                return ScanResult(
+                    error=f"store {job.store!r} of task {job.source!r} holds key {k!r} of bucket {b} at factor {g}, "
+                    "which is not a share of that task; nothing was changed"
+                )
             put(k, v)
             keys[b] += 1
             size[b] += len(k) + len(v)
@@ -117,8 +132,10 @@ class ScanWorkers:
     """Worker processes that run scan jobs, each job on an idle one; `run` blocks its thread, not the GIL."""
 
     def __init__(self, count: int) -> None:
-        self._procs = [subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-                       for _ in range(count)]
+        self._procs = [
+            subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            for _ in range(count)
+        ]
         self._idle: queue.Queue[subprocess.Popen] = queue.Queue()
         for p in self._procs:
             self._idle.put(p)

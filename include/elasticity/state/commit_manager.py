@@ -70,7 +70,9 @@ class TaskStorageCommitManager:
         for s in snapshot.stores:
             ts = self.stores[s.store]
             for factory, pending in s.pending:
-                jobs.append((factory, s.store, pool.submit(self._upload, ts, factory, snapshot.checkpoint_id, Path(s.folder), pending)))
+                jobs.append(
+                    (factory, s.store, pool.submit(self._upload, ts, factory, snapshot.checkpoint_id, Path(s.folder), pending))
+                )
 
         def markers() -> Markers:
             out: Markers = {}

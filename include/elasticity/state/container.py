@@ -27,7 +27,11 @@ from elasticity.state.taskstore import TaskStore
 
 class ContainerStorageManager:
     def __init__(
-        self, config: StorageConfig, descriptors: Sequence[StoreDescriptor], tasks: Sequence[TaskModel], changelog_partitions: int,
+        self,
+        config: StorageConfig,
+        descriptors: Sequence[StoreDescriptor],
+        tasks: Sequence[TaskModel],
+        changelog_partitions: int,
     ) -> None:
         """`changelog_partitions`: the job's task count (partitions of each changelog topic)."""
         self.config = config
@@ -38,15 +42,25 @@ class ContainerStorageManager:
             stores = {}
             for d in descriptors:
                 ctx = StoreContext(
-                    config.job_name, config.job_id, task.task_name, task.changelog_partition, config.store(d.name), d, config.transactional
+                    config.job_name,
+                    config.job_id,
+                    task.task_name,
+                    task.changelog_partition,
+                    config.store(d.name),
+                    d,
+                    config.transactional,
                 )
                 factories = dict.fromkeys(ctx.config.backup_factories + ctx.config.restore_factories)
                 if ctx.config.changelog is not None:
                     factories[KAFKA_CHANGELOG_FACTORY] = None  # the fallback of last resort: bootstrap
-                stores[d.name] = TaskStore(ctx, config.state_dir, {f: self._backend(f, ctx, changelog_partitions) for f in factories})
+                stores[d.name] = TaskStore(
+                    ctx, config.state_dir, {f: self._backend(f, ctx, changelog_partitions) for f in factories}
+                )
             self.tasks[task.task_name] = stores
         self.committers = {t: TaskStorageCommitManager(t, s) for t, s in self.tasks.items()}
-        self._commit_pool = ThreadPoolExecutor(config.commit_pool_size or max(1, min(len(tasks), 64)), thread_name_prefix="state-upload")
+        self._commit_pool = ThreadPoolExecutor(
+            config.commit_pool_size or max(1, min(len(tasks), 64)), thread_name_prefix="state-upload"
+        )
         self._restore_pool = ThreadPoolExecutor(config.restore_pool_size, thread_name_prefix="state-restore")
 
     def _backend(self, factory: str, ctx: StoreContext, partitions: int) -> StateBackend:
@@ -68,7 +82,8 @@ class ContainerStorageManager:
         """Every store of every task to its task's checkpoint (None: none yet); returns each store's source."""
         futures = {
             (task, name): self._restore_pool.submit(restore, ts, checkpoints.get(task))
-            for task, stores in self.tasks.items() for name, ts in stores.items()
+            for task, stores in self.tasks.items()
+            for name, ts in stores.items()
         }
         out: dict[TaskName, dict[str, str]] = {}
         for (task, name), f in futures.items():
@@ -100,8 +115,11 @@ class ContainerStorageManager:
     def cleanup(self, checkpoints: Mapping[TaskName, CheckpointV2]) -> None:
         """After the checkpoints are written."""
         futures = [
-            self._commit_pool.submit(self.committers[t].cleanup, cp.checkpoint_id, {f: dict(m) for f, m in cp.state_checkpoint_markers.items()})
-            for t, cp in checkpoints.items() if t in self.committers
+            self._commit_pool.submit(
+                self.committers[t].cleanup, cp.checkpoint_id, {f: dict(m) for f, m in cp.state_checkpoint_markers.items()}
+            )
+            for t, cp in checkpoints.items()
+            if t in self.committers
         ]
         for f in futures:
             f.result()

@@ -28,7 +28,9 @@ class WrongBucketError(ValueError):
 
 
 class KeyValueStore:
-    def __init__(self, descriptor: StoreDescriptor, task: TaskName, db: Rdict, metrics: StoreMetrics, track_changes: bool) -> None:
+    def __init__(
+        self, descriptor: StoreDescriptor, task: TaskName, db: Rdict, metrics: StoreMetrics, track_changes: bool
+    ) -> None:
         self.descriptor = descriptor
         self.task = task
         self.db = db

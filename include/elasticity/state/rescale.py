@@ -98,19 +98,25 @@ class StateMove:
         """The migrated checkpoints with the state they now commit."""
         return {
             t: TaskCheckpoint(cp.task_name, cp.offsets, cp.watermarks, self.checkpoint_ids[t], self.markers.get(t, {}))
-            if t in self.checkpoint_ids else cp
+            if t in self.checkpoint_ids
+            else cp
             for t, cp in cps.items()
         }
 
     def describe(self) -> str:
         verb = "would move" if self.dry_run else "moved"
         moved = [t for t in self.transfers if t.how == "moved"]
-        lines = [f"state: {verb} {sum(t.keys for t in moved):,} keys, {sum(t.bytes for t in moved):,} bytes "
-                 f"(factor {self.old_factor} -> {self.new_factor}, snapshots {self.checkpoint_id})"]
+        lines = [
+            f"state: {verb} {sum(t.keys for t in moved):,} keys, {sum(t.bytes for t in moved):,} bytes "
+            f"(factor {self.old_factor} -> {self.new_factor}, snapshots {self.checkpoint_id})"
+        ]
         for t in sorted(self.transfers, key=lambda t: (t.task, t.store)):
             src = " + ".join(s.name for s in t.sources) or "(no source)"
-            what = {"moved": f"{t.keys:,} keys, {t.bytes:,} bytes", "kept": "keeps its committed snapshot",
-                    "empty": "empty (no committed state in its sources)"}[t.how]
+            what = {
+                "moved": f"{t.keys:,} keys, {t.bytes:,} bytes",
+                "kept": "keeps its committed snapshot",
+                "empty": "empty (no committed state in its sources)",
+            }[t.how]
             lines.append(f"  {t.task.name} <- {src}: {t.store} {what}")
         return "\n".join(lines)
 
@@ -124,7 +130,9 @@ def _bases(task: TaskModel) -> frozenset[SystemStreamPartition]:
     return frozenset(s.without_key_bucket() for s in task.system_stream_partitions)
 
 
-def plan_sources(old_model: JobModel, old_factor: int, new_model: JobModel, new_factor: int) -> dict[TaskName, tuple[TaskName, ...]]:
+def plan_sources(
+    old_model: JobModel, old_factor: int, new_model: JobModel, new_factor: int
+) -> dict[TaskName, tuple[TaskName, ...]]:
     """Per new task, the old tasks that hold a share of its keys: same input partitions, a = b (mod gcd).
 
     A store does not record which input partition a key came from, so an old
@@ -166,8 +174,14 @@ def _context(storage: StorageConfig, cfg: StoreConfig, d: StoreDescriptor, task:
     return StoreContext(storage.job_name, storage.job_id, task.task_name, task.changelog_partition, cfg, d, storage.transactional)
 
 
-def _kept(new: TaskModel, sources: tuple[TaskName, ...], old_tasks: Mapping[TaskName, TaskModel], old_factor: int, new_factor: int,
-          storage: StorageConfig) -> bool:
+def _kept(
+    new: TaskModel,
+    sources: tuple[TaskName, ...],
+    old_tasks: Mapping[TaskName, TaskModel],
+    old_factor: int,
+    new_factor: int,
+    storage: StorageConfig,
+) -> bool:
     """Same name, one source that gives it every key, and (with a changelog) the same changelog partition."""
     if old_factor != new_factor or sources != (new.task_name,):
         return False
@@ -176,8 +190,15 @@ def _kept(new: TaskModel, sources: tuple[TaskName, ...], old_tasks: Mapping[Task
 
 
 def move_state(
-    storage: StorageConfig, descriptors: Sequence[StoreDescriptor], old_model: JobModel, old_factor: int, from_generation: int,
-    old_cps: Mapping[TaskName, TaskCheckpoint], new_model: JobModel, new_factor: int, dry_run: bool = False,
+    storage: StorageConfig,
+    descriptors: Sequence[StoreDescriptor],
+    old_model: JobModel,
+    old_factor: int,
+    from_generation: int,
+    old_cps: Mapping[TaskName, TaskCheckpoint],
+    new_model: JobModel,
+    new_factor: int,
+    dry_run: bool = False,
 ) -> StateMove:
     """Build and upload every new task's snapshots (with `dry_run`: only read and count); see the module doc."""
     start = time.perf_counter_ns()
@@ -203,7 +224,9 @@ def move_state(
     if not dry_run and any(moving.values()):
         journal = f"{job_prefix(storage.job_name, storage.job_id)}{JOURNALS}{cp_id}.json"
         prefixes = sorted(store_prefix(storage.job_name, storage.job_id, t, d.name) for t in moving for d in descriptors)
-        blobs.put_bytes(journal, json.dumps({"checkpoint-id": str(cp_id), "from-generation": from_generation, "prefixes": prefixes}).encode())
+        blobs.put_bytes(
+            journal, json.dumps({"checkpoint-id": str(cp_id), "from-generation": from_generation, "prefixes": prefixes}).encode()
+        )
         faults.point("rescale.state.journal_written")
     mover = _Mover(storage, blobs, old_tasks, new_tasks, new_factor, cp_id, dry_run, _scan_workers(descriptors, len(old_tasks)))
     try:
@@ -211,8 +234,18 @@ def move_state(
             mover.move(d, moving, old_cps, transfers, ids, markers)
     finally:
         mover.close()
-    move = StateMove(old_factor, new_factor, cp_id, from_generation, tuple(transfers), ids, markers, dry_run,
-                     time.perf_counter_ns() - start, journal)
+    move = StateMove(
+        old_factor,
+        new_factor,
+        cp_id,
+        from_generation,
+        tuple(transfers),
+        ids,
+        markers,
+        dry_run,
+        time.perf_counter_ns() - start,
+        journal,
+    )
     if not dry_run:
         faults.point("rescale.state.moved")
     return move
@@ -221,29 +254,54 @@ def move_state(
 class _Mover:
     """One move's workers, threads and scratch folder; `move` moves one store."""
 
-    def __init__(self, storage: StorageConfig, blobs: BlobStoreManager, old_tasks: Mapping[TaskName, TaskModel], new_tasks: Mapping[TaskName, TaskModel],
-                 new_factor: int, cp_id: CheckpointId, dry_run: bool, workers: ScanWorkers | None) -> None:
+    def __init__(
+        self,
+        storage: StorageConfig,
+        blobs: BlobStoreManager,
+        old_tasks: Mapping[TaskName, TaskModel],
+        new_tasks: Mapping[TaskName, TaskModel],
+        new_factor: int,
+        cp_id: CheckpointId,
+        dry_run: bool,
+        workers: ScanWorkers | None,
+    ) -> None:
         self.storage, self.blobs, self.old_tasks, self.new_tasks = storage, blobs, old_tasks, new_tasks
         self.new_factor, self.cp_id, self.dry_run, self.workers = new_factor, cp_id, dry_run, workers
         self.work = Path(tempfile.mkdtemp(prefix="elasticity-state-move-"))
-        self.pool = ThreadPoolExecutor(storage.commit_pool_size or min(len(old_tasks) + len(new_tasks), 64), thread_name_prefix="state-move")
+        self.pool = ThreadPoolExecutor(
+            storage.commit_pool_size or min(len(old_tasks) + len(new_tasks), 64), thread_name_prefix="state-move"
+        )
 
-    def move(self, d: StoreDescriptor, moving: Mapping[TaskName, tuple[TaskName, ...]], old_cps: Mapping[TaskName, TaskCheckpoint],
-             transfers: list[Transfer], ids: dict[TaskName, CheckpointId], markers: dict[TaskName, Markers]) -> None:
+    def move(
+        self,
+        d: StoreDescriptor,
+        moving: Mapping[TaskName, tuple[TaskName, ...]],
+        old_cps: Mapping[TaskName, TaskCheckpoint],
+        transfers: list[Transfer],
+        ids: dict[TaskName, CheckpointId],
+        markers: dict[TaskName, Markers],
+    ) -> None:
         """Every source downloads at once and is scanned as it arrives; a new task is ingested and uploaded
         as soon as its last source is scanned."""
         cfg = self.storage.store(d.name)
-        markers_of = {s: old_cps[s].state_markers.get(BLOB_STORE_FACTORY, {}).get(d.name) if s in old_cps else None
-                      for src in moving.values() for s in src}
+        markers_of = {
+            s: old_cps[s].state_markers.get(BLOB_STORE_FACTORY, {}).get(d.name) if s in old_cps else None
+            for src in moving.values()
+            for s in src
+        }
         found = {s: m for s, m in sorted(markers_of.items()) if m is not None}
-        targets = {t: _Target(None if self.dry_run else self.work / d.name / str(i), {s for s in src if s in found})
-                   for i, (t, src) in enumerate(sorted(moving.items()))}
+        targets = {
+            t: _Target(None if self.dry_run else self.work / d.name / str(i), {s for s in src if s in found})
+            for i, (t, src) in enumerate(sorted(moving.items()))
+        }
         by_source: dict[TaskName, list[TaskName]] = {}
         for t, src in moving.items():
             for s in src:
                 by_source.setdefault(s, []).append(t)
-        reads = {self.pool.submit(self._read, d, cfg, s, m, i, {_bucket(t): targets[t].sst(i) for t in by_source[s]}): (i, s)
-                 for i, (s, m) in enumerate(found.items())}
+        reads = {
+            self.pool.submit(self._read, d, cfg, s, m, i, {_bucket(t): targets[t].sst(i) for t in by_source[s]}): (i, s)
+            for i, (s, m) in enumerate(found.items())
+        }
         uploads = {}
         for future in as_completed(reads):
             (i, s), result = reads[future], future.result()
@@ -258,7 +316,9 @@ class _Mover:
                     target.ssts.append(Path(sst))
                 target.sources_left.discard(s)
                 if not target.sources_left and not self.dry_run:
-                    uploads[t] = self.pool.submit(_write, self.storage, cfg, d, self.new_tasks[t], len(self.new_tasks), self.blobs, target, self.cp_id)
+                    uploads[t] = self.pool.submit(
+                        _write, self.storage, cfg, d, self.new_tasks[t], len(self.new_tasks), self.blobs, target, self.cp_id
+                    )
             faults.point("rescale.state.source_read")
         for t, target in sorted(targets.items()):
             if any(s in found for s in moving[t]):
@@ -271,7 +331,9 @@ class _Mover:
                 markers.setdefault(t, {}).setdefault(factory, {})[d.name] = marker
             faults.point("rescale.state.uploaded")
 
-    def _read(self, d: StoreDescriptor, cfg: StoreConfig, source: TaskName, marker: str, i: int, outputs: dict[int, str | None]) -> ScanResult:
+    def _read(
+        self, d: StoreDescriptor, cfg: StoreConfig, source: TaskName, marker: str, i: int, outputs: dict[int, str | None]
+    ) -> ScanResult:
         """Download one old snapshot and scan it (in a worker process when there are workers)."""
         folder = self.work / "source" / d.name / str(i)
         BlobStoreStateBackend(_context(self.storage, cfg, d, self.old_tasks[source]), self.blobs).restore(marker, folder)
@@ -290,8 +352,12 @@ class _Mover:
         shutil.rmtree(self.work, ignore_errors=True)
 
 
-def _refuse_unmovable(storage: StorageConfig, descriptors: Sequence[StoreDescriptor], moving: Mapping[TaskName, tuple[TaskName, ...]],
-                      old_cps: Mapping[TaskName, TaskCheckpoint]) -> None:
+def _refuse_unmovable(
+    storage: StorageConfig,
+    descriptors: Sequence[StoreDescriptor],
+    moving: Mapping[TaskName, tuple[TaskName, ...]],
+    old_cps: Mapping[TaskName, TaskCheckpoint],
+) -> None:
     """Committed state that only the changelog holds cannot be split by bucket here."""
     for d in descriptors:
         cfg = storage.store(d.name)
@@ -319,8 +385,16 @@ def _scan_workers(descriptors: Sequence[StoreDescriptor], sources: int) -> ScanW
     return ScanWorkers(count) if count > 1 and any(d.input_key is None for d in descriptors) else None
 
 
-def _write(storage: StorageConfig, cfg: StoreConfig, d: StoreDescriptor, task: TaskModel, task_count: int, blobs: BlobStoreManager,
-           target: _Target, cp_id: CheckpointId) -> dict[str, str]:
+def _write(
+    storage: StorageConfig,
+    cfg: StoreConfig,
+    d: StoreDescriptor,
+    task: TaskModel,
+    task_count: int,
+    blobs: BlobStoreManager,
+    target: _Target,
+    cp_id: CheckpointId,
+) -> dict[str, str]:
     """Ingest the target's SST files into a new RocksDB, upload its snapshot; its markers by factory."""
     assert target.folder is not None
     db = open_db(target.folder / "db")
@@ -396,4 +470,3 @@ def finish(storage: StorageConfig, move: StateMove) -> None:
     """After the new generation is written: the journal is no longer needed."""
     if move.journal is not None:
         BlobStoreManager(storage.blob_uri).delete(move.journal)
-

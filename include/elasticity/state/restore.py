@@ -63,14 +63,27 @@ def _rebuild(ts: TaskStore, checkpoint: CheckpointV2 | None, markers: dict[str, 
             return factory, {}
         log.error(
             "store %r of task %r: checkpoint %s has no marker from %s; trying the next restore factory",
-            ctx.name, ctx.task.name, checkpoint.checkpoint_id, factory,
+            ctx.name,
+            ctx.task.name,
+            checkpoint.checkpoint_id,
+            factory,
         )
     if KAFKA_CHANGELOG_FACTORY in ts.backends:
-        log.error("store %r of task %r: no marker in checkpoint %s; bootstrapping from the changelog's start", ctx.name, ctx.task.name, checkpoint.checkpoint_id)
+        log.error(
+            "store %r of task %r: no marker in checkpoint %s; bootstrapping from the changelog's start",
+            ctx.name,
+            ctx.task.name,
+            checkpoint.checkpoint_id,
+        )
         reached = _from_backend(ts, checkpoint, KAFKA_CHANGELOG_FACTORY, None)
         return "bootstrap", {KAFKA_CHANGELOG_FACTORY: reached} if reached else {}
     if ctx.config.backup_factories:
-        log.error("store %r of task %r: no marker in checkpoint %s and no changelog; starting empty", ctx.name, ctx.task.name, checkpoint.checkpoint_id)
+        log.error(
+            "store %r of task %r: no marker in checkpoint %s and no changelog; starting empty",
+            ctx.name,
+            ctx.task.name,
+            checkpoint.checkpoint_id,
+        )
     _wipe(dirs.live)
     return "empty", {}
 

@@ -53,8 +53,10 @@ class StorageConfig:
         raw = config.raw_map
         declared = {d.name for d in descriptors}
         # markers live in CheckpointV2 only: a V1 read first would restore every store empty
-        for key, versions, ok in (("task.checkpoint.read.versions", config.checkpoint_read_versions, config.checkpoint_read_versions[:1] == (2,)),
-                                  ("task.checkpoint.write.versions", config.checkpoint_write_versions, 2 in config.checkpoint_write_versions)):
+        for key, versions, ok in (
+            ("task.checkpoint.read.versions", config.checkpoint_read_versions, config.checkpoint_read_versions[:1] == (2,)),
+            ("task.checkpoint.write.versions", config.checkpoint_write_versions, 2 in config.checkpoint_write_versions),
+        ):
             if declared and not ok:
                 raise ConfigError(
                     f"{key}={','.join(map(str, versions))}: the app declares stores {sorted(declared)}, whose state markers "
@@ -63,7 +65,9 @@ class StorageConfig:
         job_level = {k.name for k in KEYS if k.name.startswith("stores.") and "<" not in k.name}
         for key in raw:
             parts = key.split(".")
-            if parts[0] == "stores" and key not in job_level and parts[1] not in declared and parts[2:4] != ["side", "inputs"]:  # tables: state.table
+            if (
+                parts[0] == "stores" and key not in job_level and parts[1] not in declared and parts[2:4] != ["side", "inputs"]
+            ):  # tables: state.table
                 raise ConfigError(f"{key}: the app declares no store {parts[1]!r} (it declares {sorted(declared)})")
 
         def first(*names: str) -> tuple[str, ...] | None:
@@ -78,7 +82,9 @@ class StorageConfig:
                 backup = (KAFKA_CHANGELOG_FACTORY,) if changelog else ()
             restore = first(pre + "restore.factories", pre + "restore.factory", "stores.restore.factories") or backup
             if KAFKA_CHANGELOG_FACTORY in backup + restore and changelog is None:
-                raise ConfigError(f"{pre}changelog is required: store {d.name!r} uses the Kafka changelog backend; expected system.stream")
+                raise ConfigError(
+                    f"{pre}changelog is required: store {d.name!r} uses the Kafka changelog backend; expected system.stream"
+                )
             bootstrap = resolve_bootstrap(config, changelog.system) if changelog else None
             stores.append(StoreConfig(d.name, backup, restore, changelog, bootstrap, config.value(pre + "blob.retain")))
         return cls(

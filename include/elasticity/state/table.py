@@ -72,7 +72,9 @@ def resolve_tables(config: JobConfig, tables: Mapping[str, TableDescriptor]) -> 
             raise ConfigError(f"{key} is required: table {name!r} has no side inputs (system.stream of a compacted topic)")
         both = sorted(str(s) for s in set(streams) & set(config.inputs))
         if both:
-            raise ConfigError(f"{key}: {', '.join(both)} is also in task.inputs; a side input feeds its table only, list it in one place")
+            raise ConfigError(
+                f"{key}: {', '.join(both)} is also in task.inputs; a side input feeds its table only, list it in one place"
+            )
         out.append(TableSource(name, tuple(streams), raw.get(f"{key}.processor.factory")))
     return tuple(out)
 
@@ -120,8 +122,11 @@ class SideInputTable:
     def catch_up(self) -> None:
         """Read every side-input partition from where this copy is to the batch's offset."""
         bootstraps, serdes = dict(self.batch.bootstraps), {s: (k, m) for s, k, m in self.batch.serdes}
-        behind = [(ssp, self.offsets.get(ssp_to_key(ssp), 0), target) for ssp, target in self.batch.targets
-                  if self.offsets.get(ssp_to_key(ssp), 0) < target]
+        behind = [
+            (ssp, self.offsets.get(ssp_to_key(ssp), 0), target)
+            for ssp, target in self.batch.targets
+            if self.offsets.get(ssp_to_key(ssp), 0) < target
+        ]
         if not behind:
             return
         # unsealed while it moves: a crash now leaves a folder that a replay of an earlier batch must not trust
@@ -134,8 +139,13 @@ class SideInputTable:
         tmp.write_text(json.dumps(self.offsets, sort_keys=True))
         os.replace(tmp, self.folder / OFFSETS_FILE)
 
-    def apply(self, records: Iterable[tuple[int, bytes | None, bytes | None, int]], ssp: SystemStreamPartition,
-               key_serde: str, msg_serde: str) -> None:
+    def apply(
+        self,
+        records: Iterable[tuple[int, bytes | None, bytes | None, int]],
+        ssp: SystemStreamPartition,
+        key_serde: str,
+        msg_serde: str,
+    ) -> None:
         from elasticity.api.stream import Message
 
         d = self.descriptor
@@ -160,7 +170,9 @@ class SideInputTable:
         self.db.write(batch)
 
     @staticmethod
-    def _read(bootstrap: str, ssp: SystemStreamPartition, start: int, end: int) -> list[tuple[int, bytes | None, bytes | None, int]]:
+    def _read(
+        bootstrap: str, ssp: SystemStreamPartition, start: int, end: int
+    ) -> list[tuple[int, bytes | None, bytes | None, int]]:
         from kafka import KafkaConsumer, TopicPartition
 
         c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, client_id="elasticity-side-input")
@@ -177,8 +189,10 @@ class SideInputTable:
                 if polled:
                     last_progress = time.monotonic()
                 elif time.monotonic() - last_progress > STALL_TIMEOUT_S:
-                    raise TimeoutError(f"side input {ssp}: no records after offset {c.position(tp)} (reading up to {end}) "
-                                       f"from {bootstrap} for {STALL_TIMEOUT_S:.0f}s")
+                    raise TimeoutError(
+                        f"side input {ssp}: no records after offset {c.position(tp)} (reading up to {end}) "
+                        f"from {bootstrap} for {STALL_TIMEOUT_S:.0f}s"
+                    )
             return out
         finally:
             c.close()

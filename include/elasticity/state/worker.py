@@ -102,8 +102,11 @@ class ContainerState:
         so they count in the next one), its gauges, and where the last restore took it from."""
         now = {s: m.as_dict() for s, m in self.csm.metrics()[task].items()}
         last, self._reported[task] = self._reported.get(task, {}), now
-        return {s: {k: v if k in GAUGES else v - last.get(s, {}).get(k, 0) for k, v in m.items()} | {"restored-from": self.sources[task][s]}
-                for s, m in now.items()}
+        return {
+            s: {k: v if k in GAUGES else v - last.get(s, {}).get(k, 0) for k, v in m.items()}
+            | {"restored-from": self.sources[task][s]}
+            for s, m in now.items()
+        }
 
     def _upload(self, snapshots: tuple[TaskSnapshot, ...], markers: dict[TaskName, Markers]) -> None:
         try:

@@ -78,7 +78,9 @@ class JobView:
     created_ms: int | None = None  # when the current generation was written
     containers: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # container -> task -> SSPKb keys
     tasks: list[TaskRow] = field(default_factory=list)
-    lag_per_sspkb: dict[str, int] = field(default_factory=dict)  # offsets between each virtual task's checkpoint and its partition's end
+    lag_per_sspkb: dict[str, int] = field(
+        default_factory=dict
+    )  # offsets between each virtual task's checkpoint and its partition's end
     lag_per_task: dict[str, int] = field(default_factory=dict)
     lag_error: str | None = None  # why the live lag is unknown (broker down): never an older generation's figures instead
     batches: list[dict[str, Any]] = field(default_factory=list)  # BatchSummary JSON of recent batches, oldest first
@@ -120,18 +122,30 @@ def build_view(config: JobConfig, store: CheckpointStore, inputs: Inputs, policy
         for t in c.tasks:
             name = t.task_name.name
             cp = cps[t.task_name]
-            rows = tuple(SspkbRow(ssp_to_key(s), o, view.lag_per_sspkb.get(ssp_to_key(s)) if not view.lag_error else None,
-                                  len(cp.watermarks.get(s, ()))) for s, o in sorted(cp.offsets.items()))
+            rows = tuple(
+                SspkbRow(
+                    ssp_to_key(s),
+                    o,
+                    view.lag_per_sspkb.get(ssp_to_key(s)) if not view.lag_error else None,
+                    len(cp.watermarks.get(s, ())),
+                )
+                for s, o in sorted(cp.offsets.items())
+            )
             view.containers[c.processor_id][name] = [r.sspkb for r in rows]
             markers: dict[str, dict[str, str]] = {}
             for factory, by_store in cp.state_markers.items():
                 for store_name, marker in by_store.items():
                     markers.setdefault(store_name, {})[factory] = marker
-            stores = tuple(StoreRow(s, markers.get(s, {}), sizes.get((name, s))) for s in sorted(markers.keys() | {s for t_, s in sizes if t_ == name}))
+            stores = tuple(
+                StoreRow(s, markers.get(s, {}), sizes.get((name, s)))
+                for s in sorted(markers.keys() | {s for t_, s in sizes if t_ == name})
+            )
             view.tasks.append(TaskRow(name, c.processor_id, rows, rates.get(name), stores))
             view.lag_per_task[name] = sum(r.lag or 0 for r in rows)
-    view.rescales = [{"generation": g.number, "factor": g.factor, "reason": g.reason, "created_ms": g.created_ms, "origin": g.origin}
-                     for g in store.generations(job)]
+    view.rescales = [
+        {"generation": g.number, "factor": g.factor, "reason": g.reason, "created_ms": g.created_ms, "origin": g.origin}
+        for g in store.generations(job)
+    ]
     return view
 
 
@@ -167,7 +181,17 @@ def preview_rescale(config: JobConfig, store: CheckpointStore, inputs: Inputs, f
     m = plan.migration
     if m is None:
         return RescalePreview(config.job_name, plan.old.factor if plan.old else None, factor, before, before, (), ())
-    moves = tuple(MoveRow(mv.new_task.name, ssp_to_key(mv.ssp), mv.offset, tuple(t.name for t in mv.old_tasks),
-                          tuple(f"{w.bucket}/{w.factor}<{w.offset}" for w in mv.watermarks)) for mv in m.moves)
-    notes = tuple(filter(None, [m.describe_new_ssps()] + [f"input partition no longer read: {ssp_to_key(s)}" for s in m.dropped_ssps]))
+    moves = tuple(
+        MoveRow(
+            mv.new_task.name,
+            ssp_to_key(mv.ssp),
+            mv.offset,
+            tuple(t.name for t in mv.old_tasks),
+            tuple(f"{w.bucket}/{w.factor}<{w.offset}" for w in mv.watermarks),
+        )
+        for mv in m.moves
+    )
+    notes = tuple(
+        filter(None, [m.describe_new_ssps()] + [f"input partition no longer read: {ssp_to_key(s)}" for s in m.dropped_ssps])
+    )
     return RescalePreview(config.job_name, m.old_factor, m.new_factor, before, len(m.checkpoints), moves, notes)

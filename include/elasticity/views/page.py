@@ -92,14 +92,29 @@ def _card(key: str, value: str, ident: str = "") -> str:
 def _policy(p: PolicyView | None) -> str:
     if p is None:
         return '<p class="muted">unknown</p>'
-    rows = [("policy", {"schedule": "time schedule (job.elasticity.schedule)", "autosize": "autosizer (job.elasticity.scaling.autosize)",
-                        "none": "none: manual rescales only"}[p.kind])]
+    rows = [
+        (
+            "policy",
+            {
+                "schedule": "time schedule (job.elasticity.schedule)",
+                "autosize": "autosizer (job.elasticity.scaling.autosize)",
+                "none": "none: manual rescales only",
+            }[p.kind],
+        )
+    ]
     if p.rules:
-        rows.append(("rules", "<br>".join(f"<code>{_e(r.cron)}</code> &rarr; factor {r.factor}, next {_t(r.next_ms)}" for r in p.rules)))
+        rows.append(
+            ("rules", "<br>".join(f"<code>{_e(r.cron)}</code> &rarr; factor {r.factor}, next {_t(r.next_ms)}" for r in p.rules))
+        )
     if p.bounds:
         b = p.bounds
-        rows.append(("autosizer bounds", f"factor {b['min']:.0f}..{b['max']:.0f}, cool-down {b['cooldown_ms'] / 60000:.0f} min, "
-                                         f"drain the backlog within {b['target_lag_s']:.0f} s"))
+        rows.append(
+            (
+                "autosizer bounds",
+                f"factor {b['min']:.0f}..{b['max']:.0f}, cool-down {b['cooldown_ms'] / 60000:.0f} min, "
+                f"drain the backlog within {b['target_lag_s']:.0f} s",
+            )
+        )
     if p.kind != "none":
         rows.append(("wants now", f"factor {p.wants} ({_e(p.reason)})" if p.wants is not None else _e(p.reason)))
     if p.hold_until_ms:
@@ -117,29 +132,52 @@ def _tasks(view: JobView, page: int) -> str:
         c = containers.setdefault(t.container, [0, 0, i // PAGE_SIZE + 1])
         c[0] += 1
         c[1] += view.lag_per_task.get(t.task, 0)
-    summary = "".join(f"<tr><td>{_e(c)}</td><td class=num>{n:,}</td><td class=num>{lag:,}</td><td><a href='?page={p}#tasks'>page {p}</a></td></tr>"
-                      for c, (n, lag, p) in containers.items())
+    summary = "".join(
+        f"<tr><td>{_e(c)}</td><td class=num>{n:,}</td><td class=num>{lag:,}</td><td><a href='?page={p}#tasks'>page {p}</a></td></tr>"
+        for c, (n, lag, p) in containers.items()
+    )
     rows = []
-    for t in view.tasks[first:first + PAGE_SIZE]:
+    for t in view.tasks[first : first + PAGE_SIZE]:
         cps = "<br>".join(f"{_e(s.sspkb)}" for s in t.sspkbs)
-        offsets = "<br>".join(f"{s.offset:,}" + (f" <span class=muted title='offset ranges other buckets already processed'>+{s.watermarks} wm</span>"
-                                                   if s.watermarks else "") for s in t.sspkbs)
+        offsets = "<br>".join(
+            f"{s.offset:,}"
+            + (
+                f" <span class=muted title='offset ranges other buckets already processed'>+{s.watermarks} wm</span>"
+                if s.watermarks
+                else ""
+            )
+            for s in t.sspkbs
+        )
         lag = "?" if view.lag_error else f"{view.lag_per_task.get(t.task, 0):,}"
         rate = f"{t.rate:,.0f}" if t.rate is not None else "-"
         stores = "<br>".join(_store(s) for s in t.stores) or "-"
-        rows.append(f"<tr><td>{_e(t.container)}</td><td class=task>{_e(t.task)}</td><td>{cps}</td><td class=num>{offsets}</td>"
-                    f"<td class='num lag'>{lag}</td><td class=num>{rate}</td><td class=stores>{stores}</td></tr>")
-    pager = "".join(f"<a href='?page={i}#tasks'>{'<b>' + str(i) + '</b>' if i == page else i}</a>" for i in range(1, pages + 1)) if pages > 1 else ""
-    return (f"<table class=containers><tr><th>container</th><th class=num>virtual tasks</th><th class=num>lag (offsets)</th><th></th></tr>{summary}</table>"
-            f"<p class=muted>Virtual tasks {first + 1}-{min(first + PAGE_SIZE, len(view.tasks))} of {len(view.tasks):,}, by container. "
-            "Lag: offsets between the task's checkpoint and its partition's end, now (records of the partition's other buckets are "
-            f"among them). Records/s: of the task's own processing time in its latest batch.</p><div class=pager>{pager}</div>"
-            "<table id=tasks><tr><th>container</th><th>virtual task</th><th>SSPKb</th><th class=num>checkpoint (next offset)</th>"
-            f"<th class=num>lag (offsets)</th><th class=num>records/s</th><th>stores (size, last marker)</th></tr>{''.join(rows)}</table>")
+        rows.append(
+            f"<tr><td>{_e(t.container)}</td><td class=task>{_e(t.task)}</td><td>{cps}</td><td class=num>{offsets}</td>"
+            f"<td class='num lag'>{lag}</td><td class=num>{rate}</td><td class=stores>{stores}</td></tr>"
+        )
+    pager = (
+        "".join(f"<a href='?page={i}#tasks'>{'<b>' + str(i) + '</b>' if i == page else i}</a>" for i in range(1, pages + 1))
+        if pages > 1
+        else ""
+    )
+    return (
+        f"<table class=containers><tr><th>container</th><th class=num>virtual tasks</th><th class=num>lag (offsets)</th><th></th></tr>{summary}</table>"
+        f"<p class=muted>Virtual tasks {first + 1}-{min(first + PAGE_SIZE, len(view.tasks))} of {len(view.tasks):,}, by container. "
+        "Lag: offsets between the task's checkpoint and its partition's end, now (records of the partition's other buckets are "
+        f"among them). Records/s: of the task's own processing time in its latest batch.</p><div class=pager>{pager}</div>"
+        "<table id=tasks><tr><th>container</th><th>virtual task</th><th>SSPKb</th><th class=num>checkpoint (next offset)</th>"
+        f"<th class=num>lag (offsets)</th><th class=num>records/s</th><th>stores (size, last marker)</th></tr>{''.join(rows)}</table>"
+    )
 
 
 def _store(s: StoreRow) -> str:
-    size = "size ?" if s.disk_bytes is None else f"{s.disk_bytes / 1e6:,.1f} MB" if s.disk_bytes >= 1e6 else f"{s.disk_bytes / 1e3:,.0f} kB"
+    size = (
+        "size ?"
+        if s.disk_bytes is None
+        else f"{s.disk_bytes / 1e6:,.1f} MB"
+        if s.disk_bytes >= 1e6
+        else f"{s.disk_bytes / 1e3:,.0f} kB"
+    )
     short = {BLOB_STORE_FACTORY: "blobstore", KAFKA_CHANGELOG_FACTORY: "kafka"}
     markers = "; ".join(f"{short.get(f, f)}: {m}" for f, m in sorted(s.markers.items())) or "no marker yet"
     return f"{_e(s.store)} <span class=muted title='{_e(markers)}'>{size}, {_e(markers[:60])}</span>"
@@ -157,11 +195,15 @@ def _quality(view: JobView) -> str:
     for r in view.quality_runs:
         run = f"{base}/runs/{urllib.parse.quote(r['folder'])}"
         verdict = '<span class="badge success">PASSED</span>' if r["success"] else '<span class="badge failed">FAILED</span>'
-        rows.append(f"<tr><td>{_t(r['finished_ms'])}</td><td>{_e(r['run'])}</td><td>{_e(r['window'])}</td><td>{verdict}</td>"
-                    f"<td>{' '.join(_check(c) for c in r['checks'])}</td><td><a href='{run}/summary.html'>report</a> &middot; "
-                    f"<a class=docs href='{run}/data_docs/index.html'>Data Docs</a></td></tr>")
-    return (f"<p><a href='{base}/summary.html'>All runs</a></p><table id=quality><tr><th>finished</th><th>run</th><th>window</th>"
-            f"<th>verdict</th><th>checks</th><th>reports</th></tr>{''.join(rows)}</table>")
+        rows.append(
+            f"<tr><td>{_t(r['finished_ms'])}</td><td>{_e(r['run'])}</td><td>{_e(r['window'])}</td><td>{verdict}</td>"
+            f"<td>{' '.join(_check(c) for c in r['checks'])}</td><td><a href='{run}/summary.html'>report</a> &middot; "
+            f"<a class=docs href='{run}/data_docs/index.html'>Data Docs</a></td></tr>"
+        )
+    return (
+        f"<p><a href='{base}/summary.html'>All runs</a></p><table id=quality><tr><th>finished</th><th>run</th><th>window</th>"
+        f"<th>verdict</th><th>checks</th><th>reports</th></tr>{''.join(rows)}</table>"
+    )
 
 
 def render(view: JobView, page: int = 1, can_trigger: bool = True) -> str:
@@ -172,32 +214,38 @@ def render(view: JobView, page: int = 1, can_trigger: bool = True) -> str:
         return head + "<section><p>No generation yet: the job has not run.</p></section></main></body></html>"
     last = view.batches[-1] if view.batches else None
     q = view.quality
-    cards = "".join([
-        _card("generation", str(view.generation), "generation"),
-        _card("elasticity factor", str(view.factor), "factor"),
-        _card("virtual tasks / containers", f"{len(view.tasks):,} / {len(view.containers)}"),
-        _card("lag now (offsets)", "?" if view.lag_error else f"{view.total_lag:,}"),
-        _card("last batch", f"#{last['batch_id']}<div class=k>{_t(last.get('finished_ms'))}</div>" if last else "-"),
-        _card("last data quality", ("PASSED" if q["success"] else "FAILED") + f"<div class=k>{_t(q['finished_ms'])}</div>" if q else "-"),
-    ])
+    cards = "".join(
+        [
+            _card("generation", str(view.generation), "generation"),
+            _card("elasticity factor", str(view.factor), "factor"),
+            _card("virtual tasks / containers", f"{len(view.tasks):,} / {len(view.containers)}"),
+            _card("lag now (offsets)", "?" if view.lag_error else f"{view.total_lag:,}"),
+            _card("last batch", f"#{last['batch_id']}<div class=k>{_t(last.get('finished_ms'))}</div>" if last else "-"),
+            _card(
+                "last data quality",
+                ("PASSED" if q["success"] else "FAILED") + f"<div class=k>{_t(q['finished_ms'])}</div>" if q else "-",
+            ),
+        ]
+    )
     lag_note = f"<p><span class='badge failed'>live lag unknown</span> {_e(view.lag_error)}</p>" if view.lag_error else ""
     job = urllib.parse.quote(view.job)
     form = f"""<form class=rescale id=rescale-form onsubmit="return false" data-job="{_e(view.job)}" data-dag="{RESCALE_DAG}"
 data-plan-url="../api/jobs/{job}/plan" data-trigger-url="../../api/v2/dags/{RESCALE_DAG}/dagRuns" data-run-url="../../dags/{RESCALE_DAG}/runs/"
-data-can-trigger="{'true' if can_trigger else 'false'}"><label>New factor <input type=number id=factor-input min=1 max=256 value="{view.factor}"></label>
+data-can-trigger="{"true" if can_trigger else "false"}"><label>New factor <input type=number id=factor-input min=1 max=256 value="{view.factor}"></label>
 <button type=button id=preview>Preview the migration</button>
 <button type=button class=primary id=apply disabled>Apply: trigger {RESCALE_DAG}</button>
-{'' if can_trigger else '<span class="badge neutral">your role may not trigger DAGs: preview only</span>'}</form>
+{"" if can_trigger else '<span class="badge neutral">your role may not trigger DAGs: preview only</span>'}</form>
 <div id=plan></div><div id=apply-result></div>"""
     rescales = "".join(
         f"<tr><td class=num>{r['generation']}</td><td class=num>{r['factor']}</td><td><span class='badge info'>{_e(r['origin'])}</span></td>"
-        f"<td>{_e(r['reason'])}</td><td>{_t(r['created_ms'])}</td></tr>" for r in reversed(view.rescales))
+        f"<td>{_e(r['reason'])}</td><td>{_t(r['created_ms'])}</td></tr>"
+        for r in reversed(view.rescales)
+    )
     return f"""{head}<div class=cards>{cards}</div>
-<section><h2>Effect of scaling</h2>{lag_note}<div class=charts>{''.join(svg(c) for c in charts(view.batches))}</div></section>
+<section><h2>Effect of scaling</h2>{lag_note}<div class=charts>{"".join(svg(c) for c in charts(view.batches))}</div></section>
 <section><h2>Rescale</h2>{form}</section>
 <section><h2>Scale policy</h2>{_policy(view.policy)}</section>
 <section><h2>Virtual tasks and checkpoints</h2>{_tasks(view, page)}</section>
 <section><h2>Rescales</h2><table id=rescales><tr><th class=num>generation</th><th class=num>factor</th><th>origin</th><th>why</th><th>when</th></tr>{rescales}</table></section>
 <section><h2>Data quality</h2>{_quality(view)}</section>
 </main><script>{JS}</script></body></html>"""
-

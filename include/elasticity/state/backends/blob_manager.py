@@ -84,7 +84,9 @@ class BlobStoreManager:
         deadline, pause = time.monotonic() + timeout_s, 0.01
         while not self.exists(blob_id):
             if self.exists(blob_id + FAILED):
-                raise UploadFailed(f"upload of blob {blob_id!r} failed: {self.get_bytes(blob_id + FAILED).decode(errors='replace')}")
+                raise UploadFailed(
+                    f"upload of blob {blob_id!r} failed: {self.get_bytes(blob_id + FAILED).decode(errors='replace')}"
+                )
             if time.monotonic() >= deadline:
                 raise BlobNotFound(f"blob {blob_id!r} not in {self.uri} after {timeout_s:g} s")
             time.sleep(pause)

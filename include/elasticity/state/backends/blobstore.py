@@ -86,7 +86,12 @@ class BlobStoreStateBackend(StateBackend):
             try:
                 self.previous = (base, self.read_index(base))
             except (FileNotFoundError, UploadFailed) as e:  # the base never became durable: upload everything
-                log.warning("store %r of task %r: no base snapshot (%s); uploading every file", self.context.name, self.context.task.name, e)
+                log.warning(
+                    "store %r of task %r: no base snapshot (%s); uploading every file",
+                    self.context.name,
+                    self.context.task.name,
+                    e,
+                )
         return self.previous
 
     def upload(self, checkpoint_id: CheckpointId, folder: Path, pending: str | None) -> str:
@@ -96,7 +101,9 @@ class BlobStoreStateBackend(StateBackend):
         for path in snapshot_files(folder):
             st = path.stat()
             old = known.get(path.name)
-            if old is not None and path.suffix == ".sst" and old.same_file(path.name, st.st_size):  # others are rewritten in place
+            if (
+                old is not None and path.suffix == ".sst" and old.same_file(path.name, st.st_size)
+            ):  # others are rewritten in place
                 present.append(old)
                 continue
             blob_id = f"{self.prefix}files/{checkpoint_id}-{uuid.uuid4().hex}-{path.name}"

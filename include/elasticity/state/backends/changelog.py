@@ -79,7 +79,11 @@ class ChangelogClient:
             if self._producer is None:
                 probe(self.bootstrap)
                 self._producer = KafkaProducer(
-                    bootstrap_servers=self.bootstrap, acks="all", linger_ms=5, batch_size=512 * 1024, max_in_flight_requests_per_connection=1
+                    bootstrap_servers=self.bootstrap,
+                    acks="all",
+                    linger_ms=5,
+                    batch_size=512 * 1024,
+                    max_in_flight_requests_per_connection=1,
                 )
             return self._producer
 
@@ -126,8 +130,11 @@ class ChangelogClient:
     def _consumer(self) -> KafkaConsumer:
         probe(self.bootstrap)
         return KafkaConsumer(
-            bootstrap_servers=self.bootstrap, enable_auto_commit=False, client_id="elasticity-changelog",
-            max_partition_fetch_bytes=8 << 20, fetch_max_bytes=64 << 20,
+            bootstrap_servers=self.bootstrap,
+            enable_auto_commit=False,
+            client_id="elasticity-changelog",
+            max_partition_fetch_bytes=8 << 20,
+            fetch_max_bytes=64 << 20,
         )
 
     def close(self) -> None:

@@ -15,8 +15,18 @@ import time
 from pathlib import Path
 
 ACCESS_KEY, SECRET_KEY, BUCKET = "elasticity", "elasticity-secret", "state"
-_PORTS = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port", "filer.port.grpc",
-          "admin.port", "admin.port.grpc", "s3.port", "debug.port")
+_PORTS = (
+    "master.port",
+    "master.port.grpc",
+    "volume.port",
+    "volume.port.grpc",
+    "filer.port",
+    "filer.port.grpc",
+    "admin.port",
+    "admin.port.grpc",
+    "s3.port",
+    "debug.port",
+)
 
 
 def _free_port() -> int:
@@ -33,21 +43,36 @@ class SeaweedS3:
         self.process: subprocess.Popen | None = None
 
     def uri(self, prefix: str) -> str:
-        return (f"s3://{ACCESS_KEY}:{SECRET_KEY}@{BUCKET}/{prefix}?endpoint_override={self.endpoint}"
-                "&scheme=http&region=us-east-1")
+        return f"s3://{ACCESS_KEY}:{SECRET_KEY}@{BUCKET}/{prefix}?endpoint_override={self.endpoint}&scheme=http&region=us-east-1"
 
     def start(self, timeout_s: float = 60) -> SeaweedS3:
         from pyarrow import fs
 
         self.folder.mkdir(parents=True, exist_ok=True)
         weed = Path(sys.executable).parent / "weed"
-        args = [str(weed), "mini", f"-dir={self.folder}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-webdav=false", "-admin.ui=false"]
+        args = [
+            str(weed),
+            "mini",
+            f"-dir={self.folder}",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            "-webdav=false",
+            "-admin.ui=false",
+        ]
         args += [f"-{k}={v}" for k, v in self.ports.items()]
         env = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
         log = open(self.folder / "weed.log", "wb")  # noqa: SIM115 (the server outlives this call)
         self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        client = fs.S3FileSystem(access_key=ACCESS_KEY, secret_key=SECRET_KEY, endpoint_override=self.endpoint, scheme="http",
-                                 region="us-east-1", allow_bucket_creation=True, connect_timeout=1, request_timeout=2)
+        client = fs.S3FileSystem(
+            access_key=ACCESS_KEY,
+            secret_key=SECRET_KEY,
+            endpoint_override=self.endpoint,
+            scheme="http",
+            region="us-east-1",
+            allow_bucket_creation=True,
+            connect_timeout=1,
+            request_timeout=2,
+        )
         deadline = time.monotonic() + timeout_s
         while True:  # ready once a bucket can be created and written
             try:
@@ -58,7 +83,9 @@ class SeaweedS3:
             except OSError as e:
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError(f"SeaweedFS S3 did not start on {self.endpoint}: {e}; see {self.folder / 'weed.log'}") from e
+                    raise RuntimeError(
+                        f"SeaweedFS S3 did not start on {self.endpoint}: {e}; see {self.folder / 'weed.log'}"
+                    ) from e
                 time.sleep(0.2)
 
     def stop(self) -> None:

@@ -60,8 +60,11 @@ class SnapshotIndex:
             {
                 "creation-time-millis": self.creation_time_millis,
                 "snapshot-metadata": {
-                    "checkpoint-id": str(m.checkpoint_id), "job-name": m.job_name, "job-id": m.job_id,
-                    "task-name": m.task_name, "store-name": m.store_name,
+                    "checkpoint-id": str(m.checkpoint_id),
+                    "job-name": m.job_name,
+                    "job-id": m.job_id,
+                    "task-name": m.task_name,
+                    "store-name": m.store_name,
                 },
                 "dir-index": {
                     "dir-name": "",
@@ -84,7 +87,9 @@ class SnapshotIndex:
                 raise SerdeError("snapshot indexes with sub-directories are not supported")
             return cls(
                 int(d["creation-time-millis"]),
-                SnapshotMetadata(CheckpointId.parse(m["checkpoint-id"]), m["job-name"], m["job-id"], m["task-name"], m["store-name"]),
+                SnapshotMetadata(
+                    CheckpointId.parse(m["checkpoint-id"]), m["job-name"], m["job-id"], m["task-name"], m["store-name"]
+                ),
                 tuple(_file_from_dict(f) for f in di["files-present"]),
                 tuple(_file_from_dict(f) for f in di["files-removed"]),
                 d.get("prev-snapshot-index-blob-id"),
