@@ -19,7 +19,7 @@ from airflow.sdk import DAG
 
 from elasticity.airflow.hooks import job_configs
 from elasticity.airflow.operators import MicroBatchOperator
-from elasticity.config import parse_properties
+from elasticity.config import key_value, parse_properties
 
 for job, path in job_configs().items():
     props = parse_properties(path.read_text())
@@ -27,7 +27,7 @@ for job, path in job_configs().items():
         dag_id=f"elastic_microbatch__{job}",
         description=f"Micro-batches of elastic job {job} ({path.name})",
         doc_md=__doc__,
-        schedule=props.get("airflow.microbatch.schedule", "*/1 * * * *"),
+        schedule=key_value(props, "airflow.microbatch.schedule"),
         start_date=datetime(2026, 1, 1),
         catchup=False,
         max_active_runs=1,

@@ -23,11 +23,11 @@ from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOpe
 from airflow.sdk import DAG, Param, task
 
 from elasticity.airflow.hooks import job_configs
-from elasticity.config import MAX_ELASTICITY_FACTOR, parse_properties
+from elasticity.config import MAX_ELASTICITY_FACTOR, key_value, parse_properties
 
 CONFIGS = job_configs()
 JOBS = sorted(CONFIGS) or ["demo"]
-CONFIGURED = parse_properties(CONFIGS[JOBS[0]].read_text()).get("job.elasticity.factor", "1") if CONFIGS else "1"
+CONFIGURED = key_value(parse_properties(CONFIGS[JOBS[0]].read_text()) if CONFIGS else {}, "job.elasticity.factor")
 
 with DAG(
     dag_id="elastic_rescale",
@@ -43,7 +43,7 @@ with DAG(
     params={
         "job": Param(JOBS[0], type="string", enum=JOBS, description="The job to rescale"),
         "factor": Param(
-            int(CONFIGURED) if CONFIGURED.isdigit() else 1,
+            CONFIGURED,
             type="integer",
             minimum=1,
             maximum=MAX_ELASTICITY_FACTOR,

@@ -347,3 +347,15 @@ def test_elasticity_home_is_read_on_each_call(monkeypatch, tmp_path):
     c = validate(BASE)
     assert c.path("job.output.path", "output") == str(tmp_path / "home" / "j" / "output")
     assert c.checkpoint_store_url() == f"sqlite:///{tmp_path / 'home' / 'checkpoints.db'}"
+
+
+def test_key_value_reads_one_key_of_unvalidated_properties():
+    """What a DAG file reads at parse time: the key as written, else its declared default, typed."""
+    from elasticity.config import key_value
+
+    assert (
+        key_value({}, "airflow.microbatch.schedule") == validate({"job.name": "j", "task.inputs": "kafka.a"}).microbatch_schedule
+    )
+    assert key_value({"job.elasticity.factor": "8"}, "job.elasticity.factor") == 8
+    with pytest.raises(KeyError, match="no config key 'job.elastic.factor'"):
+        key_value({}, "job.elastic.factor")

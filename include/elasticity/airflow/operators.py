@@ -134,7 +134,7 @@ class MicroBatchOperator(BaseOperator):
         if not lag.has_work:
             raise AirflowSkipException(f"nothing to read: {lag.describe()}")
         run_id = context["run_id"]
-        max_seconds = int(config.get("airflow.microbatch.max.seconds") or 45)
+        max_seconds = config.microbatch_max_seconds
         target = self.spark_target(config)
         self.log.info("micro-batches of %s on %s (%s)", self.job, target.value, target.source)
         if target.kind == "connect":

@@ -110,10 +110,10 @@ class ScaleDecision:
 
 def autosize_policy(config: JobConfig) -> AutosizePolicy:
     return AutosizePolicy(
-        min_factor=int(config.get("job.elasticity.scaling.autosize.min") or 1),
-        max_factor=int(config.get("job.elasticity.scaling.autosize.max") or 16),
-        cooldown_ms=int(config.get("job.elasticity.scaling.autosize.cooldown.ms") or 600_000),
-        target_lag_s=float(config.get("job.elasticity.scaling.autosize.target.lag.seconds") or 60),
+        min_factor=config.autosize_min,
+        max_factor=config.autosize_max,
+        cooldown_ms=config.autosize_cooldown_ms,
+        target_lag_s=float(config.autosize_target_lag_s),
     )
 
 
@@ -122,7 +122,7 @@ def policy_view(job: str, now: datetime | None = None) -> PolicyView:
     now = now or datetime.now(UTC)
     config, store, _ = open_job(job)
     d = scale_decision(job, now)
-    rules_text = config.get("job.elasticity.schedule")
+    rules_text = config.elasticity_schedule
     rules = (
         tuple(
             ScheduleRuleView(r.cron, r.factor, int(croniter(r.cron, now).get_next(datetime).timestamp() * 1000))
@@ -131,7 +131,7 @@ def policy_view(job: str, now: datetime | None = None) -> PolicyView:
         if rules_text
         else ()
     )
-    kind = "schedule" if rules else "autosize" if config.get("job.elasticity.scaling.autosize") == "true" else "none"
+    kind = "schedule" if rules else "autosize" if config.autosize else "none"
     bounds = {}
     if kind == "autosize":
         p = autosize_policy(config)
@@ -166,7 +166,7 @@ def policy_view(job: str, now: datetime | None = None) -> PolicyView:
 
 
 def _manual_hold(config: JobConfig, store: CheckpointStore, job: str, now_ms: int) -> ManualHold | None:
-    return manual_hold(store.generations(job), int(config.get("job.elasticity.manual.hold.ms") or 3_600_000), now_ms)
+    return manual_hold(store.generations(job), config.manual_hold_ms, now_ms)
 
 
 def _iso(ms: int) -> str:
@@ -182,11 +182,11 @@ def scale_decision(job: str, now: datetime | None = None) -> ScaleDecision:
         return ScaleDecision(job, None, None, "schedule", "the job has not started")
     now = now or datetime.now(UTC)
     now_ms = int(now.timestamp() * 1000)
-    rules = config.get("job.elasticity.schedule")
+    rules = config.elasticity_schedule
     if rules:
         want = Recommendation(scheduled_factor(parse_schedule(rules), now), f"schedule {rules!r}")
         origin = "schedule"
-    elif config.get("job.elasticity.scaling.autosize") == "true":
+    elif config.autosize:
         policy = autosize_policy(config)
         metrics = store.metrics(job, limit=20)
         at = {m["batch_id"]: m.get("finished_ms", 0) for m in metrics}

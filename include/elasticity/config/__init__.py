@@ -11,7 +11,7 @@ live in `rules.py`, each with why it holds.
 
 from elasticity.config.errors import ConfigError, ConfigWarning
 from elasticity.config.home import elasticity_home
-from elasticity.config.job import FIELD_KEYS, KEYS, JobConfig, did_you_mean, find_key, load_config, validate
+from elasticity.config.job import FIELD_KEYS, KEYS, JobConfig, did_you_mean, find_key, key_value, load_config, validate
 from elasticity.config.keys import MAX_ELASTICITY_FACTOR, REPORTER_KEYS, STORE_KEYS, SYSTEM_KEYS, Key, key
 from elasticity.config.parsers import (
     BLOB_STORE_FACTORY,
@@ -51,6 +51,7 @@ __all__ = [
     "did_you_mean",
     "elasticity_home",
     "find_key",
+    "key_value",
     "key",
     "load_config",
     "parse_factories",

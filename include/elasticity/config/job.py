@@ -314,11 +314,7 @@ class JobConfig:
 
     def value(self, name: str) -> Any:
         """The typed value of any key, one with a `<part>` too (`systems.kafka.samza.msg.serde`): as written, else its default."""
-        found = find_key(name)
-        if found is None:
-            raise KeyError(f"no config key {name!r}")
-        text = self.get(name)
-        return found.default_value if text is None else found.parser(text)
+        return key_value(self.raw_map, name)
 
     def bootstrap_servers(self, system: str) -> str | None:
         """KAFKA_BOOTSTRAP_SERVERS wins, as Airflow's env overrides do; then the config."""
@@ -365,6 +361,16 @@ def find_key(name: str) -> Key | None:
         if k.pattern.match(name):
             return k
     return None
+
+
+def key_value(props: Mapping[str, str], name: str) -> Any:
+    """The typed value of one key of unvalidated properties: as written, else its declared default.
+    For DAG files, which read a key or two of every job at parse time without validating the job."""
+    found = find_key(name)
+    if found is None:
+        raise KeyError(f"no config key {name!r}")
+    text = props.get(name)
+    return found.default_value if text is None else found.parser(text)
 
 
 def did_you_mean(name: str) -> str | None:
