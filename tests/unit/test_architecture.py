@@ -10,8 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-PACKAGE = REPO / "include" / "elasticity"
+from tests.support.library import PACKAGE, REPO, library_modules
 
 # Bottom to top: a unit may import itself and the units before it.
 LAYERS = (
@@ -38,15 +37,7 @@ LAYERS = (
 ONLY_IN = {"pyspark": "spark", "py4j": "spark", "airflow": "airflow", "fastapi": "airflow"}
 
 
-def _modules() -> dict[str, Path]:
-    out = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return out
-
-
-MODULES = _modules()
+MODULES = library_modules()
 
 
 def _imports(name: str, path: Path) -> set[str]:

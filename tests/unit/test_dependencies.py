@@ -23,8 +23,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-REPO = Path(__file__).resolve().parents[2]
-PACKAGE = REPO / "include" / "elasticity"
+from tests.support.library import REPO, library_modules
+
 PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
 EXTRA_PACKAGES = ("spark", "airflow", "quality")  # elasticity.<p> -> the extra named p
 OPTIONAL = {"fsspec": "fsspec"}  # imported by the core only behind a feature: the extra that brings it
@@ -45,15 +45,7 @@ def _part(module: str) -> str:
     return parts[1] if len(parts) > 1 and parts[1] in EXTRA_PACKAGES else "core"
 
 
-def _modules() -> dict[str, Path]:
-    out = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return out
-
-
-PATHS = _modules()
+PATHS = library_modules()
 
 
 def _own(name: str, names: Iterable[str]) -> set[str]:
