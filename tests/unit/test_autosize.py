@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from elasticity.scaling.autosize import AutosizePolicy, BatchSample, Recommendation, parse_schedule, recommend, scheduled_factor
+from elasticity.scaling.autosize import AutosizePolicy, BatchSample, Recommendation, recommend
+from elasticity.scaling.schedule import parse_schedule, scheduled_factor
 
 POLICY = AutosizePolicy(min_factor=1, max_factor=16, cooldown_ms=600_000, target_lag_s=60)
 NOW = 10_000_000

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,16 +15,9 @@ from elasticity.batch.coordinator import JobCoordinator
 from elasticity.checkpoint.store import CheckpointStore, LeaseHeldError
 from elasticity.config import JobConfig, load_config
 from elasticity.kafka.consumer import KafkaInputs
-from elasticity.scaling.autosize import (
-    AutosizePolicy,
-    BatchSample,
-    ManualHold,
-    Recommendation,
-    manual_hold,
-    parse_schedule,
-    recommend,
-    scheduled_factor,
-)
+from elasticity.scaling.autosize import autosize_policy
+from elasticity.scaling.decision import ScaleDecision, decide, manual_hold
+from elasticity.scaling.schedule import parse_schedule
 from elasticity.views.jobview import PolicyView, ScheduleRuleView
 
 log = logging.getLogger(__name__)
@@ -84,39 +76,6 @@ def rescale(job: str, factor: int | None, dry_run: bool, owner: str, reason: str
     }
 
 
-def samples(metrics: list[dict[str, Any]], created: dict[int, int]) -> list[BatchSample]:
-    out = []
-    for m in metrics:
-        at = created.get(m["batch_id"], 0)
-        out.append(BatchSample(at, m["factor"], m["records_read"], m["durations_ms"].get("process", 0) / 1000, m["lag_left"]))
-    return out
-
-
-@dataclass(frozen=True)
-class ScaleDecision:
-    """What the scale policy wants for a job now: one policy for schedule, autosizer and people."""
-
-    job: str
-    current: int | None
-    factor: int | None  # None: nothing to apply
-    origin: str  # schedule | autosize
-    reason: str
-    hold: ManualHold | None = None
-
-    @property
-    def applies(self) -> bool:
-        return self.factor is not None and self.current is not None and self.factor != self.current and self.hold is None
-
-
-def autosize_policy(config: JobConfig) -> AutosizePolicy:
-    return AutosizePolicy(
-        min_factor=config.autosize_min,
-        max_factor=config.autosize_max,
-        cooldown_ms=config.autosize_cooldown_ms,
-        target_lag_s=float(config.autosize_target_lag_s),
-    )
-
-
 def policy_view(job: str, now: datetime | None = None) -> PolicyView:
     """The scale policy as the job page shows it: its rules or bounds, a manual hold, and what comes next."""
     now = now or datetime.now(UTC)
@@ -151,7 +110,9 @@ def policy_view(job: str, now: datetime | None = None) -> PolicyView:
         step = f"keep factor {d.current}; the next rule ({nxt.cron} -> {nxt.factor}) fires at {_iso(nxt.next_ms)}"
     else:
         step = f"keep factor {d.current}"
-    hold = _manual_hold(config, store, job, int(now.timestamp() * 1000))  # shown even while the policy agrees with it
+    hold = manual_hold(
+        store.generations(job), config.manual_hold_ms, int(now.timestamp() * 1000)
+    )  # shown even while the policy agrees with it
     return PolicyView(
         kind,
         d.factor,
@@ -165,47 +126,14 @@ def policy_view(job: str, now: datetime | None = None) -> PolicyView:
     )
 
 
-def _manual_hold(config: JobConfig, store: CheckpointStore, job: str, now_ms: int) -> ManualHold | None:
-    return manual_hold(store.generations(job), config.manual_hold_ms, now_ms)
-
-
 def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="minutes")
 
 
 def scale_decision(job: str, now: datetime | None = None) -> ScaleDecision:
-    """The schedule's or the autosizer's factor, unless a person's rescale holds
-    (`job.elasticity.manual.hold.ms` after it)."""
+    """What the scale policy wants for `job` now (elastic_scale_schedule applies it)."""
     config, store, coordinator = open_job(job)
-    current = coordinator.current()
-    if current is None:
-        return ScaleDecision(job, None, None, "schedule", "the job has not started")
-    now = now or datetime.now(UTC)
-    now_ms = int(now.timestamp() * 1000)
-    rules = config.elasticity_schedule
-    if rules:
-        want = Recommendation(scheduled_factor(parse_schedule(rules), now), f"schedule {rules!r}")
-        origin = "schedule"
-    elif config.autosize:
-        policy = autosize_policy(config)
-        metrics = store.metrics(job, limit=20)
-        at = {m["batch_id"]: m.get("finished_ms", 0) for m in metrics}
-        want = recommend(samples(metrics, at), current.factor, current.created_ms, now_ms, policy)
-        origin = "autosize"
-    else:
-        return ScaleDecision(job, current.factor, None, "schedule", "no job.elasticity.schedule and no autosizer")
-    hold = _manual_hold(config, store, job, now_ms)
-    if hold is not None and want.factor != current.factor:
-        until = datetime.fromtimestamp(hold.until_ms / 1000, UTC).isoformat(timespec="seconds")
-        return ScaleDecision(
-            job,
-            current.factor,
-            want.factor,
-            origin,
-            f"{want.reason} wants {want.factor}, held at {hold.factor} by a manual rescale until {until}",
-            hold,
-        )
-    return ScaleDecision(job, current.factor, want.factor, origin, want.reason)
+    return decide(config, store, coordinator.current(), now or datetime.now(UTC))
 
 
 def quality(

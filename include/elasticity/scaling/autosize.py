@@ -1,41 +1,15 @@
-"""Choosing the elasticity factor: a time schedule, and an autosizer (SEP-32 asks
-for an interface an autosizing controller can drive). Both are pure functions of
-their inputs, applied through the ordinary rescale path."""
+"""The autosizer: a factor from lag and the measured rate per unit of factor, within bounds and a
+cool-down (SEP-32 asks for an interface an autosizing controller can drive). Pure, applied through
+the ordinary rescale path."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from typing import Any
 
-from croniter import croniter
-
-from elasticity.checkpoint.store import Generation
-
-
-@dataclass(frozen=True)
-class ScheduleRule:
-    cron: str
-    factor: int
-
-
-def parse_schedule(text: str) -> tuple[ScheduleRule, ...]:
-    """`<cron> -> <factor>; ...`, e.g. `0 8 * * * -> 8; 0 20 * * * -> 2` (8 by day, 2 by night)."""
-    rules = []
-    for part in filter(None, (p.strip() for p in text.split(";"))):
-        cron, sep, factor = part.rpartition("->")
-        if not sep or not croniter.is_valid(cron.strip()) or not factor.strip().isdigit() or int(factor) < 1:
-            raise ValueError(f"schedule rule {part!r}: expected '<cron expression> -> <factor>'")
-        rules.append(ScheduleRule(cron.strip(), int(factor)))
-    if not rules:
-        raise ValueError("a schedule needs at least one '<cron> -> <factor>' rule")
-    return tuple(rules)
-
-
-def scheduled_factor(rules: Sequence[ScheduleRule], now: datetime) -> int:
-    """The factor of the rule that fired last before `now`."""
-    return max(rules, key=lambda r: croniter(r.cron, now).get_prev(datetime)).factor
+from elasticity.config import JobConfig
 
 
 @dataclass(frozen=True)
@@ -99,21 +73,20 @@ def recommend(
     return Recommendation(current, f"need factor {need:.1f}: holding")
 
 
-@dataclass(frozen=True)
-class ManualHold:
-    """A person's rescale holds against the schedule and the autosizer until `until_ms`."""
+def autosize_policy(config: JobConfig) -> AutosizePolicy:
+    """The autosizer's bounds as the job configures them (`job.elasticity.scaling.autosize.*`)."""
+    return AutosizePolicy(
+        min_factor=config.autosize_min,
+        max_factor=config.autosize_max,
+        cooldown_ms=config.autosize_cooldown_ms,
+        target_lag_s=float(config.autosize_target_lag_s),
+    )
 
-    factor: int
-    generation: int
-    until_ms: int
-    reason: str
 
-
-def manual_hold(generations: Sequence[Generation], hold_ms: int, now_ms: int) -> ManualHold | None:
-    """The hold of the latest manual rescale, unless it has expired; a later manual rescale replaces an earlier one."""
-    manual = [g for g in generations if g.origin == "manual"]
-    if not manual or hold_ms <= 0:
-        return None
-    last = max(manual, key=lambda g: g.number)
-    until = last.created_ms + hold_ms
-    return ManualHold(last.factor, last.number, until, last.reason) if now_ms < until else None
+def samples(metrics: list[dict[str, Any]], created: dict[int, int]) -> list[BatchSample]:
+    """What the autosizer reads of the store's batch metrics (`created`: when each batch finished)."""
+    out = []
+    for m in metrics:
+        at = created.get(m["batch_id"], 0)
+        out.append(BatchSample(at, m["factor"], m["records_read"], m["durations_ms"].get("process", 0) / 1000, m["lag_left"]))
+    return out
