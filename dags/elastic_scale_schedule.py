@@ -1,7 +1,7 @@
 """elastic_scale_schedule: scheduled scale changes.
 
 Every 5 minutes, for each job whose config has `job.elasticity.schedule`
-(`<cron> -> <factor>; ...`) or `job.elasticity.scaling.autosize=true` (a factor from lag
+(`<cron> -> <factor>; ...`) or `job.elasticity.autosize=true` (a factor from lag
 and measured processing rate, within min/max bounds and a cool-down), apply the
 desired factor through the same rescale path as elastic_rescale. One policy: a
 rescale a person asked for holds against both for `job.elasticity.manual.hold.ms`

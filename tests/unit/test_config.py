@@ -359,3 +359,22 @@ def test_key_value_reads_one_key_of_unvalidated_properties():
     assert key_value({"job.elasticity.factor": "8"}, "job.elasticity.factor") == 8
     with pytest.raises(KeyError, match="no config key 'job.elastic.factor'"):
         key_value({}, "job.elastic.factor")
+
+
+def test_the_autosizer_keys_keep_their_names():
+    """Job configs in the field name them so: a rename would silently turn the autosizer off."""
+    config = validate(
+        {
+            "job.name": "j",
+            "task.inputs": "kafka.a",
+            "job.elasticity.autosize": "true",
+            "job.elasticity.autosize.min": "2",
+            "job.elasticity.autosize.max": "8",
+            "job.elasticity.autosize.cooldown.ms": "1000",
+            "job.elasticity.autosize.target.lag.seconds": "30",
+            "job.elasticity.manual.hold.ms": "5",
+            "job.config.strict": "true",
+        }
+    )
+    assert (config.autosize, config.autosize_min, config.autosize_max, config.autosize_cooldown_ms) == (True, 2, 8, 1000)
+    assert (config.autosize_target_lag_s, config.manual_hold_ms) == (30, 5)

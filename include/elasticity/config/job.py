@@ -160,28 +160,28 @@ class JobConfig:
         "Scheduled factors: '<cron> -> <factor>; ...' (e.g. '0 8 * * * -> 8; 0 20 * * * -> 2').",
     )
     autosize: bool = key(
-        "job.elasticity.scaling.autosize", flag, "false", "Let the autosizer choose the factor from lag and processing rate."
+        "job.elasticity.autosize", flag, "false", "Let the autosizer choose the factor from lag and processing rate."
     )
     autosize_min: int = key(
-        "job.elasticity.scaling.autosize.min",
+        "job.elasticity.autosize.min",
         int_range(1, MAX_ELASTICITY_FACTOR),
         "1",
         "Smallest factor the autosizer may choose.",
     )
     autosize_max: int = key(
-        "job.elasticity.scaling.autosize.max",
+        "job.elasticity.autosize.max",
         int_range(1, MAX_ELASTICITY_FACTOR),
         "16",
         "Largest factor the autosizer may choose.",
     )
     autosize_cooldown_ms: int = key(
-        "job.elasticity.scaling.autosize.cooldown.ms",
+        "job.elasticity.autosize.cooldown.ms",
         int_range(0),
         "600000",
         "No automatic change sooner than this after the last one.",
     )
     autosize_target_lag_s: int = key(
-        "job.elasticity.scaling.autosize.target.lag.seconds",
+        "job.elasticity.autosize.target.lag.seconds",
         int_range(1),
         "60",
         "The autosizer sizes the job to drain its backlog within this.",

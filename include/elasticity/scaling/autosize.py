@@ -74,7 +74,7 @@ def recommend(
 
 
 def autosize_policy(config: JobConfig) -> AutosizePolicy:
-    """The autosizer's bounds as the job configures them (`job.elasticity.scaling.autosize.*`)."""
+    """The autosizer's bounds as the job configures them (`job.elasticity.autosize.*`)."""
     return AutosizePolicy(
         min_factor=config.autosize_min,
         max_factor=config.autosize_max,

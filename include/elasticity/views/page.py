@@ -97,7 +97,7 @@ def _policy(p: PolicyView | None) -> str:
             "policy",
             {
                 "schedule": "time schedule (job.elasticity.schedule)",
-                "autosize": "autosizer (job.elasticity.scaling.autosize)",
+                "autosize": "autosizer (job.elasticity.autosize)",
                 "none": "none: manual rescales only",
             }[p.kind],
         )
