@@ -378,3 +378,9 @@ def test_the_autosizer_keys_keep_their_names():
     )
     assert (config.autosize, config.autosize_min, config.autosize_max, config.autosize_cooldown_ms) == (True, 2, 8, 1000)
     assert (config.autosize_target_lag_s, config.manual_hold_ms) == (30, 5)
+
+
+def test_the_statsd_reporter_class_is_known_by_its_old_and_new_module_path():
+    for cls in ("statsd", "elasticity.metrics.reporters.StatsdReporter", "elasticity.reporters.StatsdReporter"):
+        props = {"job.name": "j", "task.inputs": "kafka.a", "metrics.reporters": "s", "metrics.reporter.s.class": cls}
+        assert validate(props).value("metrics.reporter.s.class") == "statsd"

@@ -191,7 +191,11 @@ module_factory = Parser(_module_factory, "module:factory, e.g. my_app.tables:use
 
 # --- metrics reporters (read by elasticity.metrics.reporters) ---
 
-REPORTER_CLASSES = {"statsd": "statsd", "elasticity.metrics.reporters.StatsdReporter": "statsd"}
+REPORTER_CLASSES = {
+    "statsd": "statsd",
+    "elasticity.metrics.reporters.StatsdReporter": "statsd",
+    "elasticity.reporters.StatsdReporter": "statsd",  # the class's module path before the package tree, kept in job configs
+}
 
 
 def _reporter_names(text: str) -> tuple[str, ...]:
