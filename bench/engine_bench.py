@@ -66,6 +66,12 @@ def outside_process_ms(summary) -> float:
     return summary.durations_ms["spark"] - summary.durations_ms["process"]
 
 
+def slowest_task(summary) -> int:
+    """Records of the busiest virtual task: per-key order makes a batch last at least as long as its slice, so
+    the speed-up a factor can give is bounded by how evenly the keys fall into buckets, not by the factor alone."""
+    return max(summary.metrics["records"].values())
+
+
 def run_batch(spark, config, max_records=10**7):
     from elasticity.spark.engine import MicroBatchEngine
 
@@ -148,6 +154,7 @@ def main() -> None:
         run_batch(spark, job(slow, tmp, 1))  # warm up the session and the Python workers
 
         base = None
+        base_slowest = 0
         reads = {}
         for factor in (1, 2, 4, 8):
             summary, _ = run_batch(spark, job(slow, tmp, factor, **{"app.class": "elasticity.apps.enrichment:build"}))
@@ -157,11 +164,13 @@ def main() -> None:
             reads[factor] = outside_process_ms(summary)
             rate, batch_rate = args.records / process_s, args.records / batch_s
             base = base or (rate, batch_rate)
+            base_slowest = base_slowest or slowest_task(summary)
             rows.append(
                 (
                     f"speed-up F={factor} ({4 * factor} vtasks, {PROCESSES} proc/container)",
                     f"{rate:,.0f} rec/s process, {batch_rate:,.0f} rec/s batch",
-                    f"{rate / base[0]:.2f}x / {batch_rate / base[1]:.2f}x (goal >= {0.8 * factor:.1f}x)",
+                    f"{rate / base[0]:.2f}x / {batch_rate / base[1]:.2f}x (slowest-task limit "
+                    f"{base_slowest / slowest_task(summary):.2f}x; goal >= {0.8 * factor:.1f}x)",
                 )
             )
         rows.append(
@@ -185,15 +194,17 @@ def main() -> None:
         hot = f"hot-{uuid.uuid4().hex[:6]}"  # the same load with one key carrying 10% of it
         create_topic(bootstrap, hot, 4)
         send(bootstrap, hot, demo_records(args.records, keys=4000, null_key_every=0, hot_key_share=0.1))
-        hot_rates = {}
+        hot_rates, hot_slowest = {}, {}
         for factor in (1, 8):
             summary, _ = run_batch(spark, job(hot, tmp, factor, **{"app.class": "elasticity.apps.enrichment:build"}))
             hot_rates[factor] = args.records / (summary.durations_ms["process"] / 1000)
+            hot_slowest[factor] = slowest_task(summary)
         rows.append(
             (
                 "speed-up F=8 with a 10% hot key",
                 f"{hot_rates[8]:,.0f} vs {hot_rates[1]:,.0f} rec/s",
-                f"{hot_rates[8] / hot_rates[1]:.2f}x (one key stays in one task: order)",
+                f"{hot_rates[8] / hot_rates[1]:.2f}x (slowest-task limit {hot_slowest[1] / hot_slowest[8]:.2f}x: "
+                "one key stays in one task, for order)",
             )
         )
 
