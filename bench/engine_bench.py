@@ -45,6 +45,7 @@ def job(topic: str, tmp: str, factor: int, **extra: str):
             "task.inputs": f"kafka.{topic}",
             "job.elasticity.factor": str(factor),
             "job.container.count": "2",
+            "job.container.thread.pool.size": "64",
             "job.container.process.count": str(PROCESSES),
             "systems.kafka.default.stream.offset.default": "oldest",
             "task.checkpoint.store.url": f"sqlite:///{tmp}/{name}.db",

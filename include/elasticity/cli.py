@@ -172,7 +172,9 @@ def _samza_topic(args: argparse.Namespace, coordinator: JobCoordinator) -> int:
         found = samza_topic.last_checkpoints(
             messages, config.grouper, config.checkpoint_read_versions, config.live_checkpoint_max_age_ms
         )
-        plan = coordinator.adopt([samza_topic.from_samza(t, f.checkpoint) for t, f in found.items()], str(topic))
+        changelogs = config.changelogs()
+        imported = [samza_topic.from_samza(t, f.checkpoint, changelogs) for t, f in found.items()]
+        plan = coordinator.adopt(imported, str(topic))
         print(samza_topic.describe(found), file=sys.stderr)
         generation = coordinator.current()
         assert generation is not None  # adopt wrote one
@@ -184,7 +186,7 @@ def _samza_topic(args: argparse.Namespace, coordinator: JobCoordinator) -> int:
         generation = coordinator.current()
         if generation is None:
             raise StoreError(f"job {coordinator.job!r} has no checkpoints yet in {masked(coordinator.store.url)}")
-        cps = coordinator.checkpoints(generation).values()
+        cps = samza_topic.at_factor_1(coordinator.checkpoints(generation).values(), generation.factor, args.allow_reprocessing)
         records = samza_topic.to_samza_messages(cps, config.grouper, config.checkpoint_write_versions)
         create_topic(bootstrap, topic.stream, 1)  # Samza's checkpoint topic has one partition
         send(bootstrap, topic.stream, records)
@@ -338,6 +340,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("file", nargs="?", help="FILE.json for write, in the format read prints")
     c.add_argument("--from-kafka", metavar="SYSTEM.TOPIC", help="import: Samza's checkpoint topic to resume from")
     c.add_argument("--to-kafka", metavar="SYSTEM.TOPIC", help="export: the topic to write Samza checkpoints to")
+    c.add_argument(
+        "--allow-reprocessing",
+        action="store_true",
+        help="export at factor > 1: write each partition at its slowest bucket even when Samza would then process "
+        "the faster buckets' records again",
+    )
     c.set_defaults(func=cmd_checkpoint_tool)
 
     r = sub.add_parser("rescale", parents=[job], help="change the elasticity factor: migrate checkpoints to a new generation")

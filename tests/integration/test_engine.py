@@ -44,6 +44,7 @@ def job(kafka_bootstrap, tmp_path, monkeypatch):
         "task.inputs": f"kafka.{topic}",
         "job.elasticity.factor": "2",
         "job.container.count": "2",
+        "job.container.thread.pool.size": "64",
         "systems.kafka.default.stream.offset.default": "oldest",
         "app.class": "elasticity.apps.enrichment:build_async",
         "task.max.concurrency": "16",

@@ -6,7 +6,9 @@ from pathlib import Path
 import pytest
 
 from elasticity.config import (
+    BLOB_STORE_FACTORY,
     FIELD_KEYS,
+    KAFKA_CHANGELOG_FACTORY,
     KEYS,
     MAX_ELASTICITY_FACTOR,
     RULES,
@@ -21,6 +23,7 @@ from elasticity.config import (
     validate,
 )
 from elasticity.jobmodel.model import SystemStream
+from elasticity.metrics.reporters import statsd_targets
 from tests.conftest import REPO
 
 BASE = {"job.name": "j", "task.inputs": "kafka.orders"}
@@ -97,7 +100,8 @@ def test_every_default_is_samzas_or_documented():
     assert c.checkpoint_write_versions == (1, 2) and c.checkpoint_read_versions == (1,)
     assert c.live_checkpoint_max_age_ms == 600_000 and c.commit_max_delay_ms == 60_000
     assert c.commit_timeout_ms == 1_800_000  # Samza's 30 minutes
-    assert c.callback_timeout_ms is None and c.thread_pool_size is None and c.max_concurrency == 1
+    assert c.callback_timeout_ms is None and c.thread_pool_size == 0 and c.max_concurrency == 1  # Samza's: one after another
+    assert (c.commit_pool_size, c.commit_pool_max_size, c.restore_pool_size, c.restore_pool_max_size) == (2, 64, 2, 64)
     assert c.batch_max_records == 100_000 and c.dead_letter_policy == "dlq"
     assert validate({**BASE, "task.callback.timeout.ms": "-1"}).callback_timeout_ms is None  # Samza's default: no timeout
     assert validate({**BASE, "task.callback.timeout.ms": "250"}).callback_timeout_ms == 250
@@ -374,6 +378,8 @@ def test_the_autosizer_keys_keep_their_names():
             "job.elasticity.autosize.target.lag.seconds": "30",
             "job.elasticity.manual.hold.ms": "5",
             "job.config.strict": "true",
+            "systems.kafka.samza.key.serde": "string",  # else strict mode warns that Samza has no default serde
+            "systems.kafka.samza.msg.serde": "json",
         }
     )
     assert (config.autosize, config.autosize_min, config.autosize_max, config.autosize_cooldown_ms) == (True, 2, 8, 1000)
@@ -384,3 +390,102 @@ def test_the_statsd_reporter_class_is_known_by_its_old_and_new_module_path():
     for cls in ("statsd", "elasticity.metrics.reporters.StatsdReporter", "elasticity.reporters.StatsdReporter"):
         props = {"job.name": "j", "task.inputs": "kafka.a", "metrics.reporters": "s", "metrics.reporter.s.class": cls}
         assert validate(props).value("metrics.reporter.s.class") == "statsd"
+
+
+def _samza_cases() -> dict[str, dict[str, str]]:
+    """tests/samza_fixtures/config.txt: [case] blocks of keys and expect.<what>= answers."""
+    cases: dict[str, dict[str, str]] = {}
+    for line in (REPO / "tests" / "samza_fixtures" / "config.txt").read_text().splitlines():
+        if line.startswith("["):
+            cases[line.strip("[]")] = current = {}
+        elif line and not line.startswith("#"):
+            k, _, v = line.partition("=")
+            current[k] = v
+    return cases
+
+
+SAMZA_CASES = _samza_cases()
+
+
+def _split(case: str) -> tuple[dict[str, str], dict[str, str]]:
+    props = {k: v for k, v in SAMZA_CASES[case].items() if not k.startswith("expect.")}
+    return props, {k.removeprefix("expect."): v for k, v in SAMZA_CASES[case].items() if k.startswith("expect.")}
+
+
+def test_offset_default_is_read_as_samzas_system_config_reads_it():
+    props, expect = _split("offset-default")
+    config = validate({**BASE, **props})
+    assert {s: config.offset_default(s) for s in expect} == expect
+    # this product's earlier name is read last: Samza's keys win over it
+    both = {**BASE, "systems.k.default.stream.offset.default": "upcoming", "systems.k.samza.offset.default": "oldest"}
+    assert validate(both).offset_default("k") == "oldest"
+    assert validate({**BASE, "systems.k.default.stream.offset.default": "oldest"}).offset_default("k") == "oldest"
+
+
+@pytest.mark.parametrize("case", [c for c in SAMZA_CASES if c.startswith("changelog-")])
+def test_changelog_streams_are_read_as_samzas_storage_config_reads_them(case):
+    props, expect = _split(case)
+    if expect["store0"] == "error":
+        with pytest.raises(
+            ConfigError,
+            match=r"stores\.store0\.changelog='changelog-stream0': a stream without a system needs job\.changelog\.system",
+        ):
+            validate({**BASE, **props})
+        return
+    changelog = validate({**BASE, **props}).changelog("store0")
+    assert (str(changelog) if changelog else "") == expect["store0"]
+
+
+@pytest.mark.parametrize("case", [c for c in SAMZA_CASES if c.startswith("restore-")])
+def test_restore_factories_are_samzas_precedence(case, monkeypatch):
+    from elasticity.api import StoreDescriptor
+    from elasticity.state import StorageConfig
+
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    props, expect = _split(case)
+    storage = StorageConfig.of(
+        validate({**BASE, "task.checkpoint.read.versions": "2,1", **props}),
+        [StoreDescriptor("store1"), StoreDescriptor("store2")],
+    )
+    short = {KAFKA_CHANGELOG_FACTORY: "kafka", BLOB_STORE_FACTORY: "blobstore"}
+    assert {s: ",".join(short[f] for f in storage.store(s).restore_factories) for s in expect} == expect
+
+
+def test_samzas_reporter_factories_load_with_a_warning_and_are_not_run():
+    props = {
+        **BASE,
+        "metrics.reporters": "jmx,snapshot,statsd",
+        "metrics.reporter.jmx.class": "org.apache.samza.metrics.reporter.JmxReporterFactory",
+        "metrics.reporter.snapshot.class": "org.apache.samza.metrics.reporter.MetricsSnapshotReporterFactory",
+        "metrics.reporter.snapshot.stream": "kafka.metrics",
+        "metrics.reporter.snapshot.interval": "60",
+    }
+    with pytest.warns(ConfigWarning) as seen:
+        config = validate(props)
+    said = [str(w.message) for w in seen]
+    assert len(said) == 2 and "JMX reporter" in said[0] and "MetricsSnapshotReporter" in said[1] and "is not run here" in said[1]
+    assert [t.reporter for t in statsd_targets(config, env={})] == ["statsd"]
+
+
+def test_strict_mode_warns_of_each_deliberate_difference():
+    props = {
+        **BASE,
+        "job.elasticity.factor": "4",
+        "systems.kafka.default.stream.offset.default": "oldest",
+        "stores.s.backup.factories": "blobstore",
+        "job.config.strict": "true",
+    }
+    with pytest.warns(ConfigWarning) as seen:
+        validate(props)
+    said = "\n".join(str(w.message) for w in seen)
+    for part in (
+        "xxhash64",
+        "Partition_<p>-<bucket>-<F>",
+        "samza.key/msg.serde unset",
+        "which Samza does not read",
+        "restore nothing",
+    ):
+        assert part in said
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        validate({k: v for k, v in props.items() if k != "job.config.strict"})  # not strict: silent

@@ -12,6 +12,7 @@ from elasticity.config import BLOB_STORE_FACTORY
 from elasticity.jobmodel.model import TaskName
 from elasticity.state.backends.blobstore import ChecksumMismatch
 from elasticity.state.backends.snapshot_index import SnapshotIndex
+from tests.support import samza_rules
 from tests.unit.test_state_store import commit, container
 
 TASK = TaskName("Partition 0")
@@ -50,8 +51,18 @@ def test_index_is_samzas_json_and_the_marker_is_its_blob_id(csm):
     assert set(d["dir-index"]) == {"dir-name", "files-present", "files-removed", "sub-dirs-present", "sub-dirs-removed"}
     f = d["dir-index"]["files-present"][0]
     assert set(f) == {"file-name", "blobs", "file-metadata", "checksum"} and set(f["blobs"][0]) == {"blob-id", "offset"}
+    assert set(f["file-metadata"]) == {
+        "creation-time-millis",
+        "last-modified-time-millis",
+        "size",
+        "owner",
+        "group",
+        "permissions",
+    }
     assert d["prev-snapshot-index-blob-id"] is None
-    assert SnapshotIndex.from_json(json.dumps(d)).to_json() == json.dumps(d, sort_keys=True)
+    raw = backend(csm).blobs.get_bytes(marker)
+    assert SnapshotIndex.from_json(raw.decode()).to_json().encode() == raw  # Samza's bytes: field order, compact
+    samza_rules.snapshot_index(raw)  # what Samza's SnapshotIndexSerde requires of every field
 
 
 def test_only_new_files_are_uploaded(csm):
@@ -133,4 +144,59 @@ def test_a_missing_marker_logs_an_error_and_falls_back(tmp_path, caplog):
     assert again.restore(without) == {TASK: {"counts": "empty"}}
     assert "has no marker from org.apache.samza.storage.blobstore.BlobStoreStateBackendFactory" in caplog.text
     assert any(r.levelname == "ERROR" for r in caplog.records)
+    again.close()
+
+
+def test_a_snapshot_samza_wrote_restores_here(tmp_path):
+    """An index as Samza's SnapshotIndexSerde writes it, under another blob naming, with a file uploaded in
+    chunks (FileBlob offsets) and another user's POSIX metadata: the store restores from it."""
+    csm = container(tmp_path, **BLOB)
+    csm.restore({})
+    csm.store(TASK, "counts").put_all({f"k{i}": i for i in range(300)})
+    cps = commit(csm)
+    ours = index_of(csm, cps)
+    csm.close()
+    shutil.rmtree(tmp_path / "state")
+    blobs = tmp_path / "blobs"
+    files = []
+    for f in ours.files_present:
+        data = (blobs / f.blobs[0].blob_id).read_bytes()
+        chunks = [(0, data[: len(data) // 2]), (len(data) // 2, data[len(data) // 2 :])] if len(data) > 1 else [(0, data)]
+        for offset, chunk in chunks:
+            (blobs / "samza" / f"{f.file_name}-{offset}").parent.mkdir(exist_ok=True)
+            (blobs / "samza" / f"{f.file_name}-{offset}").write_bytes(chunk)
+        meta = {"creation-time-millis": 1, "last-modified-time-millis": 2, "size": len(data)}
+        files.append(
+            {
+                "file-name": f.file_name,
+                "blobs": [{"blob-id": f"samza/{f.file_name}-{o}", "offset": o} for o, _ in chunks],
+                "file-metadata": {**meta, "owner": "samza", "group": "samza", "permissions": "rw-r--r--"},
+                "checksum": f.checksum,
+            }
+        )
+    cid = str(cps[TASK].checkpoint_id)
+    index = {
+        "creation-time-millis": 3,
+        "snapshot-metadata": {
+            "checkpoint-id": cid,
+            "job-name": "j",
+            "job-id": "1",
+            "task-name": "Partition 0",
+            "store-name": "counts",
+        },
+        "dir-index": {
+            "dir-name": "",
+            "files-present": files,
+            "files-removed": [],
+            "sub-dirs-present": [],
+            "sub-dirs-removed": [],
+        },
+        "prev-snapshot-index-blob-id": None,
+    }
+    (blobs / "samza" / "index").write_text(json.dumps(index))
+    samza_rules.snapshot_index((blobs / "samza" / "index").read_bytes())
+    from_samza = {TASK: type(cps[TASK])(cps[TASK].checkpoint_id, {}, {BLOB_STORE_FACTORY: {"counts": "samza/index"}})}
+    again = container(tmp_path, **BLOB)
+    assert again.restore(from_samza) == {TASK: {"counts": BLOB_STORE_FACTORY}}
+    assert dict(again.store(TASK, "counts").all()) == {f"k{i}": i for i in range(300)}
     again.close()

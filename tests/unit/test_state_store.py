@@ -132,7 +132,10 @@ def test_config_precedence_and_short_names(monkeypatch):
     assert a.restore_factories == (BLOB_STORE_FACTORY, KAFKA_CHANGELOG_FACTORY)
     assert a.changelog_bootstrap == "127.0.0.1:1"
     assert b.backup_factories == b.restore_factories == (BLOB_STORE_FACTORY,) and b.blob_retain == 5
-    assert storage.transactional and storage.restore_pool_size == 2 and storage.commit_pool_size is None
+    assert storage.transactional and storage.restore_pool_size == 2 and storage.commit_pool_size == 2
+    # Samza's pool sizes: min(max(2 x tasks (x restore backends), the size), the max size)
+    assert (storage.commit_threads(1), storage.commit_threads(5), storage.commit_threads(100)) == (2, 10, 64)
+    assert (storage.restore_threads(1), storage.restore_threads(3), storage.restore_threads(40)) == (4, 12, 64)
     assert str(storage.state_dir).endswith("j/state") and storage.blob_uri.endswith("j/blobs")
 
 
@@ -148,7 +151,7 @@ def test_bad_state_config_fails_naming_the_key():
     with pytest.raises(ConfigError, match="each once"):
         validate({**BASE, "stores.a.backup.factories": "kafka,KafkaChangelogStateBackendFactory"})
     with pytest.raises(ConfigError, match="job.container.commit.thread.pool.size"):
-        validate({**BASE, "job.container.commit.thread.pool.size": "65"})
+        validate({**BASE, "job.container.commit.thread.pool.size": "0"})
     with pytest.raises(ConfigError, match="stores.a.changelog is required"):
         StorageConfig.of(validate({**BASE, "stores.a.backup.factories": "kafka"}), [StoreDescriptor("a")])
     with pytest.raises(ConfigError, match="stores.typo.blob.retain: the app declares no store 'typo'"):

@@ -13,15 +13,16 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
 
 from elasticity import faults
 from elasticity.checkpoint.migration import Migration, migrate
+from elasticity.checkpoint.state_markers import KafkaChangelogMarker
 from elasticity.checkpoint.store import CheckpointStore, Generation, StoreError
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
-from elasticity.config import MAX_ELASTICITY_FACTOR, ConfigError, JobConfig
+from elasticity.config import KAFKA_CHANGELOG_FACTORY, MAX_ELASTICITY_FACTOR, ConfigError, JobConfig
 from elasticity.jobmodel.grouping import build_job_model
 from elasticity.jobmodel.model import JobModel, SystemStream, SystemStreamPartition, TaskName
 from elasticity.jobmodel.tasknames import parse_task_name
@@ -310,9 +311,17 @@ class JobCoordinator:
             model = self._model(factor)
             for cp in by_task.values():
                 _check_owned(model, cp, f"factor {factor}")
+                _check_changelog_partition(model, cp, source)
             migration = migrate(factor, by_task.values(), model, factor, self._new_ssp_offsets(by_task, model, old is None))
+            # same factor, same tasks: each keeps the state it committed (its stores restore from these markers)
+            checkpoints = {
+                t: replace(cp, checkpoint_id=by_task[t].checkpoint_id, state_markers=by_task[t].state_markers)
+                if t in by_task
+                else cp
+                for t, cp in migration.checkpoints.items()
+            }
             reason = f"imported from {source} at factor {factor} (by {owner})"
-            self._write_generation(old, factor, model, lambda _old: migration.checkpoints, owner, reason)
+            self._write_generation(old, factor, model, lambda _old: checkpoints, owner, reason)
             return RescalePlan(old, model, factor, migration)
         finally:
             self.store.release_lease(self.job, owner)
@@ -357,6 +366,20 @@ class JobCoordinator:
 def _committed_state(cps: Mapping[TaskName, TaskCheckpoint]) -> dict[TaskName, tuple]:
     """What a state move read: offsets, watermarks and the state each checkpoint commits."""
     return {t: (cp, cp.checkpoint_id, {f: dict(m) for f, m in cp.state_markers.items()}) for t, cp in cps.items()}
+
+
+def _check_changelog_partition(model: JobModel, cp: TaskCheckpoint, source: str) -> None:
+    """A Kafka changelog marker names the partition the task's state was written to; this job writes and
+    restores the task's state in its own changelog partition, so the two must be the same."""
+    task = model.task(cp.task_name)
+    for store, text in cp.state_markers.get(KAFKA_CHANGELOG_FACTORY, {}).items():
+        marker = KafkaChangelogMarker.from_json(text)
+        if marker.ssp.partition != task.changelog_partition:
+            raise ConfigError(
+                f"{source}: task {cp.task_name.name!r} kept store {store!r} in changelog partition {marker.ssp.partition}, "
+                f"but this job gives the task changelog partition {task.changelog_partition}; the job model must match "
+                "the Samza job's (job.systemstreampartition.grouper.factory, task.inputs and their partitions)"
+            )
 
 
 def _check_owned(model: JobModel, cp: TaskCheckpoint, where: str) -> None:

@@ -1,13 +1,19 @@
-"""Samza-compatible checkpoint JSON, and the checkpoint log key, byte for byte as
-Samza's Jackson mappers write them (compact JSON).
+"""Samza-compatible checkpoint JSON, and the checkpoint log key, as Samza's Jackson
+mappers write them (compact JSON).
 
 V1 (CheckpointV1Serde): `{"<SSP.toString()>": {"system", "stream", "partition", "offset"}}`,
 all strings; only a bucketed SSP adds `keyBucket` (and a 4-part toString).
-V2 (SamzaObjectMapper + JsonCheckpointV2Mixin): `version` (Jackson writes the
-getter), `checkpoint-id`, `input-offsets` keyed `system.stream.partition`, plus
-`.keyBucket` only for a bucketed SSP, and `state-checkpoint-markers` (backend
-factory -> store -> marker). Readers take 3- and 4-part forms, with or without
-`keyBucket`, and ignore unknown fields, as Samza's do.
+V2 (SamzaObjectMapper + JsonCheckpointV2Mixin): `checkpoint-id`, `input-offsets`
+keyed `system.stream.partition`, plus `.keyBucket` only for a bucketed SSP,
+`state-checkpoint-markers` (backend factory -> store -> marker), then `version`
+(Jackson writes the creator's properties first, then the getter). Readers take
+3- and 4-part forms, with or without `keyBucket`, and ignore unknown fields, as
+Samza's do.
+
+Samza's maps are Java HashMaps, so their entries come out in bucket order of the
+keys' Java hash codes; `_java_order` replays that, which makes the bytes equal to
+Samza's whenever no two keys share a bucket (else Samza's own insertion order,
+which no reader depends on, decides between them).
 """
 
 from __future__ import annotations
@@ -54,14 +60,46 @@ def parse_checkpoint_key(text: str) -> tuple[TaskName, str, int]:
     return TaskName(task), factory, types[kind]
 
 
+def _string_hash(text: str) -> int:
+    """Java's String.hashCode (UTF-16 code units), as an unsigned 32-bit value."""
+    data, h = text.encode("utf-16-be"), 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h
+
+
+def _ssp_hash(ssp: SystemStreamPartition) -> int:
+    """SystemStreamPartition.hashCode: SystemStream's (stream, system), then partition and keyBucket."""
+    h = 31 * (31 + _string_hash(ssp.stream)) + _string_hash(ssp.system)
+    h = 31 * h + ssp.partition
+    return (31 * h + (ssp.key_bucket if ssp.has_key_bucket else 0)) & 0xFFFFFFFF
+
+
+def _java_order(items: list[tuple[Any, Any]], hash_of: Any = _string_hash, capacity: int = 16) -> dict[Any, Any]:
+    """`items` (in insertion order) as a java.util.HashMap built with `capacity` iterates them."""
+    size = 1
+    while size < capacity:
+        size *= 2
+    while len(items) > int(size * 0.75):
+        size *= 2
+
+    def bucket(item: tuple[int, tuple[Any, Any]]) -> tuple[int, int]:
+        h = hash_of(item[1][0])
+        return (h ^ (h >> 16)) & (size - 1), item[0]
+
+    return dict(kv for _, kv in sorted(enumerate(items), key=bucket))
+
+
+def _v1_entry(ssp: SystemStreamPartition, offset: str | None) -> dict[str, str | None]:
+    entry: list[tuple[str, str | None]] = [("system", ssp.system), ("stream", ssp.stream), ("partition", str(ssp.partition))]
+    if ssp.has_key_bucket:
+        entry.append(("keyBucket", str(ssp.key_bucket)))
+    return _java_order([*entry, ("offset", offset)], capacity=4)
+
+
 def v1_to_json(cp: CheckpointV1) -> str:
-    out = {}
-    for ssp, offset in sorted(cp.offsets.items()):
-        entry = {"system": ssp.system, "stream": ssp.stream, "partition": str(ssp.partition), "offset": offset}
-        if ssp.has_key_bucket:
-            entry["keyBucket"] = str(ssp.key_bucket)
-        out[str(ssp)] = entry
-    return json.dumps(out, sort_keys=True, separators=_COMPACT)
+    items = [(str(ssp), _v1_entry(ssp, offset)) for ssp, offset in sorted(cp.offsets.items())]
+    return json.dumps(_java_order(items, capacity=len(items)), separators=_COMPACT)
 
 
 def v1_from_json(text: str) -> CheckpointV1:
@@ -78,12 +116,14 @@ def v1_from_json(text: str) -> CheckpointV1:
 
 
 def v2_to_json(cp: CheckpointV2) -> str:
+    offsets = _java_order(sorted(cp.input_offsets.items()), _ssp_hash)
+    markers = [(f, _java_order(sorted(m.items()))) for f, m in sorted(cp.state_checkpoint_markers.items())]
     return json.dumps(
         {
-            "version": CheckpointV2.version,
             "checkpoint-id": str(cp.checkpoint_id),
-            "input-offsets": {ssp_to_key(s): o for s, o in sorted(cp.input_offsets.items())},
-            "state-checkpoint-markers": {k: dict(v) for k, v in cp.state_checkpoint_markers.items()},
+            "input-offsets": {ssp_to_key(s): o for s, o in offsets.items()},
+            "state-checkpoint-markers": _java_order(markers),
+            "version": CheckpointV2.version,
         },
         separators=_COMPACT,
     )

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from elasticity.config.compat import differences, not_run_reporters
 from elasticity.config.errors import ConfigError, ConfigWarning
 from elasticity.config.home import elasticity_home
 from elasticity.config.keys import (
@@ -227,11 +228,11 @@ class JobConfig:
         "1",
         "Python processes per container; its virtual tasks are dealt over them (CPU-bound apps: no GIL shared between them).",
     )
-    thread_pool_size: int | None = key(
+    thread_pool_size: int = key(
         "job.container.thread.pool.size",
         int_range(0, 1024),
-        None,
-        "0: a container's virtual tasks run one after another; N: a pool of N threads; unset: one thread per virtual task, at most 64.",
+        "0",
+        "Threads running a container's virtual tasks side by side; 0 (Samza's default): they run one after another.",
     )
     commit_max_delay_ms: int = key(
         "task.commit.max.delay.ms",
@@ -263,7 +264,13 @@ class JobConfig:
         "stores.restore.factories",
         parse_factories,
         None,
-        "Restore backends of every store without its own list (default: the store's backup factories).",
+        "Restore backends of every store without its own list (default: the Kafka changelog when the store has one, else the store's backup factories).",
+    )
+    changelog_system: str | None = key(
+        "job.changelog.system",
+        nonempty,
+        None,
+        "System of a store changelog given as a bare stream (stores.<store>.changelog=<stream>); default job.default.system.",
     )
     blob_store_uri: str | None = key(
         "blob.store.uri",
@@ -283,14 +290,29 @@ class JobConfig:
         None,
         "Folder of the local RocksDB stores, one per virtual task and store (default $ELASTICITY_HOME/<job>/state).",
     )
-    commit_pool_size: int | None = key(
+    commit_pool_size: int = key(
         "job.container.commit.thread.pool.size",
-        int_range(1, 64),
-        None,
-        "Threads uploading a container's state snapshots (default: one per virtual task, at most 64).",
+        int_range(1, 1024),
+        "2",
+        "Threads uploading a container's state snapshots, at least: Samza's min(max(2 x tasks, this), the max size).",
+    )
+    commit_pool_max_size: int = key(
+        "job.container.commit.thread.pool.max.size",
+        int_range(1, 1024),
+        "64",
+        "Most threads uploading a container's state snapshots.",
     )
     restore_pool_size: int = key(
-        "job.container.restore.thread.pool.size", int_range(1, 64), "2", "Threads restoring a container's stores."
+        "job.container.restore.thread.pool.size",
+        int_range(1, 1024),
+        "2",
+        "Threads restoring a container's stores, at least: Samza's min(max(2 x tasks x restore backends, this), the max size).",
+    )
+    restore_pool_max_size: int = key(
+        "job.container.restore.thread.pool.max.size",
+        int_range(1, 1024),
+        "64",
+        "Most threads restoring a container's stores.",
     )
 
     # --- metrics (read by elasticity.metrics.reporters) ---
@@ -321,9 +343,27 @@ class JobConfig:
         return os.environ.get("KAFKA_BOOTSTRAP_SERVERS") or self.get(f"systems.{system}.consumer.bootstrap.servers")
 
     def offset_default(self, system: str) -> str:
-        """oldest|upcoming for partitions that have no checkpoint yet."""
-        ours = f"systems.{system}.default.stream.offset.default"
-        return self.get(ours) or self.get(f"systems.{system}.default.stream.samza.offset.default") or self.value(ours)
+        """oldest|upcoming for partitions that have no checkpoint yet: Samza's key, then its deprecated
+        one (SystemConfig.getSystemOffsetDefault), then this product's earlier name, else upcoming."""
+        names = [f"systems.{system}.{k}" for k in OFFSET_DEFAULT_KEYS]
+        return next((self.value(n) for n in names if (self.get(n) or "").strip()), self.value(names[0]))
+
+    def changelog(self, store: str) -> SystemStream | None:
+        """`stores.<store>.changelog` as Samza's StorageConfig reads it: system.stream, or a bare stream
+        of job.changelog.system (else job.default.system); the rules checked one of them is set."""
+        text = (self.get(f"stores.{store}.changelog") or "").strip()
+        if not text:
+            return None  # blank: no changelog, as Samza's trimToNull
+        if "." in text:
+            return SystemStream.parse(text)
+        system = self.changelog_system or self.default_system
+        assert system is not None, "checked by the rule changelogs_have_a_system"
+        return SystemStream(system, text)
+
+    def changelogs(self) -> dict[SystemStream, str]:
+        """Every store's changelog stream -> the store, from the `stores.<s>.changelog` keys."""
+        stores = {k.split(".")[1] for k in self.raw_map if k.startswith("stores.") and k.endswith(".changelog")}
+        return {cl: s for s in sorted(stores) if (cl := self.changelog(s)) is not None}
 
     def serde(self, system: str, what: str) -> str:
         """`key` or `msg` serde of a system."""
@@ -346,6 +386,9 @@ class JobConfig:
         """A copy with some keys replaced, validated again (e.g. a new elasticity factor)."""
         return validate({**self.raw_map, **overrides}, warn_unknown=False)
 
+
+OFFSET_DEFAULT_KEYS = ("default.stream.samza.offset.default", "samza.offset.default", "default.stream.offset.default")
+"""`systems.<system>.` + each, in the order they are read."""
 
 FIELD_KEYS: tuple[tuple[str, Key], ...] = declared_keys(JobConfig)
 """(JobConfig field, key) of every job-level key."""
@@ -434,6 +477,9 @@ def validate(props: Mapping[str, str], strict: bool = False, warn_unknown: bool 
     errors += check_rules(Parsed(values, props))
     if errors:
         raise ConfigError("invalid job config:\n  " + "\n  ".join(errors))
+    if warn_unknown:
+        for note in not_run_reporters(props) + (differences(values, props) if strict else []):
+            warnings.warn(note, ConfigWarning, stacklevel=3)
     return JobConfig(raw=tuple(sorted(props.items())), **{name: values[k.name] for name, k in FIELD_KEYS})
 
 

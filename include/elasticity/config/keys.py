@@ -16,6 +16,7 @@ from typing import Any, Final
 from elasticity.config.parsers import (
     REPORTER_CLASSES,
     Parser,
+    changelog_stream,
     choice,
     int_range,
     module_factory,
@@ -25,7 +26,6 @@ from elasticity.config.parsers import (
     parse_side_inputs,
     serde,
     statsd_prefix,
-    system_stream,
 )
 
 MAX_ELASTICITY_FACTOR = 256
@@ -90,16 +90,22 @@ SYSTEM_KEYS: tuple[Key, ...] = (
     Key("systems.<system>.producer.bootstrap.servers", nonempty, None, "Kafka bootstrap servers for output to a system."),
     Key("systems.<system>.samza.factory", nonempty, None, "Samza's system factory class; accepted for compatibility, not used."),
     Key(
-        "systems.<system>.default.stream.offset.default",
+        "systems.<system>.default.stream.samza.offset.default",
         offset_default,
         "upcoming",
         "Where the job's first generation starts on each partition: oldest or upcoming (partitions added later start at their oldest offset).",
     ),
     Key(
-        "systems.<system>.default.stream.samza.offset.default",
+        "systems.<system>.samza.offset.default",
         offset_default,
         None,
-        "Samza's name for the key above; the key above wins.",
+        "Samza's deprecated name of the key above, read when that one is unset (as Samza's SystemConfig does).",
+    ),
+    Key(
+        "systems.<system>.default.stream.offset.default",
+        offset_default,
+        None,
+        "This product's earlier name of the key above, read when neither Samza key is set.",
     ),
     Key("systems.<system>.samza.key.serde", serde, "string", "Key serde of a system: string, json or byte."),
     Key("systems.<system>.samza.msg.serde", serde, "json", "Message serde of a system: string, json or byte."),
@@ -116,7 +122,7 @@ STORE_KEYS: tuple[Key, ...] = (
         "stores.<store>.restore.factories",
         parse_factories,
         None,
-        "Restore backends of a store in priority order: the first with a marker for the store wins.",
+        "Restore backends of a store in priority order: the first with a marker for the store wins (default: stores.restore.factories, else the Kafka changelog when the store has one, else its backup factories).",
     ),
     Key(
         "stores.<store>.restore.factory",
@@ -127,9 +133,9 @@ STORE_KEYS: tuple[Key, ...] = (
     ),
     Key(
         "stores.<store>.changelog",
-        system_stream,
+        changelog_stream,
         None,
-        "Compacted Kafka topic backing a store, system.stream (created when missing).",
+        "Compacted Kafka topic backing a store, system.stream, or a stream of job.changelog.system (created when missing).",
     ),
     Key(
         "stores.<store>.side.inputs",
@@ -156,7 +162,7 @@ REPORTER_KEYS: tuple[Key, ...] = (
         "metrics.reporter.<name>.class",
         choice(REPORTER_CLASSES),
         None,
-        "What a reporter is: statsd (the default for a reporter named statsd).",
+        "What a reporter is: statsd (the default for a reporter named statsd); Samza's JMX and snapshot reporter factories are accepted and not run (a warning says so).",
     ),
     Key(
         "metrics.reporter.<name>.host", nonempty, None, "StatsD host (default: Airflow's [metrics] statsd_host, else localhost)."
@@ -166,6 +172,10 @@ REPORTER_KEYS: tuple[Key, ...] = (
         int_range(1, 65535),
         None,
         "StatsD UDP port (default: Airflow's [metrics] statsd_port, else 8125).",
+    ),
+    *(
+        Key(f"metrics.reporter.<name>.{k}", nonempty, None, f"Samza's MetricsSnapshotReporter {k}; accepted, not used.")
+        for k in ("stream", "interval", "blacklist")
     ),
     Key(
         "metrics.reporter.<name>.prefix",

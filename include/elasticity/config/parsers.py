@@ -162,7 +162,17 @@ parse_factories = Parser(
 )
 """Backend factories (Samza class names or short names), each once, as class names; empty = none."""
 
-system_stream = Parser(SystemStream.parse, "system.stream, e.g. kafka.my-job-counts-changelog")
+def _changelog_stream(text: str) -> str | None:
+    value = text.strip()
+    if value and (not re.fullmatch(r"[A-Za-z0-9._-]+", value) or "." in value and not all(value.partition("."))):
+        raise ValueError
+    return value or None
+
+
+changelog_stream = Parser(
+    _changelog_stream, "system.stream, or a stream of job.changelog.system (Kafka topic characters), e.g. kafka.my-job-changelog"
+)
+"""As Samza's StorageConfig reads it: with a dot, system.stream; without, a stream of job.changelog.system; blank, none."""
 
 
 def _side_inputs(text: str) -> tuple[SystemStream, ...]:
@@ -195,6 +205,13 @@ REPORTER_CLASSES = {
     "statsd": "statsd",
     "elasticity.metrics.reporters.StatsdReporter": "statsd",
     "elasticity.reporters.StatsdReporter": "statsd",  # the class's module path before the package tree, kept in job configs
+    # Samza's own reporters, so that a Samza config loads; they need a JVM and are not run (validation warns)
+    "org.apache.samza.metrics.reporter.JmxReporterFactory": "jmx",
+    "org.apache.samza.metrics.reporter.MetricsSnapshotReporterFactory": "snapshot",
+}
+NOT_RUN_REPORTERS = {
+    "jmx": "Samza's JMX reporter (MBeans of a JVM; there is no JVM container here)",
+    "snapshot": "Samza's MetricsSnapshotReporter (metrics snapshots to a Kafka stream)",
 }
 
 

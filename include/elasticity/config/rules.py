@@ -97,6 +97,17 @@ def read_versions_meet_written(p: Parsed) -> Iterator[str]:
         )
 
 
+def changelogs_have_a_system(p: Parsed) -> Iterator[str]:
+    """A bare changelog stream takes job.changelog.system, else job.default.system (Samza's StorageConfig)."""
+    system = p.text.get("job.changelog.system") or p.text.get("job.default.system")
+    for name, text in sorted(p.text.items()):
+        if re.fullmatch(r"stores\.[^.]+\.changelog", name) and text.strip() and "." not in text and not system:
+            yield (
+                f"{name}={text!r}: a stream without a system needs job.changelog.system (or job.default.system); "
+                f"expected system.stream, e.g. kafka.{text.strip()}"
+            )
+
+
 RULES: tuple[Rule, ...] = (
     stream_names_are_not_numbered,
     each_stream_once,
@@ -105,6 +116,7 @@ RULES: tuple[Rule, ...] = (
     single_task_in_one_container,
     reporters_have_a_class,
     read_versions_meet_written,
+    changelogs_have_a_system,
 )
 
 

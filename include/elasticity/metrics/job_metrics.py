@@ -1,5 +1,12 @@
 """SEP-32's metrics as a batch and a rescale report them: Samza's names, ns units.
 
+Beside them, Samza's container counter `skipped-envelopes` (RunLoop: envelopes read
+but not processed, because their key bucket's task had them already): here the
+records a batch read and skipped as already processed (below their virtual task's
+checkpoint, or a merge's watermark). `process-ns` is not Samza's container timer
+of one envelope's process call: here it is one virtual task's whole slice of a
+batch; the per-envelope figure is `process-ns-per-message`.
+
 A batch's figures travel in its summary (the store's batch table); a rescale's
 (`job-model-generation-ns`, `checkpoint-compute-ns`: SEP-32 reports them at a
 task scale-up or scale-down) go to the store's rescale table. Both also go to
@@ -32,6 +39,7 @@ def batch_metrics(summary: BatchSummary) -> list[Metric]:
         Metric(metric_name(job, "lag"), summary.lag_left),
         Metric(metric_name(job, "records-read"), summary.records_read, "c"),
         Metric(metric_name(job, "processed"), summary.processed, "c"),
+        Metric(metric_name(job, "skipped-envelopes"), summary.skipped, "c"),
         Metric(metric_name(job, "dead-lettered"), summary.dead_lettered, "c"),
     ]
     records = m.get("records", {})

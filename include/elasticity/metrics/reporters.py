@@ -78,7 +78,9 @@ def statsd_targets(config: JobConfig, env: Mapping[str, str] | None = None) -> t
         return ()
     targets = []
     for name in (n.strip() for n in raw["metrics.reporters"].split(",") if n.strip()):
-        key = f"metrics.reporter.{name}."  # its class is statsd: the only kind (checked by elasticity.config)
+        key = f"metrics.reporter.{name}."
+        if config.value(key + "class") not in (None, "statsd"):
+            continue  # one of Samza's JVM reporters: accepted, not run (the config load warned)
         targets.append(
             StatsdTarget(name, raw.get(key + "host", host), int(raw.get(key + "port", port)), raw.get(key + "prefix", prefix))
         )

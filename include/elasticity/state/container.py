@@ -58,10 +58,8 @@ class ContainerStorageManager:
                 )
             self.tasks[task.task_name] = stores
         self.committers = {t: TaskStorageCommitManager(t, s) for t, s in self.tasks.items()}
-        self._commit_pool = ThreadPoolExecutor(
-            config.commit_pool_size or max(1, min(len(tasks), 64)), thread_name_prefix="state-upload"
-        )
-        self._restore_pool = ThreadPoolExecutor(config.restore_pool_size, thread_name_prefix="state-restore")
+        self._commit_pool = ThreadPoolExecutor(config.commit_threads(len(tasks)), thread_name_prefix="state-upload")
+        self._restore_pool = ThreadPoolExecutor(config.restore_threads(len(tasks)), thread_name_prefix="state-restore")
 
     def _backend(self, factory: str, ctx: StoreContext, partitions: int) -> StateBackend:
         if factory == KAFKA_CHANGELOG_FACTORY:

@@ -268,9 +268,7 @@ class _Mover:
         self.storage, self.blobs, self.old_tasks, self.new_tasks = storage, blobs, old_tasks, new_tasks
         self.new_factor, self.cp_id, self.dry_run, self.workers = new_factor, cp_id, dry_run, workers
         self.work = Path(tempfile.mkdtemp(prefix="elasticity-state-move-"))
-        self.pool = ThreadPoolExecutor(
-            storage.commit_pool_size or min(len(old_tasks) + len(new_tasks), 64), thread_name_prefix="state-move"
-        )
+        self.pool = ThreadPoolExecutor(storage.commit_threads(len(old_tasks) + len(new_tasks)), thread_name_prefix="state-move")
 
     def move(
         self,

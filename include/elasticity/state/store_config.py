@@ -1,9 +1,11 @@
 """The `stores.*` and state keys of a job, resolved per store.
 
 Values were validated by `elasticity.config` (the single validation place);
-this module applies Samza's precedence: a store's own list beats the job-level
-one, the restore list defaults to the backup list, and the backup list to the
-Kafka changelog when the store has one.
+this module applies Samza's precedence (StorageConfig): a store's own list beats
+the job-level one, and without either a store with a changelog backs up to and
+restores from the Kafka changelog. One deliberate difference: a store with
+neither a changelog nor a restore list restores from its backup factories
+(Samza would restore nothing into it).
 """
 
 from __future__ import annotations
@@ -35,9 +37,20 @@ class StorageConfig:
     blob_uri: str
     stores: tuple[StoreConfig, ...]
     transactional: bool = True
-    commit_pool_size: int | None = None
+    commit_pool_size: int = 2
     restore_pool_size: int = 2
     commit_timeout_ms: int = 1_800_000  # how long a reader waits for a snapshot another process is uploading
+    commit_pool_max_size: int = 64
+    restore_pool_max_size: int = 64
+
+    def commit_threads(self, tasks: int) -> int:
+        """Samza's SamzaContainer: min(max(2 x tasks, job.container.commit.thread.pool.size), its max size)."""
+        return min(max(2 * tasks, self.commit_pool_size), self.commit_pool_max_size)
+
+    def restore_threads(self, tasks: int) -> int:
+        """Samza's ContainerStorageManager: min(max(2 x tasks x restore backends, the pool size), its max size)."""
+        backends = len({f for s in self.stores for f in s.restore_factories}) or 1
+        return min(max(2 * tasks * backends, self.restore_pool_size), self.restore_pool_max_size)
 
     def store(self, name: str) -> StoreConfig:
         for s in self.stores:
@@ -70,17 +83,22 @@ class StorageConfig:
             ):  # tables: state.table
                 raise ConfigError(f"{key}: the app declares no store {parts[1]!r} (it declares {sorted(declared)})")
 
-        def first(*names: str) -> tuple[str, ...] | None:
-            return next((parse_factories(raw[n]) for n in names if n in raw), None)
+        def listed(name: str) -> tuple[str, ...] | None:
+            return parse_factories(raw[name]) if name in raw else None
 
         stores = []
         for d in descriptors:
             pre = f"stores.{d.name}."
-            changelog = SystemStream.parse(raw[pre + "changelog"]) if pre + "changelog" in raw else None
-            backup = first(pre + "backup.factories", "stores.backup.factories")
+            changelog = config.changelog(d.name)
+            kafka: tuple[str, ...] = (KAFKA_CHANGELOG_FACTORY,) if changelog else ()
+            backup = listed(pre + "backup.factories")
             if backup is None:
-                backup = (KAFKA_CHANGELOG_FACTORY,) if changelog else ()
-            restore = first(pre + "restore.factories", pre + "restore.factory", "stores.restore.factories") or backup
+                backup = listed("stores.backup.factories") or kafka
+            restore = listed(pre + "restore.factories")
+            if restore is None:
+                restore = listed(pre + "restore.factory")
+            if restore is None:
+                restore = listed("stores.restore.factories") or kafka or backup
             if KAFKA_CHANGELOG_FACTORY in backup + restore and changelog is None:
                 raise ConfigError(
                     f"{pre}changelog is required: store {d.name!r} uses the Kafka changelog backend; expected system.stream"
@@ -97,6 +115,8 @@ class StorageConfig:
             commit_pool_size=config.commit_pool_size,
             restore_pool_size=config.restore_pool_size,
             commit_timeout_ms=config.commit_timeout_ms,
+            commit_pool_max_size=config.commit_pool_max_size,
+            restore_pool_max_size=config.restore_pool_max_size,
         )
 
 

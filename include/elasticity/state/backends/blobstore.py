@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+import zlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from urllib.parse import quote
@@ -29,7 +30,7 @@ from elasticity.config import BLOB_STORE_FACTORY
 from elasticity.jobmodel.model import TaskName
 from elasticity.state.backends import StateBackend, StoreContext
 from elasticity.state.backends.blob_manager import BlobStoreManager, UploadFailed
-from elasticity.state.backends.snapshot_index import FileBlob, FileIndex, SnapshotIndex, SnapshotMetadata
+from elasticity.state.backends.snapshot_index import FileBlob, FileIndex, FileMetadata, SnapshotIndex, SnapshotMetadata
 from elasticity.state.rocksdb import snapshot_files
 
 log = logging.getLogger(__name__)
@@ -110,7 +111,7 @@ class BlobStoreStateBackend(StateBackend):
             crc = self.blobs.put_file(path, blob_id)
             faults.point("state.blob.file_uploaded")
             uploaded += st.st_size
-            present.append(FileIndex(path.name, (FileBlob(blob_id),), st.st_size, int(st.st_mtime * 1000), crc))
+            present.append(FileIndex(path.name, (FileBlob(blob_id),), FileMetadata.of(path), crc))
         names = {f.file_name for f in present}
         c = self.context
         index = SnapshotIndex(
@@ -155,10 +156,28 @@ class BlobStoreStateBackend(StateBackend):
         index = self.read_index(marker)
         folder.mkdir(parents=True)
         for f in index.files_present:
-            crc = self.blobs.get_file(f.blobs[0].blob_id, folder / f.file_name)
+            crc = self._download(f, folder / f.file_name)
             if crc != f.checksum:
-                raise ChecksumMismatch(f"store {self.context.name!r}: {f.file_name} from {f.blobs[0].blob_id} has a bad checksum")
+                raise ChecksumMismatch(
+                    f"store {self.context.name!r}: {f.file_name} from {[b.blob_id for b in f.blobs]} has a bad checksum"
+                )
         return marker
+
+    def _download(self, f: FileIndex, target: Path) -> int:
+        """A file from its blobs in offset order (Samza may upload a file in chunks; none for an empty file)."""
+        blobs = sorted(f.blobs, key=lambda b: b.offset)
+        if len(blobs) == 1:
+            return self.blobs.get_file(blobs[0].blob_id, target)
+        crc = 0
+        with open(target, "wb") as out:
+            for b in blobs:
+                part = target.with_name(target.name + ".part")
+                self.blobs.get_file(b.blob_id, part)
+                data = part.read_bytes()
+                part.unlink()
+                crc = zlib.crc32(data, crc)
+                out.write(data)
+        return crc
 
 
 def await_durable(blobs: BlobStoreManager, markers: Iterable[Mapping[str, Mapping[str, str]]], timeout_s: float) -> None:

@@ -15,10 +15,8 @@ so that compaction can never leave an uncommitted value as a key's last word
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -27,10 +25,10 @@ from kafka.errors import InvalidPartitionsError
 from rocksdict import WriteBatch
 
 from elasticity import faults
+from elasticity.checkpoint.state_markers import KafkaChangelogMarker
 from elasticity.checkpoint.task_checkpoint import CheckpointId
 from elasticity.config import KAFKA_CHANGELOG_FACTORY
 from elasticity.jobmodel.model import SystemStreamPartition
-from elasticity.jobmodel.object_mapper import SerdeError, ssp_from_dict, ssp_to_dict
 from elasticity.jobmodel.tasknames import parse_task_name
 from elasticity.kafka.admin import TopicError, admin_client, probe
 from elasticity.state.backends import StateBackend, StoreContext
@@ -39,29 +37,6 @@ from elasticity.state.rocksdb import open_db
 
 COMPACTED = {"cleanup.policy": "compact"}
 READ_IDLE_POLLS = 30  # one-second polls without a record before a read gives up
-
-
-@dataclass(frozen=True)
-class KafkaChangelogMarker:
-    """Samza's KafkaStateCheckpointMarker: the changelog SSP and its newest offset in the state (inclusive)."""
-
-    ssp: SystemStreamPartition
-    offset: int | None  # None: nothing written yet
-
-    def to_json(self) -> str:
-        offset = None if self.offset is None else str(self.offset)
-        return json.dumps({"version": 1, "changelog-ssp": ssp_to_dict(self.ssp), "changelog-offset": offset}, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> KafkaChangelogMarker:
-        try:
-            d = json.loads(text)
-            if d.get("version") != 1:
-                raise SerdeError(f"unsupported changelog marker version {d.get('version')!r}")
-            offset = d.get("changelog-offset")
-            return cls(ssp_from_dict(d["changelog-ssp"]), None if offset is None else int(offset))
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise SerdeError(f"not a Kafka changelog marker: {text!r} ({e})") from e
 
 
 class ChangelogClient:

@@ -3,12 +3,22 @@
 `dir-index` lists the files present (each with its blob ids, metadata and
 checksum) and those removed since the previous snapshot;
 `prev-snapshot-index-blob-id` chains snapshots for retention.
+
+Written as Samza's SnapshotIndexSerde writes it (creator properties in order,
+compact), with every field its constructors require: a file's metadata carries
+its POSIX owner, group and permissions (`rw-r--r--`) and its creation and
+modification times, so that Samza can restore a snapshot taken here. Read
+leniently: unknown fields are ignored, as Samza's mixins do.
 """
 
 from __future__ import annotations
 
+import grp
 import json
+import pwd
+import stat
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from elasticity.checkpoint.task_checkpoint import CheckpointId
@@ -22,12 +32,49 @@ class FileBlob:
 
 
 @dataclass(frozen=True)
+class FileMetadata:
+    """Samza's FileMetadata: PosixFileAttributes of the file as it was uploaded."""
+
+    creation_time_millis: int
+    last_modified_time_millis: int
+    size: int
+    owner: str
+    group: str
+    permissions: str  # PosixFilePermissions.toString, e.g. rw-r--r--
+
+    @classmethod
+    def of(cls, path: Path) -> FileMetadata:
+        st = path.stat()
+        mtime = st.st_mtime_ns // 1_000_000
+        born = getattr(st, "st_birthtime", None)  # where the file system keeps one; else Java reports the mtime too
+        return cls(
+            mtime if born is None else int(born * 1000),
+            mtime,
+            st.st_size,
+            _name(pwd.getpwuid, st.st_uid),
+            _name(grp.getgrgid, st.st_gid),
+            stat.filemode(st.st_mode)[1:],
+        )
+
+
+def _name(lookup: Any, ident: int) -> str:
+    """A user's or group's name, as Java's UserPrincipal gives it (the number when it has none)."""
+    try:
+        return str(lookup(ident)[0])
+    except KeyError:
+        return str(ident)
+
+
+@dataclass(frozen=True)
 class FileIndex:
     file_name: str
     blobs: tuple[FileBlob, ...]
-    size: int
-    mtime_millis: int
+    metadata: FileMetadata
     checksum: int  # CRC-32 of the content
+
+    @property
+    def size(self) -> int:
+        return self.metadata.size
 
     def same_file(self, name: str, size: int) -> bool:
         """Samza's test: SST files are immutable, so name and size identify one."""
@@ -75,7 +122,7 @@ class SnapshotIndex:
                 },
                 "prev-snapshot-index-blob-id": self.prev_snapshot_index_blob_id,
             },
-            sort_keys=True,
+            separators=(",", ":"),
         )
 
     @classmethod
@@ -99,20 +146,35 @@ class SnapshotIndex:
 
 
 def _file_to_dict(f: FileIndex) -> dict[str, Any]:
+    m = f.metadata
     return {
         "file-name": f.file_name,
         "blobs": [{"blob-id": b.blob_id, "offset": b.offset} for b in f.blobs],
-        "file-metadata": {"creation-time-millis": f.mtime_millis, "last-modified-time-millis": f.mtime_millis, "size": f.size},
+        "file-metadata": {
+            "creation-time-millis": m.creation_time_millis,
+            "last-modified-time-millis": m.last_modified_time_millis,
+            "size": m.size,
+            "owner": m.owner,
+            "group": m.group,
+            "permissions": m.permissions,
+        },
         "checksum": f.checksum,
     }
 
 
 def _file_from_dict(d: dict[str, Any]) -> FileIndex:
     meta = d["file-metadata"]
+    modified = int(meta.get("last-modified-time-millis", 0))
     return FileIndex(
         d["file-name"],
         tuple(FileBlob(b["blob-id"], int(b.get("offset", 0))) for b in d["blobs"]),
-        int(meta["size"]),
-        int(meta.get("last-modified-time-millis", 0)),
+        FileMetadata(  # an index written before these fields were: blank, as it was
+            int(meta.get("creation-time-millis", modified)),
+            modified,
+            int(meta["size"]),
+            str(meta.get("owner") or ""),
+            str(meta.get("group") or ""),
+            str(meta.get("permissions") or ""),
+        ),
         int(d["checksum"]),
     )
