@@ -162,6 +162,7 @@ parse_factories = Parser(
 )
 """Backend factories (Samza class names or short names), each once, as class names; empty = none."""
 
+
 def _changelog_stream(text: str) -> str | None:
     value = text.strip()
     if value and (not re.fullmatch(r"[A-Za-z0-9._-]+", value) or "." in value and not all(value.partition("."))):
