@@ -1,19 +1,20 @@
-"""Process stage: the virtual-task slices of one container, run side by side.
+"""Process stage: one process slot's virtual-task slices, run side by side.
 
-Runs inside a Spark Python worker (or anywhere): routed records in, sinks
-written, one summary row per virtual task out. Slices run on a thread pool
-(Samza's `job.container.thread.pool.size`), each strictly in (SSP, offset)
-order, which is how I/O-bound virtual tasks overlap without more containers.
-For a job with stores, the container's stores are restored first, operators
-reach them through `m.context.store(name)`, and the slices end with the
-synchronous snapshot; the summary rows carry each task's checkpoint id and
-state markers, while the upload goes on in the background (`state.worker`).
+Runs inside a Spark Python worker (or anywhere): the slot's records read and
+routed (`batch.reader`), sinks written, one summary row per virtual task out.
+Slices run on a thread pool (Samza's `job.container.thread.pool.size`), each
+strictly in (SSP, offset) order, which is how I/O-bound virtual tasks overlap
+without more containers. For a job with stores, the slot's stores are restored
+first, operators reach them through `m.context.store(name)`, and the slices end
+with the synchronous snapshot; the summary rows carry each task's checkpoint id
+and state markers, while the upload goes on in the background (`state.worker`).
 Nothing here imports Spark.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -28,17 +29,15 @@ import pyarrow.compute as pc
 from elasticity.api.context import TaskContext
 from elasticity.api.executor import SliceExecutor, SliceResult
 from elasticity.api.stream import ApplicationDescriptor, Message, OutputStream, load_application
+from elasticity.batch.reader import SlotReads
 from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, Source, dead_letter, write_task_file
+from elasticity.config import elasticity_home
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskName
 from elasticity.jobmodel.object_mapper import ssp_to_key
 from elasticity.serializers import RecordSerdeError, deserialize, serialize
 from elasticity.state.table import SideInputBatch, SlotTables
 from elasticity.state.worker import BatchState, ContainerState, open_container
 
-ROUTED_DDL = (
-    "system string, stream string, partition int, offset long, key binary, value binary, timestamp long, "
-    "key_bucket int, task_name string, slot int"
-)
 SUMMARY_SCHEMA = pa.schema(
     [
         ("task_name", pa.string()),
@@ -48,6 +47,11 @@ SUMMARY_SCHEMA = pa.schema(
         ("outputs", pa.int64()),
         ("process_ns", pa.int64()),
         ("group_ns", pa.int64()),  # wall time of the whole group of virtual tasks this one ran in (one Python worker)
+        ("read", pa.int64()),  # records of the task's buckets in the batch's ranges, processed or skipped
+        ("skipped", pa.int64()),  # of those, already processed (below its offset or under a watermark)
+        ("read_ns", pa.int64()),  # the slot's read and route time (on its first row)
+        ("hash_ns", pa.int64()),  # the slot's key hashing time (on its first row)
+        ("executor", pa.string()),  # where the slot ran: host and state folder
         ("stopped", pa.string()),  # JSON {sspkb key: first offset not processed}, when the task stopped early
         ("error", pa.string()),
         ("checkpoint_id", pa.string()),  # of the task's state snapshot in this batch (stateful jobs)
@@ -57,7 +61,7 @@ SUMMARY_SCHEMA = pa.schema(
 )
 SUMMARY_DDL = (
     "task_name string, records long, processed long, dead_lettered long, outputs long, process_ns long, group_ns long, "
-    "stopped string, error string, checkpoint_id string, state_markers string, state_metrics string"
+    "read long, skipped long, read_ns long, hash_ns long, executor string, stopped string, error string, checkpoint_id string, state_markers string, state_metrics string"
 )
 
 
@@ -119,19 +123,39 @@ class _Outputs:
             p.close()
 
 
-def _slot(table: pa.Table) -> int:
-    """The process slot of this Spark partition (the repartition key): where its stores and tables live."""
-    return int(table.column("slot")[0].as_py())
+def run_slots(ctx: ProcessContext, reads: SlotReads, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function over the placed slots (`spark.placement`): each input row is a process slot, whose
+    records are read, routed and processed here, in one Spark task."""
+    for b in batches:
+        for slot in b.column(0).to_pylist():
+            start = time.perf_counter_ns()
+            table, counts = reads.read(slot)
+            read_ns = time.perf_counter_ns() - start
+            rows = process_slot(ctx, slot, table)
+            for name in sorted(counts.read.keys() - {r["task_name"] for r in rows}):  # every record skipped
+                rows.append({"task_name": name, "records": 0, "processed": 0, "dead_lettered": 0, "outputs": 0, "process_ns": 0})
+            elapsed = time.perf_counter_ns() - start
+            where = f"{socket.gethostname()}:{elasticity_home()}"
+            out = [
+                {
+                    **r,
+                    "group_ns": elapsed,
+                    "read": counts.read[r["task_name"]],
+                    "skipped": counts.skipped[r["task_name"]],
+                    "read_ns": read_ns if i == 0 else 0,
+                    "hash_ns": counts.hash_ns if i == 0 else 0,
+                    "executor": where,
+                }
+                for i, r in enumerate(rows)
+            ]
+            if out:
+                yield pa.RecordBatch.from_pylist(out, schema=SUMMARY_SCHEMA)
 
 
-def process_partition(ctx: ProcessContext, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    received = list(batches)
-    if not received:
-        return
-    table = pa.Table.from_batches(received)
+def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[str, Any]]:
+    """The slot's routed records through its virtual tasks' slices; a summary row per task that had records."""
     if table.num_rows == 0:
-        return
-    start = time.perf_counter_ns()
+        return []
     table = table.take(
         pc.sort_indices(
             table,
@@ -148,12 +172,12 @@ def process_partition(ctx: ProcessContext, batches: Iterator[pa.RecordBatch]) ->
     bounds = [0] + [i for i in range(1, len(names)) if names[i] != names[i - 1]] + [len(names)]
     slices = [(names[a], table.slice(a, b - a)) for a, b in zip(bounds, bounds[1:], strict=False)]
     outputs = _Outputs(ctx)
-    tables = SlotTables(ctx.tables, _application(ctx).tables, _slot(table)) if ctx.tables else None  # caught up before any slice
+    tables = SlotTables(ctx.tables, _application(ctx).tables, slot) if ctx.tables else None  # caught up before any slice
     container = None
     # Samza's job.container.thread.pool.size: 0 = no pool, the slices run one after another
     pool = min(64, len(slices)) if ctx.thread_pool_size is None else ctx.thread_pool_size
     try:
-        container = open_container(ctx.state, _application(ctx).stores.values(), _slot(table)) if ctx.state else None
+        container = open_container(ctx.state, _application(ctx).stores.values(), slot) if ctx.state else None
         if pool <= 1:
             rows = [_run_slice(ctx, TaskName(n), t, outputs, container, tables) for n, t in slices]
         else:
@@ -176,8 +200,7 @@ def process_partition(ctx: ProcessContext, batches: Iterator[pa.RecordBatch]) ->
             container.release()
         if tables is not None:
             tables.close()
-    elapsed = time.perf_counter_ns() - start
-    yield pa.RecordBatch.from_pylist([{**r, "group_ns": elapsed} for r in rows], schema=SUMMARY_SCHEMA)
+    return rows
 
 
 def _run_slice(

@@ -54,7 +54,7 @@ class ContainerStorageManager:
                 if ctx.config.changelog is not None:
                     factories[KAFKA_CHANGELOG_FACTORY] = None  # the fallback of last resort: bootstrap
                 stores[d.name] = TaskStore(
-                    ctx, config.state_dir, {f: self._backend(f, ctx, changelog_partitions) for f in factories}
+                    ctx, config.local_state_dir(), {f: self._backend(f, ctx, changelog_partitions) for f in factories}
                 )
             self.tasks[task.task_name] = stores
         self.committers = {t: TaskStorageCommitManager(t, s) for t, s in self.tasks.items()}

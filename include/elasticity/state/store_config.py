@@ -31,13 +31,16 @@ class StoreConfig:
 class StorageConfig:
     job_name: str
     job_id: str
-    state_dir: Path
+    state_dir: Path | None  # None: this host's $ELASTICITY_HOME/<job>/state (see local_state_dir)
     blob_uri: str
     stores: tuple[StoreConfig, ...]
     transactional: bool = True
     commit_pool_size: int | None = None
     restore_pool_size: int = 2
     commit_timeout_ms: int = 1_800_000  # how long a reader waits for a snapshot another process is uploading
+
+    def local_state_dir(self) -> Path:
+        return local_state_dir(self.state_dir, self.job_name)
 
     def store(self, name: str) -> StoreConfig:
         for s in self.stores:
@@ -100,6 +103,12 @@ class StorageConfig:
         )
 
 
-def state_dir(config: JobConfig) -> Path:
-    """`job.state.dir`, default `$ELASTICITY_HOME/<job>/state`: the stores' and the tables' local folders."""
-    return Path(config.job_state_dir or elasticity_home() / config.job_name / "state")
+def state_dir(config: JobConfig) -> Path | None:
+    """`job.state.dir` as configured, or None for the default, which each host resolves for itself."""
+    return Path(config.job_state_dir) if config.job_state_dir else None
+
+
+def local_state_dir(configured: Path | str | None, job_name: str) -> Path:
+    """The stores' and the tables' local folders: `job.state.dir`, default `$ELASTICITY_HOME/<job>/state` of
+    the host they open on (resolved there, not on the driver: on a cluster, each executor's own disk)."""
+    return Path(configured) if configured else elasticity_home() / job_name / "state"

@@ -40,6 +40,7 @@ from elasticity.jobmodel.model import SystemStream, SystemStreamPartition
 from elasticity.jobmodel.object_mapper import ssp_to_key
 from elasticity.serializers import DESERIALIZERS, SERIALIZERS, RecordSerdeError, deserialize
 from elasticity.state.rocksdb import open_db
+from elasticity.state.store_config import local_state_dir
 
 log = logging.getLogger(__name__)
 OFFSETS_FILE = "OFFSETS"
@@ -92,7 +93,8 @@ class TableBatch:
 
 @dataclass(frozen=True)
 class SideInputBatch:
-    state_dir: str
+    job_name: str
+    state_dir: str | None  # None: this host's default (store_config.local_state_dir)
     tables: tuple[TableBatch, ...]
 
 
@@ -217,7 +219,7 @@ class SlotTables:
         try:
             for tb in batch.tables:
                 d = descriptors[tb.name]
-                folder = Path(batch.state_dir) / "side-inputs" / tb.name / f"slot-{slot}"
+                folder = local_state_dir(batch.state_dir, batch.job_name) / "side-inputs" / tb.name / f"slot-{slot}"
                 table = self.tables[tb.name] = SideInputTable(folder, d, tb, _processor(d, tb.processor_factory))
                 table.catch_up()
         except BaseException:
