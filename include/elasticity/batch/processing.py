@@ -213,7 +213,7 @@ def _run_slice(
 ) -> dict[str, Any]:
     """One virtual task's slice run through the app, then its outputs, audit and dead letters written (per batch
     and task, so a retried batch overwrites them); its summary row says what the driver's checkpoint needs."""
-    ran = _execute(ctx, task, table.to_pylist(), container, tables)
+    ran = _execute(ctx, task, table, container, tables)
     sent = _write_outputs(ctx, ran, outputs)
     _write_audit(ctx, ran)
     dead_lettered = _write_dead_letters(ctx, ran)
@@ -236,7 +236,8 @@ class _SliceRun:
     """A slice after the app ran over it: what the sinks and the summary are written from."""
 
     task: TaskName
-    rows: list[dict[str, Any]]  # the routed records, in offset order
+    table: pa.Table  # the routed records, in offset order
+    rows: list[dict[str, Any]]  # the same, as Python rows
     result: SliceResult
     kept: int  # records the batch keeps, from the first (see `_kept`)
 
@@ -256,16 +257,17 @@ class _SliceRun:
 def _execute(
     ctx: ProcessContext,
     task: TaskName,
-    rows: list[dict[str, Any]],
+    table: pa.Table,
     container: ContainerState | None,
     tables: SlotTables | None,
 ) -> _SliceRun:
     """The slice through the app's operator graph (Samza's process() per message, here operator at a time),
     with the task's stores and the container's tables in reach of its operators."""
     context = TaskContext(task, partial(container.store, task) if container else None, tables.table if tables else None)
+    rows = table.to_pylist()
     messages, failed = _messages(ctx, rows, context)
     result = SliceExecutor(_application(ctx), ctx.max_concurrency, ctx.callback_timeout_ms, ctx.policy).run(messages, failed)
-    return _SliceRun(task, rows, result, _kept(result.stopped_at, len(rows), stateful=container is not None))
+    return _SliceRun(task, table, rows, result, _kept(result.stopped_at, len(rows), stateful=container is not None))
 
 
 def _messages(ctx: ProcessContext, rows: list[dict[str, Any]], context: TaskContext) -> tuple[list[Message], dict[int, str]]:
@@ -338,22 +340,25 @@ def _send(ctx: ProcessContext, outputs: _Outputs, out: OutputStream, produced: l
 
 
 def _write_audit(ctx: ProcessContext, ran: _SliceRun) -> None:
-    """One audit row per kept record, processed or dead-lettered, so the quality checks can account for every offset."""
-    audit = [
-        {
-            "system": r["system"],
-            "stream": r["stream"],
-            "partition": r["partition"],
-            "offset": r["offset"],
-            "key": r["key"],
-            "task_name": ran.task.name,
-            "batch_id": ctx.batch_id,
-            "seq": i,
-            "status": "dead_letter" if i in ran.result.failures else "processed",
-        }
-        for i, r in enumerate(ran.rows[: ran.kept])
-    ]
-    write_task_file(ctx.audit_path, ctx.batch_id, ran.task, pa.Table.from_pylist(audit, schema=AUDIT_SCHEMA))
+    """One audit row per kept record, processed or dead-lettered, so the quality checks can account for every
+    offset; built from the slice's columns, not per record."""
+    kept = ran.table.slice(0, ran.kept)
+    n = kept.num_rows
+    status = ["processed"] * n
+    for i in ran.result.failures:
+        if i < n:
+            status[i] = "dead_letter"
+    audit = pa.table(
+        [
+            *(kept.column(name) for name in ("system", "stream", "partition", "offset", "key")),
+            pa.array([ran.task.name] * n, pa.string()),
+            pa.array([ctx.batch_id] * n, pa.int64()),
+            pa.array(range(n), pa.int64()),
+            pa.array(status, pa.string()),
+        ],
+        schema=AUDIT_SCHEMA,
+    )
+    write_task_file(ctx.audit_path, ctx.batch_id, ran.task, audit)
 
 
 def _write_dead_letters(ctx: ProcessContext, ran: _SliceRun) -> int:
