@@ -399,10 +399,9 @@ def _options(properties: Mapping[str, str], where: str, role: str) -> tuple[tupl
             except ValueError as e:
                 errors.append(f"{where}sasl.jaas.config={MASK}: {e}")
     elif mechanism is not None or jaas is not None:
-        errors.append(
-            f"{where}security.protocol={protocol}{' (the default)' if 'security.protocol' not in properties else ''}: "
-            f"{where}sasl.* is set, which needs SASL_SSL or SASL_PLAINTEXT"
-        )
+        sasl = " and ".join(f"{where}{p}" for p in ("sasl.mechanism", "sasl.jaas.config") if p in properties)
+        default = " (the default)" if "security.protocol" not in properties else ""
+        errors.append(f"{sasl}: SASL needs security.protocol SASL_SSL or SASL_PLAINTEXT, not {protocol}{default}")
     return tuple(sorted(args.items())), errors
 
 
