@@ -180,7 +180,11 @@ class TlsBroker:
             finally:
                 dst.close()
 
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        try:
+            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        except asyncio.CancelledError:  # the proxy stops
+            writer.close()
+            up_writer.close()
 
     def stop(self) -> None:
         if self._thread.is_alive():
