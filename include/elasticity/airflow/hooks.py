@@ -74,7 +74,7 @@ class ElasticityHook(BaseHook):
         """The connection's Kafka client properties (Kafka's names), checked as the job's are; secrets masked in logs."""
         from airflow.sdk.log import mask_secret
 
-        from elasticity.config.kafka_clients import SECRET_PROPERTIES, env_properties, jaas_line
+        from elasticity.config.kafka_clients import ROLES, SECRET_PROPERTIES, client_options, env_properties, jaas_line
 
         conn = self._conn(self.kafka_conn_id)
         if conn is None:
@@ -87,7 +87,8 @@ class ElasticityHook(BaseHook):
         if conn.password:
             mask_secret(conn.password)
         try:
-            env_properties(json.dumps(props), "consumer")  # a bad property fails here, not in a Spark task
+            for role in ROLES:  # a bad property or value fails here, not in a Spark task
+                client_options(env_properties(json.dumps(props), role), "", role)
         except ValueError as e:
             raise ValueError(f"connection {self.kafka_conn_id!r}: {e}") from None
         return props
