@@ -130,7 +130,7 @@ def test_config_precedence_and_short_names(monkeypatch):
     a, b = storage.store("a"), storage.store("b")
     assert a.backup_factories == (KAFKA_CHANGELOG_FACTORY, BLOB_STORE_FACTORY)
     assert a.restore_factories == (BLOB_STORE_FACTORY, KAFKA_CHANGELOG_FACTORY)
-    assert a.changelog_bootstrap == "127.0.0.1:1"
+    assert a.changelog_kafka is not None and str(a.changelog_kafka) == a.changelog_kafka.admin.bootstrap == "127.0.0.1:1"
     assert b.backup_factories == b.restore_factories == (BLOB_STORE_FACTORY,) and b.blob_retain == 5
     assert storage.transactional and storage.restore_pool_size == 2 and storage.commit_pool_size is None
     assert storage.state_dir is None and str(storage.local_state_dir()).endswith("j/state")  # resolved where the stores open

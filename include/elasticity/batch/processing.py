@@ -34,6 +34,7 @@ from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHE
 from elasticity.config import elasticity_home
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskName
 from elasticity.jobmodel.object_mapper import ssp_to_key
+from elasticity.kafka.admin import Kafka, settings
 from elasticity.serializers import RecordSerdeError, deserialize, serialize
 from elasticity.state.table import SideInputBatch, SlotTables
 from elasticity.state.worker import BatchState, ContainerState, open_container
@@ -78,7 +79,7 @@ class ProcessContext:
     output_path: str
     audit_path: str
     dead_letter_path: str
-    output_bootstraps: dict[str, str]  # system -> bootstrap, for Kafka outputs
+    output_bootstraps: dict[str, Kafka]  # system -> its producer's settings, for Kafka outputs
     policy: str = "dlq"
     max_concurrency: int = 1
     callback_timeout_ms: int | None = None
@@ -113,7 +114,7 @@ class _Outputs:
                 from kafka import KafkaProducer
 
                 self.producers[system] = KafkaProducer(
-                    bootstrap_servers=self.ctx.output_bootstraps[system], acks="all", linger_ms=5
+                    **settings(self.ctx.output_bootstraps[system]).kwargs(acks="all", linger_ms=5)
                 )
             return self.producers[system]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -21,6 +21,7 @@ from elasticity.checkpoint.batch_plan import OffsetRange
 from elasticity.checkpoint.task_checkpoint import Watermark
 from elasticity.jobmodel.keybucket import record_hash
 from elasticity.jobmodel.model import NO_KEY_BUCKET
+from elasticity.kafka.admin import Kafka, settings
 
 if TYPE_CHECKING:
     from kafka import KafkaConsumer
@@ -28,14 +29,14 @@ if TYPE_CHECKING:
 RECORD_SCHEMA = pa.schema([*SOURCE_FIELDS, ("value", pa.binary()), ("timestamp", pa.int64())])
 ROUTED_SCHEMA = pa.schema([*RECORD_SCHEMA, ("key_bucket", pa.int32()), ("task_name", pa.string())])
 
-_consumers: dict[str, KafkaConsumer] = {}  # one consumer per bootstrap and Python worker, reused across chunks
+_consumers: dict[Kafka, KafkaConsumer] = {}  # one consumer per client settings and Python worker, reused across chunks
 ROWS_PER_ARROW_BATCH = 10_000
 STALL_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
 class Chunk:
-    bootstrap: str
+    bootstrap: Kafka  # the system's consumer settings
     system: str
     stream: str
     partition: int
@@ -43,7 +44,7 @@ class Chunk:
     end: int
 
 
-def chunks(ranges: Iterable[OffsetRange], bootstraps: dict[str, str], chunk_records: int) -> list[Chunk]:
+def chunks(ranges: Iterable[OffsetRange], bootstraps: Mapping[str, Kafka], chunk_records: int) -> list[Chunk]:
     """Long ranges cut into contiguous chunks so that one partition can be read by several tasks."""
     out = []
     for r in ranges:
@@ -61,17 +62,16 @@ def chunks(ranges: Iterable[OffsetRange], bootstraps: dict[str, str], chunk_reco
     return out
 
 
-def _consumer(bootstrap: str) -> KafkaConsumer:
+def _consumer(bootstrap: Kafka) -> KafkaConsumer:
     from kafka import KafkaConsumer
 
     c = _consumers.get(bootstrap)
     if c is None:
         c = KafkaConsumer(
-            bootstrap_servers=bootstrap,
+            **settings(bootstrap).kwargs(
+                client_id="elasticity-reader", max_partition_fetch_bytes=8 * 1024 * 1024, fetch_max_bytes=64 * 1024 * 1024
+            ),
             enable_auto_commit=False,
-            client_id="elasticity-reader",
-            max_partition_fetch_bytes=8 * 1024 * 1024,
-            fetch_max_bytes=64 * 1024 * 1024,
         )
         _consumers[bootstrap] = c
     return c

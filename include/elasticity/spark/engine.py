@@ -42,7 +42,7 @@ from elasticity.checkpoint.task_checkpoint import CheckpointId, TaskCheckpoint, 
 from elasticity.config import BLOB_STORE_FACTORY, JobConfig
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 from elasticity.jobmodel.object_mapper import ssp_from_key, ssp_to_key
-from elasticity.kafka.admin import create_topic, resolve_bootstrap
+from elasticity.kafka.admin import Kafka, client_settings, create_topic
 from elasticity.kafka.consumer import KafkaInputs
 from elasticity.metrics.job_metrics import batch_metrics, per_message_ns
 from elasticity.metrics.reporters import Reporters
@@ -113,7 +113,7 @@ class MicroBatchEngine:
                 TableBatch(
                     name=t.name,
                     targets=tuple((ssp, o) for ssp, o in sorted(recorded.items()) if ssp.system_stream in t.streams),
-                    bootstraps=tuple((s, resolve_bootstrap(self.config, s)) for s in systems),
+                    bootstraps=tuple((s, client_settings(self.config, s)) for s in systems),
                     serdes=tuple((s, self.config.serde(s, "key"), self.config.serde(s, "msg")) for s in systems),
                     processor_factory=t.processor_factory,
                 )
@@ -340,7 +340,7 @@ class MicroBatchEngine:
     def _slot_reads(self, plan: BatchPlan, generation: Generation, cps: dict[TaskName, TaskCheckpoint]) -> SlotReads:
         """What each slot reads: the chunks of its tasks' SSPs, and which task and slot own each key bucket."""
         systems = {r.ssp.system for r in plan.ranges}
-        bootstraps = {s: resolve_bootstrap(self.config, s) for s in systems}
+        bootstraps = {s: client_settings(self.config, s) for s in systems}
         cs = chunks([r for r in plan.ranges if r.size > 0], bootstraps, self.config.read_chunk_records)
         slot_of = self._slots(generation)
         owners: dict[tuple[str, str, int], dict[int, Owner]] = {}
@@ -370,14 +370,16 @@ class MicroBatchEngine:
         app = self.app
         kafka_outputs = [o for o in app.outputs.values() if o.kind == "kafka"]
         kafka_systems = {s.system for s in c.inputs} | {o.system for o in kafka_outputs}
-        bootstraps = {}
+        bootstraps: dict[str, Kafka] = {}
         for s in kafka_systems:
             with contextlib.suppress(ConnectionError):  # no broker: no Kafka output on this system
-                bootstraps[s] = resolve_bootstrap(c, s)
+                bootstraps[s] = client_settings(c, s, "producer")
         if kafka_outputs:
             partitions = max(self.inputs.partition_counts(c.inputs).values())
             for o in kafka_outputs:
-                create_topic(bootstraps[o.system], o.name, partitions)  # intermediate streams get the inputs' width
+                create_topic(
+                    client_settings(c, o.system, "admin"), o.name, partitions
+                )  # intermediate streams get the inputs' width
         return ProcessContext(
             job_name=c.job_name,
             batch_id=plan.batch_id,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from elasticity.api.descriptors import StoreDescriptor
 from elasticity.config import KAFKA_CHANGELOG_FACTORY, KEYS, ConfigError, JobConfig, elasticity_home, parse_factories
+from elasticity.config.kafka_clients import SystemClients
 from elasticity.jobmodel.model import SystemStream
 
 
@@ -23,7 +24,7 @@ class StoreConfig:
     backup_factories: tuple[str, ...]
     restore_factories: tuple[str, ...]
     changelog: SystemStream | None
-    changelog_bootstrap: str | None
+    changelog_kafka: SystemClients | None  # how the changelog's clients connect
     blob_retain: int = 2
 
 
@@ -51,7 +52,7 @@ class StorageConfig:
     @classmethod
     def of(cls, config: JobConfig, descriptors: Sequence[StoreDescriptor]) -> StorageConfig:
         """The stores an app declares, configured by the job; a key naming an undeclared store fails."""
-        from elasticity.kafka.admin import resolve_bootstrap
+        from elasticity.kafka.admin import system_clients
 
         raw = config.raw_map
         declared = {d.name for d in descriptors}
@@ -88,8 +89,8 @@ class StorageConfig:
                 raise ConfigError(
                     f"{pre}changelog is required: store {d.name!r} uses the Kafka changelog backend; expected system.stream"
                 )
-            bootstrap = resolve_bootstrap(config, changelog.system) if changelog else None
-            stores.append(StoreConfig(d.name, backup, restore, changelog, bootstrap, config.value(pre + "blob.retain")))
+            kafka = system_clients(config, changelog.system) if changelog else None
+            stores.append(StoreConfig(d.name, backup, restore, changelog, kafka, config.value(pre + "blob.retain")))
         return cls(
             job_name=config.job_name,
             job_id=config.job_id,
