@@ -14,6 +14,7 @@ from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskN
 from elasticity.jobmodel.object_mapper import ssp_to_key
 from elasticity.serializers import RecordSerdeError, deserialize, serialize
 
+
 def ctx(tmp_path, policy="dlq", batch_id=7):
     return ProcessContext(
         job_name="j",
@@ -38,9 +39,7 @@ def rows(*records):
     """records: (task, bucket, offset, value bytes)"""
     cols = {f.name: [] for f in ROUTED}
     for task, bucket, offset, value in records:
-        for name, v in zip(
-            ROUTED.names, ["kafka", "orders", 0, offset, b"k%d" % bucket, value, 0, bucket, task], strict=True
-        ):
+        for name, v in zip(ROUTED.names, ["kafka", "orders", 0, offset, b"k%d" % bucket, value, 0, bucket, task], strict=True):
             cols[name].append(v)
     return pa.Table.from_pydict(cols, schema=ROUTED)
 
