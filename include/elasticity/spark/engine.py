@@ -47,12 +47,14 @@ from elasticity.kafka.consumer import KafkaInputs
 from elasticity.metrics.job_metrics import batch_metrics, per_message_ns
 from elasticity.metrics.reporters import Reporters
 from elasticity.metrics.summary import BatchSummary
-from elasticity.spark.placement import placed_slots
+from elasticity.spark.placement import placed_slots, rebalance
 from elasticity.state.backends.blob_manager import BlobStoreManager
 from elasticity.state.backends.blobstore import await_durable
 from elasticity.state.store_config import StorageConfig, state_dir
 from elasticity.state.table import SideInputBatch, TableBatch, TableSource, resolve_tables
 from elasticity.state.worker import BatchState
+
+RECENT_BATCHES = 10  # the executors these used are the ones a job's slots should spread over
 
 
 class BatchFailed(RuntimeError):
@@ -295,7 +297,10 @@ class MicroBatchEngine:
         records. Returns each virtual task's summary row."""
         slots = len(generation.job_model.containers) * self.config.container_process_count
         work = partial(run_slots, self._context(plan, generation, cps), self._slot_reads(plan, generation, cps))
-        return placed_slots(self.spark, slots).mapInArrow(work, SUMMARY_DDL).collect()
+        rows = placed_slots(self.spark, slots).mapInArrow(work, SUMMARY_DDL).collect()
+        recent = {e for m in self.store.metrics(self.job, limit=RECENT_BATCHES) for e in m["metrics"].get("executors", ())}
+        rebalance(self.spark, slots, {r.executor for r in rows}, recent)
+        return rows
 
     def _new_checkpoints(
         self, plan: BatchPlan, cps: dict[TaskName, TaskCheckpoint], rows: list[Row]

@@ -23,3 +23,15 @@ def placed_slots(spark: SparkSession, slots: int) -> DataFrame:
         df = df.persist(StorageLevel.MEMORY_ONLY)
         df.count()  # computed now: the blocks, and so the slots, spread over the executors registered
     return df
+
+
+def rebalance(spark: SparkSession, slots: int, used: set[str], recent: set[str]) -> bool:
+    """After an executor was lost, Spark recomputed its blocks on the executors left, and there they stay: the
+    slots crowd fewer executors than the job had while others sit idle. When a batch ran its slots on fewer
+    executors than it has slots, and on fewer than recent batches did, the placement is dropped: the next
+    batch places the slots again over the executors registered then (the moved slots restore their stores
+    once). `used` and `recent` name executors by host and state folder."""
+    if len(used) >= slots or not recent - used:
+        return False
+    spark.range(0, slots, 1, slots).unpersist()
+    return True
