@@ -3,8 +3,8 @@ as a ratio, because absolute times drift on a shared machine.
 
   1. elastic speed-up: 4 partitions, 5 ms simulated I/O per record, factor 1/2/4/8,
      with `job.container.process.count` Python processes per container (--processes)
-  2. read cost against the factor (read+route+shuffle at F over F=1), and F=8 with one
-     process per container (one GIL) against --processes
+  2. read cost against the factor (the Spark job outside the process stage: read, route,
+     scheduling, at F over F=1), and F=8 with two processes per container against one
   3. read path against a plain kafka-python consumer of the same ranges
   4. flat_map_async against flat_map, 20 ms simulated calls, concurrency 32
   5. fixed cost of an empty batch and of a 100k-record batch
@@ -59,11 +59,11 @@ def job(topic: str, tmp: str, factor: int, **extra: str):
     )
 
 
-PROCESSES = 2
+PROCESSES = 1
 
 
 def outside_process_ms(summary) -> float:
-    """Read, route and shuffle: the Spark job's time outside the process stage."""
+    """Read, route and Spark's scheduling: the Spark job's time outside the process stage."""
     return summary.durations_ms["spark"] - summary.durations_ms["process"]
 
 
@@ -131,7 +131,7 @@ def main() -> None:
         "--records", type=int, default=16000, help="records of the speed-up run (5 ms each at factor 1 = 4 in parallel)"
     )
     p.add_argument("--big", type=int, default=100_000, help="records of the read-path and fixed-cost runs")
-    p.add_argument("--processes", type=int, default=2, help="job.container.process.count of the speed-up runs")
+    p.add_argument("--processes", type=int, default=1, help="job.container.process.count of the speed-up runs")
     args = p.parse_args()
     global PROCESSES
     PROCESSES = args.processes
@@ -171,24 +171,25 @@ def main() -> None:
                     f"speed-up F={factor} ({4 * factor} vtasks, {PROCESSES} proc/container)",
                     f"{rate:,.0f} rec/s process, {batch_rate:,.0f} rec/s batch",
                     f"{rate / base[0]:.2f}x / {batch_rate / base[1]:.2f}x (slowest-task limit "
-                    f"{base_slowest / slowest_task(summary):.2f}x; goal >= {0.8 * factor:.1f}x)",
+                    f"{base_slowest / slowest_task(summary):.2f}x; goal >= {0.8 * factor:.1f}x process, {0.75 * factor:.1f}x batch)",
                 )
             )
         rows.append(
             (
-                "read+route+shuffle F=8 over F=1",
+                "Spark job outside the process stage, F=8 over F=1",
                 f"{reads[8]:.0f} ms vs {reads[1]:.0f} ms",
                 f"{reads[8] / reads[1]:.2f} (goal <= 1.2)",
             )
         )
-        one = job(slow, tmp, 8, **{"app.class": "elasticity.apps.enrichment:build", "job.container.process.count": "1"})
-        single, _ = run_batch(spark, one)
-        single_rate = args.records / (single.durations_ms["process"] / 1000)
+        other = 1 if PROCESSES > 1 else 2
+        two = job(slow, tmp, 8, **{"app.class": "elasticity.apps.enrichment:build", "job.container.process.count": str(other)})
+        other_summary, _ = run_batch(spark, two)
+        other_rate = args.records / (other_summary.durations_ms["total"] / 1000)
         rows.append(
             (
-                f"F=8 process stage: {PROCESSES} proc/container vs 1",
-                f"{rate:,.0f} vs {single_rate:,.0f} rec/s",
-                f"{rate / single_rate:.2f}x (one GIL per process)",
+                f"F=8 batch: {PROCESSES} vs {other} proc/container",
+                f"{batch_rate:,.0f} vs {other_rate:,.0f} rec/s",
+                f"{batch_rate / other_rate:.2f}x (a slot is a Spark task: {2 * max(PROCESSES, other)} slots on local[2] run in two waves)",
             )
         )
 
@@ -220,7 +221,7 @@ def main() -> None:
         read_route_s = outside_process_ms(summary) / 1000
         rows.append(
             (
-                "read+route+shuffle vs plain kafka-python consumer",
+                "read+route vs plain kafka-python consumer",
                 f"{args.big / read_route_s:,.0f} vs {n / plain_s:,.0f} rec/s",
                 f"{(args.big / read_route_s) / (n / plain_s):.2f}",
             )

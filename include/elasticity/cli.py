@@ -17,7 +17,7 @@ from elasticity.config import ConfigError, JobConfig, elasticity_home, load_conf
 from elasticity.jobmodel.grouping import build_job_model
 from elasticity.jobmodel.model import JobModel, SystemStream
 from elasticity.jobmodel.object_mapper import SerdeError, job_model_to_json
-from elasticity.kafka.admin import BrokerUnreachable, TopicError, create_topic, partition_counts, resolve_bootstrap
+from elasticity.kafka.admin import BrokerUnreachable, TopicError, client_settings, create_topic, partition_counts
 from elasticity.kafka.broker import BrokerError, EmbeddedBroker
 
 
@@ -90,7 +90,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 
 def cmd_topic(args: argparse.Namespace) -> int:
-    bootstrap = resolve_bootstrap()
+    bootstrap = client_settings(None, role="admin")
     created = create_topic(bootstrap, args.name, args.partitions)
     print(f"{'created' if created else 'exists'}: {args.name} on {bootstrap}")
     return 0
@@ -105,7 +105,7 @@ def cmd_job_model(args: argparse.Namespace) -> int:
         counts = {}
         for system in sorted({s.system for s in config.inputs}):
             streams = [s for s in config.inputs if s.system == system]
-            counts.update(partition_counts(resolve_bootstrap(config, system), streams))
+            counts.update(partition_counts(client_settings(config, system, "admin"), streams))
     model = build_job_model(config, counts)
     elapsed_ns = time.perf_counter_ns() - start
     print(job_model_to_json(model) if args.format == "json" else job_model_table(model, config.inputs))
@@ -119,8 +119,8 @@ def cmd_feed(args: argparse.Namespace) -> int:
 
     config = _config(args)
     for ss in config.inputs:
-        bootstrap = resolve_bootstrap(config, ss.system)
-        create_topic(bootstrap, ss.stream, args.partitions)
+        bootstrap = client_settings(config, ss.system, "producer")
+        create_topic(client_settings(config, ss.system, "admin"), ss.stream, args.partitions)
         sent = send(bootstrap, ss.stream, demo_records(args.records, args.keys, seed=args.seed))
         print(f"sent {sent} records with {args.keys} keys to {ss} on {bootstrap}")
     return 0
@@ -165,10 +165,9 @@ def _samza_topic(args: argparse.Namespace, coordinator: JobCoordinator) -> int:
     if not value:
         raise ConfigError(f"checkpoint-tool {args.action} needs {flag} SYSTEM.TOPIC (Samza's checkpoint topic)")
     topic = SystemStream.parse(value)
-    bootstrap = resolve_bootstrap(coordinator.config, topic.system)
     config = coordinator.config
     if args.action == "import":
-        messages = [samza_topic.LogMessage(*m) for m in read_log(bootstrap, topic.stream)]
+        messages = [samza_topic.LogMessage(*m) for m in read_log(client_settings(config, topic.system), topic.stream)]
         found = samza_topic.last_checkpoints(
             messages, config.grouper, config.checkpoint_read_versions, config.live_checkpoint_max_age_ms
         )
@@ -188,8 +187,8 @@ def _samza_topic(args: argparse.Namespace, coordinator: JobCoordinator) -> int:
             raise StoreError(f"job {coordinator.job!r} has no checkpoints yet in {masked(coordinator.store.url)}")
         cps = samza_topic.at_factor_1(coordinator.checkpoints(generation).values(), generation.factor, args.allow_reprocessing)
         records = samza_topic.to_samza_messages(cps, config.grouper, config.checkpoint_write_versions)
-        create_topic(bootstrap, topic.stream, 1)  # Samza's checkpoint topic has one partition
-        send(bootstrap, topic.stream, records)
+        create_topic(client_settings(config, topic.system, "admin"), topic.stream, 1)  # Samza's has one partition
+        send(client_settings(config, topic.system, "producer"), topic.stream, records)
         versions = ",".join(map(str, config.checkpoint_write_versions))
         print(
             f"exported {len(cps)} task checkpoints of generation {generation.number} (factor {generation.factor}) "

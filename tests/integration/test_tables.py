@@ -20,7 +20,7 @@ def batch(bootstrap, topic, tmp_path, end):
     tb = TableBatch(
         "users", ((SystemStreamPartition("kafka", topic, 0), end),), (("kafka", bootstrap),), (("kafka", "string", "json"),)
     )
-    return SideInputBatch(str(tmp_path), (tb,))
+    return SideInputBatch("tables", str(tmp_path), (tb,))
 
 
 def snapshot(bootstrap, topic, tmp_path, end, slot=0):

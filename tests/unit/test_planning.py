@@ -28,10 +28,11 @@ def test_under_the_cap_everything_up_to_the_high_watermark():
 
 
 def test_over_the_cap_one_each_then_shared_by_lag():
-    # lags 901, 91, 1, 0: one record each to the three lagging, the other 97 shared by lag beyond that first record
+    # lags 901, 91, 1, 0: one record each to the three lagging, the other 97 shared by lag beyond that first
+    # record (88.18 and 8.82): rounded down, 0 is left one short, and the largest remainder (1's) takes it
     ranges = plan_ranges(cps({0: 0, 1: 0, 2: 0, 3: 7}), {ssp(0): 901, ssp(1): 91, ssp(2): 1, ssp(3): 7}, 100)
-    assert sizes(ranges) == {0: 1 + 900 * 97 // 990, 1: 1 + 90 * 97 // 990, 2: 1, 3: 0}
-    assert sizes(ranges) == {0: 89, 1: 9, 2: 1, 3: 0}
+    assert sizes(ranges) == {0: 1 + 900 * 97 // 990, 1: 1 + 90 * 97 // 990 + 1, 2: 1, 3: 0}
+    assert sizes(ranges) == {0: 89, 1: 10, 2: 1, 3: 0}
     assert ranges[3] == OffsetRange(ssp(3), 7, 7)  # caught up: an empty range, never a negative one
 
 
@@ -86,7 +87,9 @@ def test_any_cap_drains_every_partition(lags, cap):
         ranges = plan_ranges(cps(starts), high, cap)
         total = sum(r.size for r in ranges)
         assert all(r.size >= 0 for r in ranges) and total <= cap
+        assert all(r.end <= high[r.ssp] for r in ranges)
         lagging = {p for p, o in starts.items() if o < high[ssp(p)]}
+        assert total == min(cap, sum(high[ssp(p)] - o for p, o in starts.items()))  # the whole cap, when there is that much
         if not lagging:
             assert total == 0
             return

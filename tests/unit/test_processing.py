@@ -7,26 +7,12 @@ import threading
 import pyarrow as pa
 import pytest
 
-from elasticity.batch.processing import SUMMARY_SCHEMA, ProcessContext, process_partition
+from elasticity.batch.processing import ProcessContext, process_slot
+from elasticity.batch.reader import ROUTED_SCHEMA as ROUTED
 from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table, task_file
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskName
 from elasticity.jobmodel.object_mapper import ssp_to_key
 from elasticity.serializers import RecordSerdeError, deserialize, serialize
-
-ROUTED = pa.schema(
-    [
-        ("system", pa.string()),
-        ("stream", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("timestamp", pa.int64()),
-        ("key_bucket", pa.int32()),
-        ("task_name", pa.string()),
-        ("container", pa.string()),
-    ]
-)
 
 
 def ctx(tmp_path, policy="dlq", batch_id=7):
@@ -53,11 +39,9 @@ def rows(*records):
     """records: (task, bucket, offset, value bytes)"""
     cols = {f.name: [] for f in ROUTED}
     for task, bucket, offset, value in records:
-        for name, v in zip(
-            ROUTED.names, ["kafka", "orders", 0, offset, b"k%d" % bucket, value, 0, bucket, task, "0"], strict=True
-        ):
+        for name, v in zip(ROUTED.names, ["kafka", "orders", 0, offset, b"k%d" % bucket, value, 0, bucket, task], strict=True):
             cols[name].append(v)
-    return [pa.RecordBatch.from_pydict(cols, schema=ROUTED)]
+    return pa.Table.from_pydict(cols, schema=ROUTED)
 
 
 def test_slices_run_in_offset_order_with_sinks_audit_and_dead_letters(tmp_path):
@@ -68,9 +52,7 @@ def test_slices_run_in_offset_order_with_sinks_audit_and_dead_letters(tmp_path):
         ("Partition_0-0-2", 0, 4, b"not json"),
         ("Partition_0-1-2", 1, 2, b'{"x": 1}'),  # the app fails on it: KeyError
     )
-    (summary,) = process_partition(ctx(tmp_path), iter(batch))
-    assert summary.schema == SUMMARY_SCHEMA
-    by_task = {r["task_name"]: r for r in summary.to_pylist()}
+    by_task = {r["task_name"]: r for r in process_slot(ctx(tmp_path), 0, batch)}
     assert by_task["Partition_0-1-2"]["processed"] == 2 and by_task["Partition_0-1-2"]["dead_lettered"] == 1
     assert by_task["Partition_0-0-2"]["processed"] == 1 and by_task["Partition_0-0-2"]["dead_lettered"] == 1
     assert all(r["error"] is None and r["stopped"] is None for r in by_task.values())
@@ -94,8 +76,7 @@ def test_fail_policy_reports_where_each_task_stopped(tmp_path):
     batch = rows(
         ("Partition_0-1-2", 1, 1, b'{"n": 1}'), ("Partition_0-1-2", 1, 2, b'{"x": 1}'), ("Partition_0-1-2", 1, 3, b'{"n": 3}')
     )
-    (summary,) = process_partition(ctx(tmp_path, policy="fail"), iter(batch))
-    (row,) = summary.to_pylist()
+    (row,) = process_slot(ctx(tmp_path, policy="fail"), 0, batch)
     assert row["processed"] == 1 and "stopped at orders-0@2" in row["error"]
     assert json.loads(row["stopped"]) == {ssp_to_key(SystemStreamPartition("kafka", "orders", 0, 1)): 2}
     assert [r["offset"] for r in read_table(str(tmp_path / "audit"), AUDIT_SCHEMA).to_pylist()] == [1]
@@ -103,8 +84,8 @@ def test_fail_policy_reports_where_each_task_stopped(tmp_path):
 
 def test_a_retried_batch_overwrites_its_own_files(tmp_path):
     batch = rows(("Partition_0-0-2", 0, 1, b'{"n": 1}'))
-    list(process_partition(ctx(tmp_path), iter(batch)))
-    list(process_partition(ctx(tmp_path), iter(batch)))
+    process_slot(ctx(tmp_path), 0, batch)
+    process_slot(ctx(tmp_path), 0, batch)
     assert read_table(str(tmp_path / "out" / "doubled"), OUTPUT_SCHEMA).num_rows == 1
     assert task_file(TaskName("a/b")) != task_file(TaskName("a_b"))
 
@@ -139,8 +120,7 @@ def test_thread_pool_size_0_runs_the_virtual_tasks_one_after_another(tmp_path):
     _threads.clear()
     _meeting.clear()
     batch = rows(("Partition_0-0-2", 0, 0, b"1"), ("Partition_0-1-2", 1, 1, b"2"))
-    (summary,) = process_partition(_pool_ctx(tmp_path, 0), iter(batch))
-    assert [r["processed"] for r in summary.to_pylist()] == [1, 1]
+    assert [r["processed"] for r in process_slot(_pool_ctx(tmp_path, 0), 0, batch)] == [1, 1]
     assert set(_threads.values()) == {threading.get_ident()}  # the caller's own thread, no pool
 
 
@@ -150,8 +130,8 @@ def test_thread_pool_runs_virtual_tasks_side_by_side(tmp_path, size):
     _meeting[:] = [threading.Barrier(2)]
     try:
         batch = rows(("Partition_0-0-2", 0, 0, b"1"), ("Partition_0-1-2", 1, 1, b"2"))
-        (summary,) = process_partition(_pool_ctx(tmp_path, size), iter(batch))
+        summary = process_slot(_pool_ctx(tmp_path, size), 0, batch)
     finally:
         _meeting.clear()
-    assert [(r["processed"], r["dead_lettered"]) for r in summary.to_pylist()] == [(1, 0), (1, 0)]  # both met at the barrier
+    assert [(r["processed"], r["dead_lettered"]) for r in summary] == [(1, 0), (1, 0)]  # both met at the barrier
     assert len(set(_threads.values())) == 2

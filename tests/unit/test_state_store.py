@@ -130,13 +130,14 @@ def test_config_precedence_and_short_names(monkeypatch):
     a, b = storage.store("a"), storage.store("b")
     assert a.backup_factories == (KAFKA_CHANGELOG_FACTORY, BLOB_STORE_FACTORY)
     assert a.restore_factories == (BLOB_STORE_FACTORY, KAFKA_CHANGELOG_FACTORY)
-    assert a.changelog_bootstrap == "127.0.0.1:1"
+    assert a.changelog_kafka is not None and str(a.changelog_kafka) == a.changelog_kafka.admin.bootstrap == "127.0.0.1:1"
     assert b.backup_factories == b.restore_factories == (BLOB_STORE_FACTORY,) and b.blob_retain == 5
     assert storage.transactional and storage.restore_pool_size == 2 and storage.commit_pool_size == 2
     # Samza's pool sizes: min(max(2 x tasks (x restore backends), the size), the max size)
     assert (storage.commit_threads(1), storage.commit_threads(5), storage.commit_threads(100)) == (2, 10, 64)
     assert (storage.restore_threads(1), storage.restore_threads(3), storage.restore_threads(40)) == (4, 12, 64)
-    assert str(storage.state_dir).endswith("j/state") and storage.blob_uri.endswith("j/blobs")
+    assert storage.state_dir is None and str(storage.local_state_dir()).endswith("j/state")  # resolved where the stores open
+    assert storage.blob_uri.endswith("j/blobs")
 
 
 def test_a_changelog_alone_means_the_kafka_backend():

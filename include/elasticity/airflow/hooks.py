@@ -1,6 +1,8 @@
 """Where a job's infrastructure is, from Airflow connections, never hard-coded:
 
-- `kafka_default`: the Kafka bootstrap servers (`extra.bootstrap_servers`, or host:port);
+- `kafka_default`: the Kafka bootstrap servers (`extra.bootstrap_servers`, or host:port) and, in its other
+  extra fields, Kafka client properties for every client (`security.protocol`, `ssl.truststore.location`, ...;
+  the login and password become the SASL login), exported as KAFKA_CLIENT_PROPERTIES with the secrets masked;
 - `elasticity_store`: the checkpoint store (`extra.url`, or the connection's URI;
   a `postgres` connection becomes `postgresql+psycopg://`).
 
@@ -13,6 +15,7 @@ the job's metrics reach the collector Airflow's own metrics go to
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -67,6 +70,29 @@ class ElasticityHook(BaseHook):
             return None
         return conn.extra_dejson.get("bootstrap_servers") or f"{conn.host}:{conn.port or 9092}"
 
+    def kafka_properties(self) -> dict[str, str]:
+        """The connection's Kafka client properties (Kafka's names), checked as the job's are; secrets masked in logs."""
+        from airflow.sdk.log import mask_secret
+
+        from elasticity.config.kafka_clients import ROLES, SECRET_PROPERTIES, client_options, env_properties, jaas_line
+
+        conn = self._conn(self.kafka_conn_id)
+        if conn is None:
+            return {}
+        props = {k: str(v) for k, v in conn.extra_dejson.items() if k != "bootstrap_servers"}
+        if conn.login and conn.password and "sasl.jaas.config" not in props:
+            props["sasl.jaas.config"] = jaas_line(props.get("sasl.mechanism", "PLAIN"), conn.login, conn.password)
+        for name in SECRET_PROPERTIES & props.keys():
+            mask_secret(props[name])
+        if conn.password:
+            mask_secret(conn.password)
+        try:
+            for role in ROLES:  # a bad property or value fails here, not in a Spark task
+                client_options(env_properties(json.dumps(props), role), "", role)
+        except ValueError as e:
+            raise ValueError(f"connection {self.kafka_conn_id!r}: {e}") from None
+        return props
+
     def store_url(self) -> str | None:
         conn = self._conn(self.store_conn_id)
         if conn is None:
@@ -88,6 +114,8 @@ class ElasticityHook(BaseHook):
             env["ELASTICITY_HOME"] = os.environ["ELASTICITY_HOME"]
         if bootstrap := self.bootstrap_servers():
             env["KAFKA_BOOTSTRAP_SERVERS"] = bootstrap
+        if properties := self.kafka_properties():
+            env["KAFKA_CLIENT_PROPERTIES"] = json.dumps(properties)
         if url := self.store_url():
             env["ELASTICITY_CHECKPOINT_STORE_URL"] = url
         return env | metrics_env()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,13 @@ class _MasterSubmitHook(SparkSubmitHook):
         }
 
 
+def _import_engine() -> None:
+    import elasticity.spark.engine  # noqa: F401
+    from elasticity.spark.session import preload_connect
+
+    preload_connect()
+
+
 class MicroBatchOperator(BaseOperator):
     ui_color = "#e8f1fb"
 
@@ -125,11 +133,14 @@ class MicroBatchOperator(BaseOperator):
         from elasticity.kafka.consumer import KafkaInputs
 
         logging.getLogger("kafka").setLevel(logging.WARNING)
+        # the Spark Connect client takes ~0.4 s to import (pyspark checks pandas and grpc): meanwhile, the lag probe
+        threading.Thread(target=_import_engine, name="import-engine", daemon=True).start()
         hook = ElasticityHook(self.kafka_conn_id, self.store_conn_id)
         hook.apply()
         config = load_config(self.config_path)
         store = CheckpointStore(config.checkpoint_store_url(), config.checkpoint_history_size)
-        lag = lag_report(config, store, KafkaInputs(config))
+        inputs = KafkaInputs(config)
+        lag = lag_report(config, store, inputs)
         self.log.info("lag probe: %s", lag.describe())
         if not lag.has_work:
             raise AirflowSkipException(f"nothing to read: {lag.describe()}")
@@ -138,7 +149,7 @@ class MicroBatchOperator(BaseOperator):
         target = self.spark_target(config)
         self.log.info("micro-batches of %s on %s (%s)", self.job, target.value, target.source)
         if target.kind == "connect":
-            self._run_connected(config, store, target, run_id, max_seconds)
+            self._run_connected(config, store, inputs, target, run_id, max_seconds)
         else:
             self._submit(target, hook, run_id, max_seconds)
         committed = [m for m in store.metrics(self.job, limit=200) if m.get("owner") == run_id and m.get("batch_id") is not None]
@@ -150,11 +161,13 @@ class MicroBatchOperator(BaseOperator):
         }
         return [m["batch_id"] for m in committed]
 
-    def _run_connected(self, config: JobConfig, store: Any, target: SparkTarget, run_id: str, max_seconds: int) -> None:
+    def _run_connected(
+        self, config: JobConfig, store: Any, inputs: Any, target: SparkTarget, run_id: str, max_seconds: int
+    ) -> None:
         from elasticity.spark.engine import BatchFailed, MicroBatchEngine
         from elasticity.spark.session import session
 
-        engine = MicroBatchEngine(config, session(config, target=target), store)
+        engine = MicroBatchEngine(config, session(config, target=target), store, inputs)
         try:
             engine.run(
                 until_caught_up=True, owner=run_id, max_seconds=max_seconds, on_commit=lambda s: self.log.info("%s", s.line())

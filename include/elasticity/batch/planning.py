@@ -40,7 +40,8 @@ def plan_ranges(
     """Ranges up to the high watermarks, at most `max_records` (>= 1) in all.
 
     Over the cap, every lagging SSP takes one record and the rest of the cap is
-    shared in proportion to lag. A cap smaller than the number of lagging SSPs
+    shared in proportion to lag (largest remainders first), so the batch reads
+    exactly the cap. A cap smaller than the number of lagging SSPs
     gives one record each to a window of them that rotates with the progress
     made (the sum of the start offsets), so they take turns and every batch
     moves: a cap of 1 still drains a topic, one record at a time.
@@ -61,7 +62,12 @@ def plan_ranges(
         take = dict.fromkeys((lagging[turn:] + lagging[:turn])[:max_records], 1)
     else:
         rest, spare = max_records - len(lagging), total - len(lagging)
-        take = {s: 1 + (lags[s] - 1) * rest // spare for s in lagging}
+        shares = {s: (lags[s] - 1) * rest for s in lagging}
+        take = {s: 1 + shares[s] // spare for s in lagging}
+        # the largest remainders take what rounding down left over: a batch over the cap reads exactly the cap
+        left = max_records - sum(take.values())
+        for s in sorted(lagging, key=lambda s: (-(shares[s] % spare), s))[:left]:
+            take[s] += 1
     return tuple(OffsetRange(s, starts[s], starts[s] + take.get(s, 0)) for s in sorted(starts))
 
 

@@ -1,19 +1,20 @@
-"""Process stage: the virtual-task slices of one container, run side by side.
+"""Process stage: one process slot's virtual-task slices, run side by side.
 
-Runs inside a Spark Python worker (or anywhere): routed records in, sinks
-written, one summary row per virtual task out. Slices run on a thread pool
-(Samza's `job.container.thread.pool.size`), each strictly in (SSP, offset)
-order, which is how I/O-bound virtual tasks overlap without more containers.
-For a job with stores, the container's stores are restored first, operators
-reach them through `m.context.store(name)`, and the slices end with the
-synchronous snapshot; the summary rows carry each task's checkpoint id and
-state markers, while the upload goes on in the background (`state.worker`).
+Runs inside a Spark Python worker (or anywhere): the slot's records read and
+routed (`batch.reader`), sinks written, one summary row per virtual task out.
+Slices run on a thread pool (Samza's `job.container.thread.pool.size`), each
+strictly in (SSP, offset) order, which is how I/O-bound virtual tasks overlap
+without more containers. For a job with stores, the slot's stores are restored
+first, operators reach them through `m.context.store(name)`, and the slices end
+with the synchronous snapshot; the summary rows carry each task's checkpoint id
+and state markers, while the upload goes on in the background (`state.worker`).
 Nothing here imports Spark.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -28,17 +29,16 @@ import pyarrow.compute as pc
 from elasticity.api.context import TaskContext
 from elasticity.api.executor import SliceExecutor, SliceResult
 from elasticity.api.stream import ApplicationDescriptor, Message, OutputStream, load_application
+from elasticity.batch.reader import SlotReads
 from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, Source, dead_letter, write_task_file
+from elasticity.config import elasticity_home
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskName
 from elasticity.jobmodel.object_mapper import ssp_to_key
+from elasticity.kafka.admin import Kafka, settings
 from elasticity.serializers import RecordSerdeError, deserialize, serialize
 from elasticity.state.table import SideInputBatch, SlotTables
 from elasticity.state.worker import BatchState, ContainerState, open_container
 
-ROUTED_DDL = (
-    "system string, stream string, partition int, offset long, key binary, value binary, timestamp long, "
-    "key_bucket int, task_name string, slot int"
-)
 SUMMARY_SCHEMA = pa.schema(
     [
         ("task_name", pa.string()),
@@ -48,6 +48,11 @@ SUMMARY_SCHEMA = pa.schema(
         ("outputs", pa.int64()),
         ("process_ns", pa.int64()),
         ("group_ns", pa.int64()),  # wall time of the whole group of virtual tasks this one ran in (one Python worker)
+        ("read", pa.int64()),  # records of the task's buckets in the batch's ranges, processed or skipped
+        ("skipped", pa.int64()),  # of those, already processed (below its offset or under a watermark)
+        ("read_ns", pa.int64()),  # the slot's read and route time (on its first row)
+        ("hash_ns", pa.int64()),  # the slot's key hashing time (on its first row)
+        ("executor", pa.string()),  # where the slot ran: host and state folder
         ("stopped", pa.string()),  # JSON {sspkb key: first offset not processed}, when the task stopped early
         ("error", pa.string()),
         ("checkpoint_id", pa.string()),  # of the task's state snapshot in this batch (stateful jobs)
@@ -57,7 +62,7 @@ SUMMARY_SCHEMA = pa.schema(
 )
 SUMMARY_DDL = (
     "task_name string, records long, processed long, dead_lettered long, outputs long, process_ns long, group_ns long, "
-    "stopped string, error string, checkpoint_id string, state_markers string, state_metrics string"
+    "read long, skipped long, read_ns long, hash_ns long, executor string, stopped string, error string, checkpoint_id string, state_markers string, state_metrics string"
 )
 
 
@@ -74,7 +79,7 @@ class ProcessContext:
     output_path: str
     audit_path: str
     dead_letter_path: str
-    output_bootstraps: dict[str, str]  # system -> bootstrap, for Kafka outputs
+    output_bootstraps: dict[str, Kafka]  # system -> its producer's settings, for Kafka outputs
     policy: str = "dlq"
     max_concurrency: int = 1
     callback_timeout_ms: int | None = None
@@ -109,7 +114,7 @@ class _Outputs:
                 from kafka import KafkaProducer
 
                 self.producers[system] = KafkaProducer(
-                    bootstrap_servers=self.ctx.output_bootstraps[system], acks="all", linger_ms=5
+                    **settings(self.ctx.output_bootstraps[system]).kwargs(acks="all", linger_ms=5)
                 )
             return self.producers[system]
 
@@ -119,19 +124,39 @@ class _Outputs:
             p.close()
 
 
-def _slot(table: pa.Table) -> int:
-    """The process slot of this Spark partition (the repartition key): where its stores and tables live."""
-    return int(table.column("slot")[0].as_py())
+def run_slots(ctx: ProcessContext, reads: SlotReads, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function over the placed slots (`spark.placement`): each input row is a process slot, whose
+    records are read, routed and processed here, in one Spark task."""
+    for b in batches:
+        for slot in b.column(0).to_pylist():
+            start = time.perf_counter_ns()
+            table, counts = reads.read(slot)
+            read_ns = time.perf_counter_ns() - start
+            rows = process_slot(ctx, slot, table)
+            for name in sorted(counts.read.keys() - {r["task_name"] for r in rows}):  # every record skipped
+                rows.append({"task_name": name, "records": 0, "processed": 0, "dead_lettered": 0, "outputs": 0, "process_ns": 0})
+            elapsed = time.perf_counter_ns() - start
+            where = f"{socket.gethostname()}:{elasticity_home()}"
+            out = [
+                {
+                    **r,
+                    "group_ns": elapsed,
+                    "read": counts.read[r["task_name"]],
+                    "skipped": counts.skipped[r["task_name"]],
+                    "read_ns": read_ns if i == 0 else 0,
+                    "hash_ns": counts.hash_ns if i == 0 else 0,
+                    "executor": where,
+                }
+                for i, r in enumerate(rows)
+            ]
+            if out:
+                yield pa.RecordBatch.from_pylist(out, schema=SUMMARY_SCHEMA)
 
 
-def process_partition(ctx: ProcessContext, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    received = list(batches)
-    if not received:
-        return
-    table = pa.Table.from_batches(received)
+def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[str, Any]]:
+    """The slot's routed records through its virtual tasks' slices; a summary row per task that had records."""
     if table.num_rows == 0:
-        return
-    start = time.perf_counter_ns()
+        return []
     table = table.take(
         pc.sort_indices(
             table,
@@ -148,12 +173,12 @@ def process_partition(ctx: ProcessContext, batches: Iterator[pa.RecordBatch]) ->
     bounds = [0] + [i for i in range(1, len(names)) if names[i] != names[i - 1]] + [len(names)]
     slices = [(names[a], table.slice(a, b - a)) for a, b in zip(bounds, bounds[1:], strict=False)]
     outputs = _Outputs(ctx)
-    tables = SlotTables(ctx.tables, _application(ctx).tables, _slot(table)) if ctx.tables else None  # caught up before any slice
+    tables = SlotTables(ctx.tables, _application(ctx).tables, slot) if ctx.tables else None  # caught up before any slice
     container = None
     # Samza's job.container.thread.pool.size: 0 = no pool, the slices run one after another
     pool = min(64, len(slices)) if ctx.thread_pool_size is None else ctx.thread_pool_size
     try:
-        container = open_container(ctx.state, _application(ctx).stores.values(), _slot(table)) if ctx.state else None
+        container = open_container(ctx.state, _application(ctx).stores.values(), slot) if ctx.state else None
         if pool <= 1:
             rows = [_run_slice(ctx, TaskName(n), t, outputs, container, tables) for n, t in slices]
         else:
@@ -176,8 +201,7 @@ def process_partition(ctx: ProcessContext, batches: Iterator[pa.RecordBatch]) ->
             container.release()
         if tables is not None:
             tables.close()
-    elapsed = time.perf_counter_ns() - start
-    yield pa.RecordBatch.from_pylist([{**r, "group_ns": elapsed} for r in rows], schema=SUMMARY_SCHEMA)
+    return rows
 
 
 def _run_slice(
@@ -190,7 +214,7 @@ def _run_slice(
 ) -> dict[str, Any]:
     """One virtual task's slice run through the app, then its outputs, audit and dead letters written (per batch
     and task, so a retried batch overwrites them); its summary row says what the driver's checkpoint needs."""
-    ran = _execute(ctx, task, table.to_pylist(), container, tables)
+    ran = _execute(ctx, task, table, container, tables)
     sent = _write_outputs(ctx, ran, outputs)
     _write_audit(ctx, ran)
     dead_lettered = _write_dead_letters(ctx, ran)
@@ -213,7 +237,8 @@ class _SliceRun:
     """A slice after the app ran over it: what the sinks and the summary are written from."""
 
     task: TaskName
-    rows: list[dict[str, Any]]  # the routed records, in offset order
+    table: pa.Table  # the routed records, in offset order
+    rows: list[dict[str, Any]]  # the same, as Python rows
     result: SliceResult
     kept: int  # records the batch keeps, from the first (see `_kept`)
 
@@ -233,16 +258,17 @@ class _SliceRun:
 def _execute(
     ctx: ProcessContext,
     task: TaskName,
-    rows: list[dict[str, Any]],
+    table: pa.Table,
     container: ContainerState | None,
     tables: SlotTables | None,
 ) -> _SliceRun:
     """The slice through the app's operator graph (Samza's process() per message, here operator at a time),
     with the task's stores and the container's tables in reach of its operators."""
     context = TaskContext(task, partial(container.store, task) if container else None, tables.table if tables else None)
+    rows = table.to_pylist()
     messages, failed = _messages(ctx, rows, context)
     result = SliceExecutor(_application(ctx), ctx.max_concurrency, ctx.callback_timeout_ms, ctx.policy).run(messages, failed)
-    return _SliceRun(task, rows, result, _kept(result.stopped_at, len(rows), stateful=container is not None))
+    return _SliceRun(task, table, rows, result, _kept(result.stopped_at, len(rows), stateful=container is not None))
 
 
 def _messages(ctx: ProcessContext, rows: list[dict[str, Any]], context: TaskContext) -> tuple[list[Message], dict[int, str]]:
@@ -315,22 +341,25 @@ def _send(ctx: ProcessContext, outputs: _Outputs, out: OutputStream, produced: l
 
 
 def _write_audit(ctx: ProcessContext, ran: _SliceRun) -> None:
-    """One audit row per kept record, processed or dead-lettered, so the quality checks can account for every offset."""
-    audit = [
-        {
-            "system": r["system"],
-            "stream": r["stream"],
-            "partition": r["partition"],
-            "offset": r["offset"],
-            "key": r["key"],
-            "task_name": ran.task.name,
-            "batch_id": ctx.batch_id,
-            "seq": i,
-            "status": "dead_letter" if i in ran.result.failures else "processed",
-        }
-        for i, r in enumerate(ran.rows[: ran.kept])
-    ]
-    write_task_file(ctx.audit_path, ctx.batch_id, ran.task, pa.Table.from_pylist(audit, schema=AUDIT_SCHEMA))
+    """One audit row per kept record, processed or dead-lettered, so the quality checks can account for every
+    offset; built from the slice's columns, not per record."""
+    kept = ran.table.slice(0, ran.kept)
+    n = kept.num_rows
+    status = ["processed"] * n
+    for i in ran.result.failures:
+        if i < n:
+            status[i] = "dead_letter"
+    audit = pa.table(
+        [
+            *(kept.column(name) for name in ("system", "stream", "partition", "offset", "key")),
+            pa.array([ran.task.name] * n, pa.string()),
+            pa.array([ctx.batch_id] * n, pa.int64()),
+            pa.array(range(n), pa.int64()),
+            pa.array(status, pa.string()),
+        ],
+        schema=AUDIT_SCHEMA,
+    )
+    write_task_file(ctx.audit_path, ctx.batch_id, ran.task, audit)
 
 
 def _write_dead_letters(ctx: ProcessContext, ran: _SliceRun) -> int:

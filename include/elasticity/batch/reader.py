@@ -1,15 +1,17 @@
-"""Read stage: each Spark task reads contiguous offset chunks with a Kafka client
-(assign + seek, stop at the end), so an SSP is read once per batch whatever the
-factor, and routes each record as it reads it: its key bucket, the virtual task
-that owns it and that task's process slot, and whether that task has processed
-it already (below its offset, or under one of its watermarks). Routing here costs
-one C hash per record and saves the Spark stage a JVM join would need."""
+"""Reading a process slot's records: the slot's Spark task reads the offset chunks
+of the SSPs its virtual tasks own buckets of, with a Kafka client (assign + seek,
+stop at the end), and routes each record as it reads it: its key bucket, the
+virtual task that owns it, and whether that task has processed it already (below
+its offset, or under one of its watermarks). Only the slot's own records are kept,
+so reading, routing and processing are one Spark task and a batch one Spark stage;
+routing costs one C hash per record."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -19,22 +21,22 @@ from elasticity.checkpoint.batch_plan import OffsetRange
 from elasticity.checkpoint.task_checkpoint import Watermark
 from elasticity.jobmodel.keybucket import record_hash
 from elasticity.jobmodel.model import NO_KEY_BUCKET
+from elasticity.kafka.admin import Kafka, settings
 
 if TYPE_CHECKING:
     from kafka import KafkaConsumer
 
 RECORD_SCHEMA = pa.schema([*SOURCE_FIELDS, ("value", pa.binary()), ("timestamp", pa.int64())])
-RECORD_DDL = "system string, stream string, partition int, offset long, key binary, value binary, timestamp long"
-ROUTED_READ_DDL = RECORD_DDL + ", key_bucket int, task_name string, slot int, skip boolean, hash_ns long"
+ROUTED_SCHEMA = pa.schema([*RECORD_SCHEMA, ("key_bucket", pa.int32()), ("task_name", pa.string())])
 
-_consumers: dict[str, KafkaConsumer] = {}  # one consumer per bootstrap and Python worker, reused across chunks
+_consumers: dict[Kafka, KafkaConsumer] = {}  # one consumer per client settings and Python worker, reused across chunks
 ROWS_PER_ARROW_BATCH = 10_000
 STALL_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
 class Chunk:
-    bootstrap: str
+    bootstrap: Kafka  # the system's consumer settings
     system: str
     stream: str
     partition: int
@@ -42,7 +44,7 @@ class Chunk:
     end: int
 
 
-def chunks(ranges: Iterable[OffsetRange], bootstraps: dict[str, str], chunk_records: int) -> list[Chunk]:
+def chunks(ranges: Iterable[OffsetRange], bootstraps: Mapping[str, Kafka], chunk_records: int) -> list[Chunk]:
     """Long ranges cut into contiguous chunks so that one partition can be read by several tasks."""
     out = []
     for r in ranges:
@@ -60,29 +62,16 @@ def chunks(ranges: Iterable[OffsetRange], bootstraps: dict[str, str], chunk_reco
     return out
 
 
-def read_tasks(cs: list[Chunk], chunk_records: int) -> list[int]:
-    """The read task of each chunk: chunks packed in order, up to `chunk_records` records per task.
-    A small batch is one Spark task (each costs a Python worker round trip); a big one spreads out."""
-    task, filled, out = 0, 0, []
-    for c in cs:
-        if filled and filled + (c.end - c.start) > chunk_records:
-            task, filled = task + 1, 0
-        filled += c.end - c.start
-        out.append(task)
-    return out
-
-
-def _consumer(bootstrap: str) -> KafkaConsumer:
+def _consumer(bootstrap: Kafka) -> KafkaConsumer:
     from kafka import KafkaConsumer
 
     c = _consumers.get(bootstrap)
     if c is None:
         c = KafkaConsumer(
-            bootstrap_servers=bootstrap,
+            **settings(bootstrap).kwargs(
+                client_id="elasticity-reader", max_partition_fetch_bytes=8 * 1024 * 1024, fetch_max_bytes=64 * 1024 * 1024
+            ),
             enable_auto_commit=False,
-            client_id="elasticity-reader",
-            max_partition_fetch_bytes=8 * 1024 * 1024,
-            fetch_max_bytes=64 * 1024 * 1024,
         )
         _consumers[bootstrap] = c
     return c
@@ -160,38 +149,73 @@ class RouteTable:
     owners: dict[tuple[str, str, int], dict[int, Owner]]
 
 
-def route_batch(table: RouteTable, chunk: Chunk, batch: pa.RecordBatch) -> pa.RecordBatch:
+@dataclass
+class ReadCounts:
+    """Per virtual task of a slot: records read from its buckets, and those skipped as already processed."""
+
+    read: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
+    hash_ns: int = 0
+
+
+def route_batch(table: RouteTable, chunk: Chunk, batch: pa.RecordBatch, slot: int, counts: ReadCounts) -> pa.RecordBatch:
+    """The records of `batch` that slot `slot` processes, with their key bucket and virtual task: those of its
+    tasks' buckets that the task has not processed yet (below its offset, or under one of its watermarks)."""
     owners = table.owners[(chunk.system, chunk.stream, chunk.partition)]
     offsets, keys = batch.column("offset").to_pylist(), batch.column("key").to_pylist()
     start = time.perf_counter_ns()
     hashes = [record_hash(k, o) for k, o in zip(keys, offsets, strict=True)]
-    hash_ns = time.perf_counter_ns() - start
+    counts.hash_ns += time.perf_counter_ns() - start
     factor = table.factor
-    buckets = [h % factor for h in hashes] if factor > 1 else [NO_KEY_BUCKET] * len(hashes)
-    tasks, slots, skips = [], [], []
-    for h, b, o in zip(hashes, buckets, offsets, strict=True):
-        name, first, marks, slot = owners[b]
+    keep, tasks, buckets = [], [], []
+    read, skipped = counts.read, counts.skipped
+    for i, (h, o) in enumerate(zip(hashes, offsets, strict=True)):
+        b = h % factor if factor > 1 else NO_KEY_BUCKET
+        name, first, marks, owner_slot = owners[b]
+        if owner_slot != slot:
+            continue
+        read[name] += 1
+        if o < first or (marks and any(w.covers(h, o) for w in marks)):
+            skipped[name] += 1
+            continue
+        keep.append(i)
         tasks.append(name)
-        slots.append(slot)
-        skips.append(o < first or any(w.covers(h, o) for w in marks))
+        buckets.append(b)
+    kept = batch.take(pa.array(keep, pa.int64()))
     return pa.RecordBatch.from_arrays(
-        [
-            *batch.columns,
-            pa.array(buckets, pa.int32()),
-            pa.array(tasks, pa.string()),
-            pa.array(slots, pa.int32()),
-            pa.array(skips, pa.bool_()),
-            pa.array([hash_ns] + [0] * (len(hashes) - 1), pa.int64()),
-        ],
-        names=[*batch.schema.names, "key_bucket", "task_name", "slot", "skip", "hash_ns"],
+        [*kept.columns, pa.array(buckets, pa.int32()), pa.array(tasks, pa.string())],
+        names=[*batch.schema.names, "key_bucket", "task_name"],
     )
 
 
-def read_assigned(assigned: list[list[Chunk]], table: RouteTable, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow function over `spark.range(n, numPartitions=n)`: Spark partition i reads the
-    chunks of read task i (no shuffle to place them: one stage less per batch)."""
-    for b in batches:
-        for task in b.column(0).to_pylist():
-            for chunk in assigned[task]:
-                for records in read_chunk(chunk):
-                    yield route_batch(table, chunk, records)
+@dataclass(frozen=True)
+class SlotReads:
+    """What each process slot reads: the chunks of the SSPs its virtual tasks own a bucket of, and the route.
+
+    A slot reads its own SSPs in the Spark task that processes them (one stage per batch, no shuffle); an SSP whose
+    buckets belong to several slots is read by each of them, which keeps only its own buckets."""
+
+    route: RouteTable
+    chunks: dict[int, tuple[Chunk, ...]]  # slot -> its chunks, in offset order per SSP
+
+    @classmethod
+    def of(cls, route: RouteTable, all_chunks: Iterable[Chunk]) -> SlotReads:
+        by_slot: dict[int, list[Chunk]] = {}
+        for c in all_chunks:
+            firsts: dict[int, int] = {}  # slot -> the lowest offset any of its tasks still needs here
+            for _, first, _, slot in route.owners.get((c.system, c.stream, c.partition), {}).values():
+                firsts[slot] = min(firsts.get(slot, first), first)
+            for slot, first in sorted(firsts.items()):
+                if c.end > first:  # below every task's offset, a chunk holds nothing the slot processes
+                    by_slot.setdefault(slot, []).append(replace(c, start=max(c.start, first)))
+        return cls(route, {s: tuple(cs) for s, cs in by_slot.items()})
+
+    def read(self, slot: int) -> tuple[pa.Table, ReadCounts]:
+        """The slot's records to process, routed, and what it read per virtual task."""
+        counts = ReadCounts()
+        batches = [
+            route_batch(self.route, chunk, records, slot, counts)
+            for chunk in self.chunks.get(slot, ())
+            for records in read_chunk(chunk)
+        ]
+        return (pa.Table.from_batches(batches) if batches else ROUTED_SCHEMA.empty_table()), counts

@@ -15,14 +15,16 @@ import difflib
 import os
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from elasticity.config.compat import differences, not_run_reporters
 from elasticity.config.errors import ConfigError, ConfigWarning
 from elasticity.config.home import elasticity_home
+from elasticity.config.kafka_clients import property_problem, shown
 from elasticity.config.keys import (
+    KAFKA_CLIENT_KEYS,
     MAX_ELASTICITY_FACTOR,
     REPORTER_KEYS,
     REQUIRED,
@@ -55,7 +57,7 @@ class JobConfig:
     """A validated job configuration: a typed field per job-level key, and `raw`, every key
     as written (keys with a `<part>` in their name are read from it with `value`)."""
 
-    raw: tuple[tuple[str, str], ...]
+    raw: tuple[tuple[str, str], ...] = field(repr=False)  # may hold secrets (Kafka client passwords)
 
     # --- the job, its inputs and its tasks ---
     job_name: str = key("job.name", nonempty, REQUIRED, "Name of the job; also names its state and checkpoints.")
@@ -331,6 +333,11 @@ class JobConfig:
     def raw_map(self) -> dict[str, str]:
         return dict(self.raw)
 
+    @property
+    def shown_map(self) -> dict[str, str]:
+        """Every key as written, secrets masked: what a stored job model, a log or a page may hold."""
+        return {k: shown(k, v) for k, v in self.raw}
+
     def get(self, key: str, default: str | None = None) -> str | None:
         return self.raw_map.get(key, default)
 
@@ -393,7 +400,7 @@ OFFSET_DEFAULT_KEYS = ("default.stream.samza.offset.default", "samza.offset.defa
 FIELD_KEYS: tuple[tuple[str, Key], ...] = declared_keys(JobConfig)
 """(JobConfig field, key) of every job-level key."""
 
-KEYS: tuple[Key, ...] = (*(k for _, k in FIELD_KEYS), *SYSTEM_KEYS, *STORE_KEYS, *REPORTER_KEYS)
+KEYS: tuple[Key, ...] = (*(k for _, k in FIELD_KEYS), *SYSTEM_KEYS, *KAFKA_CLIENT_KEYS, *STORE_KEYS, *REPORTER_KEYS)
 """Every key the product reads."""
 
 _DEFAULTS: dict[str, Any] = {k.name: k.default_value for _, k in FIELD_KEYS}
@@ -433,6 +440,10 @@ def _parse_keys(props: Mapping[str, str], strict: bool, warn_unknown: bool) -> t
     values, errors = dict(_DEFAULTS), []
     for name, text in props.items():
         found = find_key(name)
+        if found is None and (refused := property_problem(name)):
+            hint = did_you_mean(name)  # a Kafka client property kafka-python cannot honour: never dropped silently
+            errors.append(refused + (f" (did you mean {hint!r}?)" if hint else ""))
+            continue
         if found is None:
             hint = did_you_mean(name)
             message = f"unknown config key {name!r}" + (f" (did you mean {hint!r}?)" if hint else "")
@@ -446,7 +457,7 @@ def _parse_keys(props: Mapping[str, str], strict: bool, warn_unknown: bool) -> t
         try:
             values[name] = found.parser(text)
         except ValueError as e:
-            errors.append(f"{name}={text!r}: expected {e}")
+            errors.append(f"{name}={shown(name, repr(text))}: expected {e}")
     errors += [f"{k.name} is required: {k.doc}" for k in KEYS if k.required and k.name not in props]
     return values, errors
 

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
+from elasticity.config.kafka_clients import PROPERTIES, ROLES
 from elasticity.config.parsers import (
     REPORTER_CLASSES,
     Parser,
@@ -48,6 +49,7 @@ class Key:
     doc: str
     required: bool = False
     deprecated_for: str | None = None  # the key to use instead; this one still works, with a warning
+    secret: bool = False  # its value is masked wherever it is shown
 
     @property
     def default_value(self) -> Any:
@@ -55,7 +57,8 @@ class Key:
 
     @property
     def pattern(self) -> re.Pattern[str]:
-        return re.compile("^" + re.sub(r"<[a-z]+>", "[^.]+", re.escape(self.name)) + "$")
+        name = re.escape(self.name).replace(re.escape("<client>"), "(?:consumer|producer|admin)")
+        return re.compile("^" + re.sub(r"<[a-z]+>", "[^.]+", name) + "$")
 
 
 class _Required:
@@ -184,3 +187,16 @@ REPORTER_KEYS: tuple[Key, ...] = (
         "Prefix of every metric name (default: <Airflow's statsd_prefix>.elasticity, else elasticity).",
     ),
 )
+
+KAFKA_CLIENT_KEYS: tuple[Key, ...] = tuple(
+    Key(
+        f"systems.<system>.{'<client>' if p.roles == ROLES else p.roles[0]}.{p.name}",
+        p.parser,
+        None,
+        f"Kafka's {p.name} for the system's {' and '.join(p.roles)} clients: {p.doc}",
+        secret=p.secret,
+    )
+    for p in PROPERTIES
+)
+"""Kafka's client properties as Samza passes them (`<client>`: consumer, producer or admin), to kafka-python
+(elasticity.config.kafka_clients)."""

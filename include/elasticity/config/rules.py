@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from elasticity.config.kafka_clients import problems as kafka_client_problems
 from elasticity.config.parsers import REPORTER_CLASSES
 from elasticity.jobmodel.grouping import Grouper
 
@@ -108,6 +109,12 @@ def changelogs_have_a_system(p: Parsed) -> Iterator[str]:
             )
 
 
+def kafka_clients_can_connect(p: Parsed) -> Iterator[str]:
+    """Kafka's properties of one client depend on each other (a store location on its type, SASL on its login
+    line); a client built from half of them would fail at its first connection, deep inside a Spark task."""
+    yield from kafka_client_problems(p.text)
+
+
 RULES: tuple[Rule, ...] = (
     stream_names_are_not_numbered,
     each_stream_once,
@@ -117,6 +124,7 @@ RULES: tuple[Rule, ...] = (
     reporters_have_a_class,
     read_versions_meet_written,
     changelogs_have_a_system,
+    kafka_clients_can_connect,
 )
 
 

@@ -62,7 +62,7 @@ class GroupingConfig(Protocol):
     @property
     def container_count(self) -> int: ...
     @property
-    def raw_map(self) -> dict[str, str]: ...
+    def shown_map(self) -> dict[str, str]: ...
 
 
 @dataclass(frozen=True)
@@ -165,4 +165,4 @@ def place(siblings: list[list[TaskModel]], container_count: int) -> list[Contain
 def build_job_model(config: GroupingConfig, partition_counts: Mapping[SystemStream, int]) -> JobModel:
     groups = group(config, input_ssps(config.inputs, partition_counts))
     containers = place(expand(groups, config.elasticity_factor), config.container_count)
-    return JobModel.of(config.raw_map, containers)
+    return JobModel.of(config.shown_map, containers)  # secrets masked: the model is stored and printed

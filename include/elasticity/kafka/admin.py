@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Iterable, Iterator
@@ -17,7 +18,8 @@ from contextlib import contextmanager
 
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from elasticity.config import JobConfig
+from elasticity.config import ConfigError, JobConfig
+from elasticity.config.kafka_clients import ENV_PROPERTIES, KafkaClientSettings, SystemClients, settings_for
 from elasticity.jobmodel.model import SystemStream
 from elasticity.kafka.broker import EmbeddedBroker
 
@@ -47,6 +49,45 @@ def resolve_bootstrap(config: JobConfig | None = None, system: str = "kafka") ->
     )
 
 
+Kafka = KafkaClientSettings | str
+"""Where a client connects and how: settings, or bare bootstrap servers (a plaintext cluster, Kafka's defaults)."""
+
+
+def client_settings(config: JobConfig | None, system: str = "kafka", role: str = "consumer") -> KafkaClientSettings:
+    """How a `role` client (consumer, producer, admin) of `system` connects: `resolve_bootstrap`'s servers and
+    the job's `systems.<system>.<role>.*` Kafka properties, with KAFKA_CLIENT_PROPERTIES over them."""
+    bootstrap = resolve_bootstrap(config, system)
+    if role == "producer" and config is not None and not os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+        bootstrap = config.get(f"systems.{system}.producer.bootstrap.servers") or bootstrap
+    try:
+        return settings_for(config.raw_map if config else {}, system, role, bootstrap, os.environ.get(ENV_PROPERTIES))
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def system_clients(config: JobConfig | None, system: str = "kafka") -> SystemClients:
+    return SystemClients(*(client_settings(config, system, role) for role in ("consumer", "producer", "admin")))
+
+
+def settings(kafka: Kafka) -> KafkaClientSettings:
+    return kafka if isinstance(kafka, KafkaClientSettings) else KafkaClientSettings(kafka)
+
+
+def tls_context(kafka: KafkaClientSettings) -> ssl.SSLContext:
+    """The TLS context kafka-python builds from the same arguments (the probe speaks TLS as the clients do)."""
+    options = dict(kafka.options)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.check_hostname = options.get("ssl_check_hostname", True)
+    if options.get("ssl_cafile"):
+        ctx.load_verify_locations(options["ssl_cafile"])
+    else:
+        ctx.load_default_certs()
+    if options.get("ssl_certfile"):
+        ctx.load_cert_chain(options["ssl_certfile"], options.get("ssl_keyfile"), options.get("ssl_password"))
+    return ctx
+
+
 # ApiVersions v0 (api key 18), the first request every Kafka client sends; any broker answers it
 _API_VERSIONS = struct.pack(">hhih", 18, 0, 0x0E1A, 10) + b"elasticity"
 
@@ -68,19 +109,32 @@ def _ask_api_versions(sock: socket.socket, deadline: float) -> None:
         raise ConnectionError("answered with something that is not a Kafka response")
 
 
-def probe(bootstrap: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+def probe(kafka: Kafka, timeout_s: float = PROBE_TIMEOUT_S) -> None:
     """Fail fast, naming the address, unless one bootstrap server answers a Kafka request:
-    a closed port, a dead host and a listener that never answers all fail within `timeout_s`."""
-    errors = []
+    a closed port, a dead host and a listener that never answers all fail within `timeout_s`.
+    Over TLS the probe shakes hands as the clients will: a certificate they would refuse is named here."""
+    kafka = settings(kafka)
+    bootstrap, errors = kafka.bootstrap, []
     deadline = time.monotonic() + timeout_s
+    try:
+        context = tls_context(kafka) if kafka.tls else None
+    except (OSError, ssl.SSLError) as e:
+        raise ConfigError(f"TLS settings for {bootstrap}: {e}") from None
     for server in (s.strip() for s in bootstrap.split(",") if s.strip()):
         host, _, port = server.rpartition(":")
         try:
             with socket.create_connection(
                 (host or server, int(port or 9092)), timeout=max(0.1, deadline - time.monotonic())
-            ) as sock:
-                _ask_api_versions(sock, deadline)
-                return
+            ) as raw:
+                if context is None:
+                    _ask_api_versions(raw, deadline)
+                    return
+                try:
+                    with context.wrap_socket(raw, server_hostname=host or server) as sock:
+                        _ask_api_versions(sock, deadline)
+                        return
+                except ssl.SSLError as e:
+                    raise ConnectionError(f"TLS handshake failed: {e.reason or e}") from None
         except (OSError, ValueError) as e:
             errors.append(f"{server}: {e}")
     raise BrokerUnreachable(
@@ -89,18 +143,19 @@ def probe(bootstrap: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
 
 
 @contextmanager
-def admin_client(bootstrap: str) -> Iterator[KafkaAdminClient]:
-    probe(bootstrap)
-    client = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000, client_id="elasticity-admin")
+def admin_client(kafka: Kafka) -> Iterator[KafkaAdminClient]:
+    kafka = settings(kafka)
+    probe(kafka)
+    client = KafkaAdminClient(**kafka.kwargs(request_timeout_ms=10_000, client_id="elasticity-admin"))
     try:
         yield client
     finally:
         client.close()
 
 
-def partition_counts(bootstrap: str, streams: Iterable[SystemStream]) -> dict[SystemStream, int]:
-    streams = list(streams)
-    with admin_client(bootstrap) as admin:
+def partition_counts(kafka: Kafka, streams: Iterable[SystemStream]) -> dict[SystemStream, int]:
+    streams, bootstrap = list(streams), str(kafka)
+    with admin_client(kafka) as admin:
         described = {t["name"]: t for t in admin.describe_topics([s.stream for s in streams])}
     counts = {}
     for s in streams:
@@ -111,9 +166,10 @@ def partition_counts(bootstrap: str, streams: Iterable[SystemStream]) -> dict[Sy
     return counts
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> bool:
+def create_topic(kafka: Kafka, topic: str, partitions: int) -> bool:
     """Create the topic if missing; False when it already existed."""
-    with admin_client(bootstrap) as admin:
+    bootstrap = str(kafka)
+    with admin_client(kafka) as admin:
         if topic in admin.list_topics():
             return False
         result = admin.create_topics([NewTopic(topic, partitions, 1)], raise_errors=False)

@@ -10,13 +10,14 @@ from kafka import KafkaConsumer, TopicPartition
 
 from elasticity.config import JobConfig
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition
-from elasticity.kafka.admin import TopicError, partition_counts, probe, resolve_bootstrap
+from elasticity.kafka.admin import Kafka, TopicError, client_settings, partition_counts, probe, settings
 
 
 @contextmanager
-def consumer(bootstrap: str) -> Iterator[KafkaConsumer]:
-    probe(bootstrap)
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, request_timeout_ms=15_000, client_id="elasticity")
+def consumer(kafka: Kafka) -> Iterator[KafkaConsumer]:
+    kafka = settings(kafka)
+    probe(kafka)
+    c = KafkaConsumer(**kafka.kwargs(request_timeout_ms=15_000, client_id="elasticity"), enable_auto_commit=False)
     try:
         yield c
     finally:
@@ -39,14 +40,15 @@ class KafkaInputs:
         counts: dict[SystemStream, int] = {}
         streams = list(streams)
         for system in sorted({s.system for s in streams}):
-            counts.update(partition_counts(resolve_bootstrap(self.config, system), [s for s in streams if s.system == system]))
+            admin = client_settings(self.config, system, "admin")
+            counts.update(partition_counts(admin, [s for s in streams if s.system == system]))
         return counts
 
     def offsets(self, ssps: Iterable[SystemStreamPartition], which: str) -> dict[SystemStreamPartition, int]:
         """`oldest` (log start) or `upcoming` (high watermark) offset of each partition."""
         out = {}
         for system, group in self._by_system(ssps).items():
-            with consumer(resolve_bootstrap(self.config, system)) as c:
+            with consumer(client_settings(self.config, system)) as c:
                 tps = {TopicPartition(s.stream, s.partition): s for s in group}
                 found = c.beginning_offsets(list(tps)) if which == "oldest" else c.end_offsets(list(tps))
                 out.update({tps[tp]: int(o) for tp, o in found.items()})
@@ -56,10 +58,11 @@ class KafkaInputs:
 STALL_TIMEOUT_S = 30.0
 
 
-def read_log(bootstrap: str, topic: str, partition: int = 0) -> list[tuple[int, bytes | None, bytes | None, int]]:
+def read_log(kafka: Kafka, topic: str, partition: int = 0) -> list[tuple[int, bytes | None, bytes | None, int]]:
     """Every record of one partition, oldest first, as (offset, key, value, timestamp ms): a log read whole,
     such as Samza's checkpoint topic."""
-    with consumer(bootstrap) as c:
+    bootstrap = str(kafka)
+    with consumer(kafka) as c:
         tp = TopicPartition(topic, partition)
         if partition not in (c.partitions_for_topic(topic) or set()):
             raise TopicError(f"topic {topic!r} has no partition {partition} on {bootstrap}")

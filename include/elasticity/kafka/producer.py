@@ -6,13 +6,14 @@ from collections.abc import Iterable
 
 from kafka import KafkaProducer
 
-from elasticity.kafka.admin import probe
+from elasticity.kafka.admin import Kafka, probe, settings
 
 
-def send(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes | None]]) -> int:
+def send(kafka: Kafka, topic: str, records: Iterable[tuple[bytes | None, bytes | None]]) -> int:
     """Send and flush; returns the number of records acknowledged by the broker."""
-    probe(bootstrap)
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=20, batch_size=256 * 1024)
+    kafka = settings(kafka)
+    probe(kafka)
+    producer = KafkaProducer(**kafka.kwargs(acks="all", linger_ms=20, batch_size=256 * 1024))
     try:
         futures = [producer.send(topic, key=k, value=v) for k, v in records]
         producer.flush()

@@ -38,9 +38,11 @@ class BatchSummary:
         if self.batch_id is None:
             return f"{self.job}: nothing to read (lag {self.lag_left})"
         d = self.durations_ms
+        restores = self.metrics.get("state-restores")
+        moved = f", {restores['count']} store restores ({restores['bytes']:,} bytes)" if restores and restores["count"] else ""
         return (
             f"{self.job} batch {self.batch_id}{' (replayed)' if self.replayed else ''} at factor {self.factor} "
             f"({self.task_count} virtual tasks): {self.records_read} read, {self.processed} processed, {self.skipped} skipped, "
             f"{self.dead_lettered} dead letters, lag left {self.lag_left}; {d.get('total', 0) / 1000:.2f} s "
-            f"(process {d.get('process', 0) / 1000:.2f} s)"
+            f"(process {d.get('process', 0) / 1000:.2f} s){moved}"
         )

@@ -24,7 +24,7 @@ from elasticity.batch.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, read_table
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import JobConfig
 from elasticity.jobmodel.model import SystemStreamPartition
-from elasticity.kafka.admin import resolve_bootstrap
+from elasticity.kafka.admin import client_settings
 from elasticity.quality import cursor, state_check
 from elasticity.quality.checks import Done, QualityInputs
 from elasticity.quality.history import run_summaries
@@ -46,7 +46,7 @@ def _read_inputs(
     names = list(columns)  # a list: pandas reads a tuple as one column's name
     try:
         for ssp, start in starts.items():
-            bootstrap = resolve_bootstrap(config, ssp.system)
+            bootstrap = client_settings(config, ssp.system)
             for batch in read_chunk(Chunk(bootstrap, ssp.system, ssp.stream, ssp.partition, start, ends[ssp])):
                 rows.append(batch.to_pandas()[names])
     finally:

@@ -1,19 +1,14 @@
-"""One micro-batch on Spark: plan -> read and route -> shuffle by process slot -> process and sink -> commit.
+"""One micro-batch on Spark: plan -> read, route, process and sink per process slot -> commit.
 
 On the driver, the plan: offset ranges from the virtual tasks' checkpoints (or, behind an upload still
 running, the previous batch's) up to the high watermarks, written ahead to the store. Then one Spark job
-of two stages, both in Python workers (mapInArrow):
-- read: `spark.range(n, numPartitions=n)`; Spark task i reads the offset chunks packed into read task i
-  with a Kafka consumer (assign + seek), so an SSP is read once whatever the factor, and routes each record
-  as it reads it (`batch.reader.RouteTable`): the hash of its key (of its offset, for a null key) gives its
-  key bucket, the bucket's owning virtual task and that task's process slot; the record is marked skipped
-  when the task has processed it (below its checkpoint offset, or under one of its watermarks). The counts
-  ride along as observed metrics.
-- process: the JVM drops the skipped rows and shuffles the rest by slot (`repartition`; slot values chosen
-  in `spark.partitioning` so that each process group has a partition, and a Python worker, of its own); each
-  worker sorts its rows by virtual task, SSP and offset (Arrow), runs the tasks' slices on a thread pool and
-  writes the sinks per (batch, virtual task) (`batch.processing`); a job with stores restores them first and
-  ends with a snapshot. One summary row per virtual task comes back to the driver.
+of one stage, over the job's placed slots (`spark.placement`: one cached partition per process slot, so a
+slot runs on the same executor batch after batch): slot i's task reads the offset chunks of the SSPs its
+virtual tasks own buckets of with a Kafka consumer (assign + seek), keeps the records of its own tasks'
+buckets that they have not processed yet (`batch.reader`), sorts them by virtual task, SSP and offset, runs
+the tasks' slices on a thread pool and writes the sinks per (batch, virtual task) (`batch.processing`); a
+job with stores restores them first and ends with a snapshot. One summary row per virtual task comes back
+to the driver, with what it read and skipped.
 On the driver again, the new checkpoints, and their commit: one fenced transaction, run synchronously, or
 on the upload thread while the next batch runs (async commit); the job's lease is held all along.
 """
@@ -30,16 +25,15 @@ from dataclasses import replace
 from functools import cached_property, partial
 from typing import Any
 
-from pyspark.sql import DataFrame, Observation, Row, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import Row, SparkSession
 
 from elasticity.api.stream import ApplicationDescriptor, load_application
 from elasticity.batch.async_commit import AsyncCommitter
 from elasticity.batch.coordinator import JobCoordinator
 from elasticity.batch.lease import held_lease
 from elasticity.batch.planning import advance, plan_ranges, start_offsets
-from elasticity.batch.processing import ROUTED_DDL, SUMMARY_DDL, ProcessContext, process_partition
-from elasticity.batch.reader import ROUTED_READ_DDL, Owner, RouteTable, chunks, read_assigned, read_tasks
+from elasticity.batch.processing import SUMMARY_DDL, ProcessContext, run_slots
+from elasticity.batch.reader import Owner, RouteTable, SlotReads, chunks
 from elasticity.batch.sink_identity import guard_sinks
 from elasticity.batch.sinks import delete_batches
 from elasticity.checkpoint.batch_plan import BatchPlan
@@ -48,17 +42,19 @@ from elasticity.checkpoint.task_checkpoint import CheckpointId, TaskCheckpoint, 
 from elasticity.config import BLOB_STORE_FACTORY, JobConfig
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 from elasticity.jobmodel.object_mapper import ssp_from_key, ssp_to_key
-from elasticity.kafka.admin import create_topic, resolve_bootstrap
+from elasticity.kafka.admin import Kafka, client_settings, create_topic
 from elasticity.kafka.consumer import KafkaInputs
 from elasticity.metrics.job_metrics import batch_metrics, per_message_ns
 from elasticity.metrics.reporters import Reporters
 from elasticity.metrics.summary import BatchSummary
-from elasticity.spark.partitioning import slot_values
+from elasticity.spark.placement import placed_slots, rebalance
 from elasticity.state.backends.blob_manager import BlobStoreManager
 from elasticity.state.backends.blobstore import await_durable
 from elasticity.state.store_config import StorageConfig, state_dir
 from elasticity.state.table import SideInputBatch, TableBatch, TableSource, resolve_tables
 from elasticity.state.worker import BatchState
+
+RECENT_BATCHES = 10  # the executors these used are the ones a job's slots should spread over
 
 
 class BatchFailed(RuntimeError):
@@ -119,12 +115,13 @@ class MicroBatchEngine:
                 TableBatch(
                     name=t.name,
                     targets=tuple((ssp, o) for ssp, o in sorted(recorded.items()) if ssp.system_stream in t.streams),
-                    bootstraps=tuple((s, resolve_bootstrap(self.config, s)) for s in systems),
+                    bootstraps=tuple((s, client_settings(self.config, s)) for s in systems),
                     serdes=tuple((s, self.config.serde(s, "key"), self.config.serde(s, "msg")) for s in systems),
                     processor_factory=t.processor_factory,
                 )
             )
-        return SideInputBatch(str(state_dir(self.config)), tuple(out))
+        configured = state_dir(self.config)
+        return SideInputBatch(self.job, str(configured) if configured else None, tuple(out))
 
     def _await_state(self, cps: Iterable[TaskCheckpoint], timeout_s: float) -> None:
         """Before a checkpoint is written: its blob-store snapshots, uploading in the workers, are durable."""
@@ -230,17 +227,18 @@ class MicroBatchEngine:
         durations = {"plan": _ms(t0)}
 
         t = time.perf_counter()
-        rows, observed = self._read_and_process(plan, generation, cps)
+        rows = self._read_and_process(plan, generation, cps)
         durations["spark"] = _ms(t)
-        durations["process"] = round(max((r.group_ns for r in rows), default=0) / 1e6, 1)
+        durations["read"] = round(max((r.read_ns for r in rows), default=0) / 1e6, 1)
+        durations["process"] = round(max((r.group_ns - r.read_ns for r in rows), default=0) / 1e6, 1)
 
         t = time.perf_counter()
         new_cps = self._new_checkpoints(plan, cps, rows)
         durations["checkpoint"] = _ms(t)  # the batch's new checkpoints (SEP-32's checkpoint-compute-ns is a rescale's)
 
-        metrics = self._batch_metrics(durations, observed, new_cps, rows)
+        metrics = self._batch_metrics(durations, new_cps, rows)
         summary = self._summary(generation, plan, new_cps, self._high_watermarks(plan), durations, metrics)
-        _count(summary, rows, observed)
+        _count(summary, rows)
         summary.replayed = pending is not None
         summary.durations_ms["total"] = _ms(t0)
         summary.finished_ms = int(time.time() * 1000)
@@ -294,28 +292,15 @@ class MicroBatchEngine:
             self.job, generation.number, ranges, owner, after=after, side_inputs=self._side_input_offsets()
         ), high
 
-    def _read_and_process(
-        self, plan: BatchPlan, generation: Generation, cps: dict[TaskName, TaskCheckpoint]
-    ) -> tuple[list[Row], dict[str, Any]]:
-        """Read+route -> shuffle by process slot -> process, as one Spark job: no cached intermediate, no extra
-        action. Returns each virtual task's summary row, and the read's counts, which ride along as observed
-        metrics (records read, skipped as already processed, ns spent hashing keys)."""
-        obs = Observation("read")
-        routed = self._read_routed(plan, generation, cps).observe(
-            obs,
-            F.count(F.lit(1)).alias("read"),
-            F.sum(F.col("skip").cast("long")).alias("skipped"),
-            F.sum("hash_ns").alias("hash_ns"),
-        )
+    def _read_and_process(self, plan: BatchPlan, generation: Generation, cps: dict[TaskName, TaskCheckpoint]) -> list[Row]:
+        """One Spark job of one stage over the placed slots: each slot reads, routes and processes its own
+        records. Returns each virtual task's summary row."""
         slots = len(generation.job_model.containers) * self.config.container_process_count
-        rows = (
-            routed.where(~F.col("skip"))
-            .select(*[c.split()[0] for c in ROUTED_DDL.split(", ")])
-            .repartition(slots, "slot")
-            .mapInArrow(partial(process_partition, self._context(plan, generation, cps)), SUMMARY_DDL)
-            .collect()
-        )
-        return rows, obs.get
+        work = partial(run_slots, self._context(plan, generation, cps), self._slot_reads(plan, generation, cps))
+        rows = placed_slots(self.spark, slots).mapInArrow(work, SUMMARY_DDL).collect()
+        recent = {e for m in self.store.metrics(self.job, limit=RECENT_BATCHES) for e in m["metrics"].get("executors", ())}
+        rebalance(self.spark, slots, {r.executor for r in rows}, recent)
+        return rows
 
     def _new_checkpoints(
         self, plan: BatchPlan, cps: dict[TaskName, TaskCheckpoint], rows: list[Row]
@@ -331,7 +316,6 @@ class MicroBatchEngine:
     def _batch_metrics(
         self,
         durations: dict[str, float],
-        observed: dict[str, Any],
         new_cps: dict[TaskName, TaskCheckpoint],
         rows: list[Row],
     ) -> dict[str, Any]:
@@ -339,13 +323,15 @@ class MicroBatchEngine:
         metrics: dict[str, Any] = {
             "total-input-consumption-ns": int((durations["spark"] - durations["process"]) * 1e6),
             # per message, as SEP-32 means it: the hashing alone, timed in each Arrow batch of the read (RouteTable)
-            "keyhash-compute-ns": per_message_ns(observed["hash_ns"] or 0, observed["read"]),
+            "keyhash-compute-ns": per_message_ns(sum(r.hash_ns for r in rows), sum(r.read for r in rows)),
+            "executors": sorted({r.executor for r in rows}),
         }
         if self.storage is not None:
             metrics.update(_state_metrics(new_cps, rows))
-        metrics["process-ns"] = {r.task_name: r.process_ns for r in rows}  # per virtual task: its slice
-        metrics["process-ns-per-message"] = per_message_ns(sum(r.process_ns for r in rows), sum(r.records for r in rows))
-        metrics["records"] = {r.task_name: r.records for r in rows}  # per virtual task: its records/s on the job page
+        ran = [r for r in rows if r.records]
+        metrics["process-ns"] = {r.task_name: r.process_ns for r in ran}  # per virtual task: its slice
+        metrics["process-ns-per-message"] = per_message_ns(sum(r.process_ns for r in ran), sum(r.records for r in ran))
+        metrics["records"] = {r.task_name: r.records for r in ran}  # per virtual task: its records/s on the job page
         return metrics
 
     def _high_watermarks(self, plan: BatchPlan) -> dict[SystemStreamPartition, int]:
@@ -354,12 +340,12 @@ class MicroBatchEngine:
         high.update(self.inputs.offsets(list(high), "upcoming"))
         return high
 
-    # --- stages ---------------------------------------------------------------
+    # --- placement ---------------------------------------------------------------
 
-    def _read_routed(self, plan: BatchPlan, generation: Generation, cps: dict[TaskName, TaskCheckpoint]) -> DataFrame:
-        """Each chunk read by one Spark task, which routes every record to its virtual task (RouteTable)."""
+    def _slot_reads(self, plan: BatchPlan, generation: Generation, cps: dict[TaskName, TaskCheckpoint]) -> SlotReads:
+        """What each slot reads: the chunks of its tasks' SSPs, and which task and slot own each key bucket."""
         systems = {r.ssp.system for r in plan.ranges}
-        bootstraps = {s: resolve_bootstrap(self.config, s) for s in systems}
+        bootstraps = {s: client_settings(self.config, s) for s in systems}
         cs = chunks([r for r in plan.ranges if r.size > 0], bootstraps, self.config.read_chunk_records)
         slot_of = self._slots(generation)
         owners: dict[tuple[str, str, int], dict[int, Owner]] = {}
@@ -371,21 +357,15 @@ class MicroBatchEngine:
                     cp.watermarks.get(ssp, ()),
                     slot_of[name],
                 )
-        tasks = read_tasks(cs, self.config.read_chunk_records)
-        n = max(tasks, default=0) + 1
-        assigned = [[c for c, t in zip(cs, tasks, strict=True) if t == i] for i in range(n)]
-        return self.spark.range(0, n, 1, n).mapInArrow(
-            partial(read_assigned, assigned, RouteTable(generation.factor, owners)), ROUTED_READ_DDL
-        )
+        return SlotReads.of(RouteTable(generation.factor, owners), cs)
 
     def _slots(self, generation: Generation) -> dict[TaskName, int]:
-        """Each virtual task's process group: a container's tasks are dealt round-robin over
-        `job.container.process.count` groups, each group one Spark partition and one Python
-        worker (no GIL shared between groups); a task stays whole, in offset order, in one."""
+        """Each virtual task's process slot: a container's tasks are dealt round-robin over
+        `job.container.process.count` slots, each one Spark task and one Python worker (no GIL shared
+        between slots); a task stays whole, in offset order, in one."""
         per = self.config.container_process_count
-        values = slot_values(len(generation.job_model.containers) * per)
         return {
-            t.task_name: values[ci * per + ti % per]
+            t.task_name: ci * per + ti % per
             for ci, c in enumerate(generation.job_model.containers)
             for ti, t in enumerate(c.tasks)
         }
@@ -395,14 +375,16 @@ class MicroBatchEngine:
         app = self.app
         kafka_outputs = [o for o in app.outputs.values() if o.kind == "kafka"]
         kafka_systems = {s.system for s in c.inputs} | {o.system for o in kafka_outputs}
-        bootstraps = {}
+        bootstraps: dict[str, Kafka] = {}
         for s in kafka_systems:
             with contextlib.suppress(ConnectionError):  # no broker: no Kafka output on this system
-                bootstraps[s] = resolve_bootstrap(c, s)
+                bootstraps[s] = client_settings(c, s, "producer")
         if kafka_outputs:
             partitions = max(self.inputs.partition_counts(c.inputs).values())
             for o in kafka_outputs:
-                create_topic(bootstraps[o.system], o.name, partitions)  # intermediate streams get the inputs' width
+                create_topic(
+                    client_settings(c, o.system, "admin"), o.name, partitions
+                )  # intermediate streams get the inputs' width
         return ProcessContext(
             job_name=c.job_name,
             batch_id=plan.batch_id,
@@ -483,11 +465,11 @@ class MicroBatchEngine:
         )
 
 
-def _count(summary: BatchSummary, rows: list[Row], observed: dict[str, Any]) -> None:
-    """The batch's record counts: read and skipped as already processed (observed in the read), processed,
-    dead-lettered and output (the slices' rows), and why tasks stopped."""
-    summary.records_read = observed["read"]
-    summary.skipped = observed["skipped"] or 0
+def _count(summary: BatchSummary, rows: list[Row]) -> None:
+    """The batch's record counts: read from the tasks' buckets and skipped as already processed, processed,
+    dead-lettered and output, and why tasks stopped."""
+    summary.records_read = sum(r.read for r in rows)
+    summary.skipped = sum(r.skipped for r in rows)
     summary.processed = sum(r.processed for r in rows)
     summary.dead_lettered = sum(r.dead_lettered for r in rows)
     summary.outputs = sum(r.outputs for r in rows)
@@ -535,7 +517,11 @@ def _state_metrics(cps: dict[TaskName, TaskCheckpoint], rows: list[Row]) -> dict
                 "markers": markers.get(store, {}),
                 **local.get(name.name, {}).get(store, {}),
             }
-    return {"store-metrics": totals, "stores": stores}
+    restores = {
+        "count": sum(t.get("restores", 0) for t in totals.values()),
+        "bytes": sum(t.get("restore-bytes", 0) for t in totals.values()),
+    }
+    return {"store-metrics": totals, "stores": stores, "state-restores": restores}
 
 
 def _lag_left(cps: dict[TaskName, TaskCheckpoint], high: dict[SystemStreamPartition, int]) -> int:

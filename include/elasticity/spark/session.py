@@ -44,6 +44,11 @@ def session(config: JobConfig, app_name: str | None = None, target: SparkTarget 
     return spark
 
 
+def preload_connect() -> None:
+    """Import the Spark Connect client ahead of time (it checks pandas and grpc: ~0.4 s), e.g. while a lag probe runs."""
+    import pyspark.sql.connect.session  # noqa: F401
+
+
 def ship_library(spark: SparkSession) -> None:
     """Make `elasticity` importable on executors that do not have it installed (cluster mode).
     The archive is named by its content: a warm Connect session keeps the version it has."""

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from elasticity.api.descriptors import StoreDescriptor
 from elasticity.checkpoint.task_checkpoint import CheckpointId, CheckpointV2
 from elasticity.config import BLOB_STORE_FACTORY, KAFKA_CHANGELOG_FACTORY
+from elasticity.config.kafka_clients import SystemClients
 from elasticity.jobmodel.model import TaskModel, TaskName
 from elasticity.state.backends import StateBackend, StoreContext
 from elasticity.state.backends.blob_manager import BlobStoreManager
@@ -35,7 +36,7 @@ class ContainerStorageManager:
     ) -> None:
         """`changelog_partitions`: the job's task count (partitions of each changelog topic)."""
         self.config = config
-        self._clients: dict[str, ChangelogClient] = {}
+        self._clients: dict[SystemClients, ChangelogClient] = {}
         self._blobs: BlobStoreManager | None = None
         self.tasks: dict[TaskName, dict[str, TaskStore]] = {}
         for task in tasks:
@@ -54,7 +55,7 @@ class ContainerStorageManager:
                 if ctx.config.changelog is not None:
                     factories[KAFKA_CHANGELOG_FACTORY] = None  # the fallback of last resort: bootstrap
                 stores[d.name] = TaskStore(
-                    ctx, config.state_dir, {f: self._backend(f, ctx, changelog_partitions) for f in factories}
+                    ctx, config.local_state_dir(), {f: self._backend(f, ctx, changelog_partitions) for f in factories}
                 )
             self.tasks[task.task_name] = stores
         self.committers = {t: TaskStorageCommitManager(t, s) for t, s in self.tasks.items()}
@@ -63,8 +64,9 @@ class ContainerStorageManager:
 
     def _backend(self, factory: str, ctx: StoreContext, partitions: int) -> StateBackend:
         if factory == KAFKA_CHANGELOG_FACTORY:
-            assert ctx.config.changelog_bootstrap is not None
-            client = self._clients.setdefault(ctx.config.changelog_bootstrap, ChangelogClient(ctx.config.changelog_bootstrap))
+            kafka = ctx.config.changelog_kafka
+            assert kafka is not None
+            client = self._clients.setdefault(kafka, ChangelogClient(kafka))
             return KafkaChangelogStateBackend(ctx, client, partitions)
         if factory == BLOB_STORE_FACTORY:
             if self._blobs is None:

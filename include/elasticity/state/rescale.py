@@ -416,8 +416,8 @@ def _changelog_image(ctx: StoreContext, db, task_count: int) -> str:
     """Append the new state to the task's changelog partition; the marker of its last record."""
     from elasticity.state.backends.changelog import ChangelogClient, KafkaChangelogMarker, KafkaChangelogStateBackend
 
-    assert ctx.config.changelog_bootstrap is not None
-    client = ChangelogClient(ctx.config.changelog_bootstrap)
+    assert ctx.config.changelog_kafka is not None
+    client = ChangelogClient(ctx.config.changelog_kafka)
     try:
         backend = KafkaChangelogStateBackend(ctx, client, task_count)  # creates or widens the topic
         stale = {k for _, k, _ in client.read(backend.tp, 0, None) if k is not None and ctx.owns(k)}

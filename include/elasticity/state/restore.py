@@ -95,6 +95,8 @@ def _from_backend(ts: TaskStore, checkpoint: CheckpointV2, factory: str, marker:
     dirs.root.mkdir(parents=True, exist_ok=True)
     try:
         restored = ts.backends[factory].restore(marker, tmp)
+        ts.metrics.restores += 1
+        ts.metrics.restore_bytes += sum(f.stat().st_size for f in tmp.rglob("*") if f.is_file())
         write_checkpoint_id(tmp, checkpoint.checkpoint_id)
         target = dirs.checkpoint(checkpoint.checkpoint_id)
         _wipe(target)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from elasticity.api.descriptors import StoreDescriptor
 from elasticity.config import KAFKA_CHANGELOG_FACTORY, KEYS, ConfigError, JobConfig, elasticity_home, parse_factories
+from elasticity.config.kafka_clients import SystemClients
 from elasticity.jobmodel.model import SystemStream
 
 
@@ -25,7 +26,7 @@ class StoreConfig:
     backup_factories: tuple[str, ...]
     restore_factories: tuple[str, ...]
     changelog: SystemStream | None
-    changelog_bootstrap: str | None
+    changelog_kafka: SystemClients | None  # how the changelog's clients connect
     blob_retain: int = 2
 
 
@@ -33,7 +34,7 @@ class StoreConfig:
 class StorageConfig:
     job_name: str
     job_id: str
-    state_dir: Path
+    state_dir: Path | None  # None: this host's $ELASTICITY_HOME/<job>/state (see local_state_dir)
     blob_uri: str
     stores: tuple[StoreConfig, ...]
     transactional: bool = True
@@ -52,6 +53,9 @@ class StorageConfig:
         backends = len({f for s in self.stores for f in s.restore_factories}) or 1
         return min(max(2 * tasks * backends, self.restore_pool_size), self.restore_pool_max_size)
 
+    def local_state_dir(self) -> Path:
+        return local_state_dir(self.state_dir, self.job_name)
+
     def store(self, name: str) -> StoreConfig:
         for s in self.stores:
             if s.name == name:
@@ -61,7 +65,7 @@ class StorageConfig:
     @classmethod
     def of(cls, config: JobConfig, descriptors: Sequence[StoreDescriptor]) -> StorageConfig:
         """The stores an app declares, configured by the job; a key naming an undeclared store fails."""
-        from elasticity.kafka.admin import resolve_bootstrap
+        from elasticity.kafka.admin import system_clients
 
         raw = config.raw_map
         declared = {d.name for d in descriptors}
@@ -90,21 +94,21 @@ class StorageConfig:
         for d in descriptors:
             pre = f"stores.{d.name}."
             changelog = config.changelog(d.name)
-            kafka: tuple[str, ...] = (KAFKA_CHANGELOG_FACTORY,) if changelog else ()
+            by_changelog: tuple[str, ...] = (KAFKA_CHANGELOG_FACTORY,) if changelog else ()
             backup = listed(pre + "backup.factories")
             if backup is None:
-                backup = listed("stores.backup.factories") or kafka
+                backup = listed("stores.backup.factories") or by_changelog
             restore = listed(pre + "restore.factories")
             if restore is None:
                 restore = listed(pre + "restore.factory")
             if restore is None:
-                restore = listed("stores.restore.factories") or kafka or backup
+                restore = listed("stores.restore.factories") or by_changelog or backup
             if KAFKA_CHANGELOG_FACTORY in backup + restore and changelog is None:
                 raise ConfigError(
                     f"{pre}changelog is required: store {d.name!r} uses the Kafka changelog backend; expected system.stream"
                 )
-            bootstrap = resolve_bootstrap(config, changelog.system) if changelog else None
-            stores.append(StoreConfig(d.name, backup, restore, changelog, bootstrap, config.value(pre + "blob.retain")))
+            kafka = system_clients(config, changelog.system) if changelog else None
+            stores.append(StoreConfig(d.name, backup, restore, changelog, kafka, config.value(pre + "blob.retain")))
         return cls(
             job_name=config.job_name,
             job_id=config.job_id,
@@ -120,6 +124,12 @@ class StorageConfig:
         )
 
 
-def state_dir(config: JobConfig) -> Path:
-    """`job.state.dir`, default `$ELASTICITY_HOME/<job>/state`: the stores' and the tables' local folders."""
-    return Path(config.job_state_dir or elasticity_home() / config.job_name / "state")
+def state_dir(config: JobConfig) -> Path | None:
+    """`job.state.dir` as configured, or None for the default, which each host resolves for itself."""
+    return Path(config.job_state_dir) if config.job_state_dir else None
+
+
+def local_state_dir(configured: Path | str | None, job_name: str) -> Path:
+    """The stores' and the tables' local folders: `job.state.dir`, default `$ELASTICITY_HOME/<job>/state` of
+    the host they open on (resolved there, not on the driver: on a cluster, each executor's own disk)."""
+    return Path(configured) if configured else elasticity_home() / job_name / "state"

@@ -18,6 +18,8 @@ class StoreMetrics:
     delete_ns: int = 0
     store_identify_ns: int = 0
     restore_ns: int = 0
+    restores: int = 0  # from a backend (the blob store, the changelog): not open or local already
+    restore_bytes: int = 0  # the restored store's size on disk: what those restores brought over
     snapshot_ns: int = 0
     upload_ns: int = 0
     bytes_uploaded: int = 0  # by the last commit

@@ -38,8 +38,10 @@ from elasticity.api.descriptors import TableDescriptor
 from elasticity.config import ConfigError, JobConfig, parse_side_inputs
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition
 from elasticity.jobmodel.object_mapper import ssp_to_key
+from elasticity.kafka.admin import Kafka, settings
 from elasticity.serializers import DESERIALIZERS, SERIALIZERS, RecordSerdeError, deserialize
 from elasticity.state.rocksdb import open_db
+from elasticity.state.store_config import local_state_dir
 
 log = logging.getLogger(__name__)
 OFFSETS_FILE = "OFFSETS"
@@ -85,14 +87,15 @@ class TableBatch:
 
     name: str
     targets: tuple[tuple[SystemStreamPartition, int], ...]  # side-input partition -> read up to (exclusive)
-    bootstraps: tuple[tuple[str, str], ...]  # system -> bootstrap
+    bootstraps: tuple[tuple[str, Kafka], ...]  # system -> its consumer's settings
     serdes: tuple[tuple[str, str, str], ...]  # system -> key serde, msg serde of the side-input records
     processor_factory: str | None = None
 
 
 @dataclass(frozen=True)
 class SideInputBatch:
-    state_dir: str
+    job_name: str
+    state_dir: str | None  # None: this host's default (store_config.local_state_dir)
     tables: tuple[TableBatch, ...]
 
 
@@ -171,11 +174,11 @@ class SideInputTable:
 
     @staticmethod
     def _read(
-        bootstrap: str, ssp: SystemStreamPartition, start: int, end: int
+        bootstrap: Kafka, ssp: SystemStreamPartition, start: int, end: int
     ) -> list[tuple[int, bytes | None, bytes | None, int]]:
         from kafka import KafkaConsumer, TopicPartition
 
-        c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, client_id="elasticity-side-input")
+        c = KafkaConsumer(**settings(bootstrap).kwargs(client_id="elasticity-side-input"), enable_auto_commit=False)
         try:
             tp = TopicPartition(ssp.stream, ssp.partition)
             c.assign([tp])
@@ -217,7 +220,7 @@ class SlotTables:
         try:
             for tb in batch.tables:
                 d = descriptors[tb.name]
-                folder = Path(batch.state_dir) / "side-inputs" / tb.name / f"slot-{slot}"
+                folder = local_state_dir(batch.state_dir, batch.job_name) / "side-inputs" / tb.name / f"slot-{slot}"
                 table = self.tables[tb.name] = SideInputTable(folder, d, tb, _processor(d, tb.processor_factory))
                 table.catch_up()
         except BaseException:

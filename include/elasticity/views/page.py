@@ -206,6 +206,25 @@ def _quality(view: JobView) -> str:
     )
 
 
+def _batches(view: JobView, limit: int = 10) -> str:
+    """The latest batches: what they did, where they ran, and the stores they had to restore (a slot that moved
+    executor restores its stores from their backends)."""
+    rows = []
+    for b in reversed(view.batches[-limit:]):
+        m = b.get("metrics", {})
+        r = m.get("state-restores", {})
+        rows.append(
+            f"<tr><td class=num>{b['batch_id']}</td><td class=num>{b['factor']}</td><td class=num>{b['processed']:,}</td>"
+            f"<td class=num>{b['durations_ms'].get('total', 0) / 1000:.2f}</td><td class=num>{r.get('count', 0)}</td>"
+            f"<td class=num>{r.get('bytes', 0):,}</td><td>{_e(', '.join(m.get('executors', [])))}</td></tr>"
+        )
+    return (
+        "<table id=batches><tr><th class=num>batch</th><th class=num>factor</th><th class=num>processed</th>"
+        "<th class=num>seconds</th><th class=num>store restores</th><th class=num>bytes restored</th><th>executors</th></tr>"
+        f"{''.join(rows)}</table>"
+    )
+
+
 def render(view: JobView, page: int = 1, can_trigger: bool = True) -> str:
     head = f"""<!doctype html><html><head><meta charset="utf-8"><title>Elastic job {_e(view.job)}</title>
 <style>{CSS}{CHART_CSS}</style></head><body><header><h1>Elastic job {_e(view.job)}</h1>
@@ -243,6 +262,7 @@ data-can-trigger="{"true" if can_trigger else "false"}"><label>New factor <input
     )
     return f"""{head}<div class=cards>{cards}</div>
 <section><h2>Effect of scaling</h2>{lag_note}<div class=charts>{"".join(svg(c) for c in charts(view.batches))}</div></section>
+<section><h2>Recent batches</h2>{_batches(view)}</section>
 <section><h2>Rescale</h2>{form}</section>
 <section><h2>Scale policy</h2>{_policy(view.policy)}</section>
 <section><h2>Virtual tasks and checkpoints</h2>{_tasks(view, page)}</section>

@@ -28,6 +28,7 @@ from elasticity import faults
 from elasticity.checkpoint.state_markers import KafkaChangelogMarker
 from elasticity.checkpoint.task_checkpoint import CheckpointId
 from elasticity.config import KAFKA_CHANGELOG_FACTORY
+from elasticity.config.kafka_clients import SystemClients
 from elasticity.jobmodel.model import SystemStreamPartition
 from elasticity.jobmodel.tasknames import parse_task_name
 from elasticity.kafka.admin import TopicError, admin_client, probe
@@ -36,14 +37,15 @@ from elasticity.state.kv import KeyValueStore
 from elasticity.state.rocksdb import open_db
 
 COMPACTED = {"cleanup.policy": "compact"}
+ORDERED_ACKED = {"acks": "all", "max_in_flight_requests_per_connection": 1}
 READ_IDLE_POLLS = 30  # one-second polls without a record before a read gives up
 
 
 class ChangelogClient:
     """One producer per container and broker, shared by every store's backend (thread-safe)."""
 
-    def __init__(self, bootstrap: str) -> None:
-        self.bootstrap = bootstrap
+    def __init__(self, kafka: SystemClients) -> None:
+        self.kafka = kafka
         self._producer: KafkaProducer | None = None
         self._lock = threading.Lock()
         self._topics: set[str] = set()
@@ -52,13 +54,10 @@ class ChangelogClient:
     def producer(self) -> KafkaProducer:
         with self._lock:
             if self._producer is None:
-                probe(self.bootstrap)
+                probe(self.kafka.producer)
+                # the marker is the offset of the last record sent: every send acknowledged, in order, whatever acks says
                 self._producer = KafkaProducer(
-                    bootstrap_servers=self.bootstrap,
-                    acks="all",
-                    linger_ms=5,
-                    batch_size=512 * 1024,
-                    max_in_flight_requests_per_connection=1,
+                    **{**self.kafka.producer.kwargs(linger_ms=5, batch_size=512 * 1024), **ORDERED_ACKED}
                 )
             return self._producer
 
@@ -67,7 +66,7 @@ class ChangelogClient:
         with self._lock:
             if topic in self._topics:
                 return
-            with admin_client(self.bootstrap) as admin:
+            with admin_client(self.kafka.admin) as admin:
                 described = [t for t in admin.describe_topics([topic]) if t["error_code"] == 0 and t["partitions"]]
                 if not described:
                     result = admin.create_topics([NewTopic(topic, partitions, 1, topic_configs=COMPACTED)], raise_errors=False)
@@ -103,13 +102,12 @@ class ChangelogClient:
                     yield rec.offset, rec.key, rec.value
 
     def _consumer(self) -> KafkaConsumer:
-        probe(self.bootstrap)
+        probe(self.kafka.consumer)
         return KafkaConsumer(
-            bootstrap_servers=self.bootstrap,
+            **self.kafka.consumer.kwargs(
+                client_id="elasticity-changelog", max_partition_fetch_bytes=8 << 20, fetch_max_bytes=64 << 20
+            ),
             enable_auto_commit=False,
-            client_id="elasticity-changelog",
-            max_partition_fetch_bytes=8 << 20,
-            fetch_max_bytes=64 << 20,
         )
 
     def close(self) -> None:

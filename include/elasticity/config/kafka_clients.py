@@ -1,0 +1,457 @@
+"""Kafka client settings as Samza passes them: `systems.<system>.consumer.*`, `producer.*` and `admin.*`
+hold Kafka's own property names, which become kafka-python's keyword arguments here, for every client the
+project opens (reads, lag probe, admin, changelog, side inputs, producers).
+
+A property kafka-python cannot honour (a JKS store, GSSAPI, an unknown name) is refused naming the key and
+what is supported, never dropped. Secrets (`ssl.key.password`, `sasl.jaas.config`) never leave this module
+in clear: `KafkaClientSettings`' repr, the config's repr and stored job model, and every error mask them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from elasticity.config.parsers import Parser, Refused, choice, int_range
+
+ROLES = ("consumer", "producer", "admin")
+"""Client roles, as Samza names their prefixes. The admin client takes the consumer's properties
+(Samza builds its admin client from the consumer config), then its own `admin.*`."""
+
+MASK = "***"
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_LOGIN_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+
+
+def _text(text: str) -> str:
+    if not text.strip():
+        raise ValueError
+    return text.strip()
+
+
+def _pem_only(what: str) -> Parser[str]:
+    def parse(text: str) -> str:
+        if text.strip().upper() != "PEM":
+            raise Refused(f"kafka-python reads PEM files only; convert a JKS or PKCS12 {what} with keytool and openssl")
+        return "PEM"
+
+    return Parser(parse, "PEM")
+
+
+def _mechanism(text: str) -> str:
+    name = text.strip().upper()
+    if name not in SASL_MECHANISMS:
+        why = {"GSSAPI": "Kerberos is not supported here", "OAUTHBEARER": "it needs a token callback, a Java class here"}
+        raise Refused(why.get(name, "kafka-python knows no such mechanism"))
+    return name
+
+
+def _endpoint_identification(text: str) -> bool:
+    if text.strip().lower() not in ("", "https"):
+        raise ValueError
+    return text.strip().lower() == "https"
+
+
+def _boolean(text: str) -> bool:
+    return {"true": True, "false": False}[text.strip().lower()]
+
+
+def _offset_reset(text: str) -> str:
+    return {"earliest": "earliest", "smallest": "earliest", "latest": "latest", "largest": "latest"}[text.strip().lower()]
+
+
+_ENDPOINT = Parser(_endpoint_identification, "https (check the broker's host name) or empty (do not)")
+_BOOLEAN = Parser(_boolean, "true or false")
+_BYTES, _MS = int_range(0), int_range(0)
+
+
+@dataclass(frozen=True)
+class KafkaProperty:
+    """One Kafka client property: its kafka-python argument (None: read by another property's mapping), the roles
+    it applies to, and whether its value is a secret."""
+
+    name: str
+    arg: str | None
+    parser: Parser[Any]
+    roles: tuple[str, ...]
+    doc: str
+    secret: bool = False
+
+
+_ALL, _CONSUMER, _PRODUCER = ROLES, ("consumer",), ("producer",)
+PROPERTIES: tuple[KafkaProperty, ...] = (
+    KafkaProperty(
+        "security.protocol",
+        "security_protocol",
+        choice({p: p for p in SECURITY_PROTOCOLS}),
+        _ALL,
+        "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.",
+    ),
+    KafkaProperty("ssl.truststore.type", None, _pem_only("truststore"), _ALL, "PEM (required with a truststore location)."),
+    KafkaProperty(
+        "ssl.truststore.location",
+        "ssl_cafile",
+        Parser(_text, "a PEM file of CA certificates"),
+        _ALL,
+        "CA certificates (PEM) the broker's certificate must chain to; default: the system's.",
+    ),
+    KafkaProperty("ssl.keystore.type", None, _pem_only("keystore"), _ALL, "PEM (required with a keystore location)."),
+    KafkaProperty(
+        "ssl.keystore.location",
+        "ssl_certfile",
+        Parser(_text, "a PEM file holding the client's key and certificate chain"),
+        _ALL,
+        "The client's private key and certificate chain (PEM), for mutual TLS.",
+    ),
+    KafkaProperty(
+        "ssl.key.password",
+        "ssl_password",
+        Parser(_text, "the password of the keystore's private key"),
+        _ALL,
+        "Password of the keystore's private key.",
+        secret=True,
+    ),
+    KafkaProperty(
+        "ssl.endpoint.identification.algorithm",
+        "ssl_check_hostname",
+        _ENDPOINT,
+        _ALL,
+        "https (Kafka's default: check the broker's host name) or empty.",
+    ),
+    KafkaProperty(
+        "sasl.mechanism",
+        "sasl_mechanism",
+        Parser(_mechanism, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
+        _ALL,
+        "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.",
+    ),
+    KafkaProperty(
+        "sasl.jaas.config",
+        None,
+        Parser(_text, "a JAAS login module line"),
+        _ALL,
+        "The login module with username and password (PlainLoginModule or ScramLoginModule).",
+        secret=True,
+    ),
+    KafkaProperty("client.id", "client_id", Parser(_text, "a client id"), _ALL, "Client id in the broker's logs and quotas."),
+    KafkaProperty("request.timeout.ms", "request_timeout_ms", int_range(1), _ALL, "How long a request may wait for its answer."),
+    KafkaProperty("connections.max.idle.ms", "connections_max_idle_ms", _MS, _ALL, "Idle connections close after this."),
+    KafkaProperty("metadata.max.age.ms", "metadata_max_age_ms", _MS, _ALL, "Metadata is refreshed at least this often."),
+    KafkaProperty("reconnect.backoff.ms", "reconnect_backoff_ms", _MS, _ALL, "Wait before reconnecting to a broker."),
+    KafkaProperty("reconnect.backoff.max.ms", "reconnect_backoff_max_ms", _MS, _ALL, "Longest wait before reconnecting."),
+    KafkaProperty("retry.backoff.ms", "retry_backoff_ms", _MS, _ALL, "Wait before retrying a failed request."),
+    KafkaProperty(
+        "receive.buffer.bytes", "receive_buffer_bytes", int_range(-1), _ALL, "TCP receive buffer (-1: the OS default)."
+    ),
+    KafkaProperty("send.buffer.bytes", "send_buffer_bytes", int_range(-1), _ALL, "TCP send buffer (-1: the OS default)."),
+    KafkaProperty(
+        "group.id",
+        "group_id",
+        Parser(_text, "a group id"),
+        _CONSUMER,
+        "Consumer group (partitions are assigned, not subscribed; no offsets are committed to it).",
+    ),
+    KafkaProperty(
+        "auto.offset.reset",
+        "auto_offset_reset",
+        Parser(_offset_reset, "earliest, latest (or smallest, largest)"),
+        _CONSUMER,
+        "Where a read starts when its offset is out of range.",
+    ),
+    KafkaProperty("fetch.min.bytes", "fetch_min_bytes", int_range(1), _CONSUMER, "Least data a fetch waits for."),
+    KafkaProperty("fetch.max.bytes", "fetch_max_bytes", _BYTES, _CONSUMER, "Most data one fetch returns."),
+    KafkaProperty("fetch.max.wait.ms", "fetch_max_wait_ms", _MS, _CONSUMER, "Longest a fetch waits for fetch.min.bytes."),
+    KafkaProperty(
+        "max.partition.fetch.bytes", "max_partition_fetch_bytes", _BYTES, _CONSUMER, "Most data a fetch returns per partition."
+    ),
+    KafkaProperty("max.poll.records", "max_poll_records", int_range(1), _CONSUMER, "Most records one poll returns."),
+    KafkaProperty("session.timeout.ms", "session_timeout_ms", int_range(1), _CONSUMER, "Group session timeout."),
+    KafkaProperty("heartbeat.interval.ms", "heartbeat_interval_ms", int_range(1), _CONSUMER, "Group heartbeat interval."),
+    KafkaProperty(
+        "isolation.level",
+        "isolation_level",
+        choice({"read_uncommitted": "read_uncommitted", "read_committed": "read_committed"}),
+        _CONSUMER,
+        "read_uncommitted or read_committed (transactional producers).",
+    ),
+    KafkaProperty("check.crcs", "check_crcs", _BOOLEAN, _CONSUMER, "Check each record batch's CRC."),
+    KafkaProperty(
+        "client.rack",
+        "client_rack",
+        Parser(_text, "a rack id"),
+        _CONSUMER,
+        "Rack of the client (fetch from the nearest replica).",
+    ),
+    KafkaProperty("acks", "acks", choice({"0": 0, "1": 1, "all": "all", "-1": "all"}), _PRODUCER, "0, 1 or all (-1)."),
+    KafkaProperty("linger.ms", "linger_ms", _MS, _PRODUCER, "Wait for more records before sending a batch."),
+    KafkaProperty("batch.size", "batch_size", _BYTES, _PRODUCER, "Largest record batch per partition."),
+    KafkaProperty(
+        "compression.type",
+        "compression_type",
+        choice({c: (None if c == "none" else c) for c in ("none", "gzip", "snappy", "lz4", "zstd")}),
+        _PRODUCER,
+        "none, gzip, snappy, lz4 or zstd.",
+    ),
+    KafkaProperty("max.request.size", "max_request_size", int_range(1), _PRODUCER, "Largest request the producer sends."),
+    KafkaProperty("retries", "retries", int_range(0), _PRODUCER, "Retries of a failed send."),
+    KafkaProperty(
+        "delivery.timeout.ms", "delivery_timeout_ms", int_range(1), _PRODUCER, "Longest a send may take, retries included."
+    ),
+    KafkaProperty("max.block.ms", "max_block_ms", _MS, _PRODUCER, "Longest send() blocks on a full buffer or metadata."),
+    KafkaProperty("enable.idempotence", "enable_idempotence", _BOOLEAN, _PRODUCER, "Idempotent producer."),
+    KafkaProperty(
+        "max.in.flight.requests.per.connection",
+        "max_in_flight_requests_per_connection",
+        int_range(1),
+        _PRODUCER,
+        "Unanswered requests per connection.",
+    ),
+)
+_BY_NAME = {p.name: p for p in PROPERTIES}
+SECRET_PROPERTIES = frozenset(p.name for p in PROPERTIES if p.secret)
+SECRET_ARGS = frozenset({"ssl_password", "sasl_plain_password"})
+
+UNSUPPORTED = {
+    "bootstrap.servers": "the admin client connects to systems.<system>.consumer.bootstrap.servers",
+    "ssl.truststore.password": "a PEM truststore has no password; give ssl.truststore.type=PEM",
+    "ssl.keystore.password": "a PEM keystore has no store password; its key's is ssl.key.password",
+    "ssl.truststore.certificates": "give the certificates as a file, ssl.truststore.location",
+    "ssl.keystore.key": "give the key and chain as a file, ssl.keystore.location",
+    "ssl.keystore.certificate.chain": "give the key and chain as a file, ssl.keystore.location",
+    "sasl.kerberos.service.name": "GSSAPI (Kerberos) is not supported; use PLAIN or SCRAM",
+    "sasl.login.callback.handler.class": "Java callback classes cannot run here; use PLAIN or SCRAM with sasl.jaas.config",
+    "sasl.client.callback.handler.class": "Java callback classes cannot run here; use PLAIN or SCRAM with sasl.jaas.config",
+    "enable.auto.commit": "the project commits offsets to its own checkpoints, never to Kafka",
+    "key.deserializer": "keys are read as bytes; systems.<system>.samza.key.serde decodes them",
+    "value.deserializer": "values are read as bytes; systems.<system>.samza.msg.serde decodes them",
+    "key.serializer": "keys are written as bytes; systems.<system>.samza.key.serde encodes them",
+    "value.serializer": "values are written as bytes; systems.<system>.samza.msg.serde encodes them",
+}
+
+
+def client_prefix(name: str) -> tuple[str, str, str] | None:
+    """(system, role, property) of a `systems.<system>.<role>.<property>` key, else None."""
+    m = re.match(r"^systems\.([^.]+)\.(consumer|producer|admin)\.(.+)$", name)
+    return (m[1], m[2], m[3]) if m else None
+
+
+def _refusal(role: str, prop: str) -> str:
+    known = _BY_NAME.get(prop)
+    if known is not None:
+        return f"Kafka property {prop!r} applies to {' and '.join(known.roles)} clients, not to the {role}"
+    why = UNSUPPORTED.get(prop, "kafka-python has no such setting here")
+    supported = [*(["bootstrap.servers"] if role != "admin" else []), *(p.name for p in PROPERTIES if role in p.roles)]
+    return f"Kafka {role} property {prop!r} is not supported ({why}); supported: {', '.join(supported)}"
+
+
+def property_problem(name: str) -> str | None:
+    """Why a `systems.<s>.<role>.<property>` key that no declaration matches is refused (None: not such a key)."""
+    parts = client_prefix(name)
+    if parts is None:
+        return None
+    return f"{name}: {_refusal(parts[1], parts[2])}"
+
+
+def shown(name: str, text: str) -> str:
+    """A key's value as errors, reprs and pages may show it: a secret's is masked."""
+    parts = client_prefix(name)
+    return MASK if parts is not None and parts[2] in SECRET_PROPERTIES else text
+
+
+_JAAS = re.compile(r"^\s*(?P<module>[\w.$]+)\s+(?:required|requisite|sufficient|optional)\s+(?P<options>.*?)\s*;\s*$", re.S)
+_JAAS_OPTION = re.compile(r'\s*([\w.-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s";]+))')
+
+
+def parse_jaas(text: str, mechanism: str) -> tuple[str, str]:
+    """(username, password) of a JAAS line, `<LoginModule> required username="..." password="...";`.
+    A ValueError never quotes the line (it holds the password)."""
+    m = _JAAS.match(text)
+    if m is None:
+        raise ValueError('expected `<LoginModule> required username="..." password="...";`')
+    module, options, rest = m["module"], {}, m["options"]
+    while rest.strip():
+        o = _JAAS_OPTION.match(rest)
+        if o is None:
+            raise ValueError('expected options as name="value" separated by spaces')
+        options[o[1]] = re.sub(r"\\(.)", r"\1", o[2]) if o[2] is not None else o[3]
+        rest = rest[o.end() :]
+    if module != _LOGIN_MODULES[mechanism]:
+        raise ValueError(f"sasl.mechanism={mechanism} logs in with {_LOGIN_MODULES[mechanism]}, not {module}")
+    missing = [o for o in ("username", "password") if not options.get(o)]
+    if missing:
+        raise ValueError(f"the login module needs {' and '.join(missing)}")
+    return options["username"], options["password"]
+
+
+def jaas_line(mechanism: str, username: str, password: str) -> str:
+    """The JAAS line Kafka expects for a SASL login (e.g. from an Airflow connection's login and password)."""
+
+    def quote(v: str) -> str:
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    module = _LOGIN_MODULES.get(mechanism.strip().upper(), _LOGIN_MODULES["PLAIN"])
+    return f"{module} required username={quote(username)} password={quote(password)};"
+
+
+@dataclass(frozen=True)
+class KafkaClientSettings:
+    """What one Kafka client is opened with: the bootstrap servers and kafka-python's keyword arguments
+    (sorted, so the settings are hashable and picklable; Spark ships them to the workers). Its repr masks secrets;
+    its str is the bootstrap address, which is what errors name."""
+
+    bootstrap: str
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def kwargs(self, **defaults: Any) -> dict[str, Any]:
+        """The client's keyword arguments: the project's defaults for this client, then the configured ones."""
+        return {**defaults, **dict(self.options), "bootstrap_servers": self.bootstrap}
+
+    @property
+    def tls(self) -> bool:
+        return dict(self.options).get("security_protocol", "PLAINTEXT") in ("SSL", "SASL_SSL")
+
+    def __repr__(self) -> str:
+        opts = ", ".join(f"{k}={MASK if k in SECRET_ARGS else repr(v)}" for k, v in self.options)
+        return f"KafkaClientSettings({self.bootstrap!r}{', ' + opts if opts else ''})"
+
+    def __str__(self) -> str:
+        return self.bootstrap
+
+
+@dataclass(frozen=True)
+class SystemClients:
+    """The settings of the three clients a component of one system opens (the changelog: read, write, create)."""
+
+    consumer: KafkaClientSettings
+    producer: KafkaClientSettings
+    admin: KafkaClientSettings
+
+    def __str__(self) -> str:
+        return self.consumer.bootstrap
+
+
+def role_properties(props: Mapping[str, str], system: str, role: str) -> dict[str, str]:
+    """The Kafka properties a `role` client of `system` is given: Samza's `systems.<system>.<role>.*`;
+    the admin client takes the consumer's that apply to it first. bootstrap.servers is not among them."""
+    out: dict[str, str] = {}
+    for r in ("consumer", "admin") if role == "admin" else (role,):
+        prefix = f"systems.{system}.{r}."
+        for k, v in props.items():
+            prop = k[len(prefix) :]
+            if (
+                k.startswith(prefix)
+                and prop != "bootstrap.servers"
+                and (r == role or (prop in _BY_NAME and role in _BY_NAME[prop].roles))
+            ):
+                out[prop] = v
+    return out
+
+
+def client_options(properties: Mapping[str, str], where: str, role: str = "consumer") -> tuple[tuple[str, Any], ...]:
+    """kafka-python's keyword arguments for Kafka `properties` of a `role` client; a ValueError names every
+    problem (each property as `<where><property>`, secrets masked)."""
+    args, errors = _options(properties, where, role)
+    if errors:
+        raise ValueError("; ".join(errors))
+    return args
+
+
+def _options(properties: Mapping[str, str], where: str, role: str) -> tuple[tuple[tuple[str, Any], ...], list[str]]:
+    args: dict[str, Any] = {}
+    errors: list[str] = []
+    for prop, text in sorted(properties.items()):
+        known = _BY_NAME.get(prop)
+        if known is None or role not in known.roles:
+            errors.append(f"{where}{prop}: {_refusal(role, prop)}")
+            continue
+        try:
+            value = known.parser(text)
+        except ValueError as e:
+            errors.append(f"{where}{prop}={MASK if known.secret else repr(text)}: expected {e}")
+            continue
+        if known.arg is not None:
+            args[known.arg] = value
+    protocol = args.get("security_protocol", "PLAINTEXT")
+    for prop in ("truststore", "keystore"):
+        if f"ssl.{prop}.location" in properties and properties.get(f"ssl.{prop}.type", "").strip().upper() != "PEM":
+            errors.append(
+                f"{where}ssl.{prop}.location: Kafka reads it as ssl.{prop}.type (default JKS); "
+                f"set {where}ssl.{prop}.type=PEM with a PEM file (kafka-python reads PEM only)"
+            )
+    if "ssl_certfile" in args:
+        args["ssl_keyfile"] = args["ssl_certfile"]  # Kafka's PEM keystore holds the key and its chain in one file
+    mechanism, jaas = args.get("sasl_mechanism"), properties.get("sasl.jaas.config")
+    if protocol.startswith("SASL_"):
+        if jaas is None:
+            errors.append(f"{where}security.protocol={protocol}: expected {where}sasl.jaas.config with a username and password")
+        else:
+            mechanism = args.setdefault("sasl_mechanism", "PLAIN")  # Kafka's default mechanism
+            try:
+                args["sasl_plain_username"], args["sasl_plain_password"] = parse_jaas(jaas, mechanism)
+            except ValueError as e:
+                errors.append(f"{where}sasl.jaas.config={MASK}: {e}")
+    elif mechanism is not None or jaas is not None:
+        sasl = " and ".join(f"{where}{p}" for p in ("sasl.mechanism", "sasl.jaas.config") if p in properties)
+        default = " (the default)" if "security.protocol" not in properties else ""
+        errors.append(f"{sasl}: SASL needs security.protocol SASL_SSL or SASL_PLAINTEXT, not {protocol}{default}")
+    return tuple(sorted(args.items())), errors
+
+
+def problems(props: Mapping[str, str]) -> list[str]:
+    """What the Kafka properties of flat config `props` cannot be, client by client, beyond each property's own
+    value (which its key's parser checks): a store type, SASL without its login, a JAAS line that does not parse.
+    The admin client is checked when it has `admin.*` keys of its own (else it is the consumer, checked already)."""
+    out: list[str] = []
+    groups = sorted({(parts[0], parts[1]) for name in props if (parts := client_prefix(name))})
+    for system, role in groups:
+        properties = role_properties(props, system, role)
+        if all(p in _BY_NAME and role in _BY_NAME[p].roles and _parses(p, t) for p, t in properties.items()):
+            out += [e for e in _options(properties, f"systems.{system}.{role}.", role)[1] if e not in out]
+    return out
+
+
+def _parses(prop: str, text: str) -> bool:
+    try:
+        _BY_NAME[prop].parser(text)
+        return True
+    except ValueError:
+        return False
+
+
+ENV_PROPERTIES = "KAFKA_CLIENT_PROPERTIES"
+"""A JSON object of Kafka properties for every client of every system, over the job's own (as
+KAFKA_BOOTSTRAP_SERVERS is over its bootstrap): how an Airflow connection's settings reach the batch."""
+
+
+def env_properties(text: str | None, role: str) -> dict[str, str]:
+    """The properties of `ENV_PROPERTIES` (its text) that apply to a `role` client; a ValueError names a bad one."""
+    if not text:
+        return {}
+    try:
+        found = json.loads(text)
+        if not isinstance(found, dict):
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"{ENV_PROPERTIES}: expected a JSON object of Kafka properties") from None
+    unknown = sorted(p for p in found if p not in _BY_NAME)
+    if unknown:
+        raise ValueError(f"{ENV_PROPERTIES}: {'; '.join(_refusal(role, p) for p in unknown)}")
+    return {p: str(v) for p, v in found.items() if role in _BY_NAME[p].roles}
+
+
+def settings_for(props: Mapping[str, str], system: str, role: str, bootstrap: str, env: str | None = None) -> KafkaClientSettings:
+    """The settings of a `role` client of `system` from flat properties (a job config's), with `env`
+    (ENV_PROPERTIES' text) over them; a ValueError names every problem, secrets masked."""
+    properties = role_properties(props, system, role) | env_properties(env, role)
+    try:
+        return KafkaClientSettings(bootstrap, client_options(properties, f"systems.{system}.{role}.", role))
+    except ValueError as e:
+        raise ValueError(f"{e} ({ENV_PROPERTIES} taken over the job's)" if env else str(e)) from None
