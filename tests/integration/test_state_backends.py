@@ -45,7 +45,10 @@ def changelog_last_values(p, bootstrap) -> dict[str, int]:
     topic = p["stores.counts.changelog"].split(".", 1)[1]
     from kafka import TopicPartition
 
-    client = ChangelogClient(bootstrap)
+    from elasticity.config import validate
+    from elasticity.kafka.admin import system_clients
+
+    client = ChangelogClient(system_clients(validate({"job.name": "j", "task.inputs": "kafka.in", **p})))
     last = {}
     for i in range(len(TASKS)):
         for _, k, v in client.read(TopicPartition(topic, i), 0, None):
