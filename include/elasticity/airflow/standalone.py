@@ -14,6 +14,7 @@ Imports no Airflow: it sets up the environment Airflow starts in.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -238,6 +239,23 @@ class AirflowStandalone:
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
+        for pid in _session_members(self.proc.pid):  # task processes in process groups of their own
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _session_members(sid: int) -> list[int]:
+    """Processes still in the session `airflow standalone` led (Linux /proc): a task supervisor puts its
+    task in a process group of its own, which the group's SIGTERM does not reach."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[3]) == sid:  # after "pid (comm)": state ppid pgrp session
+            members.append(int(stat.parent.name))
+    return members
 
 
 @dataclass
