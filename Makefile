@@ -32,8 +32,11 @@ demo: $(STAMP)
 
 # Airflow as users run it (scheduler, UI on 127.0.0.1:8080) on the embedded broker and Spark Connect server,
 # the demo job running every minute; Ctrl-C stops Airflow, `make stop` the broker and Spark.
+# `make airflow DB=postgres`: Airflow's metadata and the checkpoints on the PostgreSQL server at 127.0.0.1:5432
+# (databases elasticity_airflow and elasticity, created when missing) with the LocalExecutor, as in production.
+DB ?= sqlite
 airflow: $(STAMP)
-	$(BIN)/elasticity airflow
+	$(BIN)/elasticity airflow --db $(DB)
 
 ui: airflow
 

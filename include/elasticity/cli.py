@@ -280,9 +280,10 @@ def cmd_spark(args: argparse.Namespace) -> int:
 
 
 def cmd_airflow(args: argparse.Namespace) -> int:
-    from elasticity.airflow.standalone import serve
+    from elasticity.airflow.standalone import airflow_db, init, serve
 
-    return serve(elasticity_home(), args.port)
+    db = airflow_db(args.db)
+    return init(db) if args.init_only else serve(elasticity_home(), args.port, db, args.spark_remote)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -378,6 +379,16 @@ def build_parser() -> argparse.ArgumentParser:
         "airflow", help="Airflow as users run it on the embedded default (broker, Spark Connect, SQLite), until Ctrl-C"
     )
     a.add_argument("--port", type=int, default=8080, help="port of the UI and API on 127.0.0.1")
+    a.add_argument(
+        "--db",
+        default="sqlite",
+        help="metadata and checkpoints: sqlite (default), postgres (databases elasticity_airflow and elasticity on "
+        "127.0.0.1:5432, created when missing, run by the LocalExecutor) or a server postgresql+psycopg://user@host:port",
+    )
+    a.add_argument(
+        "--spark-remote", default=None, help="spark_default: this Spark Connect server (sc://host:port, e.g. a cluster's)"
+    )
+    a.add_argument("--init-only", action="store_true", help="create the databases and migrate Airflow's tables, then exit")
     a.set_defaults(func=cmd_airflow)
 
     d = sub.add_parser("demo", help="the whole story through Airflow: feed, batches, scale up and down, data quality")

@@ -1,16 +1,23 @@
 """Airflow as users run it, on the embedded default: `airflow standalone` (api-server,
-scheduler, dag-processor, triggerer) on 127.0.0.1 only, SQLite metadata, the
-connections of the embedded broker, Spark Connect server and checkpoint store,
-and a small REST client (the UI's own API) for the tests and benchmarks that
-drive it the way a person clicking in the UI does.
+scheduler, dag-processor, triggerer) on 127.0.0.1 only, the connections of the
+embedded broker, Spark Connect server and checkpoint store, and a small REST
+client (the UI's own API) for the tests and benchmarks that drive it the way a
+person clicking in the UI does.
+
+The metadata database is SQLite under AIRFLOW_HOME by default, or, as production
+runs Airflow (docker-compose.yaml), PostgreSQL with the LocalExecutor: a database
+of the project's own on the server, created when missing, beside a second one for
+the jobs' checkpoint store.
 
 Imports no Airflow: it sets up the environment Airflow starts in.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -25,6 +32,104 @@ import requests
 from elasticity.airflow.project import JOBS_ENV, ProjectError, airflow_folders, jobs_dir
 
 BIN = Path(sys.executable).parent
+
+
+LOCAL_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432"  # the server `--db postgres` uses
+METADATA_DATABASE = "elasticity_airflow"  # Airflow's tables
+STORE_DATABASE = "elasticity"  # the jobs' checkpoint store (elasticity_store)
+DB_CHOICES = ("sqlite", "postgres")
+EXECUTOR = "LocalExecutor"
+
+
+class MetadataDbError(ValueError):
+    """The metadata database cannot be set up; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class AirflowDb:
+    """Where Airflow keeps its metadata and the jobs their checkpoints: SQLite (`server` None, Airflow's
+    own file under AIRFLOW_HOME and the embedded store under ELASTICITY_HOME), or two databases on a
+    PostgreSQL server, run by the LocalExecutor as production runs Airflow."""
+
+    server: str | None = None  # postgresql+psycopg://user[:password]@host:port, no database
+    metadata_database: str = METADATA_DATABASE
+    store_database: str = STORE_DATABASE
+
+    @property
+    def metadata_url(self) -> str | None:
+        return f"{self.server}/{self.metadata_database}" if self.server else None
+
+    @property
+    def store_url(self) -> str | None:
+        return f"{self.server}/{self.store_database}" if self.server else None
+
+    def env(self) -> dict[str, str]:
+        """Airflow's settings for it. The async URL is spelled out: Airflow would derive asyncpg's, which is
+        not installed; psycopg 3 serves both."""
+        if not self.metadata_url:
+            return {}
+        return {
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.metadata_url,
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC": self.metadata_url,
+            "AIRFLOW__CORE__EXECUTOR": EXECUTOR,
+        }
+
+    def _admin(self, sql: str, *, create: bool) -> None:
+        """Runs `sql` per database name on the server's `postgres` database (CREATE/DROP DATABASE
+        cannot run in a transaction). One line naming the server when it is not there."""
+        assert self.server
+        try:
+            from sqlalchemy import create_engine, text
+            from sqlalchemy.exc import OperationalError
+
+            engine = create_engine(f"{self.server}/postgres", isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 5})
+        except ImportError as e:  # the psycopg driver
+            raise MetadataDbError(f"PostgreSQL needs the psycopg driver: pip install 'elasticity[postgres]' ({e})") from e
+        shown = re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", self.server)
+        try:
+            with engine.connect() as conn:
+                for name in (self.metadata_database, self.store_database):
+                    exists = conn.execute(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}).first()
+                    if bool(exists) != create:
+                        conn.execute(text(sql.format(name=name)))
+        except OperationalError as e:
+            reason = str(e.orig).strip().splitlines()[0] if e.orig else type(e).__name__
+            raise MetadataDbError(
+                f"Airflow metadata database: no PostgreSQL server answers at {shown} ({reason}); start it, or choose --db sqlite"
+            ) from None
+        finally:
+            engine.dispose()
+
+    def create(self) -> AirflowDb:
+        """Both databases, when missing (Airflow's own migration then creates its tables)."""
+        if self.server:
+            self._admin('CREATE DATABASE "{name}"', create=True)
+        return self
+
+    def drop(self) -> None:
+        """Both databases, sessions and all (for throw-away set-ups such as the tests')."""
+        if self.server:
+            self._admin('DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', create=False)
+
+
+_DB_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+def airflow_db(choice: str, metadata_database: str = METADATA_DATABASE, store_database: str = STORE_DATABASE) -> AirflowDb:
+    """`--db`: `sqlite` (the embedded default), `postgres` (the server on 127.0.0.1:5432), or a server's
+    URL `postgresql+psycopg://user[:password]@host:port`."""
+    for name in (metadata_database, store_database):
+        if not _DB_NAME.fullmatch(name):
+            raise MetadataDbError(f"database name {name!r}: lower-case letters, digits and _, starting with a letter or _")
+    if choice == "sqlite":
+        return AirflowDb()
+    server = LOCAL_POSTGRES if choice == "postgres" else choice
+    if not re.fullmatch(r"postgresql\+psycopg://[^/?#]+", server):
+        raise MetadataDbError(
+            f"--db {choice!r}: allowed are {', '.join(DB_CHOICES)} or a server URL postgresql+psycopg://user@host:port "
+            "(no database: Airflow's and the checkpoint store's are created there)"
+        )
+    return AirflowDb(server, metadata_database, store_database)
 
 
 def connections(bootstrap: str, spark_remote: str | None, store_url: str) -> dict[str, str]:
@@ -134,6 +239,23 @@ class AirflowStandalone:
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
+        for pid in _session_members(self.proc.pid):  # task processes in process groups of their own
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _session_members(sid: int) -> list[int]:
+    """Processes still in the session `airflow standalone` led (Linux /proc): a task supervisor puts its
+    task in a process group of its own, which the group's SIGTERM does not reach."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[3]) == sid:  # after "pid (comm)": state ppid pgrp session
+            members.append(int(stat.parent.name))
+    return members
 
 
 @dataclass
@@ -206,8 +328,9 @@ class AirflowApi:
         return r.text
 
 
-def embedded_services(home: Path) -> dict[str, str]:
-    """Start (or find) the embedded broker and Spark Connect server; the connections that point at them."""
+def embedded_services(home: Path, store_url: str | None = None, spark_remote: str | None = None) -> dict[str, str]:
+    """Start (or find) the embedded broker and, unless `spark_remote` names another one (a cluster's), the
+    Spark Connect server; the connections that point at them and at the store (default: SQLite in `home`)."""
     from elasticity.daemon import DaemonError, free_port
     from elasticity.kafka.broker import EmbeddedBroker
     from elasticity.spark.server import SparkConnectServer
@@ -219,12 +342,13 @@ def embedded_services(home: Path) -> dict[str, str]:
             bootstrap = broker.start().bootstrap
         except DaemonError:  # 9092 is taken by something else: any free port will do
             bootstrap = broker.start(port=free_port()).bootstrap
-    server = SparkConnectServer(home)
-    try:
-        remote = server.start().remote
-    except DaemonError:
-        remote = server.start(port=free_port()).remote
-    return connections(bootstrap, remote, f"sqlite:///{home / 'checkpoints.db'}")
+    if not spark_remote:
+        server = SparkConnectServer(home)
+        try:
+            spark_remote = server.start().remote
+        except DaemonError:
+            spark_remote = server.start(port=free_port()).remote
+    return connections(bootstrap, spark_remote, store_url or f"sqlite:///{home / 'checkpoints.db'}")
 
 
 def demo_config_file() -> Path:
@@ -247,23 +371,36 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def serve(home: Path, port: int = 8080) -> int:
-    """`make airflow`: the embedded default under Airflow's scheduler, in the foreground until Ctrl-C."""
+def init(db: AirflowDb) -> int:
+    """`elasticity airflow --db ... --init-only` (docker-compose's airflow-init): the databases, then
+    Airflow's own migration of its tables."""
+    db.create()
+    return subprocess.run([str(BIN / "airflow"), "db", "migrate"], env={**os.environ, **db.env()}).returncode
+
+
+def serve(home: Path, port: int = 8080, db: AirflowDb | None = None, spark_remote: str | None = None) -> int:
+    """`make airflow`: the embedded default under Airflow's scheduler, in the foreground until Ctrl-C; its
+    metadata and checkpoints on SQLite, or on PostgreSQL with the LocalExecutor (`db`)."""
     from elasticity.apps.demo_feed import demo_records
     from elasticity.config import load_config
     from elasticity.kafka.admin import create_topic
     from elasticity.kafka.producer import send
 
+    db = db or AirflowDb()
     demo_file = demo_config_file()
-    print(f"starting the embedded broker and Spark Connect server (state in {home}) ...", flush=True)
-    conns = embedded_services(home)
+    if db.server:
+        db.create()
+        print(f"Airflow's metadata in PostgreSQL {db.metadata_url}, checkpoints in {db.store_url}; {EXECUTOR}", flush=True)
+    engine = f"Spark Connect at {spark_remote}" if spark_remote else "the embedded Spark Connect server"
+    print(f"starting the embedded broker, {engine} (state in {home}) ...", flush=True)
+    conns = embedded_services(home, db.store_url, spark_remote)
     bootstrap = "{host}:{port}".format(**json.loads(conns["AIRFLOW_CONN_KAFKA_DEFAULT"]))
     demo = load_config(demo_file)
     topic = demo.inputs[0].stream
     if create_topic(bootstrap, topic, 4):
         sent = send(bootstrap, topic, demo_records(3000, keys=300))
         print(f"created topic {topic} with 4 partitions and {sent} demo orders", flush=True)
-    airflow = AirflowStandalone(home / "airflow", port, conns)
+    airflow = AirflowStandalone(home / "airflow", port, {**conns, **db.env()})
     print(
         f"starting Airflow (api-server, scheduler, dag-processor, triggerer) on {airflow.base}; log {airflow.log_file} ...",
         flush=True,
