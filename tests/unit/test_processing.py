@@ -124,7 +124,7 @@ def test_thread_pool_size_0_runs_the_virtual_tasks_one_after_another(tmp_path):
     assert set(_threads.values()) == {threading.get_ident()}  # the caller's own thread, no pool
 
 
-@pytest.mark.parametrize("size", [2, None])
+@pytest.mark.parametrize("size", [2, 64])
 def test_thread_pool_runs_virtual_tasks_side_by_side(tmp_path, size):
     _threads.clear()
     _meeting[:] = [threading.Barrier(2)]

@@ -83,7 +83,7 @@ class ProcessContext:
     policy: str = "dlq"
     max_concurrency: int = 1
     callback_timeout_ms: int | None = None
-    thread_pool_size: int | None = None  # None: one thread per virtual task (at most 64); 0: one after another
+    thread_pool_size: int = 0  # Samza's job.container.thread.pool.size: 0 = the slices one after another
     state: BatchState | None = None  # a job with stores
     tables: SideInputBatch | None = None  # a job with tables: their side inputs and this batch's read-up-to offsets
 
@@ -176,7 +176,7 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
     tables = SlotTables(ctx.tables, _application(ctx).tables, slot) if ctx.tables else None  # caught up before any slice
     container = None
     # Samza's job.container.thread.pool.size: 0 = no pool, the slices run one after another
-    pool = min(64, len(slices)) if ctx.thread_pool_size is None else ctx.thread_pool_size
+    pool = min(ctx.thread_pool_size, len(slices))
     try:
         container = open_container(ctx.state, _application(ctx).stores.values(), slot) if ctx.state else None
         if pool <= 1:
