@@ -279,6 +279,31 @@ def cmd_spark(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_cluster(args: argparse.Namespace) -> int:
+    from elasticity.spark.cluster import LocalCluster
+
+    cluster = LocalCluster()
+    if args.action == "stop":
+        print("stopped" if cluster.stop() else "not running")
+        return 0
+    state = cluster.start(args.workers, args.cores, args.memory) if args.action == "start" else cluster.status()
+    if state is None:
+        print("not running")
+        return 3
+    print(f"master      {state.master}")
+    for home in state.workers:
+        print(f"worker      ELASTICITY_HOME={home}")
+    print(f"connect     {state.connect or 'not running'}")
+    print(f"s3          {state.s3_endpoint or 'not running'}")
+    print("# a client of the cluster (the CLI, `make airflow`) exports:")
+    for k, v in state.env().items():
+        print(f"export {k}={v}")
+    print("# and a job runs there with:")
+    for k, v in state.job_settings().items():
+        print(f"{k}={v}")
+    return 0
+
+
 def cmd_airflow(args: argparse.Namespace) -> int:
     from elasticity.airflow.standalone import airflow_db, init, serve
 
@@ -375,6 +400,15 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--master", default="local[*]", help="master of the server's driver (default local[*])")
     k.set_defaults(func=cmd_spark)
 
+    cl = sub.add_parser(
+        "cluster", help="a Spark standalone master and workers on this machine, with shared S3 storage and a Connect server"
+    )
+    cl.add_argument("action", choices=["start", "stop", "status"])
+    cl.add_argument("--workers", type=int, default=2, help="workers, each its own host (work dir, ELASTICITY_HOME)")
+    cl.add_argument("--cores", type=int, default=1, help="cores per worker")
+    cl.add_argument("--memory", default="1g", help="memory per worker")
+    cl.set_defaults(func=cmd_cluster)
+
     a = sub.add_parser(
         "airflow", help="Airflow as users run it on the embedded default (broker, Spark Connect, SQLite), until Ctrl-C"
     )
@@ -408,7 +442,7 @@ def _log_to_stderr() -> None:
 
 
 # Commands that need an extra of the package (pyproject's optional-dependencies); the others run on the core.
-EXTRA_OF = {"run-batch": "spark", "spark": "spark", "airflow": "airflow", "demo": "airflow"}
+EXTRA_OF = {"run-batch": "spark", "spark": "spark", "cluster": "spark", "airflow": "airflow", "demo": "airflow"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -417,6 +451,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except (ConfigError, BrokerUnreachable, BrokerError, TopicError, StoreError, MigrationError, SerdeError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except ConnectionError as e:  # an unreachable Spark master or server: one line, no trace
         print(f"error: {e}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as e:

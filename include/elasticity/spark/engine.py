@@ -48,6 +48,7 @@ from elasticity.metrics.job_metrics import batch_metrics, per_message_ns
 from elasticity.metrics.reporters import Reporters
 from elasticity.metrics.summary import BatchSummary
 from elasticity.spark.placement import placed_slots, rebalance
+from elasticity.spark.session import check_master, check_shared_paths, spark_master
 from elasticity.state.backends.blob_manager import BlobStoreManager
 from elasticity.state.backends.blobstore import await_durable
 from elasticity.state.store_config import StorageConfig, state_dir
@@ -129,6 +130,10 @@ class MicroBatchEngine:
         if markers:
             await_durable(self._blobs, markers, timeout_s)
 
+    def _factories(self) -> set[str]:
+        assert self.storage is not None
+        return {f for st in self.storage.stores for f in st.backup_factories + st.restore_factories}
+
     @cached_property
     def _blobs(self) -> BlobStoreManager:
         assert self.storage is not None
@@ -151,6 +156,9 @@ class MicroBatchEngine:
         batch as its commit lands (from the upload thread, for async commits)."""
         owner = owner or default_batch_owner()
         cap = self.config.batch_max_records if max_records is None else max_records
+        master = spark_master(self.spark)
+        check_master(master)  # a Connect server whose master is down: fail now, naming it
+        check_shared_paths(self.config, master, blobs=self.storage is not None and BLOB_STORE_FACTORY in self._factories())
         started = time.monotonic()
         summaries: list[BatchSummary] = []
         by_batch: dict[int, BatchSummary] = {}

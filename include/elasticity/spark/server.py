@@ -52,7 +52,14 @@ class SparkConnectServer:
         state = self.daemon.status()
         return SparkServerState(**vars(state)) if state else None
 
-    def start(self, port: int | None = None, master: str = "local[*]", timeout_s: float = 120.0) -> SparkServerState:
+    def start(
+        self,
+        port: int | None = None,
+        master: str = "local[*]",
+        timeout_s: float = 120.0,
+        conf: dict[str, str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> SparkServerState:
         running = self.status()
         if running and port is None:
             return running
@@ -78,6 +85,7 @@ class SparkConnectServer:
             f"spark.local.dir={self.daemon.data_dir}",
             "--conf",
             "spark.connect.session.manager.defaultSessionTimeout=24h",
+            *(arg for k, v in (conf or {}).items() for arg in ("--conf", f"{k}={v}")),
             "spark-internal",
         ]
         env = {
@@ -85,6 +93,7 @@ class SparkConnectServer:
             "SPARK_HOME": str(home),
             "SPARK_LOCAL_IP": HOST,
             "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+            **(env or {}),
         }
         return SparkServerState(**vars(self.daemon.start(command, port, timeout_s, env)))
 

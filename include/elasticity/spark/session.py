@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import socket
 import sys
 import tempfile
 import zipfile
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from elasticity.config import JobConfig
+from elasticity.config import ConfigError, JobConfig
 from elasticity.spark.server import log4j_options
 from elasticity.spark.target import SparkTarget, resolve_target, with_session_id
 
@@ -32,6 +33,7 @@ def session(config: JobConfig, app_name: str | None = None, target: SparkTarget 
             url = target.value if target.value.startswith("local") else with_session_id(target.value, config.job_name)
             spark = builder.remote(url).getOrCreate()
         else:
+            check_master(target.value)
             spark = (
                 builder.master(target.value)
                 .config("spark.ui.showConsoleProgress", "false")
@@ -42,6 +44,48 @@ def session(config: JobConfig, app_name: str | None = None, target: SparkTarget 
     if not target.is_local:
         ship_library(spark)
     return spark
+
+
+class MasterUnreachable(ConnectionError):
+    """The Spark master does not answer: a run stops at once, naming it (not a minute later, in a Java trace)."""
+
+
+EXECUTOR_PATHS = ("job.output.path", "job.audit.path", "job.dead.letter.path")
+
+
+def spark_master(spark: SparkSession) -> str:
+    """The master the session's driver runs on (a Connect server's own, for a Connect session)."""
+    return spark.conf.get("spark.master") or "local"
+
+
+def check_master(master: str, timeout_s: float = 3.0) -> None:
+    """A spark:// master answers on its port (each of a standby list), or MasterUnreachable names it."""
+    if not master.startswith("spark://"):
+        return
+    for address in master.removeprefix("spark://").split(","):
+        host, _, port = address.rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=timeout_s).close()
+            return
+        except OSError as e:
+            reason = e
+    raise MasterUnreachable(
+        f"Spark master {master} unreachable ({reason}): start it (`elasticity cluster start`) or point the job elsewhere"
+    )
+
+
+def check_shared_paths(config: JobConfig, master: str, blobs: bool) -> None:
+    """On a cluster, executors write the sinks (and the blob store): a default under one host's
+    ELASTICITY_HOME would split them over hosts, so an unset key stops the job, naming what to set."""
+    if master.startswith("local"):
+        return
+    for key in (*EXECUTOR_PATHS, *(["blob.store.uri"] if blobs else [])):
+        if not config.get(key):
+            raise ConfigError(
+                f"{key} is unset: on the cluster {master} executors write it, and its default lies under one host's "
+                "ELASTICITY_HOME; set it to a location every executor reaches (e.g. s3://<bucket>/<job>/..., "
+                "as `elasticity cluster status` prints, or a shared mount)"
+            )
 
 
 def preload_connect() -> None:

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ACCESS_KEY, SECRET_KEY, BUCKET = "elasticity", "elasticity-secret", "state"
@@ -35,58 +36,71 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def weed_command(folder: Path) -> tuple[list[str], int]:
+    """`weed mini` on loopback with every port chosen free; returns the command and its S3 port."""
+    ports = {p: _free_port() for p in _PORTS}
+    args = [
+        str(Path(sys.executable).parent / "weed"),
+        "mini",
+        f"-dir={folder}",
+        "-ip=127.0.0.1",
+        "-ip.bind=127.0.0.1",
+        "-webdav=false",
+        "-admin.ui=false",
+        *(f"-{k}={v}" for k, v in ports.items()),
+    ]
+    return args, ports["s3.port"]
+
+
+def wait_ready(endpoint: str, timeout_s: float, running: Callable[[], bool], log: Path) -> None:
+    """Until the bucket can be created and written (SeaweedFS answers before its filer is ready)."""
+    from pyarrow import fs
+
+    client = fs.S3FileSystem(
+        access_key=ACCESS_KEY,
+        secret_key=SECRET_KEY,
+        endpoint_override=endpoint,
+        scheme="http",
+        region="us-east-1",
+        allow_bucket_creation=True,
+        connect_timeout=1,
+        request_timeout=2,
+    )
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            client.create_dir(BUCKET)
+            with client.open_output_stream(f"{BUCKET}/.ready") as out:
+                out.write(b"1")
+            return
+        except OSError as e:
+            if not running() or time.monotonic() > deadline:
+                raise RuntimeError(f"SeaweedFS S3 did not start on {endpoint}: {e}; see {log}") from e
+            time.sleep(0.2)
+
+
 class SeaweedS3:
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
-        self.ports = {p: _free_port() for p in _PORTS}
-        self.endpoint = f"127.0.0.1:{self.ports['s3.port']}"
+        self.command, port = weed_command(self.folder)
+        self.endpoint = f"127.0.0.1:{port}"
         self.process: subprocess.Popen | None = None
 
     def uri(self, prefix: str) -> str:
         return f"s3://{ACCESS_KEY}:{SECRET_KEY}@{BUCKET}/{prefix}?endpoint_override={self.endpoint}&scheme=http&region=us-east-1"
 
     def start(self, timeout_s: float = 60) -> SeaweedS3:
-        from pyarrow import fs
-
         self.folder.mkdir(parents=True, exist_ok=True)
-        weed = Path(sys.executable).parent / "weed"
-        args = [
-            str(weed),
-            "mini",
-            f"-dir={self.folder}",
-            "-ip=127.0.0.1",
-            "-ip.bind=127.0.0.1",
-            "-webdav=false",
-            "-admin.ui=false",
-        ]
-        args += [f"-{k}={v}" for k, v in self.ports.items()]
         env = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
         log = open(self.folder / "weed.log", "wb")  # noqa: SIM115 (the server outlives this call)
-        self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        client = fs.S3FileSystem(
-            access_key=ACCESS_KEY,
-            secret_key=SECRET_KEY,
-            endpoint_override=self.endpoint,
-            scheme="http",
-            region="us-east-1",
-            allow_bucket_creation=True,
-            connect_timeout=1,
-            request_timeout=2,
-        )
-        deadline = time.monotonic() + timeout_s
-        while True:  # ready once a bucket can be created and written
-            try:
-                client.create_dir(BUCKET)
-                with client.open_output_stream(f"{BUCKET}/.ready") as out:
-                    out.write(b"1")
-                return self
-            except OSError as e:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(
-                        f"SeaweedFS S3 did not start on {self.endpoint}: {e}; see {self.folder / 'weed.log'}"
-                    ) from e
-                time.sleep(0.2)
+        self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        process = self.process
+        try:
+            wait_ready(self.endpoint, timeout_s, lambda: process.poll() is None, self.folder / "weed.log")
+        except RuntimeError:
+            self.stop()
+            raise
+        return self
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -1,0 +1,142 @@
+"""Cluster benchmark: the demo app on a Spark standalone cluster on this machine (`elasticity cluster
+start`: workers of one core each, the S3-protocol server as shared storage, the Spark Connect server
+attached to the master), every figure measured side by side in one run:
+
+  1. a backlog on one worker vs two workers (the same cores per worker): records/s and the ratio
+  2. factor 2 vs factor 8 on two workers: records/s and the ratio
+  3. over 20 batches without a rescale or a fault: how many store restores, and the bytes they downloaded
+
+The demo app (`build_stateful`: running totals per user in a store backed up to the blob store, then a
+lookup of DEMO_LOOKUP_MS per record). Its lookups sleep: the two workers share this machine's two cores.
+
+usage: python bench/cluster_bench.py [--backlog 3000] [--lookup-ms 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "include"))
+
+from elasticity.apps.demo_feed import demo_records  # noqa: E402
+from elasticity.config import validate  # noqa: E402
+from elasticity.kafka.admin import create_topic  # noqa: E402
+from elasticity.kafka.broker import EmbeddedBroker, free_port  # noqa: E402
+from elasticity.kafka.producer import send  # noqa: E402
+from elasticity.spark.cluster import ClusterState, LocalCluster  # noqa: E402
+
+PARTITIONS = 4
+
+
+def job(state: ClusterState, home: Path, topic: str, factor: int, containers: int) -> dict[str, str]:
+    name = f"cluster-{uuid.uuid4().hex[:6]}"
+    return {
+        "job.name": name,
+        "task.inputs": f"kafka.{topic}",
+        "job.elasticity.factor": str(factor),
+        "job.container.count": str(containers),
+        "job.container.thread.pool.size": "64",
+        "systems.kafka.default.stream.offset.default": "oldest",
+        "app.class": "elasticity.apps.enrichment:build_stateful",
+        "task.checkpoint.read.versions": "2,1",
+        "stores.totals.backup.factories": "blobstore",
+        "task.checkpoint.store.url": f"sqlite:///{home / (name + '.db')}",
+        **state.job_settings(name),
+    }
+
+
+def drain(props: dict[str, str], max_records: int) -> tuple[float, list]:
+    from elasticity.spark.engine import MicroBatchEngine
+    from elasticity.spark.session import session
+
+    config = validate(props)
+    engine = MicroBatchEngine(config, session(config))
+    start = time.perf_counter()
+    summaries = engine.run(max_records=max_records, until_caught_up=True)
+    return time.perf_counter() - start, summaries
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--backlog", type=int, default=3000)
+    p.add_argument("--lookup-ms", type=float, default=20)
+    args = p.parse_args()
+    os.environ["DEMO_LOOKUP_MS"] = str(args.lookup_ms)  # the workers inherit it
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    home = Path(tempfile.mkdtemp(prefix="elasticity-cluster-bench-"))
+    broker = EmbeddedBroker(home)
+    bootstrap = broker.start(port=free_port()).bootstrap
+    os.environ["KAFKA_BOOTSTRAP_SERVERS"] = bootstrap
+    rows: list[tuple[str, str, str]] = []
+    try:
+        rates: dict[str, float] = {}
+        for workers in (1, 2):
+            cluster = LocalCluster(home / f"workers-{workers}")
+            state = cluster.start(workers=workers, cores=1, memory="1g")
+            os.environ.update(state.env())
+            os.environ["SPARK_REMOTE"] = state.connect or ""
+            try:
+                topic = f"orders-{workers}"
+                create_topic(bootstrap, topic, PARTITIONS)
+                send(bootstrap, topic, demo_records(200, keys=3000, seed=1, hot_key_share=0))
+                drain(job(state, home, topic, 8, 2), 200)  # warm: the Python workers start
+                for factor in (2, 8) if workers == 2 else (8,):
+                    t = f"{topic}-f{factor}"
+                    create_topic(bootstrap, t, PARTITIONS)
+                    send(bootstrap, t, demo_records(args.backlog, keys=3000, seed=factor, hot_key_share=0))
+                    elapsed, summaries = drain(job(state, home, t, factor, 2), 1000)
+                    rates[f"{workers}w F={factor}"] = sum(s.processed for s in summaries) / elapsed
+                if workers == 2:
+                    t = f"{topic}-steady"
+                    create_topic(bootstrap, t, PARTITIONS)
+                    props = job(state, home, t, 4, 2)
+                    restores, downloaded, batches = 0, 0, 0
+                    for i in range(21):
+                        send(bootstrap, t, demo_records(100, keys=3000, seed=100 + i, hot_key_share=0))
+                        _, (summary,) = drain(props, 1000)
+                        if i:  # after the first
+                            restores += summary.metrics["state-restores"]["count"]
+                            downloaded += summary.metrics["state-restores"]["bytes"]
+                            batches += int(summary.metrics["state-restores"]["count"] > 0)
+            finally:
+                os.environ.pop("SPARK_REMOTE", None)
+                cluster.stop()
+        rows.append(
+            (
+                "two workers over one, F=8 (1 core each)",
+                f"{rates['2w F=8']:,.0f} vs {rates['1w F=8']:,.0f} rec/s",
+                f"{rates['2w F=8'] / rates['1w F=8']:.2f}x (goal >= 1.7x)",
+            )
+        )
+        rows.append(
+            (
+                "factor 8 over factor 2, two workers",
+                f"{rates['2w F=8']:,.0f} vs {rates['2w F=2']:,.0f} rec/s",
+                f"{rates['2w F=8'] / rates['2w F=2']:.2f}x (goal >= 3x)",
+            )
+        )
+        rows.append(
+            (
+                "20 batches without a rescale or a fault",
+                f"{batches} batches restored {restores} stores, {downloaded:,} bytes",
+                f"{batches / 20:.0%} of batches (goal <= 5%)",
+            )
+        )
+    finally:
+        broker.stop()
+    width = max(len(r[0]) for r in rows)
+    print(f"\n{'measure'.ljust(width)} | {'figures':40s} | ratio")
+    for name, fig, ratio in rows:
+        print(f"{name.ljust(width)} | {fig:40s} | {ratio}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
