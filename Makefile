@@ -8,7 +8,7 @@ export ELASTICITY_HOME ?= $(CURDIR)/.elasticity
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup demo airflow ui stop test unit lint soak clean
+.PHONY: setup demo airflow ui stop test unit lint soak cluster chaos clean
 
 setup: $(STAMP)
 
@@ -41,6 +41,7 @@ airflow: $(STAMP)
 ui: airflow
 
 stop:
+	-$(BIN)/elasticity cluster stop
 	-$(BIN)/elasticity spark stop
 	-$(BIN)/elasticity broker stop
 
@@ -63,6 +64,16 @@ unit: $(STAMP)
 MINUTES ?= 30
 soak: $(STAMP)
 	$(BIN)/python bench/soak.py --minutes $(MINUTES)
+
+# A Spark standalone master and two workers on this machine (each its own work dir and ELASTICITY_HOME), the
+# S3-protocol server they share and a Spark Connect server attached: prints what a job sets to run there.
+cluster: $(STAMP)
+	$(BIN)/elasticity cluster start
+
+# The fault tests on a two-worker cluster: a worker, the Connect server, the master killed mid-run and started
+# again; each prints how long healing took.
+chaos: $(STAMP)
+	$(BIN)/pytest -m chaos -s tests/chaos
 
 clean: stop
 	rm -rf $(VENV) .elasticity

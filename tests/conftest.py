@@ -37,10 +37,15 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 INTEGRATION = {"integration", "dags"}
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.is_relative_to(REPO / "tests") and item.path.relative_to(REPO / "tests").parts[0] in INTEGRATION:
             item.add_marker(pytest.mark.integration)
+    if "chaos" not in (config.getoption("-m") or ""):  # the fault tests run in `make chaos` only
+        chaos = [i for i in items if i.get_closest_marker("chaos")]
+        if chaos:
+            config.hook.pytest_deselected(items=chaos)
+            items[:] = [i for i in items if not i.get_closest_marker("chaos")]
 
 
 @pytest.fixture(scope="session")

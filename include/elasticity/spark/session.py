@@ -32,6 +32,7 @@ def session(config: JobConfig, app_name: str | None = None, target: SparkTarget 
         if target.kind == "connect":
             url = target.value if target.value.startswith("local") else with_session_id(target.value, config.job_name)
             spark = builder.remote(url).getOrCreate()
+            _fail_within_seconds(spark)
         else:
             check_master(target.value)
             spark = (
@@ -86,6 +87,20 @@ def check_shared_paths(config: JobConfig, master: str, blobs: bool) -> None:
                 "ELASTICITY_HOME; set it to a location every executor reaches (e.g. s3://<bucket>/<job>/..., "
                 "as `elasticity cluster status` prints, or a shared mount)"
             )
+
+
+def _fail_within_seconds(spark: SparkSession) -> None:
+    """pyspark's Connect client retries an unreachable server for at least 10 minutes; a batch whose driver died
+    should fail within about 15 s instead (short blips still ride through), so that the next run can heal."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    client = spark.client
+    client.set_retry_policies(
+        [
+            DefaultPolicy(max_retries=6, max_backoff=5000) if isinstance(p, DefaultPolicy) else p
+            for p in client.get_retry_policies()
+        ]
+    )
 
 
 def preload_connect() -> None:
