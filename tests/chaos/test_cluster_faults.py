@@ -58,7 +58,11 @@ def test_a_worker_killed_mid_batch_and_started_again(on_cluster, kafka_bootstrap
     error, struck = _run_with_fault(engine, lambda: local.stop_worker(1))
     local.start_worker(1)
     summaries = engine.run(until_caught_up=True)
-    _report(capsys, f"worker killed mid-batch ({'the run failed' if error else 'the run went on'})", time.monotonic() - struck)
+    _report(
+        capsys,
+        f"worker killed mid-batch ({f'the run failed: {error}'[:300] if error else 'the run went on'})",
+        time.monotonic() - struck,
+    )
     assert summaries[-1].lag_left == 0
     assert_state_and_outputs(config, engine.store)
     state_check_passes(config, engine.store, engine.inputs)

@@ -16,11 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from elasticity.batch.async_commit import CommitTimeout
 from elasticity.batch.coordinator import JobCoordinator
 from elasticity.config import ConfigError, validate
 from elasticity.spark.cluster import LocalCluster
 from elasticity.spark.engine import MicroBatchEngine
 from elasticity.spark.session import MasterUnreachable, session
+from elasticity.state.backends.blob_manager import BlobNotFound, UploadFailed
 from tests.integration.test_engine import feed
 from tests.integration.test_stateful_engine import assert_state_and_outputs, job, state_check_passes  # noqa: F401 (job: a fixture)
 
@@ -44,6 +46,7 @@ def on_cluster(cluster, job, monkeypatch):  # noqa: F811 (the stateful job fixtu
     for k, v in state.env().items():
         monkeypatch.setenv(k, v)  # the driver side reads the blob store and the sinks too
     props.pop("job.state.dir")
+    props["task.commit.timeout.ms"] = "20000"  # a snapshot upload lost with a killed executor fails its batch sooner
     props.update(state.job_settings(f"{props['job.name']}-{uuid.uuid4().hex[:6]}"))
     return local, state, topic, props
 
@@ -89,10 +92,14 @@ def test_a_stateful_job_on_two_workers_through_a_rescale_and_an_executor_kill(on
 
     killer = threading.Thread(target=kill_one)
     killer.start()
-    after = engine.run(max_records=150, until_caught_up=True)
+    try:
+        after = engine.run(max_records=150, until_caught_up=True)
+    except (BlobNotFound, UploadFailed, CommitTimeout):  # the executor took a snapshot's upload with it: not committed
+        after = []
     killer.join()
+    after += engine.run(max_records=150, until_caught_up=True)  # the next run replays it, as the next scheduled run does
     assert after[-1].lag_left == 0
-    assert sum(s.metrics["state-restores"]["count"] for s in after) > 0  # a slot moved: its stores came from S3
+    assert sum(s.metrics.get("state-restores", {}).get("count", 0) for s in after) > 0  # a slot moved: its stores came from S3
     assert_state_and_outputs(config, engine.store)  # every order once, in order, every user's totals exact
     state_check_passes(config, engine.store, engine.inputs)
 

@@ -93,7 +93,13 @@ class LocalCluster:
         """Start what is not running yet: master, workers 0..N-1, the S3 server, the Connect server."""
         env = {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": HOST}
         env.setdefault("PYSPARK_PYTHON", sys.executable)
-        env["SPARK_MASTER_OPTS"] = log4j_options()
+        # recovery mode: a master started again reads its apps and workers back, instead of killing the
+        # executors of the Connect server's app that it no longer knows
+        recovery = self.root / "master" / "recovery"
+        recovery.mkdir(parents=True, exist_ok=True)
+        env["SPARK_MASTER_OPTS"] = (
+            f"{log4j_options()} -Dspark.deploy.recoveryMode=FILESYSTEM -Dspark.deploy.recoveryDirectory={recovery}"
+        )
         running = self.master.status()
         port = running.port if running else master_port or free_port()
         master = f"spark://{HOST}:{port}"

@@ -31,7 +31,7 @@ def session(config: JobConfig, app_name: str | None = None, target: SparkTarget 
         target = target or resolve_target(config)
         if target.kind == "connect":
             url = target.value if target.value.startswith("local") else with_session_id(target.value, config.job_name)
-            spark = builder.remote(url).getOrCreate()
+            spark = _connect(url, app_name or f"elasticity-{config.job_name}")
             _fail_within_seconds(spark)
         else:
             check_master(target.value)
@@ -87,6 +87,22 @@ def check_shared_paths(config: JobConfig, master: str, blobs: bool) -> None:
                 "ELASTICITY_HOME; set it to a location every executor reaches (e.g. s3://<bucket>/<job>/..., "
                 "as `elasticity cluster status` prints, or a shared mount)"
             )
+
+
+def _connect(url: str, app_name: str) -> SparkSession:
+    """This process's Connect session for `url`: pyspark's getOrCreate returns the process's first session
+    whatever the URL asks for (another server, or one that has stopped), so a session is reused only when it
+    is the same server and session id."""
+    from pyspark.sql.connect.client.core import DefaultChannelBuilder
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    wanted = DefaultChannelBuilder(url)
+    existing = ConnectSession.getActiveSession() or ConnectSession._get_default_session()
+    if existing is not None:
+        have = existing.client._builder
+        if isinstance(have, DefaultChannelBuilder) and (have.endpoint, have.session_id) == (wanted.endpoint, wanted.session_id):
+            return existing  # type: ignore[return-value]
+    return ConnectSession.builder.remote(url).appName(app_name).create()  # type: ignore[return-value]
 
 
 def _fail_within_seconds(spark: SparkSession) -> None:
