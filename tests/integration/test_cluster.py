@@ -41,7 +41,9 @@ def cluster(tmp_path_factory):
 def on_cluster(cluster, job, monkeypatch):  # noqa: F811 (the stateful job fixture, imported)
     """The stateful job of test_stateful_engine with every executor-written path on the shared S3 storage,
     its stores on each executor's own disk (no job.state.dir), run through the cluster's Connect server."""
-    local, state = cluster
+    local, _ = cluster
+    state = local.status()  # now: a fault test may have started the Connect server again, on another port
+    assert state is not None
     topic, props, tmp_path = job
     for k, v in state.env().items():
         monkeypatch.setenv(k, v)  # the driver side reads the blob store and the sinks too
