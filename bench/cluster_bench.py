@@ -9,7 +9,10 @@ attached to the master), every figure measured side by side in one run:
 The demo app (`build_stateful`: running totals per user in a store backed up to the blob store, then a
 lookup of DEMO_LOOKUP_MS per record). Its lookups sleep: the two workers share this machine's two cores.
 
-usage: python bench/cluster_bench.py [--backlog 3000] [--lookup-ms 20]
+Each measured job first drains a small warm-up backlog of its own (its stores are created, its slots placed),
+then the timed backlog, in batches of `--max-records`.
+
+usage: python bench/cluster_bench.py [--backlog 6000] [--max-records 3000] [--lookup-ms 20]
 """
 
 from __future__ import annotations
@@ -65,7 +68,8 @@ def drain(props: dict[str, str], max_records: int) -> tuple[float, list]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--backlog", type=int, default=3000)
+    p.add_argument("--backlog", type=int, default=6000)
+    p.add_argument("--max-records", type=int, default=3000)
     p.add_argument("--lookup-ms", type=float, default=20)
     args = p.parse_args()
     os.environ["DEMO_LOOKUP_MS"] = str(args.lookup_ms)  # the workers inherit it
@@ -77,6 +81,7 @@ def main() -> int:
     rows: list[tuple[str, str, str]] = []
     try:
         rates: dict[str, float] = {}
+        timed: dict[str, str] = {}
         for workers in (1, 2):
             cluster = LocalCluster(home / f"workers-{workers}")
             state = cluster.start(workers=workers, cores=1, memory="1g")
@@ -85,14 +90,20 @@ def main() -> int:
             try:
                 topic = f"orders-{workers}"
                 create_topic(bootstrap, topic, PARTITIONS)
-                send(bootstrap, topic, demo_records(200, keys=3000, seed=1, hot_key_share=0))
-                drain(job(state, home, topic, 8, 2), 200)  # warm: the Python workers start
                 for factor in (2, 8) if workers == 2 else (8,):
                     t = f"{topic}-f{factor}"
                     create_topic(bootstrap, t, PARTITIONS)
-                    send(bootstrap, t, demo_records(args.backlog, keys=3000, seed=factor, hot_key_share=0))
-                    elapsed, summaries = drain(job(state, home, t, factor, 2), 1000)
-                    rates[f"{workers}w F={factor}"] = sum(s.processed for s in summaries) / elapsed
+                    props = job(state, home, t, factor, 2)
+                    send(bootstrap, t, demo_records(300, keys=3000, seed=factor, hot_key_share=0))
+                    drain(props, 300)  # warm-up: the job's stores exist and its slots are placed
+                    send(bootstrap, t, demo_records(args.backlog, keys=3000, seed=10 + factor, hot_key_share=0))
+                    elapsed, summaries = drain(props, args.max_records)
+                    key = f"{workers}w F={factor}"
+                    rates[key] = sum(s.processed for s in summaries) / elapsed
+                    timed[key] = (
+                        f"{len(summaries)} batches in {elapsed:.1f} s, "
+                        f"{sum(s.metrics['state-restores']['count'] for s in summaries)} restores"
+                    )
                 if workers == 2:
                     t = f"{topic}-steady"
                     create_topic(bootstrap, t, PARTITIONS)
@@ -108,6 +119,7 @@ def main() -> int:
             finally:
                 os.environ.pop("SPARK_REMOTE", None)
                 cluster.stop()
+        rows += [(f"  {k}: {rates[k]:,.0f} rec/s", v, "") for k, v in timed.items()]
         rows.append(
             (
                 "two workers over one, F=8 (1 core each)",

@@ -3,6 +3,7 @@ retention, removal of what failed uploads left, checksums, restore without local
 
 import json
 import shutil
+import threading
 
 import pytest
 
@@ -10,8 +11,10 @@ from elasticity import faults
 from elasticity.checkpoint.task_checkpoint import CheckpointId
 from elasticity.config import BLOB_STORE_FACTORY
 from elasticity.jobmodel.model import TaskName
+from elasticity.state.backends.blob_manager import ALIVE, BlobStoreManager, UploadStalled
 from elasticity.state.backends.blobstore import ChecksumMismatch
 from elasticity.state.backends.snapshot_index import SnapshotIndex
+from elasticity.state.worker import Heartbeat
 from tests.support import samza_rules
 from tests.unit.test_state_store import commit, container
 
@@ -200,3 +203,20 @@ def test_a_snapshot_samza_wrote_restores_here(tmp_path):
     assert again.restore(from_samza) == {TASK: {"counts": BLOB_STORE_FACTORY}}
     assert dict(again.store(TASK, "counts").all()) == {f"k{i}": i for i in range(300)}
     again.close()
+
+
+def test_an_upload_whose_uploader_stops_beating_is_given_up_long_before_the_timeout(tmp_path):
+    blobs = BlobStoreManager(str(tmp_path / "blobs"))
+    index = "job/task/store/index/1-2-abc.json"
+    beat = Heartbeat(blobs, interval_s=0.05)
+    beat.add([index])  # an upload that is slow but alive: its heartbeat keeps the driver waiting
+    writer = threading.Timer(0.8, blobs.put_bytes, (index, b"{}"))
+    writer.start()
+    blobs.await_blob(index, timeout_s=60, stall_s=0.3)
+    beat.done([index])
+    assert not blobs.exists(index + ALIVE)  # the heartbeat cleans up after itself
+
+    lost = "job/task/store/index/1-3-abc.json"
+    blobs.put_bytes(lost + ALIVE, b"1")  # one beat, then the uploader's executor is gone: no index, no .failed
+    with pytest.raises(UploadStalled, match="stalled: no sign of life from its uploader"):
+        blobs.await_blob(lost, timeout_s=60, stall_s=0.3)  # not the 60 s timeout

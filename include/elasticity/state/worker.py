@@ -16,14 +16,18 @@ Uploads run on one thread per container, in commit order (an incremental
 upload builds on the previous one), overlapping the next batch; the driver
 waits for the markers to be durable before writing the checkpoint. A failed
 upload leaves `<index>.failed` beside the index it promised, so the driver
-fails at once instead of at task.commit.timeout.ms. Cleanup runs on the same
-thread, for checkpoints the driver reports as written.
+fails at once instead of at task.commit.timeout.ms; an upload that runs longer
+than a heartbeat rewrites `<index>.alive`, so the driver also gives up soon on
+one whose executor was lost. Cleanup runs on the same thread, for checkpoints
+the driver reports as written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+import time
 from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -33,7 +37,7 @@ from elasticity.api.descriptors import StoreDescriptor
 from elasticity.checkpoint.task_checkpoint import CheckpointId, CheckpointV2
 from elasticity.config import BLOB_STORE_FACTORY
 from elasticity.jobmodel.model import TaskModel, TaskName
-from elasticity.state.backends.blob_manager import FAILED
+from elasticity.state.backends.blob_manager import ALIVE, FAILED, HEARTBEAT_S, BlobStoreManager
 from elasticity.state.commit_manager import Markers, TaskSnapshot
 from elasticity.state.container import ContainerStorageManager
 from elasticity.state.store_config import StorageConfig
@@ -61,6 +65,7 @@ class ContainerState:
         models = [TaskModel(TaskName(t), frozenset(), p) for t, p in tasks]
         self.csm = ContainerStorageManager(state.storage, list(descriptors), models, state.changelog_partitions)
         self._uploads = ThreadPoolExecutor(1, thread_name_prefix="state-commit")
+        self._heartbeat = Heartbeat(self.csm.blobs) if self.csm.blobs is not None else None
         self._cleaned: dict[TaskName, CheckpointId] = {}
         self.sources: dict[TaskName, dict[str, str]] = {}  # of the last restore
         self._reported: dict[TaskName, dict[str, dict[str, int]]] = {}
@@ -91,6 +96,8 @@ class ContainerState:
                     assert marker is not None, f"backend {factory} names no marker at snapshot time"
                     markers.setdefault(s.task_name, {}).setdefault(factory, {})[store.store] = marker
         if snapshots:
+            if self._heartbeat is not None:
+                self._heartbeat.add(_indexes(markers))
             self._uploads.submit(self._upload, snapshots, markers)
         return markers
 
@@ -114,16 +121,60 @@ class ContainerState:
         except Exception as e:  # noqa: BLE001 - reported to the driver through the blob store
             log.exception("state upload of checkpoint %s failed", snapshots[0].checkpoint_id)
             blobs = self.csm.blobs
-            for m in markers.values():
-                for index in m.get(BLOB_STORE_FACTORY, {}).values():
-                    if blobs is not None and not blobs.exists(index):
-                        blobs.put_bytes(index + FAILED, f"{type(e).__name__}: {e}".encode())
+            for index in _indexes(markers):
+                if blobs is not None and not blobs.exists(index):
+                    blobs.put_bytes(index + FAILED, f"{type(e).__name__}: {e}".encode())
+        finally:
+            if self._heartbeat is not None:
+                self._heartbeat.done(_indexes(markers))
 
     def _cleanup(self, written: dict[TaskName, CheckpointV2]) -> None:
         try:
             self.csm.cleanup(written)
         except Exception:  # noqa: BLE001 - the next cleanup retries; nothing depends on it
             log.exception("state cleanup failed")
+
+
+def _indexes(markers: Mapping[TaskName, Markers]) -> list[str]:
+    return [index for m in markers.values() for index in m.get(BLOB_STORE_FACTORY, {}).values()]
+
+
+class Heartbeat:
+    """Rewrites `<index>.alive` every HEARTBEAT_S for each index an upload queued or running here has
+    promised, so the driver can tell a slow upload from one lost with its executor. Uploads that end
+    within a heartbeat write nothing."""
+
+    def __init__(self, blobs: BlobStoreManager, interval_s: float = HEARTBEAT_S) -> None:
+        self.blobs, self.interval_s = blobs, interval_s
+        self._beats: dict[str, int] = {}  # promised index -> heartbeats written
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def add(self, indexes: Collection[str]) -> None:
+        with self._lock:
+            self._beats.update(dict.fromkeys(indexes, 0))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="state-heartbeat", daemon=True)
+                self._thread.start()
+
+    def done(self, indexes: Collection[str]) -> None:
+        with self._lock:
+            beaten = [i for i in indexes if self._beats.pop(i, 0)]
+        for index in beaten:
+            self.blobs.delete(index + ALIVE)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self.interval_s)
+            with self._lock:
+                if not self._beats:
+                    self._thread = None
+                    return
+                beats = {i: n + 1 for i, n in self._beats.items()}
+                self._beats.update(beats)
+            for index, n in beats.items():
+                with contextlib.suppress(OSError):  # a missed beat only brings the driver's give-up nearer
+                    self.blobs.put_bytes(index + ALIVE, str(n).encode())
 
 
 _containers: dict[tuple[StorageConfig, tuple[tuple[str, int], ...]], ContainerState] = {}

@@ -13,6 +13,9 @@ from pathlib import Path
 from pyarrow import fs
 
 FAILED = ".failed"  # beside a blob an upload promised and could not write: `<blob id>.failed` holds the error
+ALIVE = ".alive"  # beside a blob an upload still promises, rewritten every HEARTBEAT_S while the upload runs
+HEARTBEAT_S = 5.0
+STALL_S = 4 * HEARTBEAT_S  # a promise whose heartbeat has not changed for this long is given up
 
 
 class BlobNotFound(FileNotFoundError):
@@ -21,6 +24,11 @@ class BlobNotFound(FileNotFoundError):
 
 class UploadFailed(OSError):
     pass
+
+
+class UploadStalled(UploadFailed):
+    """The process that promised a blob stopped beating (its executor was lost, say): waiting longer
+    would only reach task.commit.timeout.ms."""
 
 
 class BlobStoreManager:
@@ -79,18 +87,37 @@ class BlobStoreManager:
     def exists(self, blob_id: str) -> bool:
         return self.fs.get_file_info(self._path(blob_id)).type == fs.FileType.File
 
-    def await_blob(self, blob_id: str, timeout_s: float) -> None:
-        """Until a blob another process promised exists; its `.failed` sibling or the timeout raise."""
+    def await_blob(self, blob_id: str, timeout_s: float, stall_s: float = STALL_S) -> None:
+        """Until a blob another process promised exists; its `.failed` sibling, the timeout, or no change
+        of its `.alive` heartbeat for `stall_s` (an upload that runs longer than HEARTBEAT_S beats) raise."""
         deadline, pause = time.monotonic() + timeout_s, 0.01
+        beat, beat_seen = None, time.monotonic()
         while not self.exists(blob_id):
             if self.exists(blob_id + FAILED):
                 raise UploadFailed(
                     f"upload of blob {blob_id!r} failed: {self.get_bytes(blob_id + FAILED).decode(errors='replace')}"
                 )
-            if time.monotonic() >= deadline:
+            now = time.monotonic()
+            if now >= deadline:
                 raise BlobNotFound(f"blob {blob_id!r} not in {self.uri} after {timeout_s:g} s")
+            if now - beat_seen > stall_s:
+                last, beat = beat, self._read_or_none(blob_id + ALIVE)
+                if beat is None or beat == last:
+                    if self.exists(blob_id):
+                        return
+                    raise UploadStalled(
+                        f"upload of blob {blob_id!r} stalled: no sign of life from its uploader for {now - beat_seen:.0f} s "
+                        "(its process or executor was lost)"
+                    )
+                beat_seen = now
             time.sleep(pause)
             pause = min(pause * 2, 0.5)
+
+    def _read_or_none(self, blob_id: str) -> bytes | None:
+        try:
+            return self.get_bytes(blob_id)
+        except FileNotFoundError:
+            return None
 
     def delete(self, blob_id: str) -> None:
         with contextlib.suppress(FileNotFoundError):
