@@ -4,9 +4,9 @@ Runs inside a Spark Python worker (or anywhere): the slot's records read and
 routed (`batch.reader`), sinks written, one summary row per virtual task out.
 Slices run on a thread pool (Samza's `job.container.thread.pool.size`), each
 strictly in (SSP, offset) order, which is how I/O-bound virtual tasks overlap
-without more containers. For a job with stores, the slot's stores are restored
-first, operators reach them through `m.context.store(name)`, and the slices end
-with the synchronous snapshot; the summary rows carry each task's checkpoint id
+without more containers. For a job with stores, each slice restores its task's
+stores as it starts, operators reach them through `m.context.store(name)`, and
+the slice ends with its task's synchronous snapshot; the summary rows carry each task's checkpoint id
 and state markers, while the upload goes on in the background (`state.worker`).
 Nothing here imports Spark.
 """
@@ -36,6 +36,7 @@ from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskN
 from elasticity.jobmodel.object_mapper import ssp_to_key
 from elasticity.kafka.admin import Kafka, settings
 from elasticity.serializers import RecordSerdeError, deserialize, serialize
+from elasticity.state.commit_manager import TaskSnapshot
 from elasticity.state.table import SideInputBatch, SlotTables
 from elasticity.state.worker import BatchState, ContainerState, open_container
 
@@ -175,18 +176,32 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
     outputs = _Outputs(ctx)
     tables = SlotTables(ctx.tables, _application(ctx).tables, slot) if ctx.tables else None  # caught up before any slice
     container = None
+    snapshots: list[TaskSnapshot] = []
+
+    def run(name: str, part: pa.Table) -> dict[str, Any]:
+        """A virtual task restores its stores as its slice starts and snapshots them as it ends, so that
+        the slot's other tasks run meanwhile (each task checkpoints on its own)."""
+        task = TaskName(name)
+        if container is not None:
+            container.restore(task)
+        row = _run_slice(ctx, task, part, outputs, container, tables)
+        if container is not None and not row["stopped"]:
+            assert ctx.state is not None
+            snapshots.append(container.snapshot(ctx.state.checkpoint_id, task))
+        return row
+
     # Samza's job.container.thread.pool.size: 0 = no pool, the slices run one after another
     pool = min(ctx.thread_pool_size, len(slices))
     try:
         container = open_container(ctx.state, _application(ctx).stores.values(), slot) if ctx.state else None
         if pool <= 1:
-            rows = [_run_slice(ctx, TaskName(n), t, outputs, container, tables) for n, t in slices]
+            rows = [run(n, t) for n, t in slices]
         else:
             with ThreadPoolExecutor(pool, thread_name_prefix="vtask") as ex:
-                rows = list(ex.map(lambda nt: _run_slice(ctx, TaskName(nt[0]), nt[1], outputs, container, tables), slices))
+                rows = list(ex.map(lambda nt: run(*nt), slices))
         if container is not None:
             assert ctx.state is not None
-            markers = container.commit(ctx.state.checkpoint_id, [TaskName(r["task_name"]) for r in rows if not r["stopped"]])
+            markers = container.commit(snapshots)
             for r in rows:
                 task = TaskName(r["task_name"])
                 if task in markers:

@@ -90,6 +90,10 @@ class ContainerStorageManager:
             out.setdefault(task, {})[name] = f.result()
         return out
 
+    def restore_task(self, task: TaskName, checkpoint: CheckpointV2 | None) -> dict[str, str]:
+        """One task's stores, on the caller's thread (a slice restores its own task as it starts)."""
+        return {name: restore(ts, checkpoint) for name, ts in self.tasks[task].items()}
+
     def store(self, task: TaskName, name: str) -> KeyValueStore:
         """What `context.store(name)` gives an operator running for `task` (after `restore`)."""
         ts = self.tasks[task][name]
@@ -101,11 +105,12 @@ class ContainerStorageManager:
         """Synchronous: processing must be paused. One checkpoint id for the whole batch; `tasks`: only these."""
         return tuple(c.snapshot(checkpoint_id) for t, c in self.committers.items() if tasks is None or t in tasks)
 
-    def release(self) -> None:
-        """Close every store, sealing those untouched since their snapshot (see TaskStore.release)."""
-        for stores in self.tasks.values():
-            for ts in stores.values():
-                ts.release()
+    def release(self, tasks: Collection[TaskName] | None = None) -> None:
+        """Close every store (of `tasks`), sealing those untouched since their snapshot (see TaskStore.release)."""
+        for task, stores in self.tasks.items():
+            if tasks is None or task in tasks:
+                for ts in stores.values():
+                    ts.release()
 
     def upload(self, snapshots: Sequence[TaskSnapshot]) -> dict[TaskName, Markers]:
         """Every backend of every store in parallel; the markers for each task's CheckpointV2."""

@@ -67,28 +67,39 @@ class ContainerState:
         self._uploads = ThreadPoolExecutor(1, thread_name_prefix="state-commit")
         self._heartbeat = Heartbeat(self.csm.blobs) if self.csm.blobs is not None else None
         self._cleaned: dict[TaskName, CheckpointId] = {}
-        self.sources: dict[TaskName, dict[str, str]] = {}  # of the last restore
+        self._start: Mapping[str, CheckpointV2 | None] = {}
+        self.sources: dict[TaskName, dict[str, str]] = {}  # of this batch's restores
         self._reported: dict[TaskName, dict[str, dict[str, int]]] = {}
 
-    def begin(self, state: BatchState) -> dict[TaskName, dict[str, str]]:
-        """Clean up after written checkpoints (in the background), then restore every task to where the
-        batch starts; returns where each store came from (open, local, a backend factory, empty)."""
+    def begin(self, state: BatchState) -> None:
+        """Clean up after written checkpoints (in the background); each task restores as its slice starts."""
         written = {TaskName(t): cp for t, cp in state.written.items() if TaskName(t) in self.csm.tasks}
         fresh = {t: cp for t, cp in written.items() if self._cleaned.get(t) != cp.checkpoint_id}
         if fresh:
             self._cleaned.update({t: cp.checkpoint_id for t, cp in fresh.items()})
             self._uploads.submit(self._cleanup, fresh)
-        self.sources = self.csm.restore({t: state.start.get(t.name) for t in self.csm.tasks})
-        return self.sources
+        self._start = state.start
+        self.sources = {}
+
+    def restore(self, task: TaskName) -> dict[str, str]:
+        """The task's stores to where the batch starts, on its slice's thread: while one task opens its
+        stores, the others' slices run. Returns where each came from (open, local, a factory, empty)."""
+        self.sources[task] = self.csm.restore_task(task, self._start.get(task.name))
+        return self.sources[task]
 
     def store(self, task: TaskName, name: str) -> Any:
         return self.csm.store(task, name)
 
-    def commit(self, checkpoint_id: CheckpointId, tasks: Collection[TaskName]) -> dict[TaskName, Markers]:
-        """Synchronous snapshot of `tasks`, then release every store; the upload goes on in the background.
-        Returns the markers each task's CheckpointV2 will carry (known before the upload ends)."""
-        snapshots = self.csm.snapshot(checkpoint_id, tasks)
-        self.csm.release()
+    def snapshot(self, checkpoint_id: CheckpointId, task: TaskName) -> TaskSnapshot:
+        """The synchronous snapshot of one task's stores as soon as its slice is done, then they close
+        (sealed: another process may take this container's next batch)."""
+        (snapshot,) = self.csm.snapshot(checkpoint_id, [task])
+        self.csm.release([task])
+        return snapshot
+
+    def commit(self, snapshots: Collection[TaskSnapshot]) -> dict[TaskName, Markers]:
+        """Start the snapshots' upload in the background; returns the markers each task's CheckpointV2
+        will carry (known before the upload ends)."""
         markers: dict[TaskName, Markers] = {}
         for s in snapshots:
             for store in s.stores:
@@ -98,7 +109,7 @@ class ContainerState:
         if snapshots:
             if self._heartbeat is not None:
                 self._heartbeat.add(_indexes(markers))
-            self._uploads.submit(self._upload, snapshots, markers)
+            self._uploads.submit(self._upload, tuple(snapshots), markers)
         return markers
 
     def release(self) -> None:
@@ -183,7 +194,7 @@ _lock = threading.Lock()
 
 def open_container(state: BatchState, descriptors: Collection[StoreDescriptor], slot: int) -> ContainerState:
     """This process's ContainerState for the slot's tasks (cached per job, store config and task set),
-    restored to where the batch starts."""
+    set to where the batch starts."""
     tasks = state.slots[slot]
     with _lock:
         key = (state.storage, tasks)
