@@ -1,7 +1,9 @@
 """Background services of the embedded default (the Kafka-protocol broker, the
 Spark Connect server): one per state folder, started detached so that they
 outlive the command that started them, found again through a small state file,
-and stopped with SIGTERM. Loopback only."""
+and stopped with SIGTERM. Loopback by default; a service may bind another
+address of this machine (the local cluster's tests give workers hosts of their
+own in network namespaces)."""
 
 from __future__ import annotations
 
@@ -29,21 +31,22 @@ class DaemonState:
     port: int
     data_dir: str
     log_file: str
+    host: str = HOST
 
     @property
     def address(self) -> str:
-        return f"{HOST}:{self.port}"
+        return f"{self.host}:{self.port}"
 
 
-def free_port() -> int:
+def free_port(host: str = HOST) -> int:
     with socket.socket() as s:
-        s.bind((HOST, 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
-def port_open(port: int, timeout: float = 0.5) -> bool:
+def port_open(port: int, timeout: float = 0.5, host: str = HOST) -> bool:
     try:
-        with socket.create_connection((HOST, port), timeout=timeout):
+        with socket.create_connection((host, port), timeout=timeout):
             return True
     except OSError:
         return False
@@ -72,8 +75,9 @@ def tail(path: str | Path, lines: int = 20) -> str:
 class Daemon:
     """A service `name` under `<home>/<name>/`: `<name>.json` (its state), `<name>.log`, `data/`."""
 
-    def __init__(self, name: str, home: Path, default_port: int = 0) -> None:
+    def __init__(self, name: str, home: Path, default_port: int = 0, host: str = HOST) -> None:
         self.name = name
+        self.host = host  # the address it listens on
         self.home = home / name
         self.state_file = self.home / f"{name}.json"
         self.log_file = self.home / f"{name}.log"
@@ -85,17 +89,17 @@ class Daemon:
             state = DaemonState(**json.loads(self.state_file.read_text()))
         except (OSError, ValueError, TypeError):
             return None
-        return state if alive(state.pid) and port_open(state.port) else None
+        return state if alive(state.pid) and port_open(state.port, host=state.host) else None
 
     def start(self, command: Sequence[str], port: int, timeout_s: float, env: dict[str, str] | None = None) -> DaemonState:
-        """Run `command` (which must listen on HOST:port) unless this service already runs."""
+        """Run `command` (which must listen on host:port) unless this service already runs."""
         running = self.status()
         if running:
             if port != running.port:
                 raise DaemonError(f"the {self.name} already runs at {running.address} for {self.home}; stop it first")
             return running
-        if port_open(port):
-            raise DaemonError(f"port {HOST}:{port} is taken by another process; choose one with --port")
+        if port_open(port, host=self.host):
+            raise DaemonError(f"port {self.host}:{port} is taken by another process; choose one with --port")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_file, "ab") as log:
             proc = subprocess.Popen(
@@ -113,13 +117,13 @@ class Daemon:
                 raise DaemonError(
                     f"the {self.name} exited with code {proc.returncode}; see {self.log_file}:\n{tail(self.log_file)}"
                 )
-            if port_open(port):
-                state = DaemonState(proc.pid, port, str(self.data_dir), str(self.log_file))
+            if port_open(port, host=self.host):
+                state = DaemonState(proc.pid, port, str(self.data_dir), str(self.log_file), self.host)
                 self.state_file.write_text(json.dumps(asdict(state)))
                 return state
             time.sleep(0.1)
         os.killpg(proc.pid, signal.SIGKILL)
-        raise DaemonError(f"the {self.name} did not listen on {HOST}:{port} within {timeout_s:.0f}s; see {self.log_file}")
+        raise DaemonError(f"the {self.name} did not listen on {self.host}:{port} within {timeout_s:.0f}s; see {self.log_file}")
 
     def stop(self, timeout_s: float = 15.0) -> bool:
         """Stop the service (its data is kept). False when none was running."""

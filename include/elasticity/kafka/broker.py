@@ -40,8 +40,8 @@ def _binary() -> Path:
 class EmbeddedBroker:
     """One broker per state folder (default `$ELASTICITY_HOME`)."""
 
-    def __init__(self, home: Path | None = None) -> None:
-        self.daemon = Daemon("broker", home or elasticity_home())
+    def __init__(self, home: Path | None = None, host: str = HOST) -> None:
+        self.daemon = Daemon("broker", home or elasticity_home(), host=host)
 
     def status(self) -> BrokerState | None:
         state = self.daemon.status()
@@ -62,7 +62,7 @@ class EmbeddedBroker:
             "--data-dir",
             str(self.daemon.data_dir),
             "--host",
-            HOST,
+            self.daemon.host,
         ]
         return BrokerState(**vars(self.daemon.start(command, port, timeout_s)))
 

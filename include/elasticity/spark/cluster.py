@@ -8,13 +8,18 @@ share, an S3-protocol server (SeaweedFS), and the warm driver, the Spark Connect
 server attached to the master (`--master spark://...`) with
 `spark.cores.max` = every worker's cores and all of them registered before its
 first job, so that the first batch places its slots over every executor.
-Every service is a daemon under `$ELASTICITY_HOME/cluster/` (pid, port, log).
+Every service is a daemon under `$ELASTICITY_HOME/cluster/` (pid, port, log),
+on loopback by default; given an address of this machine (`host`) and, per
+worker, a network namespace with an address of its own (`WorkerHost`), the
+workers reach the master, the driver, the broker and the S3 server over a real
+network link, which a test can cut.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,17 +62,29 @@ class ClusterState:
         }
 
 
+@dataclass(frozen=True)
+class WorkerHost:
+    """A worker on a host of its own: the network namespace it runs in and its address there."""
+
+    netns: str
+    address: str
+
+
 class LocalCluster:
     """One cluster per state folder, like the embedded broker."""
 
-    def __init__(self, home: Path | None = None) -> None:
+    def __init__(self, home: Path | None = None, host: str = HOST, worker_hosts: Mapping[int, WorkerHost] | None = None) -> None:
+        """`host`: the address the master, the S3 server and the driver listen on (every worker must reach it)."""
         self.root = (home or elasticity_home()) / "cluster"
-        self.master = Daemon("master", self.root)
-        self.s3 = Daemon("s3", self.root)
-        self.connect = SparkConnectServer(self.root)
+        self.host = host
+        self.worker_hosts = dict(worker_hosts or {})
+        self.master = Daemon("master", self.root, host=host)
+        self.s3 = Daemon("s3", self.root, host=host)
+        self.connect = SparkConnectServer(self.root, host)
 
     def worker(self, i: int) -> Daemon:
-        return Daemon(f"worker-{i}", self.root)
+        where = self.worker_hosts.get(i)
+        return Daemon(f"worker-{i}", self.root, host=where.address if where else HOST)
 
     def worker_home(self, i: int) -> Path:
         return self.root / f"worker-{i}" / "home"
@@ -91,7 +108,7 @@ class LocalCluster:
         self, workers: int = 2, cores: int = 1, memory: str = "1g", master_port: int | None = None, timeout_s: float = 120
     ) -> ClusterState:
         """Start what is not running yet: master, workers 0..N-1, the S3 server, the Connect server."""
-        env = {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": HOST}
+        env = {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": self.host}
         env.setdefault("PYSPARK_PYTHON", sys.executable)
         # recovery mode: a master started again reads its apps and workers back, instead of killing the
         # executors of the Connect server's app that it no longer knows
@@ -102,9 +119,9 @@ class LocalCluster:
         )
         running = self.master.status()
         port = running.port if running else master_port or free_port()
-        master = f"spark://{HOST}:{port}"
+        master = f"spark://{self.host}:{port}"
         self.master.start(
-            [self._class(), MASTER_CLASS, "--host", HOST, "--port", str(port), "--webui-port", str(free_port())],
+            [self._class(), MASTER_CLASS, "--host", self.host, "--port", str(port), "--webui-port", str(free_port())],
             port,
             timeout_s,
             env,
@@ -139,6 +156,7 @@ class LocalCluster:
         if state is None:
             raise DaemonError(f"no Spark master runs for {self.root}: `elasticity cluster start`")
         daemon = self.worker(i)
+        where = self.worker_hosts.get(i)
         running = daemon.status()
         port = running.port if running else free_port()
         home = self.worker_home(i)
@@ -148,16 +166,16 @@ class LocalCluster:
         base = env or {
             **os.environ,
             "SPARK_HOME": str(spark_home()),
-            "SPARK_LOCAL_IP": HOST,
             **state.env(),
         }
         base.setdefault("PYSPARK_PYTHON", sys.executable)
         daemon.start(
             [
+                *(["ip", "netns", "exec", where.netns] if where else []),
                 self._class(),
                 WORKER_CLASS,
                 "--host",
-                HOST,
+                daemon.host,
                 "--port",
                 str(port),
                 "--webui-port",
@@ -172,7 +190,13 @@ class LocalCluster:
             ],
             port,
             timeout_s,
-            {**base, "ELASTICITY_HOME": str(home), "SPARK_WORKER_DIR": str(work), "SPARK_LOCAL_DIRS": str(local)},
+            {
+                **base,
+                "SPARK_LOCAL_IP": daemon.host,
+                "ELASTICITY_HOME": str(home),
+                "SPARK_WORKER_DIR": str(work),
+                "SPARK_LOCAL_DIRS": str(local),
+            },
         )
 
     def stop_worker(self, i: int) -> bool:
@@ -191,7 +215,7 @@ class LocalCluster:
         if running:
             return running.address
         self.s3.data_dir.mkdir(parents=True, exist_ok=True)
-        command, port = weed_command(self.s3.data_dir)
+        command, port = weed_command(self.s3.data_dir, self.host)
         env = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
         state = self.s3.start(command, port, timeout_s, env)
         wait_ready(state.address, timeout_s, lambda: self.s3.status() is not None, self.s3.log_file)

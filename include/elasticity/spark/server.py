@@ -45,8 +45,8 @@ def log4j_options() -> str:
 class SparkConnectServer:
     """One server per state folder, like the embedded broker."""
 
-    def __init__(self, home: Path | None = None) -> None:
-        self.daemon = Daemon("spark-connect", home or elasticity_home())
+    def __init__(self, home: Path | None = None, host: str = HOST) -> None:
+        self.daemon = Daemon("spark-connect", home or elasticity_home(), host=host)
 
     def status(self) -> SparkServerState | None:
         state = self.daemon.status()
@@ -72,7 +72,7 @@ class SparkConnectServer:
             "--class",
             CONNECT_SERVER_CLASS,
             "--conf",
-            f"spark.connect.grpc.binding.address={HOST}",
+            f"spark.connect.grpc.binding.address={self.daemon.host}",
             "--conf",
             f"spark.connect.grpc.binding.port={port}",
             "--conf",
@@ -91,7 +91,7 @@ class SparkConnectServer:
         env = {
             **os.environ,
             "SPARK_HOME": str(home),
-            "SPARK_LOCAL_IP": HOST,
+            "SPARK_LOCAL_IP": self.daemon.host,  # the driver's address, which executors connect to
             "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
             **(env or {}),
         }

@@ -36,15 +36,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def weed_command(folder: Path) -> tuple[list[str], int]:
-    """`weed mini` on loopback with every port chosen free; returns the command and its S3 port."""
+def weed_command(folder: Path, host: str = "127.0.0.1") -> tuple[list[str], int]:
+    """`weed mini` on `host` (loopback by default) with every port chosen free; returns the command and its S3 port."""
     ports = {p: _free_port() for p in _PORTS}
     args = [
         str(Path(sys.executable).parent / "weed"),
         "mini",
         f"-dir={folder}",
-        "-ip=127.0.0.1",
-        "-ip.bind=127.0.0.1",
+        f"-ip={host}",
+        f"-ip.bind={host}",
         "-webdav=false",
         "-admin.ui=false",
         *(f"-{k}={v}" for k, v in ports.items()),
