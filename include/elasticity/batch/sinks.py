@@ -3,12 +3,13 @@ task), so a retried batch overwrites its own files and leaves no duplicates,
 and Kafka topics (at-least-once).
 
 Layout: `<root>/batch_id=<n>/<task file>.parquet`, Hive-style, readable by Spark
-and pyarrow alike. Files are written under a temporary name and renamed, so a
-reader never sees half a file.
+and pyarrow alike. A reader never sees half a file: on a local disk files are
+written under a temporary name and renamed, on an object store in one PUT.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import uuid
@@ -90,12 +91,23 @@ def task_file(task_name: TaskName) -> str:
     return f"{safe}-{hashlib.sha1(task_name.name.encode()).hexdigest()[:8]}.parquet"
 
 
+@functools.lru_cache(maxsize=64)
+def _file_system(root: str) -> tuple[pafs.FileSystem, str]:
+    """One client per root and process: an S3 client costs more to make than a small file to write."""
+    return pafs.FileSystem.from_uri(root) if "://" in root else (pafs.LocalFileSystem(), root)
+
+
 def write_task_file(root: str, batch_id: int, task_name: TaskName, table: pa.Table) -> str:
-    """Write (or overwrite) the file of one task in one batch; atomic on the local file system."""
-    fs, base = pafs.FileSystem.from_uri(root) if "://" in root else (pafs.LocalFileSystem(), root)
+    """Write (or overwrite) the file of one task in one batch, atomically: on a local disk under a temporary
+    name, then renamed; on an object store (S3) in one PUT, which is atomic and needs no folders, where a
+    rename would be a copy and a delete."""
+    fs, base = _file_system(root)
     folder = f"{base.rstrip('/')}/batch_id={batch_id}"
-    fs.create_dir(folder, recursive=True)
     final = f"{folder}/{task_file(task_name)}"
+    if not isinstance(fs, pafs.LocalFileSystem):
+        pq.write_table(table, final, filesystem=fs)
+        return final
+    fs.create_dir(folder, recursive=True)
     tmp = f"{folder}/.{uuid.uuid4().hex}.tmp"
     pq.write_table(table, tmp, filesystem=fs)
     fs.move(tmp, final)
