@@ -71,7 +71,8 @@ cluster: $(STAMP)
 	$(BIN)/elasticity cluster start
 
 # The fault tests on a two-worker cluster: a worker, the Connect server, the master killed mid-run and started
-# again; each prints how long healing took.
+# again, a worker cut off from the network for 30 s (its own network namespace; needs root and `ip`); each
+# prints how long healing took.
 chaos: $(STAMP)
 	$(BIN)/pytest -m chaos -s tests/chaos
 
