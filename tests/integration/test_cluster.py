@@ -13,28 +13,41 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
+import pyarrow as pa
 import pytest
 
 from elasticity.batch.async_commit import CommitTimeout
 from elasticity.batch.coordinator import JobCoordinator
+from elasticity.batch.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, read_table, write_task_file
 from elasticity.config import ConfigError, validate
+from elasticity.jobmodel.model import TaskName
+from elasticity.kafka.consumer import KafkaInputs
+from elasticity.quality.runner import run_quality
 from elasticity.spark.cluster import LocalCluster
 from elasticity.spark.engine import MicroBatchEngine
 from elasticity.spark.session import MasterUnreachable, session
 from elasticity.state.backends.blob_manager import BlobNotFound, UploadFailed
+from tests.conftest import REPO
+from tests.integration import test_windows_rescale as windows
 from tests.integration.test_engine import feed
 from tests.integration.test_stateful_engine import assert_state_and_outputs, job, state_check_passes  # noqa: F401 (job: a fixture)
+from tests.integration.test_windows_engine import job_props
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     local = LocalCluster(tmp_path_factory.mktemp("cluster-home"))
-    try:
-        state = local.start(workers=2, cores=1, memory="1g")
-        yield local, state
-    finally:
-        local.stop()
+    with pytest.MonkeyPatch.context() as mp:
+        # executors inherit their worker's environment: the test apps (tests/support/apps.py) on their path,
+        # as a user's workers have the user's app on theirs
+        mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+        try:
+            state = local.start(workers=2, cores=1, memory="1g")
+            yield local, state
+        finally:
+            local.stop()
 
 
 @pytest.fixture
@@ -131,3 +144,115 @@ def test_a_master_that_is_down_fails_a_run_at_once_naming_it(on_cluster, kafka_b
         local.start(workers=2, cores=1, memory="1g", master_port=port)  # the workers re-register with it
     assert engine.run(until_caught_up=True)[-1].lag_left == 0
     assert_state_and_outputs(config, engine.store)
+
+
+@pytest.fixture(scope="module")
+def sessions_on_cluster(cluster, kafka_bootstrap, tmp_path_factory):
+    """The windows and stream-table join app of test_windows_rescale on the cluster, its paths on the shared
+    storage: batches at factor 2, a rescale to 3 with lag left (a factor that is not a multiple: every
+    window store is split and merged into new snapshots on S3), a profile update, batches at 3."""
+    local, _ = cluster
+    state = local.status()
+    assert state is not None
+    tmp_path = tmp_path_factory.mktemp("sessions-on-cluster")
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in state.env().items():
+            mp.setenv(k, v)
+        clicks_topic = f"wc-{uuid.uuid4().hex[:8]}"
+        users_topic = f"{clicks_topic}-users"
+        props = job_props(kafka_bootstrap, mp, clicks_topic, tmp_path) | {"app.class": windows.APP}
+        for key in ("job.state.dir", "spark.master"):
+            props.pop(key)
+        props.update(state.job_settings(f"{props['job.name']}-{uuid.uuid4().hex[:6]}"))
+        props["job.report.path"] = str(tmp_path / "reports")
+        config = validate(props)
+        engine = MicroBatchEngine(config, session(config))
+
+        windows.profiles(kafka_bootstrap, users_topic, 1)
+        t = windows.clicks(kafka_bootstrap, clicks_topic, 200, 1_700_000_000_000, seed=41)
+        at2 = engine.run(max_records=100, until_caught_up=True)
+        t = windows.clicks(kafka_bootstrap, clicks_topic, 100, t, seed=42)
+        at2 += engine.run(max_records=50)
+        assert at2[-1].lag_left > 0  # the rescale comes with lag left
+        plan = JobCoordinator(config, engine.store, engine.inputs).rescale(3)
+        windows.profiles(kafka_bootstrap, users_topic, 2)  # the batches at 3 see the update
+        windows.clicks(kafka_bootstrap, clicks_topic, 120, t, seed=43)
+        at3 = engine.run(max_records=100, until_caught_up=True)
+        assert at3[-1].lag_left == 0
+        yield SimpleNamespace(
+            config=config,
+            store=engine.store,
+            inputs=engine.inputs,
+            plan=plan,
+            batches=at2 + at3,
+            at3=at3,
+            topics=(clicks_topic, users_topic),
+            state=state,
+            tmp_path=tmp_path,
+        )
+
+
+def test_windows_and_a_stream_table_join_through_a_rescale_2_to_3_on_the_cluster(sessions_on_cluster, kafka_bootstrap):
+    run = sessions_on_cluster
+    moved = {(tr.task.name, tr.store): tr.keys for tr in run.plan.state.transfers if tr.how == "moved"}
+    assert len(moved) == 2 * 2 * 3 and sum(moved.values()) > 0, moved  # every new task of each window store, moved
+    homes = set(run.state.workers)
+    assert {e.split(":", 1)[1] for s in run.batches for e in s.metrics["executors"]} == homes  # both workers ran slots
+    restores = [s.metrics["state-restores"]["count"] for s in run.batches]
+    print(
+        "batches:",
+        [(s.factor, round(s.durations_ms["spark"]), s.metrics["state-restores"]["count"]) for s in run.batches],
+        "state-move-ns:",
+        run.plan.metrics["state-move-ns"],
+    )
+    # each slot restores its moved snapshots from S3 once, in the first batch at 3; then they stay on its executor
+    assert restores[len(run.batches) - len(run.at3)] > 0 and restores[len(run.batches) - len(run.at3) + 1 :] == [0] * (
+        len(run.at3) - 1
+    )
+    clicks_topic, users_topic = run.topics
+    counts, tables = windows.assert_windows_and_join(run.config, run.store, clicks_topic, users_topic, kafka_bootstrap, factor=3)
+    print("panes emitted, open:", counts)
+    assert all(closed > 20 and still > 0 for closed, still in counts.values()), counts
+    assert {t["u1"]["tier"] for t in tables.values()} == {"tier-1-v1", "tier-1-v2"}
+
+
+def test_data_quality_over_the_cluster_jobs_outputs_on_s3_passes_and_catches_a_dropped_and_a_swapped_row(
+    sessions_on_cluster,
+):
+    run = sessions_on_cluster
+    config, store = run.config, run.store
+    result, summary = run_quality(config, store, KafkaInputs(config), incremental=True, run_name="cluster")
+    assert result.success, result.failure_message()
+    rows = {c.name: c.rows for c in result.checks}
+    assert set(rows) == {"no_loss", "key_order", "routing", "audit_unique", "sink_unique"} and all(rows.values()), rows
+    processed = len(read_table(config.get("job.audit.path"), AUDIT_SCHEMA))
+    assert rows["no_loss"] == processed  # every click the checkpoints passed, read back from S3
+    outputs = ("clicks-per-minute", "joined", "sessions")
+    written = sum(len(read_table(f"{config.get('job.output.path')}/{o}", OUTPUT_SCHEMA)) for o in outputs)
+    assert rows["sink_unique"] == written  # every output folder on S3, listed and read
+    assert "PASSED" in summary.read_text()
+
+    audit = sorted(
+        read_table(config.get("job.audit.path"), AUDIT_SCHEMA).to_pylist(),
+        key=lambda r: (r["batch_id"], r["task_name"], r["seq"]),
+    )
+    victim = audit[10]
+    by_key: dict[tuple, list[int]] = {}
+    for i, r in enumerate(audit):
+        by_key.setdefault((r["key"], r["task_name"], r["batch_id"]), []).append(i)
+    i, j = next(ix for ix in by_key.values() if len(ix) >= 2)[:2]
+    swapped = [dict(r) for r in audit]
+    swapped[i]["seq"], swapped[j]["seq"] = swapped[j]["seq"], swapped[i]["seq"]
+    for name, rows_, failing, named in (
+        ("drop", audit[:10] + audit[11:], "no_loss", f"{victim['stream']}-{victim['partition']}@{victim['offset']}"),
+        ("swap", swapped, "key_order", f"key={audit[i]['key'].decode()}"),
+    ):
+        copy = f"{config.get('job.audit.path')}-{name}"  # beside the audit, on the shared storage
+        for b in sorted({r["batch_id"] for r in rows_}):
+            part = pa.Table.from_pylist([r for r in rows_ if r["batch_id"] == b], schema=AUDIT_SCHEMA)
+            write_task_file(copy, b, TaskName("corrupted"), part)
+        bad, _ = run_quality(
+            config.with_overrides({"job.audit.path": copy}), store, KafkaInputs(config), report_dir=run.tmp_path / name
+        )
+        assert {c.name for c in bad.checks if not c.success} == {failing}, bad.failure_message()
+        assert named in bad.failure_message()
