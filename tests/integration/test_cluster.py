@@ -6,6 +6,7 @@ executors would write under one host's ELASTICITY_HOME is refused; a master that
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -17,13 +18,19 @@ from types import SimpleNamespace
 
 import pyarrow as pa
 import pytest
+import requests
 
+from elasticity.airflow.standalone import AirflowStandalone, connections
+from elasticity.apps.demo_feed import demo_records
 from elasticity.batch.async_commit import CommitTimeout
 from elasticity.batch.coordinator import JobCoordinator
 from elasticity.batch.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, read_table, write_task_file
-from elasticity.config import ConfigError, validate
+from elasticity.checkpoint.store import CheckpointStore
+from elasticity.config import ConfigError, parse_properties, validate
+from elasticity.daemon import free_port
 from elasticity.jobmodel.model import TaskName
 from elasticity.kafka.consumer import KafkaInputs
+from elasticity.kafka.producer import send
 from elasticity.quality.runner import run_quality
 from elasticity.spark.cluster import LocalCluster
 from elasticity.spark.engine import MicroBatchEngine
@@ -34,6 +41,9 @@ from tests.integration import test_windows_rescale as windows
 from tests.integration.test_engine import feed
 from tests.integration.test_stateful_engine import assert_state_and_outputs, job, state_check_passes  # noqa: F401 (job: a fixture)
 from tests.integration.test_windows_engine import job_props
+from tests.support.helpers import fresh_topic, write_properties
+
+CLUSTER_JOB = REPO / "include" / "jobs" / "cluster" / "demo.properties"
 
 
 @pytest.fixture(scope="module")
@@ -256,3 +266,117 @@ def test_data_quality_over_the_cluster_jobs_outputs_on_s3_passes_and_catches_a_d
         )
         assert {c.name for c in bad.checks if not c.success} == {failing}, bad.failure_message()
         assert named in bad.failure_message()
+
+
+def test_airflows_scheduler_drives_the_cluster_job_a_rescale_and_data_quality_and_the_job_page_shows_it(
+    cluster, kafka_bootstrap, tmp_path
+):
+    """`elasticity airflow --spark-remote <the cluster's Connect URL>` with the cluster's job config (compose's
+    include/jobs/cluster/demo.properties, on a topic and S3 paths of its own): the scheduled micro-batch run,
+    a rescale 2 -> 3 through the REST API as the trigger form sends it, the data-quality runs after both,
+    and the job page's batches with the cluster's executors and the moved stores restored once."""
+    local, _ = cluster
+    state = local.status()
+    assert state is not None and state.connect
+    topic = fresh_topic(kafka_bootstrap, "acl", 2, records=400, keys=20, seed=51)
+    name = f"acl{uuid.uuid4().hex[:6]}"
+    props = parse_properties(CLUSTER_JOB.read_text()) | {
+        "job.name": name,
+        "task.inputs": f"kafka.{topic}",
+        "batch.max.records": "300",
+    }
+    props |= {k: v for k, v in state.job_settings(name).items() if k != "spark.remote"}  # spark_default says where
+    props["job.report.path"] = str(tmp_path / "reports")
+    (tmp_path / "jobs").mkdir()
+    write_properties(tmp_path / "jobs" / f"{name}.properties", props)
+    store_url = f"sqlite:///{tmp_path / 'store.db'}"
+    airflow = AirflowStandalone(
+        tmp_path / "airflow",
+        free_port(),
+        {
+            **connections(kafka_bootstrap, state.connect, store_url),
+            **state.env(),  # what `elasticity cluster start` prints for a client to export
+            "ELASTICITY_JOBS_DIR": str(tmp_path / "jobs"),
+            "KAFKA_BOOTSTRAP_SERVERS": None,
+            "ELASTICITY_CHECKPOINT_STORE_URL": None,  # the connections must be enough
+        },
+    ).start()
+    try:
+        airflow.wait_ready()
+        api, store = airflow.api(), CheckpointStore(store_url)
+        batches = f"elastic_microbatch__{name}"
+        assert api.wait_dag(batches)["is_paused"] is False
+        run = wait_for(lambda: finished(api, batches), 240, "no scheduled micro-batch run finished", airflow)[-1]
+        assert run["run_type"] == "scheduled" and run["state"] == "success", airflow.tail(60)
+        mine = [m for m in store.metrics(name) if m["owner"] == run["dag_run_id"]]
+        assert [m["batch_id"] for m in mine] == [1, 2] and sum(m["processed"] for m in mine) == 400
+        homes = set(state.workers)
+        assert {e.split(":", 1)[1] for m in mine for e in m["metrics"]["executors"]} == homes  # both workers ran slots
+        dq = wait_for(
+            lambda: finished(api, f"elastic_data_quality__{name}"), 180, "no data-quality run after the batches", airflow
+        )
+        assert dq[-1]["state"] == "success" and dq[-1]["run_type"] == "asset_triggered"
+
+        rescale = api.trigger("elastic_rescale", {"job": name, "factor": 3, "dry_run": False})
+        assert api.wait_run("elastic_rescale", rescale, 240)["state"] == "success", airflow.tail(60)
+        assert (store.generation(name).factor, store.generation(name).origin) == (3, "manual")
+        send(kafka_bootstrap, topic, demo_records(120, keys=20, seed=52))
+        at3 = wait_for(lambda: [m for m in store.metrics(name) if m["factor"] == 3], 180, "no batch committed at 3", airflow)
+        assert at3[0]["metrics"]["state-restores"]["count"] > 0  # the moved stores, restored from S3 once
+        after = lambda r: (r.get("conf") or {}).get("reason") == "after rescale"  # noqa: E731
+        dq = wait_for(
+            lambda: finished(api, f"elastic_data_quality__{name}", after), 180, "no data-quality run after the rescale", airflow
+        )
+        assert dq[-1]["state"] == "success"
+        # a data-quality run over every batch, triggered as its form does: every check read rows from S3
+        last = at3[-1]["batch_id"]
+        manual = api.trigger(f"elastic_data_quality__{name}", {"from_batch": 1, "to_batch": last})
+        assert api.wait_run(f"elastic_data_quality__{name}", manual, 240)["state"] == "success", airflow.tail(60)
+        (report,) = [
+            d for p in (tmp_path / "reports").glob("runs/*/summary.json") if (d := json.loads(p.read_text()))["run"] == manual
+        ]
+        rows = {c["name"]: c["rows"] for c in report["checks"]}
+        assert report["success"] and report["batches"] == list(range(1, last + 1)) and all(rows.values()), report
+        assert rows["no_loss"] == rows["sink_unique"] == 520  # 400 + 120 orders, each once in the audit and the sink
+
+        page = requests.get(
+            f"{airflow.base}/elasticity/api/jobs/{name}", headers={"Authorization": f"Bearer {api.token}"}, timeout=60
+        )
+        view = page.json()
+        assert (view["generation"], view["factor"], view["lag_error"]) == (2, 3, None)
+        shown = {b["batch_id"]: b["metrics"] for b in view["batches"]}
+        assert {e.split(":", 1)[1] for e in shown[1]["executors"]} == homes
+        assert shown[at3[0]["batch_id"]]["state-restores"] == at3[0]["metrics"]["state-restores"]
+        html = requests.get(
+            f"{airflow.base}/elasticity/jobs/{name}", headers={"Authorization": f"Bearer {api.token}"}, timeout=60
+        )
+        assert html.status_code == 200 and "store restores" in html.text and all(h in html.text for h in homes)
+        print(
+            "batches:",
+            [
+                (
+                    m["batch_id"],
+                    m["factor"],
+                    m["processed"],
+                    round(m["durations_ms"]["total"]),
+                    m["metrics"]["state-restores"]["count"],
+                )
+                for m in store.metrics(name)
+            ],
+        )
+    finally:
+        airflow.stop()
+
+
+def wait_for(predicate, timeout_s: float, what: str, airflow: AirflowStandalone):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(3)
+    pytest.fail(f"{what} within {timeout_s:.0f}s; airflow log:\n{airflow.tail(40)}")
+
+
+def finished(api, dag_id: str, run_filter=lambda r: True) -> list[dict]:
+    return [r for r in api.runs(dag_id) if r["state"] in ("success", "failed") and run_filter(r)]
