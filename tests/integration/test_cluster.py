@@ -2,7 +2,10 @@
 worker its own host (work dir, ELASTICITY_HOME), the S3-protocol server as the storage they share, the Spark
 Connect server attached to the master as the driver. A stateful job runs there through a rescale and an
 executor SIGKILLed mid-batch, checked key by key; its slots stay on their executors; a default path that
-executors would write under one host's ELASTICITY_HOME is refused; a master that is down fails a run at once."""
+executors would write under one host's ELASTICITY_HOME is refused; a master that is down fails a run at once.
+Windows and a stream-table join through a rescale 2 -> 3, checked pane by pane; data quality over that job's
+outputs on S3; Airflow's scheduler driving the cluster job config, a rescale and data quality through its REST
+API, and the job page; sinks on S3 moved aside by --reset-sinks."""
 
 from __future__ import annotations
 
@@ -24,11 +27,12 @@ from elasticity.airflow.standalone import AirflowStandalone, connections
 from elasticity.apps.demo_feed import demo_records
 from elasticity.batch.async_commit import CommitTimeout
 from elasticity.batch.coordinator import JobCoordinator
-from elasticity.batch.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, read_table, write_task_file
+from elasticity.batch.sink_identity import IdentityMismatch, guard_sinks
+from elasticity.batch.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, output_roots, read_table, write_task_file
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import ConfigError, parse_properties, validate
 from elasticity.daemon import free_port
-from elasticity.jobmodel.model import TaskName
+from elasticity.jobmodel.model import SystemStream, TaskName
 from elasticity.kafka.consumer import KafkaInputs
 from elasticity.kafka.producer import send
 from elasticity.quality.runner import run_quality
@@ -40,8 +44,8 @@ from tests.conftest import REPO
 from tests.integration import test_windows_rescale as windows
 from tests.integration.test_engine import feed
 from tests.integration.test_stateful_engine import assert_state_and_outputs, job, state_check_passes  # noqa: F401 (job: a fixture)
-from tests.integration.test_windows_engine import job_props
-from tests.support.helpers import fresh_topic, write_properties
+from tests.support.helpers import fresh_topic, job_props, write_properties
+from tests.support.memory import MemoryInputs
 
 CLUSTER_JOB = REPO / "include" / "jobs" / "cluster" / "demo.properties"
 
@@ -170,7 +174,7 @@ def sessions_on_cluster(cluster, kafka_bootstrap, tmp_path_factory):
             mp.setenv(k, v)
         clicks_topic = f"wc-{uuid.uuid4().hex[:8]}"
         users_topic = f"{clicks_topic}-users"
-        props = job_props(kafka_bootstrap, mp, clicks_topic, tmp_path) | {"app.class": windows.APP}
+        props = windows.job_props(kafka_bootstrap, mp, clicks_topic, tmp_path) | {"app.class": windows.APP}
         for key in ("job.state.dir", "spark.master"):
             props.pop(key)
         props.update(state.job_settings(f"{props['job.name']}-{uuid.uuid4().hex[:6]}"))
@@ -380,3 +384,31 @@ def wait_for(predicate, timeout_s: float, what: str, airflow: AirflowStandalone)
 
 def finished(api, dag_id: str, run_filter=lambda r: True) -> list[dict]:
     return [r for r in api.runs(dag_id) if r["state"] in ("success", "failed") and run_filter(r)]
+
+
+def test_reset_sinks_moves_old_outputs_on_the_shared_storage_aside(cluster, tmp_path, monkeypatch):
+    """`run-batch --reset-sinks` under a new checkpoint store, the sinks on S3 (which renames no folder)."""
+    state = cluster[0].status()
+    assert state is not None
+    for k, v in state.env().items():
+        monkeypatch.setenv(k, v)
+    inputs = MemoryInputs()
+    inputs.create(SystemStream("kafka", "orders"), 2)
+    props = job_props("j", "orders", tmp_path) | state.job_settings(f"reset-{uuid.uuid4().hex[:6]}")
+
+    def start(store_file: str, reset: bool = False):
+        config = validate({**props, "task.checkpoint.store.url": f"sqlite:///{tmp_path / store_file}"})
+        store = CheckpointStore(config.checkpoint_store_url())
+        return guard_sinks(config, store, JobCoordinator(config, store, inputs).initialize, reset), config
+
+    _, config = start("a.db")
+    old = pa.Table.from_pylist([{"key": b"k", "value": b"{}", "batch_id": 1}], schema=OUTPUT_SCHEMA)
+    write_task_file(f"{config.get('job.output.path')}/orders", 1, TaskName("Partition 0"), old)
+    with pytest.raises(IdentityMismatch, match="--reset-sinks"):
+        start("b.db")
+    moved, config = start("b.db", reset=True)
+    assert sorted(m.rsplit("/", 1)[1].split(".reset-")[0] for m in moved) == ["audit", "dead-letter", "output"]
+    aside = next(m for m in moved if m.rsplit("/", 1)[1].startswith("output."))
+    assert read_table(f"{aside}/orders", OUTPUT_SCHEMA).column("key").to_pylist() == [b"k"]
+    assert output_roots(config.get("job.output.path")) == []  # the new store's outputs start empty
+    assert start("b.db")[0] == []  # and the new store owns them
