@@ -2,10 +2,14 @@
 worker its own host (work dir, ELASTICITY_HOME), the S3-protocol server as the storage they share, the Spark
 Connect server attached to the master as the driver. A stateful job runs there through a rescale and an
 executor SIGKILLed mid-batch, checked key by key; its slots stay on their executors; a default path that
-executors would write under one host's ELASTICITY_HOME is refused; a master that is down fails a run at once."""
+executors would write under one host's ELASTICITY_HOME is refused; a master that is down fails a run at once.
+Windows and a stream-table join through a rescale 2 -> 3, checked pane by pane; data quality over that job's
+outputs on S3; Airflow's scheduler driving the cluster job config, a rescale and data quality through its REST
+API, and the job page; sinks on S3 moved aside by --reset-sinks."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -13,27 +17,50 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
+import pyarrow as pa
 import pytest
+import requests
 
+from elasticity.airflow.standalone import AirflowStandalone, connections
+from elasticity.apps.demo_feed import demo_records
 from elasticity.batch.coordinator import JobCoordinator
-from elasticity.config import ConfigError, validate
+from elasticity.batch.sink_identity import IdentityMismatch, guard_sinks
+from elasticity.batch.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, output_roots, read_table, write_task_file
+from elasticity.checkpoint.store import CheckpointStore
+from elasticity.config import ConfigError, parse_properties, validate
+from elasticity.daemon import free_port
+from elasticity.jobmodel.model import SystemStream, TaskName
+from elasticity.kafka.consumer import KafkaInputs
+from elasticity.kafka.producer import send
+from elasticity.quality.runner import run_quality
 from elasticity.spark.cluster import LocalCluster
 from elasticity.spark.engine import MicroBatchEngine
 from elasticity.spark.session import MasterUnreachable, session
 from elasticity.state.backends.blob_manager import BlobNotFound, UploadFailed
+from tests.conftest import REPO
+from tests.integration import test_windows_rescale as windows
 from tests.integration.test_engine import feed
 from tests.integration.test_stateful_engine import assert_state_and_outputs, job, state_check_passes  # noqa: F401 (job: a fixture)
+from tests.support.helpers import fresh_topic, job_props, write_properties
+from tests.support.memory import MemoryInputs
+
+CLUSTER_JOB = REPO / "include" / "jobs" / "cluster" / "demo.properties"
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     local = LocalCluster(tmp_path_factory.mktemp("cluster-home"))
-    try:
-        state = local.start(workers=2, cores=1, memory="1g")
-        yield local, state
-    finally:
-        local.stop()
+    with pytest.MonkeyPatch.context() as mp:
+        # executors inherit their worker's environment: the test apps (tests/support/apps.py) on their path,
+        # as a user's workers have the user's app on theirs
+        mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+        try:
+            state = local.start(workers=2, cores=1, memory="1g")
+            yield local, state
+        finally:
+            local.stop()
 
 
 @pytest.fixture
@@ -129,3 +156,257 @@ def test_a_master_that_is_down_fails_a_run_at_once_naming_it(on_cluster, kafka_b
         local.start(workers=2, cores=1, memory="1g", master_port=port)  # the workers re-register with it
     assert engine.run(until_caught_up=True)[-1].lag_left == 0
     assert_state_and_outputs(config, engine.store)
+
+
+@pytest.fixture(scope="module")
+def sessions_on_cluster(cluster, kafka_bootstrap, tmp_path_factory):
+    """The windows and stream-table join app of test_windows_rescale on the cluster, its paths on the shared
+    storage: batches at factor 2, a rescale to 3 with lag left (a factor that is not a multiple: every
+    window store is split and merged into new snapshots on S3), a profile update, batches at 3."""
+    local, _ = cluster
+    state = local.status()
+    assert state is not None
+    tmp_path = tmp_path_factory.mktemp("sessions-on-cluster")
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in state.env().items():
+            mp.setenv(k, v)
+        clicks_topic = f"wc-{uuid.uuid4().hex[:8]}"
+        users_topic = f"{clicks_topic}-users"
+        props = windows.job_props(kafka_bootstrap, mp, clicks_topic, tmp_path) | {"app.class": windows.APP}
+        for key in ("job.state.dir", "spark.master"):
+            props.pop(key)
+        props.update(state.job_settings(f"{props['job.name']}-{uuid.uuid4().hex[:6]}"))
+        props["job.report.path"] = str(tmp_path / "reports")
+        config = validate(props)
+        engine = MicroBatchEngine(config, session(config))
+
+        windows.profiles(kafka_bootstrap, users_topic, 1)
+        t = windows.clicks(kafka_bootstrap, clicks_topic, 200, 1_700_000_000_000, seed=41)
+        at2 = engine.run(max_records=100, until_caught_up=True)
+        t = windows.clicks(kafka_bootstrap, clicks_topic, 100, t, seed=42)
+        at2 += engine.run(max_records=50)
+        assert at2[-1].lag_left > 0  # the rescale comes with lag left
+        plan = JobCoordinator(config, engine.store, engine.inputs).rescale(3)
+        windows.profiles(kafka_bootstrap, users_topic, 2)  # the batches at 3 see the update
+        windows.clicks(kafka_bootstrap, clicks_topic, 120, t, seed=43)
+        at3 = engine.run(max_records=100, until_caught_up=True)
+        assert at3[-1].lag_left == 0
+        yield SimpleNamespace(
+            config=config,
+            store=engine.store,
+            inputs=engine.inputs,
+            plan=plan,
+            batches=at2 + at3,
+            at3=at3,
+            topics=(clicks_topic, users_topic),
+            state=state,
+            tmp_path=tmp_path,
+        )
+
+
+def test_windows_and_a_stream_table_join_through_a_rescale_2_to_3_on_the_cluster(sessions_on_cluster, kafka_bootstrap):
+    run = sessions_on_cluster
+    moved = {(tr.task.name, tr.store): tr.keys for tr in run.plan.state.transfers if tr.how == "moved"}
+    assert len(moved) == 2 * 2 * 3 and sum(moved.values()) > 0, moved  # every new task of each window store, moved
+    homes = set(run.state.workers)
+    assert {e.split(":", 1)[1] for s in run.batches for e in s.metrics["executors"]} == homes  # both workers ran slots
+    restores = [s.metrics["state-restores"]["count"] for s in run.batches]
+    print(
+        "batches:",
+        [(s.factor, round(s.durations_ms["spark"]), s.metrics["state-restores"]["count"]) for s in run.batches],
+        "state-move-ns:",
+        run.plan.metrics["state-move-ns"],
+    )
+    # each slot restores its moved snapshots from S3 once, in the first batch at 3; then they stay on its executor
+    assert restores[len(run.batches) - len(run.at3)] > 0 and restores[len(run.batches) - len(run.at3) + 1 :] == [0] * (
+        len(run.at3) - 1
+    )
+    clicks_topic, users_topic = run.topics
+    counts, tables = windows.assert_windows_and_join(run.config, run.store, clicks_topic, users_topic, kafka_bootstrap, factor=3)
+    print("panes emitted, open:", counts)
+    assert all(closed > 20 and still > 0 for closed, still in counts.values()), counts
+    assert {t["u1"]["tier"] for t in tables.values()} == {"tier-1-v1", "tier-1-v2"}
+
+
+def test_data_quality_over_the_cluster_jobs_outputs_on_s3_passes_and_catches_a_dropped_and_a_swapped_row(
+    sessions_on_cluster,
+):
+    run = sessions_on_cluster
+    config, store = run.config, run.store
+    result, summary = run_quality(config, store, KafkaInputs(config), incremental=True, run_name="cluster")
+    assert result.success, result.failure_message()
+    rows = {c.name: c.rows for c in result.checks}
+    assert set(rows) == {"no_loss", "key_order", "routing", "audit_unique", "sink_unique"} and all(rows.values()), rows
+    processed = len(read_table(config.get("job.audit.path"), AUDIT_SCHEMA))
+    assert rows["no_loss"] == processed  # every click the checkpoints passed, read back from S3
+    outputs = ("clicks-per-minute", "joined", "sessions")
+    written = sum(len(read_table(f"{config.get('job.output.path')}/{o}", OUTPUT_SCHEMA)) for o in outputs)
+    assert rows["sink_unique"] == written  # every output folder on S3, listed and read
+    assert "PASSED" in summary.read_text()
+
+    audit = sorted(
+        read_table(config.get("job.audit.path"), AUDIT_SCHEMA).to_pylist(),
+        key=lambda r: (r["batch_id"], r["task_name"], r["seq"]),
+    )
+    victim = audit[10]
+    by_key: dict[tuple, list[int]] = {}
+    for i, r in enumerate(audit):
+        by_key.setdefault((r["key"], r["task_name"], r["batch_id"]), []).append(i)
+    i, j = next(ix for ix in by_key.values() if len(ix) >= 2)[:2]
+    swapped = [dict(r) for r in audit]
+    swapped[i]["seq"], swapped[j]["seq"] = swapped[j]["seq"], swapped[i]["seq"]
+    for name, rows_, failing, named in (
+        ("drop", audit[:10] + audit[11:], "no_loss", f"{victim['stream']}-{victim['partition']}@{victim['offset']}"),
+        ("swap", swapped, "key_order", f"key={audit[i]['key'].decode()}"),
+    ):
+        copy = f"{config.get('job.audit.path')}-{name}"  # beside the audit, on the shared storage
+        for b in sorted({r["batch_id"] for r in rows_}):
+            part = pa.Table.from_pylist([r for r in rows_ if r["batch_id"] == b], schema=AUDIT_SCHEMA)
+            write_task_file(copy, b, TaskName("corrupted"), part)
+        bad, _ = run_quality(
+            config.with_overrides({"job.audit.path": copy}), store, KafkaInputs(config), report_dir=run.tmp_path / name
+        )
+        assert {c.name for c in bad.checks if not c.success} == {failing}, bad.failure_message()
+        assert named in bad.failure_message()
+
+
+def test_airflows_scheduler_drives_the_cluster_job_a_rescale_and_data_quality_and_the_job_page_shows_it(
+    cluster, kafka_bootstrap, tmp_path
+):
+    """`elasticity airflow --spark-remote <the cluster's Connect URL>` with the cluster's job config (compose's
+    include/jobs/cluster/demo.properties, on a topic and S3 paths of its own): the scheduled micro-batch run,
+    a rescale 2 -> 3 through the REST API as the trigger form sends it, the data-quality runs after both,
+    and the job page's batches with the cluster's executors and the moved stores restored once."""
+    local, _ = cluster
+    state = local.status()
+    assert state is not None and state.connect
+    topic = fresh_topic(kafka_bootstrap, "acl", 2, records=400, keys=20, seed=51)
+    name = f"acl{uuid.uuid4().hex[:6]}"
+    props = parse_properties(CLUSTER_JOB.read_text()) | {
+        "job.name": name,
+        "task.inputs": f"kafka.{topic}",
+        "batch.max.records": "300",
+    }
+    props |= {k: v for k, v in state.job_settings(name).items() if k != "spark.remote"}  # spark_default says where
+    props["job.report.path"] = str(tmp_path / "reports")
+    (tmp_path / "jobs").mkdir()
+    write_properties(tmp_path / "jobs" / f"{name}.properties", props)
+    store_url = f"sqlite:///{tmp_path / 'store.db'}"
+    airflow = AirflowStandalone(
+        tmp_path / "airflow",
+        free_port(),
+        {
+            **connections(kafka_bootstrap, state.connect, store_url),
+            **state.env(),  # what `elasticity cluster start` prints for a client to export
+            "ELASTICITY_JOBS_DIR": str(tmp_path / "jobs"),
+            "KAFKA_BOOTSTRAP_SERVERS": None,
+            "ELASTICITY_CHECKPOINT_STORE_URL": None,  # the connections must be enough
+        },
+    ).start()
+    try:
+        airflow.wait_ready()
+        api, store = airflow.api(), CheckpointStore(store_url)
+        batches = f"elastic_microbatch__{name}"
+        assert api.wait_dag(batches)["is_paused"] is False
+        run = wait_for(lambda: finished(api, batches), 240, "no scheduled micro-batch run finished", airflow)[-1]
+        assert run["run_type"] == "scheduled" and run["state"] == "success", airflow.tail(60)
+        mine = [m for m in store.metrics(name) if m["owner"] == run["dag_run_id"]]
+        assert [m["batch_id"] for m in mine] == [1, 2] and sum(m["processed"] for m in mine) == 400
+        homes = set(state.workers)
+        assert {e.split(":", 1)[1] for m in mine for e in m["metrics"]["executors"]} == homes  # both workers ran slots
+        dq = wait_for(
+            lambda: finished(api, f"elastic_data_quality__{name}"), 180, "no data-quality run after the batches", airflow
+        )
+        assert dq[-1]["state"] == "success" and dq[-1]["run_type"] == "asset_triggered"
+
+        rescale = api.trigger("elastic_rescale", {"job": name, "factor": 3, "dry_run": False})
+        assert api.wait_run("elastic_rescale", rescale, 240)["state"] == "success", airflow.tail(60)
+        assert (store.generation(name).factor, store.generation(name).origin) == (3, "manual")
+        send(kafka_bootstrap, topic, demo_records(120, keys=20, seed=52))
+        at3 = wait_for(lambda: [m for m in store.metrics(name) if m["factor"] == 3], 180, "no batch committed at 3", airflow)
+        assert at3[0]["metrics"]["state-restores"]["count"] > 0  # the moved stores, restored from S3 once
+        after = lambda r: (r.get("conf") or {}).get("reason") == "after rescale"  # noqa: E731
+        dq = wait_for(
+            lambda: finished(api, f"elastic_data_quality__{name}", after), 180, "no data-quality run after the rescale", airflow
+        )
+        assert dq[-1]["state"] == "success"
+        # a data-quality run over every batch, triggered as its form does: every check read rows from S3
+        last = at3[-1]["batch_id"]
+        manual = api.trigger(f"elastic_data_quality__{name}", {"from_batch": 1, "to_batch": last})
+        assert api.wait_run(f"elastic_data_quality__{name}", manual, 240)["state"] == "success", airflow.tail(60)
+        (report,) = [
+            d for p in (tmp_path / "reports").glob("runs/*/summary.json") if (d := json.loads(p.read_text()))["run"] == manual
+        ]
+        rows = {c["name"]: c["rows"] for c in report["checks"]}
+        assert report["success"] and report["batches"] == list(range(1, last + 1)) and all(rows.values()), report
+        assert rows["no_loss"] == rows["sink_unique"] == 520  # 400 + 120 orders, each once in the audit and the sink
+
+        page = requests.get(
+            f"{airflow.base}/elasticity/api/jobs/{name}", headers={"Authorization": f"Bearer {api.token}"}, timeout=60
+        )
+        view = page.json()
+        assert (view["generation"], view["factor"], view["lag_error"]) == (2, 3, None)
+        shown = {b["batch_id"]: b["metrics"] for b in view["batches"]}
+        assert {e.split(":", 1)[1] for e in shown[1]["executors"]} == homes
+        assert shown[at3[0]["batch_id"]]["state-restores"] == at3[0]["metrics"]["state-restores"]
+        html = requests.get(
+            f"{airflow.base}/elasticity/jobs/{name}", headers={"Authorization": f"Bearer {api.token}"}, timeout=60
+        )
+        assert html.status_code == 200 and "store restores" in html.text and all(h in html.text for h in homes)
+        print(
+            "batches:",
+            [
+                (
+                    m["batch_id"],
+                    m["factor"],
+                    m["processed"],
+                    round(m["durations_ms"]["total"]),
+                    m["metrics"]["state-restores"]["count"],
+                )
+                for m in store.metrics(name)
+            ],
+        )
+    finally:
+        airflow.stop()
+
+
+def wait_for(predicate, timeout_s: float, what: str, airflow: AirflowStandalone):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(3)
+    pytest.fail(f"{what} within {timeout_s:.0f}s; airflow log:\n{airflow.tail(40)}")
+
+
+def finished(api, dag_id: str, run_filter=lambda r: True) -> list[dict]:
+    return [r for r in api.runs(dag_id) if r["state"] in ("success", "failed") and run_filter(r)]
+
+
+def test_reset_sinks_moves_old_outputs_on_the_shared_storage_aside(cluster, tmp_path, monkeypatch):
+    """`run-batch --reset-sinks` under a new checkpoint store, the sinks on S3 (which renames no folder)."""
+    state = cluster[0].status()
+    assert state is not None
+    for k, v in state.env().items():
+        monkeypatch.setenv(k, v)
+    inputs = MemoryInputs()
+    inputs.create(SystemStream("kafka", "orders"), 2)
+    props = job_props("j", "orders", tmp_path) | state.job_settings(f"reset-{uuid.uuid4().hex[:6]}")
+
+    def start(store_file: str, reset: bool = False):
+        config = validate({**props, "task.checkpoint.store.url": f"sqlite:///{tmp_path / store_file}"})
+        store = CheckpointStore(config.checkpoint_store_url())
+        return guard_sinks(config, store, JobCoordinator(config, store, inputs).initialize, reset), config
+
+    _, config = start("a.db")
+    old = pa.Table.from_pylist([{"key": b"k", "value": b"{}", "batch_id": 1}], schema=OUTPUT_SCHEMA)
+    write_task_file(f"{config.get('job.output.path')}/orders", 1, TaskName("Partition 0"), old)
+    with pytest.raises(IdentityMismatch, match="--reset-sinks"):
+        start("b.db")
+    moved, config = start("b.db", reset=True)
+    assert sorted(m.rsplit("/", 1)[1].split(".reset-")[0] for m in moved) == ["audit", "dead-letter", "output"]
+    aside = next(m for m in moved if m.rsplit("/", 1)[1].startswith("output."))
+    assert read_table(f"{aside}/orders", OUTPUT_SCHEMA).column("key").to_pylist() == [b"k"]
+    assert output_roots(config.get("job.output.path")) == []  # the new store's outputs start empty
+    assert start("b.db")[0] == []  # and the new store owns them

@@ -95,11 +95,28 @@ def check_sinks(config: JobConfig, store: CheckpointStore, reset: bool = False) 
                 "collide with those outputs: point task.checkpoint.store.url at the store that wrote them, or pass "
                 "--reset-sinks to move the old outputs aside"
             )
-        fs, base = _fs(root)
-        aside = f"{base.rstrip('/')}.reset-{int(time.time() * 1000)}"
-        fs.move(base.rstrip("/"), aside)
-        moved.append(aside)
+        moved.append(_move_aside(root))
     return moved
+
+
+def _move_aside(root: str) -> str:
+    """`<root>` to `<root>.reset-<millis>`: a rename on a local disk; on object storage (S3, a cluster's shared
+    storage), which has no rename of a folder, a copy of every file, then the old ones deleted deepest first
+    (SeaweedFS still lists the subfolders of a folder deleted at once, and no reader can open them)."""
+    fs, base = _fs(root)
+    base = base.rstrip("/")
+    suffix = f".reset-{int(time.time() * 1000)}"
+    if isinstance(fs, pafs.LocalFileSystem):
+        fs.move(base, base + suffix)
+        return root.rstrip("/") + suffix
+    pafs.copy_files(base, base + suffix, source_filesystem=fs, destination_filesystem=fs)
+    for entry in sorted(fs.get_file_info(pafs.FileSelector(base, recursive=True)), key=lambda e: -e.path.count("/")):
+        if entry.type == pafs.FileType.Directory:
+            fs.delete_dir(entry.path)
+        else:
+            fs.delete_file(entry.path)
+    fs.delete_dir(base)
+    return root.rstrip("/") + suffix
 
 
 def mark_sinks(config: JobConfig, store: CheckpointStore) -> None:

@@ -114,6 +114,15 @@ def write_task_file(root: str, batch_id: int, task_name: TaskName, table: pa.Tab
     return final
 
 
+def output_roots(root: str) -> list[str]:
+    """The dataset of each `parquet.<name>` output under `job.output.path`, sorted by name, on whatever
+    file system the root is (on a cluster it is shared storage such as S3, not a local folder)."""
+    fs, base = pafs.FileSystem.from_uri(root) if "://" in root else (pafs.LocalFileSystem(), root)
+    listed = fs.get_file_info(pafs.FileSelector(base, allow_not_found=True))
+    names = sorted(i.base_name for i in listed if i.type == pafs.FileType.Directory and not i.base_name.startswith((".", "_")))
+    return [f"{root.rstrip('/')}/{n}" for n in names]
+
+
 def delete_batches(root: str, batch_ids: Iterable[int]) -> None:
     """Remove the files of batches that will never commit (abandoned by a rescale)."""
     fs, base = pafs.FileSystem.from_uri(root) if "://" in root else (pafs.LocalFileSystem(), root)

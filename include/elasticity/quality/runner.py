@@ -20,7 +20,7 @@ import pandas as pd
 from elasticity.api.stream import load_application
 from elasticity.batch.coordinator import Inputs, JobCoordinator
 from elasticity.batch.reader import Chunk, close_consumers, read_chunk
-from elasticity.batch.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, read_table
+from elasticity.batch.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, output_roots, read_table
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import JobConfig
 from elasticity.jobmodel.model import SystemStreamPartition
@@ -125,11 +125,10 @@ def load_inputs(
                 ends[base] = max(offset, ends[base])
     records = _read_inputs(config, starts, ends)
 
-    out_root = Path(config.path("job.output.path", "output"))
     sinks = []
-    if out_root.is_dir():
-        for d in sorted(out_root.iterdir()):
-            sinks.append(read_table(str(d), OUTPUT_SCHEMA, [p.batch_id for p in window]).to_pandas().assign(output=d.name))
+    for root in output_roots(config.path("job.output.path", "output")):
+        name = root.rsplit("/", 1)[1]
+        sinks.append(read_table(root, OUTPUT_SCHEMA, [p.batch_id for p in window]).to_pandas().assign(output=name))
     sink = pd.concat(sinks, ignore_index=True) if sinks else pd.DataFrame()
 
     span = f"batches {window[0].batch_id}..{window[-1].batch_id}" if window else "no new committed batch"

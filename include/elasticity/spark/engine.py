@@ -35,7 +35,7 @@ from elasticity.batch.planning import advance, plan_ranges, start_offsets
 from elasticity.batch.processing import SUMMARY_DDL, ProcessContext, run_slots
 from elasticity.batch.reader import Owner, RouteTable, SlotReads, chunks
 from elasticity.batch.sink_identity import guard_sinks
-from elasticity.batch.sinks import delete_batches
+from elasticity.batch.sinks import delete_batches, output_roots
 from elasticity.checkpoint.batch_plan import BatchPlan
 from elasticity.checkpoint.store import CheckpointStore, Generation
 from elasticity.checkpoint.task_checkpoint import CheckpointId, TaskCheckpoint, state_of
@@ -436,9 +436,7 @@ class MicroBatchEngine:
             return
         c = self.config
         roots = [c.path("job.audit.path", "audit"), c.path("job.dead.letter.path", "dead-letter")]
-        out_root = c.path("job.output.path", "output")
-        if os.path.isdir(out_root):
-            roots += [os.path.join(out_root, d) for d in os.listdir(out_root)]
+        roots += output_roots(c.path("job.output.path", "output"))
         for root in roots:
             delete_batches(root, batch_ids)
 
