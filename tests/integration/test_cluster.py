@@ -43,6 +43,7 @@ from tests.conftest import REPO
 from tests.integration import test_windows_rescale as windows
 from tests.integration.test_engine import feed
 from tests.integration.test_stateful_engine import assert_state_and_outputs, job, state_check_passes  # noqa: F401 (job: a fixture)
+from tests.support.airflow_runs import finished, wait_for
 from tests.support.helpers import fresh_topic, job_props, write_properties
 from tests.support.memory import MemoryInputs
 
@@ -368,20 +369,6 @@ def test_airflows_scheduler_drives_the_cluster_job_a_rescale_and_data_quality_an
         )
     finally:
         airflow.stop()
-
-
-def wait_for(predicate, timeout_s: float, what: str, airflow: AirflowStandalone):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(3)
-    pytest.fail(f"{what} within {timeout_s:.0f}s; airflow log:\n{airflow.tail(40)}")
-
-
-def finished(api, dag_id: str, run_filter=lambda r: True) -> list[dict]:
-    return [r for r in api.runs(dag_id) if r["state"] in ("success", "failed") and run_filter(r)]
 
 
 def test_reset_sinks_moves_old_outputs_on_the_shared_storage_aside(cluster, tmp_path, monkeypatch):

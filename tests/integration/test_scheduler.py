@@ -10,7 +10,6 @@ data-quality DAG; a schedule rule is held by the manual rescale, then applied.
 
 from __future__ import annotations
 
-import time
 import uuid
 from types import SimpleNamespace
 
@@ -21,6 +20,7 @@ from elasticity.apps.demo_feed import demo_records
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.daemon import free_port
 from elasticity.kafka.producer import send
+from tests.support.airflow_runs import finished, wait_for
 from tests.support.helpers import fresh_topic, job_props, write_properties
 
 
@@ -60,24 +60,10 @@ def world(kafka_bootstrap, spark_connect, tmp_path_factory):
         airflow.stop()
 
 
-def _wait(predicate, timeout_s: float, what: str, airflow: AirflowStandalone):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(3)
-    pytest.fail(f"{what} within {timeout_s:.0f}s; airflow log:\n{airflow.tail(40)}")
-
-
-def _finished(api, dag_id: str, run_filter=lambda r: True) -> list[dict]:
-    return [r for r in api.runs(dag_id) if r["state"] in ("success", "failed") and run_filter(r)]
-
-
 def test_scheduler_runs_the_microbatches_on_its_schedule(world):
     job, airflow, api, store = world.job, world.airflow, world.api, world.store
     assert api.wait_dag(f"elastic_microbatch__{job}")["is_paused"] is False  # nobody had to unpause it
-    runs = _wait(lambda: _finished(api, f"elastic_microbatch__{job}"), 240, "no scheduled micro-batch run finished", airflow)
+    runs = wait_for(lambda: finished(api, f"elastic_microbatch__{job}"), 240, "no scheduled micro-batch run finished", airflow)
     run = runs[-1]
     assert run["run_type"] == "scheduled" and run["state"] == "success", airflow.tail(60)
     (ti,) = api.task_instances(f"elastic_microbatch__{job}", run["dag_run_id"])
@@ -86,7 +72,7 @@ def test_scheduler_runs_the_microbatches_on_its_schedule(world):
     assert mine[-1]["lag_left"] == 0 and sum(m["processed"] for m in mine) == 400
     print(f"scheduled run {run['dag_run_id']}: task {ti['duration']:.1f} s for {len(mine)} batches")
     # its Asset event started the data-quality DAG, which validated those batches
-    dq = _wait(lambda: _finished(api, f"elastic_data_quality__{job}"), 180, "no data-quality run after the batches", airflow)
+    dq = wait_for(lambda: finished(api, f"elastic_data_quality__{job}"), 180, "no data-quality run after the batches", airflow)
     assert dq[-1]["state"] == "success" and dq[-1]["run_type"] == "asset_triggered"
 
 
@@ -97,13 +83,13 @@ def test_a_rescale_from_the_trigger_form_applies_and_data_quality_follows(world)
     generation = store.generation(job)
     assert (generation.factor, generation.origin) == (4, "manual") and run_id in generation.reason
     after = lambda r: (r.get("conf") or {}).get("reason") == "after rescale"  # noqa: E731
-    dq = _wait(
-        lambda: _finished(api, f"elastic_data_quality__{job}", after), 180, "no data-quality run after the rescale", airflow
+    dq = wait_for(
+        lambda: finished(api, f"elastic_data_quality__{job}", after), 180, "no data-quality run after the rescale", airflow
     )
     assert dq[-1]["state"] == "success"
     # the scheduler goes on at the new factor
     send(world.bootstrap, world.topic, demo_records(120, keys=20, seed=42))
-    _wait(lambda: [m for m in store.metrics(job) if m["factor"] == 4], 180, "no batch committed at factor 4", airflow)
+    wait_for(lambda: [m for m in store.metrics(job) if m["factor"] == 4], 180, "no batch committed at factor 4", airflow)
 
 
 def test_a_schedule_rule_is_held_by_the_manual_rescale_then_applied(world):
@@ -120,8 +106,8 @@ def test_a_schedule_rule_is_held_by_the_manual_rescale_then_applied(world):
     generation = store.generation(job)
     assert (generation.factor, generation.origin) == (3, "schedule")
     after = lambda r: (r.get("conf") or {}).get("reason") == "after scheduled rescale"  # noqa: E731
-    dq = _wait(
-        lambda: _finished(api, f"elastic_data_quality__{job}", after),
+    dq = wait_for(
+        lambda: finished(api, f"elastic_data_quality__{job}", after),
         180,
         "no data-quality run after the scheduled rescale",
         airflow,

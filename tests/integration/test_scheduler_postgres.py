@@ -15,7 +15,6 @@ trigger form sends it, the data-quality DAG follows each.
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,6 +38,7 @@ from elasticity.daemon import free_port
 from elasticity.spark.server import SparkConnectServer
 from elasticity.state.backends.s3server import ACCESS_KEY, SECRET_KEY
 from tests.conftest import REPO
+from tests.support.airflow_runs import finished, wait_for
 from tests.support.helpers import fresh_topic, write_properties
 
 CLUSTER_JOB = REPO / "include" / "jobs" / "cluster" / "demo.properties"
@@ -125,20 +125,6 @@ def world(kafka_bootstrap, s3_server, tmp_path_factory):
         assert not {db.metadata_database, db.store_database} & databases(db)
 
 
-def _wait(predicate, timeout_s: float, what: str, airflow: AirflowStandalone):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(3)
-    pytest.fail(f"{what} within {timeout_s:.0f}s; airflow log:\n{airflow.tail(40)}")
-
-
-def _finished(api, dag_id: str, run_filter=lambda r: True) -> list[dict]:
-    return [r for r in api.runs(dag_id) if r["state"] in ("success", "failed") and run_filter(r)]
-
-
 def _metadata(db: AirflowDb, sql: str, **params) -> list[tuple]:
     engine = create_engine(str(db.metadata_url))
     try:
@@ -152,7 +138,7 @@ def test_the_scheduler_on_postgres_runs_the_microbatches_with_the_local_executor
     job, airflow, api, store = world.job, world.airflow, world.api, world.store
     dag_id = f"elastic_microbatch__{job}"
     assert api.wait_dag(dag_id)["is_paused"] is False
-    runs = _wait(lambda: _finished(api, dag_id), 240, "no scheduled micro-batch run finished", airflow)
+    runs = wait_for(lambda: finished(api, dag_id), 240, "no scheduled micro-batch run finished", airflow)
     run = runs[-1]
     assert run["run_type"] == "scheduled" and run["state"] == "success", airflow.tail(60)
     # Airflow's metadata is in PostgreSQL, written by a scheduler running the LocalExecutor
@@ -165,7 +151,7 @@ def test_the_scheduler_on_postgres_runs_the_microbatches_with_the_local_executor
     # the executors wrote the audit on the shared S3 storage: every record once
     audit = read_table(world.audit, AUDIT_SCHEMA).to_pandas()
     assert len(audit) == 400 and not audit.duplicated(["partition", "offset"]).any()
-    dq = _wait(lambda: _finished(api, f"elastic_data_quality__{job}"), 180, "no data-quality run after the batches", airflow)
+    dq = wait_for(lambda: finished(api, f"elastic_data_quality__{job}"), 180, "no data-quality run after the batches", airflow)
     assert dq[-1]["state"] == "success" and dq[-1]["run_type"] == "asset_triggered"
 
 
@@ -176,8 +162,8 @@ def test_a_rescale_through_the_rest_api_applies_and_data_quality_follows(world):
     generation = store.generation(job)
     assert (generation.factor, generation.origin) == (4, "manual") and run_id in generation.reason
     after = lambda r: (r.get("conf") or {}).get("reason") == "after rescale"  # noqa: E731
-    dq = _wait(
-        lambda: _finished(api, f"elastic_data_quality__{job}", after), 180, "no data-quality run after the rescale", airflow
+    dq = wait_for(
+        lambda: finished(api, f"elastic_data_quality__{job}", after), 180, "no data-quality run after the rescale", airflow
     )
     assert dq[-1]["state"] == "success"
 
