@@ -34,9 +34,11 @@ demo: $(STAMP)
 # the demo job running every minute; Ctrl-C stops Airflow, `make stop` the broker and Spark.
 # `make airflow DB=postgres`: Airflow's metadata and the checkpoints on the PostgreSQL server at 127.0.0.1:5432
 # (databases elasticity_airflow and elasticity, created when missing) with the LocalExecutor, as in production.
+# `make airflow CLUSTER=1`: the jobs run on the local cluster of `make cluster` (its Connect server as
+# spark_default, its S3 storage for sinks and blobs, the job configs of include/jobs/cluster).
 DB ?= sqlite
 airflow: $(STAMP)
-	$(BIN)/elasticity airflow --db $(DB)
+	$(BIN)/elasticity airflow --db $(DB) $(if $(CLUSTER),--cluster)
 
 ui: airflow
 

@@ -305,10 +305,13 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 
 def cmd_airflow(args: argparse.Namespace) -> int:
-    from elasticity.airflow.standalone import airflow_db, init, serve
+    from elasticity.airflow.standalone import airflow_db, init, on_local_cluster, serve
 
     db = airflow_db(args.db)
-    return init(db) if args.init_only else serve(elasticity_home(), args.port, db, args.spark_remote)
+    if args.init_only:
+        return init(db)
+    spark_remote = on_local_cluster(elasticity_home()) if args.cluster else args.spark_remote
+    return serve(elasticity_home(), args.port, db, spark_remote)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -421,6 +424,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a.add_argument(
         "--spark-remote", default=None, help="spark_default: this Spark Connect server (sc://host:port, e.g. a cluster's)"
+    )
+    a.add_argument(
+        "--cluster",
+        action="store_true",
+        help="run the jobs on the local cluster (`elasticity cluster start`): its Connect server, its shared storage, "
+        "the job configs of include/jobs/cluster",
     )
     a.add_argument("--init-only", action="store_true", help="create the databases and migrate Airflow's tables, then exit")
     a.set_defaults(func=cmd_airflow)

@@ -116,3 +116,9 @@ def test_a_command_missing_its_extra_says_which_to_install(capsys, monkeypatch):
     assert (
         "`elasticity demo` needs requests, which is not installed: pip install 'elasticity[airflow]'" in capsys.readouterr().err
     )
+
+
+def test_airflow_on_the_local_cluster_without_one_running_says_how_to_start_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("ELASTICITY_HOME", str(tmp_path))
+    assert main(["airflow", "--cluster"]) == 2
+    assert f"no local cluster runs for {tmp_path}: start one with `make cluster`" in capsys.readouterr().err

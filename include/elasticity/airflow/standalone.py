@@ -378,6 +378,20 @@ def init(db: AirflowDb) -> int:
     return subprocess.run([str(BIN / "airflow"), "db", "migrate"], env={**os.environ, **db.env()}).returncode
 
 
+def on_local_cluster(home: Path) -> str:
+    """`make airflow CLUSTER=1`: Airflow's tasks run on the local cluster (`elasticity cluster start`): its
+    Connect server is spark_default, every Airflow process gets its shared storage's AWS_* variables, and the
+    job configs are those of `include/jobs/cluster` (sinks and blobs on that storage). Returns the Connect URL."""
+    from elasticity.spark.cluster import LocalCluster
+
+    state = LocalCluster(home).status()
+    if state is None or state.connect is None or state.s3_endpoint is None:
+        raise ProjectError(f"no local cluster runs for {home}: start one with `make cluster` (elasticity cluster start)")
+    os.environ.update(state.env())
+    os.environ.setdefault(JOBS_ENV, str(jobs_dir() / "cluster"))
+    return state.connect
+
+
 def serve(home: Path, port: int = 8080, db: AirflowDb | None = None, spark_remote: str | None = None) -> int:
     """`make airflow`: the embedded default under Airflow's scheduler, in the foreground until Ctrl-C; its
     metadata and checkpoints on SQLite, or on PostgreSQL with the LocalExecutor (`db`)."""
