@@ -38,9 +38,11 @@ class AsyncCommitter:
         timeout_ms: int,
         on_committed: Committed | None = None,
         await_state: AwaitState | None = None,
+        on_failure: Callable[[BaseException], None] | None = None,
     ) -> None:
         """`await_state`: for jobs with stores, whose snapshots upload in the workers: the
-        checkpoint is written only once its markers are durable, within task.commit.timeout.ms."""
+        checkpoint is written only once its markers are durable, within task.commit.timeout.ms.
+        `on_failure`: told at once when a commit fails, while the next batch may be running on it."""
         self.store = store
         self.write_versions = write_versions
         self.owner = owner
@@ -48,6 +50,7 @@ class AsyncCommitter:
         self.timeout_ms = timeout_ms
         self.on_committed = on_committed
         self.await_state = await_state
+        self.on_failure = on_failure
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="commit-upload")
         self._running: Future | None = None
         self._started = 0.0
@@ -80,10 +83,15 @@ class AsyncCommitter:
 
     def _upload(self, plan: BatchPlan, cps: list[TaskCheckpoint], covers: tuple[int, ...]) -> None:
         start = time.perf_counter_ns()
-        faults.point("commit.upload")  # the state uploads run meanwhile; the checkpoint waits for them
-        if self.await_state is not None:
-            self.await_state(cps, self.timeout_ms / 1000)
-        self.store.commit_batch(plan, cps, self.write_versions, self.owner, covers)
+        try:
+            faults.point("commit.upload")  # the state uploads run meanwhile; the checkpoint waits for them
+            if self.await_state is not None:
+                self.await_state(cps, self.timeout_ms / 1000)
+            self.store.commit_batch(plan, cps, self.write_versions, self.owner, covers)
+        except BaseException as e:
+            if self.on_failure is not None:
+                self.on_failure(e)
+            raise
         if self.on_committed:
             self.on_committed(plan, covers, time.perf_counter_ns() - start)
 

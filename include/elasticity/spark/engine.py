@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import socket
 import time
@@ -55,6 +56,7 @@ from elasticity.state.store_config import StorageConfig, state_dir
 from elasticity.state.table import SideInputBatch, TableBatch, TableSource, resolve_tables
 from elasticity.state.worker import BatchState
 
+log = logging.getLogger(__name__)
 RECENT_BATCHES = 10  # the executors these used are the ones a job's slots should spread over
 
 
@@ -130,6 +132,17 @@ class MicroBatchEngine:
         if markers:
             await_durable(self._blobs, markers, timeout_s)
 
+    def _cancel_running(self, error: BaseException) -> None:
+        """A commit failed while the next batch runs (its snapshot upload was lost with an executor, say):
+        that batch started from the failed one's snapshot and cannot commit either, and its tasks would wait
+        for that snapshot until they give up; stop it now. The run then fails with the commit's error."""
+        log.warning("commit failed (%s): cancelling the batch running behind it", error)
+        with contextlib.suppress(Exception):
+            if type(self.spark).__module__.startswith("pyspark.sql.connect"):
+                self.spark.interruptAll()
+            else:
+                self.spark.sparkContext.cancelAllJobs()
+
     def _factories(self) -> set[str]:
         assert self.storage is not None
         return {f for st in self.storage.stores for f in st.backup_factories + st.restore_factories}
@@ -185,6 +198,7 @@ class MicroBatchEngine:
                 self.config.commit_timeout_ms,
                 committed,
                 self._await_state,
+                self._cancel_running,
             )
             try:
                 # job identity: sinks written under another store fail the start (elasticity.batch.sink_identity)
