@@ -141,6 +141,7 @@ def test_a_default_path_under_one_hosts_home_is_refused_on_the_cluster(on_cluste
         MicroBatchEngine(config, session(config)).run()
 
 
+@pytest.fixture(scope="module")
 def sessions_on_cluster(cluster, kafka_bootstrap, tmp_path_factory):
     """The windows and stream-table join app of test_windows_rescale on the cluster, its paths on the shared
     storage: batches at factor 2, a rescale to 3 with lag left (a factor that is not a multiple: every
