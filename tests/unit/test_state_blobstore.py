@@ -12,7 +12,7 @@ from elasticity.checkpoint.task_checkpoint import CheckpointId
 from elasticity.config import BLOB_STORE_FACTORY
 from elasticity.jobmodel.model import TaskName
 from elasticity.state.backends.blob_manager import ALIVE, BlobStoreManager, UploadStalled
-from elasticity.state.backends.blobstore import ChecksumMismatch
+from elasticity.state.backends.blobstore import LIST_EVERY, ChecksumMismatch
 from elasticity.state.backends.snapshot_index import SnapshotIndex
 from elasticity.state.worker import Heartbeat
 from tests.support import samza_rules
@@ -112,6 +112,45 @@ def test_cleanup_removes_what_a_failed_upload_left(csm):
     prev = b.read_index(index_of(csm, cps).prev_snapshot_index_blob_id)
     assert left == kept | prev.blob_ids() | {index_of(csm, cps).prev_snapshot_index_blob_id}
     assert orphans - left  # the failed upload's blobs are gone
+
+
+def test_steady_commits_neither_list_nor_read_indexes(csm):
+    """Each batch of a virtual task commits and cleans up: the requests that costs on an object store
+    are its uploads and deletes; its prefix is listed once per LIST_EVERY cleanups."""
+    b = backend(csm)
+    calls = {"list": 0, "get_bytes": 0}
+
+    def counting(name):
+        real = getattr(b.blobs, name)
+
+        def counted(*args):
+            calls[name] += 1
+            return real(*args)
+
+        return counted
+
+    for name in calls:
+        setattr(b.blobs, name, counting(name))
+    markers = []
+    for i in range(2 * LIST_EVERY + 1):
+        csm.store(TASK, "counts").put(f"k{i}", i)
+        markers.append(commit(csm)[TASK].state_checkpoint_markers[BLOB_STORE_FACTORY]["counts"])
+    assert calls == {"list": 3, "get_bytes": 0}
+    present = set(b.blobs.list(b.prefix))
+    assert present == b.read_index(markers[-1]).blob_ids() | b.read_index(markers[-2]).blob_ids() | set(markers[-2:])
+
+
+def test_blobs_another_process_left_go_at_the_next_listing(csm):
+    b = backend(csm)
+    commit(csm)  # lists: what is there now is known
+    stale = f"{b.prefix}files/{CheckpointId.create()}-0000-000009.sst"  # an old snapshot's file, another uploader's
+    commit(csm)
+    b.blobs.put_bytes(stale, b"left by a crashed upload elsewhere")
+    for _ in range(LIST_EVERY - 2):
+        commit(csm)
+    assert b.blobs.exists(stale)  # unknown here until the prefix is listed again
+    commit(csm)
+    assert not b.blobs.exists(stale)
 
 
 def test_restore_without_local_state_downloads_and_checks(tmp_path):

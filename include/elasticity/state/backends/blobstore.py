@@ -11,7 +11,11 @@ Every blob name starts with its snapshot's checkpoint id. Everything of a
 `cleanup` keeps the blobs of the last `stores.<s>.blob.retain` snapshots and of
 snapshots newer than the committed one (uploads whose commit may still come,
 from any process), and deletes the rest: older snapshots and whatever failed
-or crashed uploads left (Samza expires those with a TTL).
+or crashed uploads left (Samza expires those with a TTL). Indexes are
+immutable, so a backend reads each once; it lists its prefix on its first
+cleanup and every LIST_EVERY after, and in between deletes among the blobs it
+listed or uploaded itself: a steady batch costs its uploads and deletes, no
+index reads and no listing (blobs another process left wait for the next list).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from elasticity.state.backends.snapshot_index import FileBlob, FileIndex, FileMe
 from elasticity.state.rocksdb import snapshot_files
 
 log = logging.getLogger(__name__)
+LIST_EVERY = 20  # cleanups between listings of a store's prefix
 
 
 class ChecksumMismatch(OSError):
@@ -68,11 +73,16 @@ class BlobStoreStateBackend(StateBackend):
         self.prefix = store_prefix(context.job_name, context.job_id, context.task, context.name)
         self.previous: tuple[str, SnapshotIndex] | None = None  # the base of the next incremental upload
         self._base: str | None = None  # its marker, read at the next upload (it may still be uploading elsewhere)
+        self._indexes: dict[str, SnapshotIndex] = {}  # read or written here: an index never changes
+        self._known: set[str] | None = None  # blobs under the prefix this backend listed or uploaded (None: list)
+        self._cleanups = 0
 
     def read_index(self, blob_id: str, wait: bool = True) -> SnapshotIndex:
-        if wait and self.wait_s:
-            self.blobs.await_blob(blob_id, self.wait_s)
-        return SnapshotIndex.from_json(self.blobs.get_bytes(blob_id).decode())
+        if blob_id not in self._indexes:
+            if wait and self.wait_s:
+                self.blobs.await_blob(blob_id, self.wait_s)
+            self._indexes[blob_id] = SnapshotIndex.from_json(self.blobs.get_bytes(blob_id).decode())
+        return self._indexes[blob_id]
 
     def init(self, marker: str | None, store) -> None:
         self.previous, self._base = None, marker
@@ -108,6 +118,7 @@ class BlobStoreStateBackend(StateBackend):
                 present.append(old)
                 continue
             blob_id = f"{self.prefix}files/{checkpoint_id}-{uuid.uuid4().hex}-{path.name}"
+            self._uploading(blob_id)
             crc = self.blobs.put_file(path, blob_id)
             faults.point("state.blob.file_uploaded")
             uploaded += st.st_size
@@ -123,9 +134,11 @@ class BlobStoreStateBackend(StateBackend):
         )
         index_id = pending or self.snapshot(None, checkpoint_id)
         data = index.to_json().encode()
+        self._uploading(index_id)
         self.blobs.put_bytes(index_id, data)
         faults.point("state.blob.index_uploaded")
         self.previous = (index_id, index)
+        self._indexes[index_id] = index
         self.bytes_uploaded = uploaded + len(data)
         return index_id
 
@@ -144,11 +157,24 @@ class BlobStoreStateBackend(StateBackend):
                 break
             keep |= index.blob_ids() | {blob_id}
             blob_id = index.prev_snapshot_index_blob_id
-        for found in self.blobs.list(self.prefix):
-            cp = checkpoint_of(found)
-            if found not in keep and not (committed is not None and cp is not None and cp > committed):
-                self.blobs.delete(found)
-                faults.point("state.blob.deleted")
+
+        def expired(blob: str) -> bool:
+            cp = checkpoint_of(blob)
+            return blob not in keep and not (committed is not None and cp is not None and cp > committed)
+
+        self._indexes = {i: index for i, index in self._indexes.items() if not expired(i)}
+        if self._known is None or self._cleanups % LIST_EVERY == 0:
+            self._known = set(self.blobs.list(self.prefix))
+        self._cleanups += 1
+        for found in sorted(filter(expired, self._known)):
+            self.blobs.delete(found)
+            self._known.discard(found)
+            faults.point("state.blob.deleted")
+
+    def _uploading(self, blob_id: str) -> None:
+        """Known before the PUT: a cleanup after a failed upload deletes what it left."""
+        if self._known is not None:
+            self._known.add(blob_id)
 
     def restore(self, marker: str | None, folder: Path) -> str | None:
         if marker is None:
