@@ -52,7 +52,7 @@ def test_index_is_samzas_json_and_the_marker_is_its_blob_id(csm):
         "store-name": "counts",
     }
     assert set(d["dir-index"]) == {"dir-name", "files-present", "files-removed", "sub-dirs-present", "sub-dirs-removed"}
-    f = d["dir-index"]["files-present"][0]
+    f = next(f for f in d["dir-index"]["files-present"] if f["blobs"])  # an empty file has none
     assert set(f) == {"file-name", "blobs", "file-metadata", "checksum"} and set(f["blobs"][0]) == {"blob-id", "offset"}
     assert set(f["file-metadata"]) == {
         "creation-time-millis",
@@ -81,6 +81,36 @@ def test_only_new_files_are_uploaded(csm):
     assert reused and all(f.blobs == ssts[f.file_name].blobs for f in reused)
     assert second.prev_snapshot_index_blob_id == cps1[TASK].state_checkpoint_markers[BLOB_STORE_FACTORY]["counts"]
     assert delta < full * 0.2
+
+
+def test_a_reopened_store_uploads_its_new_files_only_and_restores_whole(tmp_path):
+    """Each open writes a new OPTIONS file with the same bytes and an empty WAL: the snapshot after a
+    reopen points at the previous snapshot's blob for equal bytes and at no blob for an empty file, so
+    it uploads its new SST, MANIFEST and CURRENT (and its index); a restore from it alone is whole."""
+    csm = container(tmp_path, **BLOB)
+    csm.restore({})
+    csm.store(TASK, "counts").put_all({f"k{i}": i for i in range(300)})
+    cps = commit(csm)
+    first = index_of(csm, cps)
+    for i in range(2):  # closed after its snapshot, as a slice ends, and reopened by the next batch
+        csm.release([TASK])
+        csm.restore(cps)
+        csm.store(TASK, "counts").put_all({f"k{i}": -i for i in range(100 * i, 100 * i + 100)})
+        cps = commit(csm)
+    last = index_of(csm, cps)
+    uploaded = {f.file_name for f in last.files_present if any(str(cps[TASK].checkpoint_id) in b.blob_id for b in f.blobs)}
+    assert {n.split("-")[0].rsplit(".", 1)[-1] for n in uploaded} == {"sst", "MANIFEST", "CURRENT"}
+    options = [f for f in (*first.files_present, *last.files_present) if f.file_name.startswith("OPTIONS-")]
+    assert len({f.file_name for f in options}) == 2 and len({f.blobs for f in options}) == 1
+    assert all(f.blobs == () for f in last.files_present if f.size == 0)
+    assert any(f.size == 0 for f in last.files_present)  # the WAL (disabled) of each open
+    csm.close()
+    shutil.rmtree(tmp_path / "state")
+    again = container(tmp_path, **BLOB)
+    assert again.restore(cps) == {TASK: {"counts": BLOB_STORE_FACTORY}}
+    expected = {f"k{i}": i for i in range(300)} | {f"k{i}": -i for i in range(200)}
+    assert dict(again.store(TASK, "counts").all()) == expected
+    again.close()
 
 
 def test_retention_keeps_the_last_snapshots_and_deletes_the_rest(tmp_path):
@@ -202,8 +232,8 @@ def test_a_snapshot_samza_wrote_restores_here(tmp_path):
     blobs = tmp_path / "blobs"
     files = []
     for f in ours.files_present:
-        data = (blobs / f.blobs[0].blob_id).read_bytes()
-        chunks = [(0, data[: len(data) // 2]), (len(data) // 2, data[len(data) // 2 :])] if len(data) > 1 else [(0, data)]
+        data = (blobs / f.blobs[0].blob_id).read_bytes() if f.blobs else b""
+        chunks = [(0, data[: len(data) // 2]), (len(data) // 2, data[len(data) // 2 :])] if data else []  # empty: no blob
         for offset, chunk in chunks:
             (blobs / "samza" / f"{f.file_name}-{offset}").parent.mkdir(exist_ok=True)
             (blobs / "samza" / f"{f.file_name}-{offset}").write_bytes(chunk)

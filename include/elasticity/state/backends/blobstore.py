@@ -1,9 +1,12 @@
 """Blob-store state backend (Samza's BlobStoreStateBackendFactory): incremental
 snapshots of a store's RocksDB checkpoint.
 
-Upload sends only the files that the previous snapshot lacks (an SST file with
-the same name and size is the same immutable file; the small CURRENT, MANIFEST
-and OPTIONS files go every time), then a SnapshotIndex blob; the marker is the index's
+Upload sends only the files that the previous snapshot lacks: an SST file with
+the same name and size is the same immutable file; a small file (CURRENT,
+OPTIONS, MANIFEST, rocksdict's config) whose bytes equal one of the previous
+snapshot's, as this backend uploaded or reused them, points at that file's blob
+whatever its name (RocksDB writes a new OPTIONS file of the same content at each
+open); an empty file has no blob (as in Samza's index). Then a SnapshotIndex blob; the marker is the index's
 blob id, chosen in the synchronous snapshot so that the checkpoint can name it
 before the upload ends (the driver waits for the index: it is written last).
 Every blob name starts with its snapshot's checkpoint id. Everything of a
@@ -39,6 +42,7 @@ from elasticity.state.rocksdb import snapshot_files
 
 log = logging.getLogger(__name__)
 LIST_EVERY = 20  # cleanups between listings of a store's prefix
+SMALL_FILE = 64 << 10  # a file up to this size is compared by its bytes with the previous snapshot's small files
 
 
 class ChecksumMismatch(OSError):
@@ -75,6 +79,7 @@ class BlobStoreStateBackend(StateBackend):
         self._base: str | None = None  # its marker, read at the next upload (it may still be uploading elsewhere)
         self._indexes: dict[str, SnapshotIndex] = {}  # read or written here: an index never changes
         self._known: set[str] | None = None  # blobs under the prefix this backend listed or uploaded (None: list)
+        self._contents: dict[tuple[FileBlob, ...], bytes] = {}  # the bytes of the small files of the last upload here
         self._cleanups = 0
 
     def read_index(self, blob_id: str, wait: bool = True) -> SnapshotIndex:
@@ -108,6 +113,9 @@ class BlobStoreStateBackend(StateBackend):
     def upload(self, checkpoint_id: CheckpointId, folder: Path, pending: str | None) -> str:
         previous = self._previous()
         known = {f.file_name: f for f in previous[1].files_present} if previous else {}
+        # the previous snapshot's small files by their bytes, where this backend still holds them
+        same_bytes = {data: f for f in known.values() if (data := self._contents.get(f.blobs)) is not None}
+        contents: dict[tuple[FileBlob, ...], bytes] = {}
         present, uploaded = [], 0
         for path in snapshot_files(folder):
             st = path.stat()
@@ -117,9 +125,22 @@ class BlobStoreStateBackend(StateBackend):
             ):  # others are rewritten in place
                 present.append(old)
                 continue
+            if st.st_size == 0:
+                present.append(FileIndex(path.name, (), FileMetadata.of(path), 0))
+                continue
+            data = path.read_bytes() if st.st_size <= SMALL_FILE else None
+            if data is not None and (same := same_bytes.get(data)) is not None:
+                present.append(FileIndex(path.name, same.blobs, FileMetadata.of(path), same.checksum))
+                contents[same.blobs] = data
+                continue
             blob_id = f"{self.prefix}files/{checkpoint_id}-{uuid.uuid4().hex}-{path.name}"
             self._uploading(blob_id)
-            crc = self.blobs.put_file(path, blob_id)
+            if data is None:
+                crc = self.blobs.put_file(path, blob_id)
+            else:
+                self.blobs.put_bytes(blob_id, data)
+                crc = zlib.crc32(data)
+                contents[(FileBlob(blob_id),)] = data
             faults.point("state.blob.file_uploaded")
             uploaded += st.st_size
             present.append(FileIndex(path.name, (FileBlob(blob_id),), FileMetadata.of(path), crc))
@@ -139,6 +160,7 @@ class BlobStoreStateBackend(StateBackend):
         faults.point("state.blob.index_uploaded")
         self.previous = (index_id, index)
         self._indexes[index_id] = index
+        self._contents = contents
         self.bytes_uploaded = uploaded + len(data)
         return index_id
 
