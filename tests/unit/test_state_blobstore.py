@@ -102,6 +102,8 @@ def test_a_reopened_store_uploads_its_new_files_only_and_restores_whole(tmp_path
     assert {n.split("-")[0].rsplit(".", 1)[-1] for n in uploaded} == {"sst", "MANIFEST", "CURRENT"}
     options = [f for f in (*first.files_present, *last.files_present) if f.file_name.startswith("OPTIONS-")]
     assert len({f.file_name for f in options}) == 2 and len({f.blobs for f in options}) == 1
+    removed = {b for f in last.files_removed for b in f.blobs}
+    assert removed and not removed & {b for f in last.files_present for b in f.blobs}  # Samza's cleanUp deletes these
     assert all(f.blobs == () for f in last.files_present if f.size == 0)
     assert any(f.size == 0 for f in last.files_present)  # the WAL (disabled) of each open
     csm.close()

@@ -145,12 +145,14 @@ class BlobStoreStateBackend(StateBackend):
             uploaded += st.st_size
             present.append(FileIndex(path.name, (FileBlob(blob_id),), FileMetadata.of(path), crc))
         names = {f.file_name for f in present}
+        kept = {b for f in present for b in f.blobs}
         c = self.context
         index = SnapshotIndex(
             int(time.time() * 1000),
             SnapshotMetadata(checkpoint_id, c.job_name, c.job_id, c.task.name, c.name),
             tuple(present),
-            tuple(f for n, f in sorted(known.items()) if n not in names),
+            # Samza's cleanUp deletes the blobs of removed files: not those a present file still points at
+            tuple(f for n, f in sorted(known.items()) if n not in names and not kept.intersection(f.blobs)),
             previous[0] if previous else None,
         )
         index_id = pending or self.snapshot(None, checkpoint_id)
