@@ -6,9 +6,10 @@ the same name and size is the same immutable file; a small file (CURRENT,
 OPTIONS, MANIFEST, rocksdict's config) whose bytes equal one of the previous
 snapshot's, as this backend uploaded or reused them, points at that file's blob
 whatever its name (RocksDB writes a new OPTIONS file of the same content at each
-open); an empty file has no blob (as in Samza's index). Then a SnapshotIndex blob; the marker is the index's
-blob id, chosen in the synchronous snapshot so that the checkpoint can name it
-before the upload ends (the driver waits for the index: it is written last).
+open); an empty file has no blob (as in Samza's index). Then a SnapshotIndex
+blob; the marker is the index's blob id, chosen in the synchronous snapshot so
+that the checkpoint can name it before the upload ends (the driver waits for
+the index: it is written last).
 Every blob name starts with its snapshot's checkpoint id. Everything of a
 (virtual task, store) lives under one prefix, so after a checkpoint is written
 `cleanup` keeps the blobs of the last `stores.<s>.blob.retain` snapshots and of
@@ -114,7 +115,7 @@ class BlobStoreStateBackend(StateBackend):
         previous = self._previous()
         known = {f.file_name: f for f in previous[1].files_present} if previous else {}
         # the previous snapshot's small files by their bytes, where this backend still holds them
-        same_bytes = {data: f for f in known.values() if (data := self._contents.get(f.blobs)) is not None}
+        same_bytes = {held: f for f in known.values() if (held := self._contents.get(f.blobs)) is not None}
         contents: dict[tuple[FileBlob, ...], bytes] = {}
         present, uploaded = [], 0
         for path in snapshot_files(folder):
@@ -128,19 +129,19 @@ class BlobStoreStateBackend(StateBackend):
             if st.st_size == 0:
                 present.append(FileIndex(path.name, (), FileMetadata.of(path), 0))
                 continue
-            data = path.read_bytes() if st.st_size <= SMALL_FILE else None
-            if data is not None and (same := same_bytes.get(data)) is not None:
+            small = path.read_bytes() if st.st_size <= SMALL_FILE else None
+            if small is not None and (same := same_bytes.get(small)) is not None:
                 present.append(FileIndex(path.name, same.blobs, FileMetadata.of(path), same.checksum))
-                contents[same.blobs] = data
+                contents[same.blobs] = small
                 continue
             blob_id = f"{self.prefix}files/{checkpoint_id}-{uuid.uuid4().hex}-{path.name}"
             self._uploading(blob_id)
-            if data is None:
+            if small is None:
                 crc = self.blobs.put_file(path, blob_id)
             else:
-                self.blobs.put_bytes(blob_id, data)
-                crc = zlib.crc32(data)
-                contents[(FileBlob(blob_id),)] = data
+                self.blobs.put_bytes(blob_id, small)
+                crc = zlib.crc32(small)
+                contents[(FileBlob(blob_id),)] = small
             faults.point("state.blob.file_uploaded")
             uploaded += st.st_size
             present.append(FileIndex(path.name, (FileBlob(blob_id),), FileMetadata.of(path), crc))
