@@ -107,6 +107,14 @@ def assert_state_and_outputs(config, store):
     out = {(r["source_partition"], r["source_offset"]): json.loads(r["value"]) for r in sink}
     assert len(out) == len(sink), "duplicates in the exactly-once sink"
     keyed = {k: {"total": v["total"], "count": v["count"]} for k, v in out.items() if v.get("key") is not None}
+    missing = sorted(emitted.keys() - keyed.keys())
+    where = {(r["source_partition"], r["source_offset"]): (r["batch_id"], r["task_name"]) for r in sink}
+    wrong = [(k, where[k], keyed[k], emitted[k]) for k in sorted(emitted.keys() & keyed.keys()) if keyed[k] != emitted[k]]
+    assert not missing and not wrong, (
+        f"{len(missing)} orders missing from the committed batches {sorted(committed)} (first: {missing[:5]}); "
+        f"{len(wrong)} with other totals (source, (batch, task), emitted, expected): {wrong[:5]}; "
+        f"plans: {[(p.batch_id, [(r.ssp.partition, r.start, r.end) for r in p.ranges]) for p in store.plans(config.job_name)]}"
+    )
     assert keyed == emitted
 
 
