@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +34,7 @@ import requests
 
 from elasticity.airflow.project import JOBS_ENV, ProjectError, airflow_folders, jobs_dir
 
+log = logging.getLogger(__name__)
 BIN = Path(sys.executable).parent
 
 
@@ -258,6 +262,15 @@ def _session_members(sid: int) -> list[int]:
     return members
 
 
+API_ATTEMPTS = 4
+
+
+class ApiError(RuntimeError):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 @dataclass
 class AirflowApi:
     """Airflow's REST API with a bearer token: what the UI's buttons call."""
@@ -265,12 +278,20 @@ class AirflowApi:
     base: str
     token: str
 
-    def _call(self, method: str, path: str, **kw: Any) -> Any:
-        r = requests.request(
-            method, f"{self.base}/api/v2{path}", headers={"Authorization": f"Bearer {self.token}"}, timeout=30, **kw
-        )
+    def _call(self, method: str, path: str, retry_on: tuple[int, ...] = (), **kw: Any) -> Any:
+        """One request; a GET (and a call naming `retry_on` statuses, which must be idempotent) is retried a few
+        times on a 5xx: on SQLite the API answers "Database error" while the scheduler holds the write lock."""
+        retry = (500, 502, 503, 504) if method == "GET" else retry_on
+        for attempt in range(API_ATTEMPTS):
+            r = requests.request(
+                method, f"{self.base}/api/v2{path}", headers={"Authorization": f"Bearer {self.token}"}, timeout=30, **kw
+            )
+            if r.status_code not in retry or attempt == API_ATTEMPTS - 1:
+                break
+            log.warning("%s %s: %s %s; retrying", method, path, r.status_code, r.text[:200])
+            time.sleep(0.5 * (attempt + 1))
         if r.status_code >= 400:
-            raise RuntimeError(f"{method} {path}: {r.status_code} {r.text[:500]}")
+            raise ApiError(r.status_code, f"{method} {path}: {r.status_code} {r.text[:500]}")
         return r.json() if r.content else None
 
     def dag(self, dag_id: str) -> dict:
@@ -290,8 +311,16 @@ class AirflowApi:
         self._call("PATCH", f"/dags/{dag_id}", json={"is_paused": paused})
 
     def trigger(self, dag_id: str, conf: dict | None = None) -> str:
-        """As the trigger form does: a run now with its params."""
-        return self._call("POST", f"/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": conf or {}})["dag_run_id"]
+        """As the trigger form does: a run now with its params. The run id is chosen here, so a retried
+        trigger is idempotent: a 409 after a 5xx means the first attempt created the run."""
+        run_id = f"manual__{datetime.now(UTC).isoformat()}__{uuid.uuid4().hex[:6]}"
+        body = {"dag_run_id": run_id, "logical_date": None, "conf": conf or {}}
+        try:
+            return self._call("POST", f"/dags/{dag_id}/dagRuns", retry_on=(500, 503), json=body)["dag_run_id"]
+        except ApiError as e:
+            if e.status == 409 and self.run(dag_id, run_id)["dag_run_id"] == run_id:
+                return run_id
+            raise
 
     def runs(self, dag_id: str) -> list[dict]:
         return self._call("GET", f"/dags/{dag_id}/dagRuns", params={"order_by": "-start_date", "limit": 100})["dag_runs"]
