@@ -11,8 +11,8 @@ from elasticity import faults
 from elasticity.checkpoint.task_checkpoint import CheckpointId
 from elasticity.config import BLOB_STORE_FACTORY
 from elasticity.jobmodel.model import TaskName
-from elasticity.state.backends.blob_manager import ALIVE, BlobStoreManager, UploadStalled
-from elasticity.state.backends.blobstore import LIST_EVERY, ChecksumMismatch
+from elasticity.state.backends.blob_manager import ALIVE, FAILED, BlobStoreManager, UploadFailed, UploadStalled
+from elasticity.state.backends.blobstore import LIST_EVERY, ChecksumMismatch, await_durable
 from elasticity.state.backends.snapshot_index import SnapshotIndex
 from elasticity.state.worker import Heartbeat
 from tests.support import samza_rules
@@ -291,3 +291,21 @@ def test_an_upload_whose_uploader_stops_beating_is_given_up_long_before_the_time
     blobs.put_bytes(lost + ALIVE, b"1")  # one beat, then the uploader's executor is gone: no index, no .failed
     with pytest.raises(UploadStalled, match="stalled: no sign of life from its uploader"):
         blobs.await_blob(lost, timeout_s=60, stall_s=0.3)  # not the 60 s timeout
+
+
+def test_a_batch_is_durable_once_every_index_exists_and_fails_on_any_failed_one(tmp_path):
+    blobs = BlobStoreManager(str(tmp_path / "blobs"))
+    indexes = [f"job/task-{i}/store/index/1-2-abc.json" for i in range(20)]
+    markers = [{BLOB_STORE_FACTORY: {"store": index}} for index in indexes]
+    late = [threading.Timer(0.1 + i * 0.01, blobs.put_bytes, (index, b"{}")) for i, index in enumerate(reversed(indexes))]
+    for t in late:
+        t.start()
+    await_durable(blobs, markers, timeout_s=30)
+    assert all(blobs.exists(index) for index in indexes)
+
+    failing = [f"job/task-{i}/store/index/1-3-abc.json" for i in range(20)]
+    for index in failing[:-1]:
+        blobs.put_bytes(index, b"{}")
+    blobs.put_bytes(failing[-1] + FAILED, b"OSError: disk full")  # the last one's uploader gave up
+    with pytest.raises(UploadFailed, match="disk full"):
+        await_durable(blobs, [{BLOB_STORE_FACTORY: {"store": index}} for index in failing], timeout_s=30)

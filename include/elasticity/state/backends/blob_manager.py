@@ -16,6 +16,7 @@ FAILED = ".failed"  # beside a blob an upload promised and could not write: `<bl
 ALIVE = ".alive"  # beside a blob an upload still promises, rewritten every HEARTBEAT_S while the upload runs
 HEARTBEAT_S = 5.0
 STALL_S = 4 * HEARTBEAT_S  # a promise whose heartbeat has not changed for this long is given up
+MAX_PAUSE_S = 0.1  # between checks for a promised blob: an upload is noticed at most this long after it ends
 
 
 class BlobNotFound(FileNotFoundError):
@@ -111,7 +112,7 @@ class BlobStoreManager:
                     )
                 beat_seen = now
             time.sleep(pause)
-            pause = min(pause * 2, 0.5)
+            pause = min(pause * 2, MAX_PAUSE_S)
 
     def _read_or_none(self, blob_id: str) -> bytes | None:
         try:
