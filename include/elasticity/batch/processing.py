@@ -36,7 +36,7 @@ from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskN
 from elasticity.jobmodel.object_mapper import ssp_to_key
 from elasticity.kafka.admin import Kafka, settings
 from elasticity.serializers import RecordSerdeError, deserialize, serialize
-from elasticity.state.commit_manager import TaskSnapshot
+from elasticity.state.commit_manager import Markers
 from elasticity.state.table import SideInputBatch, SlotTables
 from elasticity.state.worker import BatchState, ContainerState, open_container
 
@@ -176,18 +176,18 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
     outputs = _Outputs(ctx)
     tables = SlotTables(ctx.tables, _application(ctx).tables, slot) if ctx.tables else None  # caught up before any slice
     container = None
-    snapshots: list[TaskSnapshot] = []
+    markers: dict[TaskName, Markers] = {}
 
     def run(name: str, part: pa.Table) -> dict[str, Any]:
-        """A virtual task restores its stores as its slice starts and snapshots them as it ends, so that
-        the slot's other tasks run meanwhile (each task checkpoints on its own)."""
+        """A virtual task restores its stores as its slice starts, and snapshots them and starts their upload
+        as it ends, so that the slot's other tasks run meanwhile (each task checkpoints on its own)."""
         task = TaskName(name)
         if container is not None:
             container.restore(task)
         row = _run_slice(ctx, task, part, outputs, container, tables)
         if container is not None and not row["stopped"]:
             assert ctx.state is not None
-            snapshots.append(container.snapshot(ctx.state.checkpoint_id, task))
+            markers[task] = container.commit(container.snapshot(ctx.state.checkpoint_id, task))
         return row
 
     # Samza's job.container.thread.pool.size: 0 = no pool, the slices run one after another
@@ -203,7 +203,6 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
                 rows = list(ex.map(lambda nt: run(*nt), longest_first))
         if container is not None:
             assert ctx.state is not None
-            markers = container.commit(snapshots)
             for r in rows:
                 task = TaskName(r["task_name"])
                 if task in markers:

@@ -12,14 +12,15 @@ because Spark may hand the next batch of this container to another Python
 worker of its pool, and RocksDB admits one process per folder: the live folder
 is sealed with its checkpoint id, so that process opens it as it is too.
 
-Uploads run on one thread per container, in commit order (an incremental
-upload builds on the previous one), overlapping the next batch; the driver
-waits for the markers to be durable before writing the checkpoint. A failed
+A task's upload starts as its slice ends, on a thread of its own, in commit
+order (an incremental upload builds on the previous one), overlapping the slot's
+other slices and the next batch; the driver waits for the markers to be durable
+before writing the checkpoint. A failed
 upload leaves `<index>.failed` beside the index it promised, so the driver
 fails at once instead of at task.commit.timeout.ms; an upload that runs longer
 than a heartbeat rewrites `<index>.alive`, so the driver also gives up soon on
-one whose executor was lost. Cleanup runs on the same thread, for checkpoints
-the driver reports as written.
+one whose executor was lost. Cleanup runs on the task's thread too, for
+checkpoints the driver reports as written.
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ class ContainerState:
     def __init__(self, state: BatchState, descriptors: Collection[StoreDescriptor], tasks: tuple[tuple[str, int], ...]) -> None:
         models = [TaskModel(TaskName(t), frozenset(), p) for t, p in tasks]
         self.csm = ContainerStorageManager(state.storage, list(descriptors), models, state.changelog_partitions)
-        self._uploads = ThreadPoolExecutor(1, thread_name_prefix="state-commit")
+        # per task, its uploads and cleanups in order (an incremental upload builds on the one before)
+        self._queues = {TaskName(t): ThreadPoolExecutor(1, thread_name_prefix="state-commit") for t, _ in tasks}
         self._heartbeat = Heartbeat(self.csm.blobs) if self.csm.blobs is not None else None
         self._cleaned: dict[TaskName, CheckpointId] = {}
         self._start: Mapping[str, CheckpointV2 | None] = {}
@@ -77,7 +79,8 @@ class ContainerState:
         fresh = {t: cp for t, cp in written.items() if self._cleaned.get(t) != cp.checkpoint_id}
         if fresh:
             self._cleaned.update({t: cp.checkpoint_id for t, cp in fresh.items()})
-            self._uploads.submit(self._cleanup, fresh)
+            for task, cp in fresh.items():
+                self._queues[task].submit(self._cleanup, {task: cp})
         self._start = state.start
         self.sources = {}
 
@@ -97,19 +100,18 @@ class ContainerState:
         self.csm.release([task])
         return snapshot
 
-    def commit(self, snapshots: Collection[TaskSnapshot]) -> dict[TaskName, Markers]:
-        """Start the snapshots' upload in the background; returns the markers each task's CheckpointV2
-        will carry (known before the upload ends)."""
-        markers: dict[TaskName, Markers] = {}
-        for s in snapshots:
-            for store in s.stores:
-                for factory, marker in store.pending:
-                    assert marker is not None, f"backend {factory} names no marker at snapshot time"
-                    markers.setdefault(s.task_name, {}).setdefault(factory, {})[store.store] = marker
-        if snapshots:
-            if self._heartbeat is not None:
-                self._heartbeat.add(_indexes(markers))
-            self._uploads.submit(self._upload, tuple(snapshots), markers)
+    def commit(self, snapshot: TaskSnapshot) -> Markers:
+        """Start the upload of one task's snapshot in the background, as soon as its slice is done (not
+        after the slot's last: the batch's commit then waits only for the busiest task's upload); returns
+        the markers its CheckpointV2 will carry (known before the upload ends)."""
+        markers: Markers = {}
+        for store in snapshot.stores:
+            for factory, marker in store.pending:
+                assert marker is not None, f"backend {factory} names no marker at snapshot time"
+                markers.setdefault(factory, {})[store.store] = marker
+        if self._heartbeat is not None:
+            self._heartbeat.add(_indexes({snapshot.task_name: markers}))
+        self._queues[snapshot.task_name].submit(self._upload, (snapshot,), {snapshot.task_name: markers})
         return markers
 
     def release(self) -> None:
