@@ -82,6 +82,16 @@ def test_fail_policy_reports_where_each_task_stopped(tmp_path):
     assert [r["offset"] for r in read_table(str(tmp_path / "audit"), AUDIT_SCHEMA).to_pylist()] == [1]
 
 
+def test_a_sink_file_that_cannot_be_read_fails_the_read_naming_it(tmp_path):
+    process_slot(ctx(tmp_path), 0, rows(("Partition_0-0-2", 0, 1, b'{"n": 1}'), ("Partition_0-1-2", 1, 2, b'{"n": 2}')))
+    root = tmp_path / "out" / "doubled"
+    damaged = root / "batch_id=7" / task_file(TaskName("Partition_0-1-2"))
+    damaged.write_bytes(damaged.read_bytes()[:20])  # not a row fewer: the reader (data quality, the tests) must know
+    for batches in (None, [7]):
+        with pytest.raises(pa.ArrowInvalid, match=task_file(TaskName("Partition_0-1-2"))):
+            read_table(str(root), OUTPUT_SCHEMA, batches)
+
+
 def test_a_retried_batch_overwrites_its_own_files(tmp_path):
     batch = rows(("Partition_0-0-2", 0, 1, b'{"n": 1}'))
     process_slot(ctx(tmp_path), 0, batch)

@@ -144,7 +144,7 @@ def read_table(root: str, schema: pa.Schema, batch_ids: Iterable[int] | None = N
         "filesystem": fs,
         "format": "parquet",
         "schema": schema,
-        "exclude_invalid_files": True,
+        "exclude_invalid_files": False,  # a committed file that cannot be read fails the read, naming it: never fewer rows
         "ignore_prefixes": [".", "_"],
     }
     if batch_ids is None:

@@ -15,12 +15,12 @@ is sealed with its checkpoint id, so that process opens it as it is too.
 A task's upload starts as its slice ends, on a thread of its own, in commit
 order (an incremental upload builds on the previous one), overlapping the slot's
 other slices and the next batch; the driver waits for the markers to be durable
-before writing the checkpoint. A failed
-upload leaves `<index>.failed` beside the index it promised, so the driver
-fails at once instead of at task.commit.timeout.ms; an upload that runs longer
-than a heartbeat rewrites `<index>.alive`, so the driver also gives up soon on
-one whose executor was lost. Cleanup runs on the task's thread too, for
-checkpoints the driver reports as written.
+before writing the checkpoint. A failed upload leaves `<index>.failed` beside the
+index it promised, so the driver fails at once instead of at
+task.commit.timeout.ms; an upload that runs longer than a heartbeat rewrites
+`<index>.alive`, so the driver also gives up soon on one whose executor was lost.
+Cleanup runs on the task's thread too, for checkpoints the driver reports as
+written.
 """
 
 from __future__ import annotations
@@ -109,9 +109,10 @@ class ContainerState:
             for factory, marker in store.pending:
                 assert marker is not None, f"backend {factory} names no marker at snapshot time"
                 markers.setdefault(factory, {})[store.store] = marker
+        indexes = list(markers.get(BLOB_STORE_FACTORY, {}).values())
         if self._heartbeat is not None:
-            self._heartbeat.add(_indexes({snapshot.task_name: markers}))
-        self._queues[snapshot.task_name].submit(self._upload, (snapshot,), {snapshot.task_name: markers})
+            self._heartbeat.add(indexes)
+        self._queues[snapshot.task_name].submit(self._upload, snapshot, indexes)
         return markers
 
     def release(self) -> None:
@@ -128,28 +129,24 @@ class ContainerState:
             for s, m in now.items()
         }
 
-    def _upload(self, snapshots: tuple[TaskSnapshot, ...], markers: dict[TaskName, Markers]) -> None:
+    def _upload(self, snapshot: TaskSnapshot, indexes: list[str]) -> None:
         try:
-            self.csm.upload(snapshots)
+            self.csm.upload([snapshot])
         except Exception as e:  # noqa: BLE001 - reported to the driver through the blob store
-            log.exception("state upload of checkpoint %s failed", snapshots[0].checkpoint_id)
+            log.exception("state upload of %s's checkpoint %s failed", snapshot.task_name.name, snapshot.checkpoint_id)
             blobs = self.csm.blobs
-            for index in _indexes(markers):
+            for index in indexes:
                 if blobs is not None and not blobs.exists(index):
                     blobs.put_bytes(index + FAILED, f"{type(e).__name__}: {e}".encode())
         finally:
             if self._heartbeat is not None:
-                self._heartbeat.done(_indexes(markers))
+                self._heartbeat.done(indexes)
 
     def _cleanup(self, written: dict[TaskName, CheckpointV2]) -> None:
         try:
             self.csm.cleanup(written)
         except Exception:  # noqa: BLE001 - the next cleanup retries; nothing depends on it
             log.exception("state cleanup failed")
-
-
-def _indexes(markers: Mapping[TaskName, Markers]) -> list[str]:
-    return [index for m in markers.values() for index in m.get(BLOB_STORE_FACTORY, {}).values()]
 
 
 class Heartbeat:
