@@ -11,6 +11,7 @@ from elasticity.config import BLOB_STORE_FACTORY, KAFKA_CHANGELOG_FACTORY, Confi
 from elasticity.jobmodel.keybucket import key_hash
 from elasticity.jobmodel.model import TaskModel, TaskName
 from elasticity.state import ContainerStorageManager, StorageConfig, WrongBucketError
+from elasticity.state.rocksdb import KEEP_LOG_FILE_NUM
 from tests.support.state_job import reference, run
 
 BASE = {"job.name": "j", "task.inputs": "kafka.in", "task.checkpoint.read.versions": "2,1"}
@@ -193,6 +194,22 @@ def test_uncommitted_writes_are_trimmed_by_restore(tmp_path):
     assert again.restore(cps) == {task: {"counts": "local"}}
     assert dict(again.store(task, "counts").all()) == {"a": 1, "b": 2}
     again.close()
+
+
+def test_a_store_opened_every_batch_keeps_a_bounded_number_of_info_logs(tmp_path):
+    """RocksDB starts an info LOG per open and keeps the old ones unless told: a store opened once per batch
+    would gather one file per batch in its live folder, without end."""
+    csm = container(tmp_path)
+    task = TaskName("Partition 0")
+    cps = None
+    for i in range(6):
+        csm.restore(cps or {})
+        csm.store(task, "counts").put("a", i)
+        cps = commit(csm)
+        csm.release()
+    live = csm.tasks[task]["counts"].dirs.live
+    assert len([f for f in live.iterdir() if f.name.startswith("LOG")]) <= KEEP_LOG_FILE_NUM
+    csm.close()
 
 
 def test_cleanup_keeps_only_the_committed_local_checkpoint(tmp_path):

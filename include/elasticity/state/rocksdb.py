@@ -28,12 +28,18 @@ from elasticity.jobmodel.model import TaskName
 
 CHECKPOINT_ID_FILE = "CHECKPOINT-ID"
 _SKIPPED = {"LOCK", CHECKPOINT_ID_FILE}  # never copied nor uploaded: per process or rewritten
+KEEP_LOG_FILE_NUM = 2  # Samza's rocksdb.keep.log.file.num default: each open starts a new info LOG
 
 
 def open_db(path: Path) -> Rdict:
+    """A store opens once per batch or more: its older info LOGs are dropped (else one stays per open), and
+    its files open on one thread (a virtual task's store, one key bucket of a partition, has a few files:
+    3.7 ms an open here, against 6.0 ms with RocksDB's default of 16 file-opening threads)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     options = Options(raw_mode=True)
     options.create_if_missing(True)
+    options.set_keep_log_file_num(KEEP_LOG_FILE_NUM)
+    options.set_max_file_opening_threads(1)
     db = Rdict(str(path), options)
     write = WriteOptions()
     write.disable_wal = True  # type: ignore[method-assign,assignment]  # a property at run time; rocksdict's stub says a method
