@@ -11,6 +11,7 @@ from elasticity.config import BLOB_STORE_FACTORY, KAFKA_CHANGELOG_FACTORY, Confi
 from elasticity.jobmodel.keybucket import key_hash
 from elasticity.jobmodel.model import TaskModel, TaskName
 from elasticity.state import ContainerStorageManager, StorageConfig, WrongBucketError
+from elasticity.state.handover import PARKING
 from elasticity.state.rocksdb import KEEP_LOG_FILE_NUM
 from tests.support.state_job import reference, run
 
@@ -209,6 +210,25 @@ def test_a_store_opened_every_batch_keeps_a_bounded_number_of_info_logs(tmp_path
         csm.release()
     live = csm.tasks[task]["counts"].dirs.live
     assert len([f for f in live.iterdir() if f.name.startswith("LOG")]) <= KEEP_LOG_FILE_NUM
+    csm.close()
+
+
+def test_a_parked_store_is_used_as_it_is_by_its_process_and_handed_to_another_holder_on_request(tmp_path):
+    csm = container(tmp_path)
+    task = TaskName("Partition 0")
+    csm.restore({})
+    csm.store(task, "counts").put("a", 1)
+    cps = commit(csm)
+    ts = csm.tasks[task]["counts"]
+    kv = ts.kv
+    PARKING.park(ts)
+    PARKING.take(ts)
+    assert csm.restore(cps) == {task: {"counts": "open"}} and ts.kv is kv  # no close, no open
+    PARKING.park(ts)
+    other = container(tmp_path)  # another ContainerState of this process, for the same task: it asks the keeper
+    assert other.restore(cps) == {task: {"counts": "local"}} and ts.kv is None  # released sealed, opened as it is
+    assert dict(other.store(task, "counts").all()) == {"a": 1}
+    other.close()
     csm.close()
 
 

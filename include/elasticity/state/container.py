@@ -137,6 +137,6 @@ class ContainerStorageManager:
         self._restore_pool.shutdown(wait=True)
         for stores in self.tasks.values():
             for ts in stores.values():
-                ts.close()
+                ts.release()
         for client in self._clients.values():
             client.close()

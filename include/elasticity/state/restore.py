@@ -1,7 +1,7 @@
 """Restoring one store of one virtual task to a checkpoint, after CheckpointV2's restore.
 
-1. The store is open (or closed by this process's `release`) and untouched since
-   it was snapshotted as that checkpoint: nothing to do.
+1. The store is open (parked since its snapshot, `state.handover`) and untouched
+   since it was snapshotted as that checkpoint: nothing to do.
 2. The live folder is sealed with the checkpoint's id (released by another
    process): open it as it is. Else a sealed local checkpoint folder has the checkpoint's id: clone it (hard links, no download).
 3. Else the first restore factory with a marker for the store; a missing marker
@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 def restore(ts: TaskStore, checkpoint: CheckpointV2 | None) -> str:
     """Returns where the state came from: open, local, empty, bootstrap, or a factory name."""
     start = time.perf_counter_ns()
+    ts.claim()  # no other process has the live folder open while it is rebuilt
     cp_id = checkpoint.checkpoint_id if checkpoint else None
     markers = {f: m[ts.name] for f, m in (checkpoint.state_checkpoint_markers if checkpoint else {}).items() if ts.name in m}
     if cp_id is not None and ts.base == cp_id and (ts.kv is not None and not ts.kv.written or ts.live_is(cp_id)):

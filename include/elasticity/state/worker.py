@@ -7,10 +7,12 @@ worker process, job and task set, so a warm session reuses its clients, pools
 and backends; a task whose stores this process released after its own snapshot
 is reopened as it is (no restore).
 
-The RocksDB folders are closed (`release`) when a batch's slice is done,
-because Spark may hand the next batch of this container to another Python
-worker of its pool, and RocksDB admits one process per folder: the live folder
-is sealed with its checkpoint id, so that process opens it as it is too.
+A task's stores stay open after its snapshot (parked, `state.handover`): its
+next batch in this process uses them as they are. Spark may hand that batch to
+another Python worker of the host, which asks for them; this process's keeper
+thread then closes them sealed with their checkpoint id, and that process opens
+them as they are too. A slot releases, as it starts, the stores it parked for
+other slots, and as it ends, those not parked (a task that stopped or failed).
 
 A task's upload starts as its slice ends, on a thread of its own, in commit
 order (an incremental upload builds on the previous one), overlapping the slot's
@@ -41,7 +43,9 @@ from elasticity.jobmodel.model import TaskModel, TaskName
 from elasticity.state.backends.blob_manager import ALIVE, FAILED, HEARTBEAT_S, BlobStoreManager
 from elasticity.state.commit_manager import Markers, TaskSnapshot
 from elasticity.state.container import ContainerStorageManager
+from elasticity.state.handover import PARKING
 from elasticity.state.store_config import StorageConfig
+from elasticity.state.taskstore import TaskStore
 
 log = logging.getLogger(__name__)
 GAUGES = ("bytes-uploaded", "disk-usage-bytes")  # reported as they are; the other store metrics are counters
@@ -74,7 +78,9 @@ class ContainerState:
         self._reported: dict[TaskName, dict[str, dict[str, int]]] = {}
 
     def begin(self, state: BatchState) -> None:
-        """Clean up after written checkpoints (in the background); each task restores as its slice starts."""
+        """Release the stores this process parked for other slots; clean up after written checkpoints (in the
+        background); each task restores as its slice starts."""
+        PARKING.release_all(keep=set(self._stores()))
         written = {TaskName(t): cp for t, cp in state.written.items() if TaskName(t) in self.csm.tasks}
         fresh = {t: cp for t, cp in written.items() if self._cleaned.get(t) != cp.checkpoint_id}
         if fresh:
@@ -87,6 +93,8 @@ class ContainerState:
     def restore(self, task: TaskName) -> dict[str, str]:
         """The task's stores to where the batch starts, on its slice's thread: while one task opens its
         stores, the others' slices run. Returns where each came from (open, local, a factory, empty)."""
+        for ts in self.csm.tasks[task].values():
+            PARKING.take(ts)
         self.sources[task] = self.csm.restore_task(task, self._start.get(task.name))
         return self.sources[task]
 
@@ -94,10 +102,10 @@ class ContainerState:
         return self.csm.store(task, name)
 
     def snapshot(self, checkpoint_id: CheckpointId, task: TaskName) -> TaskSnapshot:
-        """The synchronous snapshot of one task's stores as soon as its slice is done, then they close
-        (sealed: another process may take this container's next batch)."""
+        """The synchronous snapshot of one task's stores as soon as its slice is done; they stay open, parked."""
         (snapshot,) = self.csm.snapshot(checkpoint_id, [task])
-        self.csm.release([task])
+        for ts in self.csm.tasks[task].values():
+            PARKING.park(ts)
         return snapshot
 
     def commit(self, snapshot: TaskSnapshot) -> Markers:
@@ -116,7 +124,11 @@ class ContainerState:
         return markers
 
     def release(self) -> None:
-        self.csm.release()
+        """The slot is done: its stores that are not parked close (written since their snapshot, if any)."""
+        PARKING.release_unparked(self._stores())
+
+    def _stores(self) -> list[TaskStore]:
+        return [ts for stores in self.csm.tasks.values() for ts in stores.values()]
 
     def report(self, task: TaskName) -> dict[str, dict[str, Any]]:
         """Per store of `task`: its counters since its last report (uploads finish after a batch reports,
