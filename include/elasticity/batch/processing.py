@@ -61,10 +61,6 @@ SUMMARY_SCHEMA = pa.schema(
         ("state_metrics", pa.string()),  # JSON {store: metrics of this batch, and where the store was restored from}
     ]
 )
-SUMMARY_DDL = (
-    "task_name string, records long, processed long, dead_lettered long, outputs long, process_ns long, group_ns long, "
-    "read long, skipped long, read_ns long, hash_ns long, executor string, stopped string, error string, checkpoint_id string, state_markers string, state_metrics string"
-)
 
 
 @dataclass(frozen=True)

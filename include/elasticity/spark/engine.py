@@ -26,14 +26,15 @@ from dataclasses import replace
 from functools import cached_property, partial
 from typing import Any
 
-from pyspark.sql import Row, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from elasticity.api.stream import ApplicationDescriptor, load_application
 from elasticity.batch.async_commit import AsyncCommitter
 from elasticity.batch.coordinator import JobCoordinator
 from elasticity.batch.lease import held_lease
 from elasticity.batch.planning import advance, plan_ranges, start_offsets
-from elasticity.batch.processing import SUMMARY_DDL, ProcessContext, run_slots
+from elasticity.batch.processing import SUMMARY_SCHEMA, ProcessContext, run_slots
 from elasticity.batch.reader import Owner, RouteTable, SlotReads, chunks
 from elasticity.batch.sink_identity import guard_sinks
 from elasticity.batch.sinks import delete_batches, output_roots
@@ -58,6 +59,7 @@ from elasticity.state.worker import BatchState
 
 log = logging.getLogger(__name__)
 RECENT_BATCHES = 10  # the executors these used are the ones a job's slots should spread over
+SUMMARY_TYPE = from_arrow_schema(SUMMARY_SCHEMA)  # a type, not DDL: Spark Connect parses DDL in a call of its own
 
 
 class BatchFailed(RuntimeError):
@@ -79,6 +81,7 @@ class MicroBatchEngine:
         self.reporters = Reporters.of(config)
         self.coordinator = JobCoordinator(config, self.store, self.inputs, self.reporters)
         self.job = config.job_name
+        self._placed: tuple[int, DataFrame] | None = None
 
     @cached_property
     def app(self) -> ApplicationDescriptor:
@@ -319,9 +322,12 @@ class MicroBatchEngine:
         records. Returns each virtual task's summary row."""
         slots = len(generation.job_model.containers) * self.config.container_process_count
         work = partial(run_slots, self._context(plan, generation, cps), self._slot_reads(plan, generation, cps))
-        rows = placed_slots(self.spark, slots).mapInArrow(work, SUMMARY_DDL).collect()
+        if self._placed is None or self._placed[0] != slots:
+            self._placed = slots, placed_slots(self.spark, slots)  # its cache checked once per engine (a call on Connect)
+        rows = self._placed[1].mapInArrow(work, SUMMARY_TYPE).collect()
         recent = {e for m in self.store.metrics(self.job, limit=RECENT_BATCHES) for e in m["metrics"].get("executors", ())}
-        rebalance(self.spark, slots, {r.executor for r in rows}, recent)
+        if rebalance(self.spark, slots, {r.executor for r in rows}, recent):
+            self._placed = None
         return rows
 
     def _new_checkpoints(
