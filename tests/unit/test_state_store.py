@@ -213,11 +213,16 @@ def test_a_store_opened_every_batch_keeps_a_bounded_number_of_info_logs(tmp_path
     csm.close()
 
 
-def test_a_parked_store_is_used_as_it_is_by_its_process_and_handed_to_another_holder_on_request(tmp_path):
-    csm = container(tmp_path)
-    task = TaskName("Partition 0")
+def fresh_store(tmp_path, entries: dict) -> tuple[ContainerStorageManager, TaskName]:
+    """One task's store, restored empty, with `entries` written."""
+    csm, task = container(tmp_path), TaskName("Partition 0")
     csm.restore({})
-    csm.store(task, "counts").put("a", 1)
+    csm.store(task, "counts").put_all(entries)
+    return csm, task
+
+
+def test_a_parked_store_is_used_as_it_is_by_its_process_and_handed_to_another_holder_on_request(tmp_path):
+    csm, task = fresh_store(tmp_path, {"a": 1})
     cps = commit(csm)
     ts = csm.tasks[task]["counts"]
     kv = ts.kv
@@ -233,10 +238,7 @@ def test_a_parked_store_is_used_as_it_is_by_its_process_and_handed_to_another_ho
 
 
 def test_cleanup_keeps_only_the_committed_local_checkpoint(tmp_path):
-    csm = container(tmp_path)
-    task = TaskName("Partition 0")
-    csm.restore({})
-    csm.store(task, "counts").put("a", 1)
+    csm, task = fresh_store(tmp_path, {"a": 1})
     csm.snapshot(CheckpointId.create())  # a commit that failed after its snapshot
     cps = commit(csm)
     dirs = csm.tasks[task]["counts"].dirs
