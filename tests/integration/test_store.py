@@ -85,6 +85,7 @@ def test_a_writer_of_an_older_generation_is_fenced_and_changes_nothing(store, jo
     m2 = model(2)
     first_generation(store, job_name, m2, offset=3)
     stale_plan = store.plan_batch(job_name, 1, (OffsetRange(SSP0, 3, 10),))
+    chained = store.plan_batch(job_name, 1, (OffsetRange(SSP0, 10, 12),), after=stale_plan.batch_id)  # async commit's
     store.acquire_lease(job_name, "rescaler", 10_000)
     m4 = model(4)
     with pytest.raises(PendingBatchError, match=f"batch {stale_plan.batch_id}"):
@@ -98,7 +99,9 @@ def test_a_writer_of_an_older_generation_is_fenced_and_changes_nothing(store, jo
         store.plan_batch(job_name, 1, ())
     assert store.checkpoints(job_name, 2) == before
     assert store.checkpoints(job_name, 1) == cps_at(m2, 3)  # the old generation is kept, unchanged
-    assert store.plan(job_name, stale_plan.batch_id)[1] == "abandoned"
+    # every pending plan of the old generation: one left planned would be replayed, and fenced, at every run
+    assert [store.plan(job_name, p.batch_id)[1] for p in (stale_plan, chained)] == ["abandoned", "abandoned"]
+    assert store.pending_plan(job_name) is None
 
 
 def test_rescale_needs_the_lease_and_the_expected_generation(store, job_name):

@@ -517,10 +517,8 @@ class CheckpointStore:
                         f"job {job!r}: batch {pending.batch_id} was planned under generation {pending.generation} and has not "
                         "committed; run it to completion first (its plan replays the same ranges), or abandon it"
                     )
-                conn.execute(
-                    update(batches)
-                    .where(batches.c.job_name == job, batches.c.batch_id == pending.batch_id)
-                    .values(status="abandoned")
+                conn.execute(  # every one: a plan chained behind an upload may wait behind the earliest
+                    update(batches).where(batches.c.job_name == job, batches.c.status == "planned").values(status="abandoned")
                 )
             old = self._read_checkpoints(conn, job, expected, read_versions, live_max_age_ms) if expected else {}
             new = dict(compute(old))
