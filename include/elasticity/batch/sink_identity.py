@@ -15,7 +15,9 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from functools import partial
 
 import pyarrow.fs as pafs
 from sqlalchemy.engine import make_url
@@ -74,28 +76,27 @@ def _write(root: str, identity: JobIdentity) -> None:
         f.write(json.dumps(asdict(identity), indent=2).encode())
 
 
-def check_sinks(config: JobConfig, store: CheckpointStore, reset: bool = False) -> list[str]:
+def _check(
+    config: JobConfig, store: CheckpointStore, known: JobIdentity | None, found: list[tuple[str, JobIdentity | None]], reset: bool
+) -> dict[str, str]:
     """Fail when a sink root carries another identity than the store's (or the store has none).
 
     With `reset`, such a root is moved aside to `<root>.reset-<millis>` instead;
-    returns the roots moved.
+    returns each root moved and where it went.
     """
-    known = store_identity(config, store)
-    moved = []
-    for key, leaf in SINK_KEYS:
-        root = config.path(key, leaf)
-        found = _read(root)
-        if found is None or (known is not None and found.same_job(known)):
+    moved = {}
+    for (key, _), (root, theirs) in zip(SINK_KEYS, found, strict=True):
+        if theirs is None or (known is not None and theirs.same_job(known)):
             continue
         if not reset:
-            theirs = known.describe() if known else f"no generation of job {config.job_name!r}"
+            ours = known.describe() if known else f"no generation of job {config.job_name!r}"
             raise IdentityMismatch(
-                f"{key}={root} holds the outputs of {found.describe()}, but the checkpoint store "
-                f"({make_url(store.url).render_as_string(hide_password=True)}) has {theirs}. Its batch ids would "
+                f"{key}={root} holds the outputs of {theirs.describe()}, but the checkpoint store "
+                f"({make_url(store.url).render_as_string(hide_password=True)}) has {ours}. Its batch ids would "
                 "collide with those outputs: point task.checkpoint.store.url at the store that wrote them, or pass "
                 "--reset-sinks to move the old outputs aside"
             )
-        moved.append(_move_aside(root))
+        moved[root] = _move_aside(root)
     return moved
 
 
@@ -119,22 +120,22 @@ def _move_aside(root: str) -> str:
     return root.rstrip("/") + suffix
 
 
-def mark_sinks(config: JobConfig, store: CheckpointStore) -> None:
-    """Write the store's identity into every sink root that does not carry it yet."""
-    known = store_identity(config, store)
-    if known is None:
-        raise StoreError(f"job {config.job_name!r} has no first generation yet in {store.url}")
-    for key, leaf in SINK_KEYS:
-        root = config.path(key, leaf)
-        if _read(root) is None:
-            _write(root, known)
-
-
 def guard_sinks(config: JobConfig, store: CheckpointStore, initialize: Callable[[], object], reset: bool = False) -> list[str]:
     """At a start: check the sinks against the store, create the job's first generation if it is
-    new (`initialize()`), then mark the sinks with its identity. Returns the roots moved aside."""
-    moved = check_sinks(config, store, reset)
-    if store_identity(config, store) is None:
+    new (`initialize()`), then mark the sinks with its identity. Each root is read once, all of them
+    side by side (on object storage each read is a round trip). Returns the roots moved aside."""
+    roots = [config.path(key, leaf) for key, leaf in SINK_KEYS]
+    with ThreadPoolExecutor(len(roots)) as pool:
+        found = list(zip(roots, pool.map(_read, roots), strict=True))
+    known = store_identity(config, store)
+    moved = _check(config, store, known, found, reset)
+    if known is None:
         initialize()
-    mark_sinks(config, store)
-    return moved
+        known = store_identity(config, store)
+        if known is None:
+            raise StoreError(f"job {config.job_name!r} has no first generation yet in {store.url}")
+    unmarked = sorted({root for root, theirs in found if theirs is None or root in moved})
+    if unmarked:
+        with ThreadPoolExecutor(len(unmarked)) as pool:
+            list(pool.map(partial(_write, identity=known), unmarked))
+    return list(moved.values())

@@ -206,10 +206,10 @@ class MicroBatchEngine:
             try:
                 # job identity: sinks written under another store fail the start (elasticity.batch.sink_identity)
                 guard_sinks(self.config, self.store, lambda: self.coordinator.initialize(owner), reset_sinks)
-                snapshot = None
+                snapshot, high = None, None
                 while True:
                     lease.check()  # no batch is started that its commit would be fenced from
-                    summary, plan, new_cps = self.run_one(cap, owner, snapshot)
+                    summary, plan, new_cps, high = self.run_one(cap, owner, snapshot, high)
                     summary.owner = owner
                     summaries.append(summary)
                     if plan is None:
@@ -236,18 +236,26 @@ class MicroBatchEngine:
         return summaries
 
     def run_one(
-        self, max_records: int, owner: str, snapshot: tuple[BatchPlan, dict[TaskName, TaskCheckpoint]] | None = None
-    ) -> tuple[BatchSummary, BatchPlan | None, dict[TaskName, TaskCheckpoint]]:
-        """Plan, read, route, process and sink one batch; returns the new checkpoints to commit.
+        self,
+        max_records: int,
+        owner: str,
+        snapshot: tuple[BatchPlan, dict[TaskName, TaskCheckpoint]] | None = None,
+        high: dict[SystemStreamPartition, int] | None = None,
+    ) -> tuple[BatchSummary, BatchPlan | None, dict[TaskName, TaskCheckpoint], dict[SystemStreamPartition, int]]:
+        """Plan, read, route, process and sink one batch; returns the new checkpoints to commit and the
+        high watermarks read after it.
 
         With `snapshot` (the previous batch, its commit still uploading) the plan
-        starts from those checkpoints and is chained behind that batch.
+        starts from those checkpoints and is chained behind that batch, up to `high`
+        (the high watermarks read as that batch ended) where they cover its inputs.
         """
         t0 = time.perf_counter()
         generation, cps, pending = self._start(owner, snapshot)
-        plan, high = self._plan(generation, cps, pending, max_records, owner, after=snapshot[0].batch_id if snapshot else None)
+        plan, high = self._plan(
+            generation, cps, pending, max_records, owner, after=snapshot[0].batch_id if snapshot else None, high=high
+        )
         if plan is None:
-            return self._summary(generation, None, cps, high, {"plan": _ms(t0)}, {}), None, cps
+            return self._summary(generation, None, cps, high, {"plan": _ms(t0)}, {}), None, cps, high
         self._clean_batch(*self.store.batches_with_status(self.job, "abandoned"))
         durations = {"plan": _ms(t0)}
 
@@ -262,12 +270,13 @@ class MicroBatchEngine:
         durations["checkpoint"] = _ms(t)  # the batch's new checkpoints (SEP-32's checkpoint-compute-ns is a rescale's)
 
         metrics = self._batch_metrics(durations, new_cps, rows)
-        summary = self._summary(generation, plan, new_cps, self._high_watermarks(plan), durations, metrics)
+        high = self._high_watermarks(plan)
+        summary = self._summary(generation, plan, new_cps, high, durations, metrics)
         _count(summary, rows)
         summary.replayed = pending is not None
         summary.durations_ms["total"] = _ms(t0)
         summary.finished_ms = int(time.time() * 1000)
-        return summary, plan, new_cps
+        return summary, plan, new_cps, high
 
     # --- steps of a batch ------------------------------------------------------
 
@@ -301,15 +310,19 @@ class MicroBatchEngine:
         max_records: int,
         owner: str,
         after: int | None,
+        high: dict[SystemStreamPartition, int] | None = None,
     ) -> tuple[BatchPlan | None, dict[SystemStreamPartition, int]]:
         """The batch's plan, written ahead of running it so that a retry replays the same ranges: the pending
         one (whatever its failed attempt wrote is removed first), or ranges from the checkpoints up to the high
-        watermarks, at most `max_records`. None with the high watermarks when there is nothing to read."""
+        watermarks, at most `max_records`. None with the high watermarks when there is nothing to read.
+        Chained behind the batch that just ended, the high watermarks read as it ended serve (one ListOffsets
+        less between batches; what arrived since goes to the next batch)."""
         if pending is not None:
             self._clean_batch(pending.batch_id)
             return pending, {}
         bases = sorted({s.without_key_bucket() for cp in cps.values() for s in cp.offsets})
-        high = self.inputs.offsets(bases, "upcoming")
+        if after is None or high is None or not set(bases) <= high.keys():
+            high = self.inputs.offsets(bases, "upcoming")
         ranges = plan_ranges(cps.values(), high, max_records)
         if sum(r.size for r in ranges) == 0:
             return None, high
