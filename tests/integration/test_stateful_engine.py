@@ -16,7 +16,7 @@ import pytest
 
 from elasticity.api.stream import load_application
 from elasticity.batch.coordinator import JobCoordinator
-from elasticity.batch.sinks import OUTPUT_SCHEMA, read_table
+from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import BLOB_STORE_FACTORY as BLOB
 from elasticity.config import KAFKA_CHANGELOG_FACTORY as KAFKA
@@ -113,9 +113,26 @@ def assert_state_and_outputs(config, store):
     assert not missing and not wrong, (
         f"{len(missing)} orders missing from the committed batches {sorted(committed)} (first: {missing[:5]}); "
         f"{len(wrong)} with other totals (source, (batch, task), emitted, expected): {wrong[:5]}; "
-        f"plans: {[(p.batch_id, [(r.ssp.partition, r.start, r.end) for r in p.ranges]) for p in store.plans(config.job_name)]}"
+        f"plans: {[(p.batch_id, [(r.ssp.partition, r.start, r.end) for r in p.ranges]) for p in store.plans(config.job_name)]}; "
+        f"{_where_else(config, missing[:5])}"
     )
     assert keyed == emitted
+
+
+def _where_else(config, sources):
+    """Where the first missing orders are, if anywhere: any output file (committed or not), audit rows, dead letters."""
+    wanted = set(sources)
+    found = []
+    for name, root, schema, part in (
+        ("output", f"{config.get('job.output.path')}/enriched", OUTPUT_SCHEMA, "source_partition"),
+        ("audit", config.get("job.audit.path"), AUDIT_SCHEMA, "partition"),
+        ("dead letter", config.get("job.dead.letter.path"), DEAD_LETTER_SCHEMA, "partition"),
+    ):
+        offset = "source_offset" if name == "output" else "offset"
+        for r in read_table(root, schema).to_pylist():
+            if (r[part], r[offset]) in wanted:
+                found.append((name, (r[part], r[offset]), r["batch_id"], r["task_name"], r.get("status") or r.get("error")))
+    return f"the first missing, wherever found: {found}"
 
 
 def run_cli(props, tmp_path, *args, fault=None, command="run-batch"):
