@@ -9,9 +9,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, TopicPartition
 
-from elasticity.batch.reader import Chunk, close_consumers, read_chunks
 from elasticity.cli import main
 from elasticity.config import validate
 from elasticity.jobmodel.grouping import build_job_model
@@ -55,37 +54,6 @@ def test_job_model_from_topic_metadata(kafka_bootstrap, tmp_path):
     # each container reads exactly one partition: the virtual tasks of an SSP stay together
     for c in model["containers"].values():
         assert len({s["partition"] for t in c["tasks"].values() for s in t["system-stream-partitions"]}) == 1
-
-
-def test_a_slots_chunks_of_several_partitions_are_read_together_each_exactly(kafka_bootstrap):
-    """One consumer over every partition of the chunks: each chunk's records exactly, in offset order, whether a
-    partition's chunks are contiguous, leave a gap or end at its high watermark; and again on the reused consumer
-    (whose partitions the first read paused)."""
-    topic = _topic()
-    create_topic(kafka_bootstrap, topic, 3)
-    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
-    for p in range(3):
-        for i in range(50):
-            producer.send(topic, key=f"k{i}".encode(), value=f"{p}-{i}".encode(), partition=p)
-    producer.flush()
-    producer.close()
-    chunks = [
-        Chunk(kafka_bootstrap, "kafka", topic, 0, 0, 20),
-        Chunk(kafka_bootstrap, "kafka", topic, 0, 20, 50),  # contiguous, up to the high watermark
-        Chunk(kafka_bootstrap, "kafka", topic, 1, 5, 10),
-        Chunk(kafka_bootstrap, "kafka", topic, 1, 30, 31),  # after a gap
-        Chunk(kafka_bootstrap, "kafka", topic, 2, 49, 50),  # the last record alone
-    ]
-    try:
-        for _ in range(2):
-            got: dict[Chunk, list[tuple[int, bytes]]] = {}
-            for chunk, batch in read_chunks(chunks):
-                got.setdefault(chunk, []).extend(
-                    zip(batch.column("offset").to_pylist(), batch.column("value").to_pylist(), strict=True)
-                )
-            assert got == {c: [(o, f"{c.partition}-{o}".encode()) for o in range(c.start, c.end)] for c in chunks}
-    finally:
-        close_consumers()
 
 
 def test_missing_topic_is_named(kafka_bootstrap):

@@ -84,83 +84,38 @@ def close_consumers() -> None:
 
 
 def read_chunk(chunk: Chunk) -> Iterator[pa.RecordBatch]:
-    for _, batch in read_chunks([chunk]):
-        yield batch
-
-
-def read_chunks(chunks: Iterable[Chunk]) -> Iterator[tuple[Chunk, pa.RecordBatch]]:
-    """The records of every chunk, as Arrow batches each of one chunk (a partition's in offset order). The
-    chunks of one client's settings are read together: one consumer assigned to all their partitions, so each
-    fetch brings records of every partition still short of its end (a round trip per fetch, not per chunk),
-    and a partition is paused once its chunks are read."""
-    by_bootstrap: dict[Kafka, list[Chunk]] = {}
-    for c in chunks:
-        by_bootstrap.setdefault(c.bootstrap, []).append(c)
-    for bootstrap, group in by_bootstrap.items():
-        yield from _read_together(bootstrap, group)
-
-
-def _read_together(bootstrap: Kafka, chunks: list[Chunk]) -> Iterator[tuple[Chunk, pa.RecordBatch]]:
     from kafka import TopicPartition
 
-    queues: dict[TopicPartition, list[Chunk]] = {}  # per partition, its chunks still to read, in offset order
-    for c in sorted(chunks, key=lambda c: (c.stream, c.partition, c.start)):
-        if c.end > c.start:
-            queues.setdefault(TopicPartition(c.stream, c.partition), []).append(c)
-    if not queues:
-        return
-    consumer = _consumer(bootstrap)
-    consumer.assign(list(queues))
-    consumer.resume(*queues)  # a cached consumer may have paused them in an earlier read
-    position = {tp: q[0].start for tp, q in queues.items()}
-    for tp, at in position.items():
-        consumer.seek(tp, at)
-    cols = {tp: _empty() for tp in queues}
-    last_progress = time.monotonic()
-    while queues:
-        polled = consumer.poll(timeout_ms=500, max_records=5000)
-        for tp, records in polled.items():
-            if tp not in queues:
+    consumer = _consumer(chunk.bootstrap)
+    tp = TopicPartition(chunk.stream, chunk.partition)
+    consumer.assign([tp])
+    consumer.seek(tp, chunk.start)
+    position, cols, last_progress = chunk.start, _empty(), time.monotonic()
+    while position < chunk.end:
+        polled = consumer.poll(timeout_ms=500, max_records=5000).get(tp, [])
+        for rec in polled:
+            if rec.offset >= chunk.end:
+                position = chunk.end
+                break
+            if rec.offset < position:
                 continue
-            queue, got = queues[tp], cols[tp]
-            for rec in records:
-                while queue and rec.offset >= queue[0].end:  # that chunk is read: on to the partition's next
-                    yield from _flush(queue.pop(0), got)
-                if not queue:
-                    break
-                if rec.offset < max(position[tp], queue[0].start):
-                    continue
-                got["offset"].append(rec.offset)
-                got["key"].append(rec.key)
-                got["value"].append(rec.value)
-                got["timestamp"].append(rec.timestamp)
-                position[tp] = rec.offset + 1
-                if len(got["offset"]) >= ROWS_PER_ARROW_BATCH:
-                    yield from _flush(queue[0], got)
-            while queue and position[tp] >= queue[0].end:  # read up to its last offset
-                yield from _flush(queue.pop(0), got)
-            if queue and position[tp] < queue[0].start:  # a gap before the next chunk
-                position[tp] = queue[0].start
-                consumer.seek(tp, position[tp])
-            if not queue:
-                del queues[tp]
-                consumer.pause(tp)
+            cols["offset"].append(rec.offset)
+            cols["key"].append(rec.key)
+            cols["value"].append(rec.value)
+            cols["timestamp"].append(rec.timestamp)
+            position = rec.offset + 1
+            if len(cols["offset"]) >= ROWS_PER_ARROW_BATCH:
+                yield _batch(chunk, cols)
+                cols = _empty()
         if polled:
             last_progress = time.monotonic()
         elif time.monotonic() - last_progress > STALL_TIMEOUT_S:
-            tp, (chunk, *_) = next(iter(queues.items()))
             raise TimeoutError(
                 f"reading {chunk.stream}-{chunk.partition} [{chunk.start}, {chunk.end}) from {chunk.bootstrap}: "
-                f"no records after offset {position[tp]} for {STALL_TIMEOUT_S:.0f}s"
+                f"no records after offset {position} for {STALL_TIMEOUT_S:.0f}s"
             )
-
-
-def _flush(chunk: Chunk, cols: dict[str, list]) -> Iterator[tuple[Chunk, pa.RecordBatch]]:
-    """The records gathered so far of `chunk`, as one Arrow batch (none when there are none); `cols` emptied."""
     if cols["offset"]:
-        yield chunk, _batch(chunk, cols)
-        for v in cols.values():
-            v.clear()
+        yield _batch(chunk, cols)
 
 
 def _empty() -> dict[str, list]:
@@ -259,6 +214,8 @@ class SlotReads:
         """The slot's records to process, routed, and what it read per virtual task."""
         counts = ReadCounts()
         batches = [
-            route_batch(self.route, chunk, records, slot, counts) for chunk, records in read_chunks(self.chunks.get(slot, ()))
+            route_batch(self.route, chunk, records, slot, counts)
+            for chunk in self.chunks.get(slot, ())
+            for records in read_chunk(chunk)
         ]
         return (pa.Table.from_batches(batches) if batches else ROUTED_SCHEMA.empty_table()), counts
