@@ -9,8 +9,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from elasticity.batch import reader
 from elasticity.cli import main
 from elasticity.config import validate
 from elasticity.jobmodel.grouping import build_job_model
@@ -54,6 +55,36 @@ def test_job_model_from_topic_metadata(kafka_bootstrap, tmp_path):
     # each container reads exactly one partition: the virtual tasks of an SSP stay together
     for c in model["containers"].values():
         assert len({s["partition"] for t in c["tasks"].values() for s in t["system-stream-partitions"]}) == 1
+
+
+def test_a_chunk_reads_exactly_its_offsets_with_librdkafka_on_a_reused_consumer(kafka_bootstrap):
+    """The slots' reader (confluent-kafka for these settings): each chunk's records exactly, in offset order, with
+    their keys and values, whether it starts mid-partition, ends at the high watermark or holds one record; the
+    worker's one consumer goes from partition to partition."""
+    topic = _topic()
+    create_topic(kafka_bootstrap, topic, 3)
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
+    for p in range(3):
+        for i in range(40):
+            producer.send(topic, key=f"k{p}-{i}".encode() if i % 7 else None, value=f"{p}-{i}".encode(), partition=p)
+    producer.flush()
+    producer.close()
+    chunks = [
+        reader.Chunk(kafka_bootstrap, "kafka", topic, 1, 5, 17),
+        reader.Chunk(kafka_bootstrap, "kafka", topic, 0, 0, 40),  # up to the high watermark
+        reader.Chunk(kafka_bootstrap, "kafka", topic, 2, 39, 40),  # its last record alone
+        reader.Chunk(kafka_bootstrap, "kafka", topic, 1, 17, 30),  # back to a partition read before
+    ]
+    try:
+        for c in chunks:
+            rows = [r for b in reader.read_chunk(c) for r in b.to_pylist()]
+            assert [(r["offset"], r["key"], r["value"]) for r in rows] == [
+                (o, f"k{c.partition}-{o}".encode() if o % 7 else None, f"{c.partition}-{o}".encode())
+                for o in range(c.start, c.end)
+            ]
+        assert reader._fast_consumers[kafka_bootstrap] is not None  # librdkafka read them
+    finally:
+        reader.close_consumers()
 
 
 def test_missing_topic_is_named(kafka_bootstrap):

@@ -216,3 +216,42 @@ def test_secrets_never_show(monkeypatch):
 def test_a_plain_bootstrap_string_is_a_plaintext_client():
     s = KafkaClientSettings("h:1")
     assert s.kwargs(client_id="x") == {"client_id": "x", "bootstrap_servers": "h:1"} and not s.tls
+
+
+SASL_ARGS = {"sasl_mechanism", "sasl_plain_username", "sasl_plain_password"}
+
+
+def test_a_consumers_settings_map_onto_librdkafka_but_sasl_which_stays_with_kafka_python(monkeypatch):
+    monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
+    monkeypatch.delenv("KAFKA_CLIENT_PROPERTIES", raising=False)
+    tls = {k: v for k, v in SECURE.items() if "sasl" not in k} | {"systems.kafka.consumer.security.protocol": "SSL"}
+    consumer = client_settings(_config(tls), "kafka", "consumer")
+    assert consumer.librdkafka(**{"fetch.max.bytes": 64, "group.id": "g"}) == {
+        "bootstrap.servers": "b:9093",
+        "group.id": "g",
+        "security.protocol": "SSL",
+        "ssl.ca.location": "/etc/kafka/ca.pem",
+        "ssl.certificate.location": "/etc/kafka/client.pem",
+        "ssl.key.location": "/etc/kafka/client.pem",
+        "ssl.key.password": "key-secret-77",
+        "fetch.max.bytes": 1048576,  # the job's setting over the reader's default
+    }
+    assert client_settings(_config(SECURE), "kafka", "consumer").librdkafka() is None
+
+
+def test_every_consumer_property_but_sasl_has_a_librdkafka_name_that_librdkafka_takes():
+    """librdkafka refuses an unknown property name as the consumer is made (no broker needed)."""
+    from confluent_kafka import Consumer
+
+    samples = {"security.protocol": "PLAINTEXT", "isolation.level": "read_committed", "auto.offset.reset": "earliest"}
+    samples |= {"ssl.endpoint.identification.algorithm": "https", "check.crcs": "true", "client.rack": "r1", "group.id": "g"}
+    samples |= {"fetch.max.bytes": "52428800", "max.partition.fetch.bytes": "1048576", "receive.buffer.bytes": "-1"}
+    props = {}
+    for p in PROPERTIES:
+        if "consumer" not in p.roles or p.arg is None or p.arg in SASL_ARGS or p.name.startswith("ssl."):
+            continue
+        props[p.name] = samples.get(p.name, "1000")
+    options = client_options(props, "systems.kafka.consumer.")
+    config = KafkaClientSettings("127.0.0.1:1", options).librdkafka(**{"group.id": "g"})
+    assert config is not None and len(config) > len(options) // 2
+    Consumer(config).close()

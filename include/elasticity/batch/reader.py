@@ -8,9 +8,10 @@ routing costs one C hash per record."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -24,12 +25,22 @@ from elasticity.jobmodel.model import NO_KEY_BUCKET
 from elasticity.kafka.admin import Kafka, settings
 
 if TYPE_CHECKING:
+    from confluent_kafka import Consumer
     from kafka import KafkaConsumer
 
 RECORD_SCHEMA = pa.schema([*SOURCE_FIELDS, ("value", pa.binary()), ("timestamp", pa.int64())])
 ROUTED_SCHEMA = pa.schema([*RECORD_SCHEMA, ("key_bucket", pa.int32()), ("task_name", pa.string())])
 
 _consumers: dict[Kafka, KafkaConsumer] = {}  # one consumer per client settings and Python worker, reused across chunks
+_fast_consumers: dict[Kafka, Consumer | None] = {}  # the same with confluent-kafka (None: settings it cannot take)
+LIBRDKAFKA_DEFAULTS = {
+    "group.id": "elasticity-reader",  # librdkafka asks for one; partitions are assigned, no offset is committed
+    "client.id": "elasticity-reader",
+    "enable.auto.commit": False,
+    "max.partition.fetch.bytes": 8 * 1024 * 1024,
+    "fetch.max.bytes": 64 * 1024 * 1024,
+    "log.connection.close": False,  # an idle connection the broker closes between batches is not an error
+}
 ROWS_PER_ARROW_BATCH = 10_000
 STALL_TIMEOUT_S = 30.0
 
@@ -77,45 +88,94 @@ def _consumer(bootstrap: Kafka) -> KafkaConsumer:
     return c
 
 
+def _fast_consumer(bootstrap: Kafka) -> Consumer | None:
+    """confluent-kafka's consumer for these settings (librdkafka parses fetched records in C), or None when the
+    settings have no librdkafka counterpart here (`KafkaClientSettings.librdkafka`)."""
+    from confluent_kafka import Consumer
+
+    if bootstrap not in _fast_consumers:
+        config = settings(bootstrap).librdkafka(**LIBRDKAFKA_DEFAULTS)
+        _fast_consumers[bootstrap] = Consumer(config) if config is not None else None
+    return _fast_consumers[bootstrap]
+
+
 def close_consumers() -> None:
     """Close the cached consumers (a driver that read directly, not a Spark worker)."""
     while _consumers:
         _consumers.popitem()[1].close()
+    while _fast_consumers:
+        if (c := _fast_consumers.popitem()[1]) is not None:
+            c.close()
 
 
-def read_chunk(chunk: Chunk) -> Iterator[pa.RecordBatch]:
+Record = tuple[int, bytes | None, bytes | None, int]  # offset, key, value, timestamp (ms)
+
+
+@contextlib.contextmanager
+def _assigned(chunk: Chunk) -> Iterator[Callable[[int], list[Record]]]:
+    """A consumer assigned to the chunk's partition at its start; yields its poll (at most n records)."""
+    fast = _fast_consumer(chunk.bootstrap)
+    if fast is not None:
+        from confluent_kafka import KafkaException
+        from confluent_kafka import TopicPartition as Partition
+
+        def consume(n: int) -> list[Record]:
+            out = []
+            for m in fast.consume(num_messages=min(n, 5000), timeout=0.5):
+                if (error := m.error()) is not None:
+                    if error.fatal():
+                        raise KafkaException(error)
+                    continue  # transient (a broker reconnecting): the stall timeout bounds it
+                offset = m.offset()
+                assert offset is not None  # a message that is not an error has one
+                out.append((offset, m.key(), m.value(), m.timestamp()[1]))
+            return out
+
+        fast.assign([Partition(chunk.stream, chunk.partition, chunk.start)])
+        try:
+            yield consume
+        finally:
+            fast.unassign()  # no fetching past the chunk while the consumer waits for the next
+        return
     from kafka import TopicPartition
 
     consumer = _consumer(chunk.bootstrap)
     tp = TopicPartition(chunk.stream, chunk.partition)
     consumer.assign([tp])
     consumer.seek(tp, chunk.start)
-    position, cols, last_progress = chunk.start, _empty(), time.monotonic()
-    while position < chunk.end:
-        polled = consumer.poll(timeout_ms=500, max_records=5000).get(tp, [])
-        for rec in polled:
-            if rec.offset >= chunk.end:
-                position = chunk.end
-                break
-            if rec.offset < position:
-                continue
-            cols["offset"].append(rec.offset)
-            cols["key"].append(rec.key)
-            cols["value"].append(rec.value)
-            cols["timestamp"].append(rec.timestamp)
-            position = rec.offset + 1
-            if len(cols["offset"]) >= ROWS_PER_ARROW_BATCH:
-                yield _batch(chunk, cols)
-                cols = _empty()
-        if polled:
-            last_progress = time.monotonic()
-        elif time.monotonic() - last_progress > STALL_TIMEOUT_S:
-            raise TimeoutError(
-                f"reading {chunk.stream}-{chunk.partition} [{chunk.start}, {chunk.end}) from {chunk.bootstrap}: "
-                f"no records after offset {position} for {STALL_TIMEOUT_S:.0f}s"
-            )
-    if cols["offset"]:
-        yield _batch(chunk, cols)
+    yield lambda n: [
+        (r.offset, r.key, r.value, r.timestamp) for r in consumer.poll(timeout_ms=500, max_records=min(n, 5000)).get(tp, [])
+    ]
+
+
+def read_chunk(chunk: Chunk) -> Iterator[pa.RecordBatch]:
+    with _assigned(chunk) as poll:
+        position, cols, last_progress = chunk.start, _empty(), time.monotonic()
+        while position < chunk.end:
+            polled = poll(chunk.end - position)
+            for offset, key, value, timestamp in polled:
+                if offset >= chunk.end:
+                    position = chunk.end
+                    break
+                if offset < position:
+                    continue
+                cols["offset"].append(offset)
+                cols["key"].append(key)
+                cols["value"].append(value)
+                cols["timestamp"].append(timestamp)
+                position = offset + 1
+                if len(cols["offset"]) >= ROWS_PER_ARROW_BATCH:
+                    yield _batch(chunk, cols)
+                    cols = _empty()
+            if polled:
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > STALL_TIMEOUT_S:
+                raise TimeoutError(
+                    f"reading {chunk.stream}-{chunk.partition} [{chunk.start}, {chunk.end}) from {chunk.bootstrap}: "
+                    f"no records after offset {position} for {STALL_TIMEOUT_S:.0f}s"
+                )
+        if cols["offset"]:
+            yield _batch(chunk, cols)
 
 
 def _empty() -> dict[str, list]:

@@ -301,6 +301,42 @@ def jaas_line(mechanism: str, username: str, password: str) -> str:
     return f"{module} required username={quote(username)} password={quote(password)};"
 
 
+def _same(value: Any) -> Any:
+    return value
+
+
+_LIBRDKAFKA: dict[str, tuple[str | None, Any]] = {  # a consumer's kafka-python argument -> librdkafka's property
+    "security_protocol": ("security.protocol", _same),
+    "ssl_cafile": ("ssl.ca.location", _same),
+    "ssl_certfile": ("ssl.certificate.location", _same),
+    "ssl_keyfile": ("ssl.key.location", _same),
+    "ssl_password": ("ssl.key.password", _same),
+    "ssl_check_hostname": ("ssl.endpoint.identification.algorithm", lambda check: "https" if check else "none"),
+    "client_id": ("client.id", _same),
+    "request_timeout_ms": ("socket.timeout.ms", _same),
+    "connections_max_idle_ms": ("connections.max.idle.ms", _same),
+    "metadata_max_age_ms": ("metadata.max.age.ms", _same),
+    "reconnect_backoff_ms": ("reconnect.backoff.ms", _same),
+    "reconnect_backoff_max_ms": ("reconnect.backoff.max.ms", _same),
+    "retry_backoff_ms": ("retry.backoff.ms", _same),
+    "receive_buffer_bytes": ("socket.receive.buffer.bytes", lambda n: max(n, 0)),  # -1 and 0: the OS default
+    "send_buffer_bytes": ("socket.send.buffer.bytes", lambda n: max(n, 0)),
+    "group_id": ("group.id", _same),
+    "auto_offset_reset": ("auto.offset.reset", _same),
+    "fetch_min_bytes": ("fetch.min.bytes", _same),
+    "fetch_max_bytes": ("fetch.max.bytes", _same),
+    "fetch_max_wait_ms": ("fetch.wait.max.ms", _same),
+    "max_partition_fetch_bytes": ("max.partition.fetch.bytes", _same),
+    "isolation_level": ("isolation.level", _same),
+    "check_crcs": ("check.crcs", _same),
+    "client_rack": ("client.rack", _same),
+    # group membership and poll sizes: nothing an assign-and-seek read depends on
+    "max_poll_records": (None, _same),
+    "session_timeout_ms": (None, _same),
+    "heartbeat_interval_ms": (None, _same),
+}
+
+
 @dataclass(frozen=True)
 class KafkaClientSettings:
     """What one Kafka client is opened with: the bootstrap servers and kafka-python's keyword arguments
@@ -317,6 +353,19 @@ class KafkaClientSettings:
     @property
     def tls(self) -> bool:
         return dict(self.options).get("security_protocol", "PLAINTEXT") in ("SSL", "SASL_SSL")
+
+    def librdkafka(self, **defaults: Any) -> dict[str, Any] | None:
+        """The same consumer as librdkafka (confluent-kafka) properties, for a reader that assigns and seeks:
+        the project's defaults, then the configured ones. None when an option has no counterpart here (SASL,
+        which no broker of this project's tests speaks: such a consumer stays kafka-python's)."""
+        out: dict[str, Any] = {**defaults, "bootstrap.servers": self.bootstrap}
+        for arg, value in self.options:
+            if arg not in _LIBRDKAFKA:
+                return None
+            name, convert = _LIBRDKAFKA[arg]
+            if name is not None:
+                out[name] = convert(value)
+        return out
 
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={MASK if k in SECRET_ARGS else repr(v)}" for k, v in self.options)
