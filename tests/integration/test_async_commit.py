@@ -9,7 +9,7 @@ import pytest
 from elasticity import faults
 from elasticity.batch.async_commit import AsyncCommitter
 from elasticity.checkpoint.batch_plan import OffsetRange
-from elasticity.checkpoint.store import CheckpointStore
+from elasticity.checkpoint.store import BatchStateError, CheckpointStore
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
 from elasticity.config import validate
 from elasticity.jobmodel.grouping import build_job_model
@@ -85,6 +85,41 @@ def test_chained_plans_replay_in_order_after_a_crash(setup):
     assert store.plan_batch(job, 1, (OffsetRange(SSP, 0, 99),), "me") == p1
     store.commit_batch(p1, cp(task, 10), owner="me")
     assert store.plan_batch(job, 1, (OffsetRange(SSP, 10, 99),), "me") == p2
+
+
+def test_nothing_commits_behind_a_failed_upload(setup):
+    store, job, task = setup
+
+    def lost(cps, timeout_s):
+        if cps[0].offsets[SSP] == 10:
+            time.sleep(0.3)
+            raise RuntimeError("batch 1's upload was lost")
+
+    committer = AsyncCommitter(store, (2,), "me", max_delay_ms=10_000, timeout_ms=10_000, await_state=lost)
+    p1 = store.plan_batch(job, 1, (OffsetRange(SSP, 0, 10),), "me")
+    assert committer.submit(p1, cp(task, 10)) == "uploading"
+    p2 = store.plan_batch(job, 1, (OffsetRange(SSP, 10, 20),), "me", after=p1.batch_id)
+    assert committer.submit(p2, cp(task, 20)) == "skipped"
+    p3 = store.plan_batch(job, 1, (OffsetRange(SSP, 20, 30),), "me", after=p2.batch_id)
+    assert committer.submit(p3, cp(task, 30)) == "skipped"
+    with pytest.raises(RuntimeError, match="lost"):
+        committer.flush()  # the run's last commit hears of the failure
+    committer.close()  # as the run ends: the batches deferred behind it stay pending
+    with pytest.raises(RuntimeError, match="lost"):
+        committer.submit(p3, cp(task, 30))
+    assert [p.batch_id for p in store.plans(job, "planned")] == [p1.batch_id, p2.batch_id, p3.batch_id]
+    assert store.pending_plan(job) == p1  # the next run replays batch 1 first
+
+
+def test_a_batch_cannot_commit_before_an_earlier_pending_one(setup):
+    store, job, task = setup
+    p1 = store.plan_batch(job, 1, (OffsetRange(SSP, 0, 10),), "me")
+    p2 = store.plan_batch(job, 1, (OffsetRange(SSP, 10, 20),), "me", after=p1.batch_id)
+    with pytest.raises(BatchStateError, match=f"before batch {p1.batch_id}"):
+        store.commit_batch(p2, cp(task, 20), owner="me")
+    assert store.checkpoints(job, 1)[task].offsets[SSP] == 0 and store.pending_plan(job) == p1
+    store.commit_batch(p2, cp(task, 20), owner="me", covers=(p1.batch_id,))  # folded: both at once
+    assert {store.plan(job, p.batch_id)[1] for p in (p1, p2)} == {"committed"}
 
 
 def test_upload_errors_surface_at_the_next_commit(setup):

@@ -8,11 +8,13 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
+from elasticity import faults
 from elasticity.apps.demo_feed import demo_records
 from elasticity.batch.coordinator import JobCoordinator
 from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table
@@ -151,6 +153,39 @@ def test_killed_between_sink_and_commit_rerun_has_no_duplicates(spark, kafka_boo
     assert summary["replayed"] is True and summary["batch_id"] == 1
     MicroBatchEngine(config, spark, store).run(until_caught_up=True)
     assert_exactly_once_in_order(store, config, kafka_bootstrap)
+
+
+def test_an_upload_that_fails_behind_a_later_batch_commits_nothing_after_it(spark, kafka_bootstrap, job):
+    """Batch 1's commit upload fails after batch 2 ran on its snapshot and handed its own commit over: batch 2
+    must not commit (its checkpoints are past batch 1's ranges, whose replay would then process nothing after
+    removing batch 1's outputs). Both replay, in order, and nothing is lost."""
+    topic, props, tmp_path = job
+    feed(kafka_bootstrap, topic, 600, seed=5)
+    props["task.commit.max.delay.ms"] = "600000"  # batch 2's commit is deferred behind batch 1's upload
+    config = validate(props)
+    engine = MicroBatchEngine(config, spark)
+    uploads = []
+
+    def first_upload_lost(point: str) -> None:
+        if point != "commit.upload":
+            return
+        uploads.append(point)
+        if len(uploads) > 1:
+            return
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not read_table(str(tmp_path / "audit"), AUDIT_SCHEMA, [2]).num_rows:
+            time.sleep(0.2)  # batch 2 runs on batch 1's snapshot meanwhile
+        time.sleep(1.0)  # and hands its commit over
+        raise faults.InjectedFault("batch 1's upload was lost")
+
+    with faults.hook(first_upload_lost), pytest.raises(faults.InjectedFault):
+        engine.run(max_records=400, until_caught_up=True)
+    assert [p.batch_id for p in engine.store.plans(config.job_name, "planned")] == [1, 2]
+    assert engine.store.batches_with_status(config.job_name, "committed") == []
+
+    replayed = MicroBatchEngine(config, spark).run(until_caught_up=True)
+    assert [(s.batch_id, s.replayed) for s in replayed] == [(1, True), (2, True)]
+    assert_exactly_once_in_order(engine.store, config, kafka_bootstrap)
 
 
 def test_kafka_sink_is_at_least_once_and_keeps_keys(spark, kafka_bootstrap, job):

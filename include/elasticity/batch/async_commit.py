@@ -6,6 +6,9 @@ When the next commit is due while an upload still runs: if that upload has
 taken at most `task.commit.max.delay.ms`, the new commit is skipped and folded
 into the one after it (checkpoints are cumulative); beyond that, it waits for
 the upload. `task.commit.timeout.ms` bounds any wait.
+
+Batches commit in order: once an upload fails, the committer commits nothing
+more (the batches behind it started from its snapshot and replay after it).
 """
 
 from __future__ import annotations
@@ -56,11 +59,14 @@ class AsyncCommitter:
         self._started = 0.0
         self._deferred: tuple[BatchPlan, list[TaskCheckpoint]] | None = None
         self._skipped: list[int] = []  # batches whose commit was folded into a later one
+        self._failed: BaseException | None = None  # the first failed upload: nothing commits after it
         self.skips = 0
         self.waits = 0
 
     def submit(self, plan: BatchPlan, checkpoints: Iterable[TaskCheckpoint]) -> str:
         """Hand over a snapshot; returns uploading | skipped | waited."""
+        if self._failed is not None:
+            raise self._failed
         cps = list(checkpoints)
         outcome = "uploading"
         if self._running is not None and not self._running.done():
@@ -101,14 +107,21 @@ class AsyncCommitter:
         try:
             self._running.result(timeout=self.timeout_ms / 1000)  # re-raises the upload's error
         except FutureTimeout:
-            raise CommitTimeout(f"checkpoint upload took longer than task.commit.timeout.ms={self.timeout_ms}") from None
+            self._failed = CommitTimeout(f"checkpoint upload took longer than task.commit.timeout.ms={self.timeout_ms}")
+            raise self._failed from None
+        except BaseException as e:
+            self._failed = e
+            raise
         finally:
             if self._running.done():
                 self._running = None
 
     def flush(self) -> None:
-        """Wait for the running upload, then upload what was deferred."""
+        """Wait for the running upload, then upload what was deferred (nothing, after a failed upload)."""
         self._wait()
+        if self._failed is not None:  # an earlier upload failed (raised then): the deferred batches replay after it
+            self._deferred, self._skipped = None, []
+            return
         if self._deferred is not None:
             plan, cps = self._deferred
             self._deferred = None

@@ -444,12 +444,30 @@ class CheckpointStore:
         """Checkpoints of every virtual task of the batch, in one transaction, fenced by generation.
 
         `covers` names earlier batches whose own commit was skipped (async commit):
-        these checkpoints include their progress, so they are committed too.
+        these checkpoints include their progress, so they are committed too. Any
+        other earlier batch still pending refuses the commit: batches commit in order.
         """
         ids = (*covers, plan.batch_id)
         with self.engine.begin() as conn:
             self._fence(conn, plan.job_name, plan.generation, owner)
             faults.point("commit.fenced")
+            earlier = (
+                conn.execute(
+                    select(batches.c.batch_id).where(
+                        batches.c.job_name == plan.job_name,
+                        batches.c.batch_id < plan.batch_id,
+                        batches.c.batch_id.not_in(ids),
+                        batches.c.status == "planned",
+                    )
+                )
+                .scalars()
+                .first()
+            )
+            if earlier is not None:  # its replay would start from these checkpoints, past its ranges: its outputs lost
+                raise BatchStateError(
+                    f"job {plan.job_name!r}: batch {plan.batch_id} cannot commit before batch {earlier}, still pending; "
+                    "batches commit in order (the earlier one replays first); nothing was written"
+                )
             res = conn.execute(
                 update(batches)
                 .where(
