@@ -2,7 +2,7 @@
 
 Each trial (its own topic, job and SQLite store) draws from a seeded RNG: skewed and null
 keys with ~1 % malformed values, batches with random caps, rescales to any factor 1..16
-(a planned batch left by a kill is replayed first or abandoned), partitions added mid-way,
+(the batches a kill left planned are replayed first, by one run, or abandoned), partitions added mid-way,
 and `run-batch` SIGKILLed at random moments or at a commit's fault points. `run-batch` is a
 Spark Connect client of one warm server (as Airflow's batch tasks are). Then it drains and
 checks from the committed sinks: nothing lost, nothing duplicated in the exactly-once sink,
@@ -162,7 +162,7 @@ class Trial:
         done = self.cli("rescale", "--factor", str(factor), "--owner", OWNER)
         if done.returncode == 2 and "has not committed" in done.stderr:
             if self.rng.random() < 0.5:
-                self.ok(self.cli("run-batch", "--owner", OWNER))  # the operator runs the planned batch first
+                self.ok(self.cli("run-batch", "--owner", OWNER))  # the operator re-runs the job: every planned batch replays
                 done = self.cli("rescale", "--factor", str(factor), "--owner", OWNER)
                 self.say(f"rescale to {factor} after replaying the planned batch")
             else:

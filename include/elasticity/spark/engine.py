@@ -166,10 +166,11 @@ class MicroBatchEngine:
         on_commit: Callable[[BatchSummary], None] | None = None,
         reset_sinks: bool = False,
     ) -> list[BatchSummary]:
-        """One batch, or batches until no lag is left or `max_seconds` have passed (no new
-        batch starts after that). In the loop, each commit's upload overlaps the next batch
-        (async commit); a single batch commits synchronously. `on_commit` hears of each
-        batch as its commit lands (from the upload thread, for async commits)."""
+        """One batch (after a failed run: every batch it left planned, replayed in order), or
+        batches until no lag is left or `max_seconds` have passed (no new batch starts after
+        that). In the loop, each commit's upload overlaps the next batch (async commit); a
+        single batch commits synchronously. `on_commit` hears of each batch as its commit
+        lands (from the upload thread, for async commits)."""
         owner = owner or default_batch_owner()
         cap = self.config.batch_max_records if max_records is None else max_records
         master = spark_master(self.spark)
@@ -227,6 +228,8 @@ class MicroBatchEngine:
                         snapshot = None
                     if summary.errors:
                         raise BatchFailed("; ".join(summary.errors))
+                    if summary.replayed and self.store.pending_plan(self.job) is not None:
+                        continue  # a failed run's whole chain of planned batches replays, in order, in one run
                     out_of_time = max_seconds is not None and time.monotonic() - started >= max_seconds
                     if not until_caught_up or summary.lag_left == 0 or out_of_time:
                         break
