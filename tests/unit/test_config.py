@@ -100,7 +100,8 @@ def test_every_default_is_samzas_or_documented():
     assert c.checkpoint_write_versions == (1, 2) and c.checkpoint_read_versions == (1,)
     assert c.live_checkpoint_max_age_ms == 600_000 and c.commit_max_delay_ms == 60_000
     assert c.commit_timeout_ms == 1_800_000  # Samza's 30 minutes
-    assert c.callback_timeout_ms is None and c.thread_pool_size == 0 and c.max_concurrency == 1  # Samza's: one after another
+    assert c.callback_timeout_ms is None and c.max_concurrency == 1
+    assert c.thread_pool_size == 64  # not Samza's 0: a factor above 1 runs its virtual tasks side by side
     assert (c.commit_pool_size, c.commit_pool_max_size, c.restore_pool_size, c.restore_pool_max_size) == (2, 64, 2, 64)
     assert c.batch_max_records == 100_000 and c.dead_letter_policy == "dlq"
     assert validate({**BASE, "task.callback.timeout.ms": "-1"}).callback_timeout_ms is None  # Samza's default: no timeout
@@ -380,6 +381,7 @@ def test_the_autosizer_keys_keep_their_names():
             "job.config.strict": "true",
             "systems.kafka.samza.key.serde": "string",  # else strict mode warns that Samza has no default serde
             "systems.kafka.samza.msg.serde": "json",
+            "job.container.thread.pool.size": "8",  # else strict mode warns that Samza's default is 0
         }
     )
     assert (config.autosize, config.autosize_min, config.autosize_max, config.autosize_cooldown_ms) == (True, 2, 8, 1000)
@@ -482,6 +484,7 @@ def test_strict_mode_warns_of_each_deliberate_difference():
         "xxhash64",
         "Partition_<p>-<bucket>-<F>",
         "samza.key/msg.serde unset",
+        "Samza's default 0 runs them one after another",
         "which Samza does not read",
         "restore nothing",
     ):
@@ -489,3 +492,16 @@ def test_strict_mode_warns_of_each_deliberate_difference():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         validate({k: v for k, v in props.items() if k != "job.config.strict"})  # not strict: silent
+
+
+@pytest.mark.parametrize("pool", ["0", "1"])
+def test_a_factor_that_cannot_pay_is_warned_about_naming_the_keys(pool):
+    props = {**BASE, "job.elasticity.factor": "8", "job.container.thread.pool.size": pool}
+    with pytest.warns(ConfigWarning) as seen:
+        assert validate(props).thread_pool_size == int(pool)  # Samza's one after another stays available
+    assert [str(w.message).split(":")[0] for w in seen] == [f"job.container.thread.pool.size={pool} with job.elasticity.factor=8"]
+    assert "set it to at least 8" in str(seen[0].message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        validate({**BASE, "job.elasticity.factor": "8"})  # the default pool: the factor pays, nothing to say
+        validate({**BASE, "job.container.thread.pool.size": "0"})  # factor 1: one task per partition anyway

@@ -81,7 +81,7 @@ class ProcessContext:
     policy: str = "dlq"
     max_concurrency: int = 1
     callback_timeout_ms: int | None = None
-    thread_pool_size: int = 0  # Samza's job.container.thread.pool.size: 0 = the slices one after another
+    thread_pool_size: int = 0  # job.container.thread.pool.size (the config's default is 64): 0 = one after another
     state: BatchState | None = None  # a job with stores
     tables: SideInputBatch | None = None  # a job with tables: their side inputs and this batch's read-up-to offsets
 

@@ -14,6 +14,24 @@ from typing import Any
 
 from elasticity.config.parsers import NOT_RUN_REPORTERS, REPORTER_CLASSES
 
+DEFAULT_THREAD_POOL_SIZE = 64
+"""job.container.thread.pool.size when unset. Samza's 0 runs a container's virtual tasks one after another, so a
+synchronous app set to a higher factor gained nothing (92 vs 91 records/s at factor 2 and 8 on a 20 ms lookup);
+a pool lets them wait side by side. A slot never starts more threads than it has virtual tasks with records."""
+
+
+def idle_factor(values: Mapping[str, Any]) -> list[str]:
+    """A warning when the factor cannot pay: more virtual tasks, but a container runs them one after another."""
+    factor, pool = values["job.elasticity.factor"], values["job.container.thread.pool.size"]
+    if factor > 1 and pool <= 1:
+        return [
+            f"job.container.thread.pool.size={pool} with job.elasticity.factor={factor}: a container runs its virtual "
+            f"tasks one after another, so the factor adds tasks but no concurrency (only task.max.concurrency within "
+            f"a task); unset job.container.thread.pool.size (default {DEFAULT_THREAD_POOL_SIZE}) or set it to at "
+            f"least {factor}"
+        ]
+    return []
+
 
 def not_run_reporters(props: Mapping[str, str]) -> list[str]:
     """A warning per reporter whose class is one of Samza's, which need a JVM."""
@@ -40,6 +58,11 @@ def differences(values: Mapping[str, Any], props: Mapping[str, str]) -> list[str
             "abs(key.hashCode()) % F (stable across processes and independent of Kafka's partitioner), and task names "
             "carry the factor (Partition_<p>-<bucket>-<F>, not Samza's 'Partition <p> <bucket>'): checkpoints at this "
             "factor do not line up with a Samza job's; export merges them to factor 1"
+        )
+    if "job.container.thread.pool.size" not in props:
+        out.append(
+            f"job.container.thread.pool.size unset: {DEFAULT_THREAD_POOL_SIZE} threads run a container's virtual tasks "
+            "side by side; Samza's default 0 runs them one after another (set 0 for Samza's behaviour)"
         )
     for ss in values["task.inputs"] or ():
         unset = [w for w in ("key", "msg") if f"systems.{ss.system}.samza.{w}.serde" not in props]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from elasticity.config.compat import differences, not_run_reporters
+from elasticity.config.compat import DEFAULT_THREAD_POOL_SIZE, differences, idle_factor, not_run_reporters
 from elasticity.config.errors import ConfigError, ConfigWarning
 from elasticity.config.home import elasticity_home
 from elasticity.config.kafka_clients import property_problem, shown
@@ -233,8 +233,9 @@ class JobConfig:
     thread_pool_size: int = key(
         "job.container.thread.pool.size",
         int_range(0, 1024),
-        "0",
-        "Threads running a container's virtual tasks side by side; 0 (Samza's default): they run one after another.",
+        str(DEFAULT_THREAD_POOL_SIZE),
+        f"Threads running a container's virtual tasks side by side (default {DEFAULT_THREAD_POOL_SIZE}, so that a higher "
+        "factor pays without more keys); 0 (Samza's default): they run one after another.",
     )
     commit_max_delay_ms: int = key(
         "task.commit.max.delay.ms",
@@ -489,7 +490,7 @@ def validate(props: Mapping[str, str], strict: bool = False, warn_unknown: bool 
     if errors:
         raise ConfigError("invalid job config:\n  " + "\n  ".join(errors))
     if warn_unknown:
-        for note in not_run_reporters(props) + (differences(values, props) if strict else []):
+        for note in not_run_reporters(props) + idle_factor(values) + (differences(values, props) if strict else []):
             warnings.warn(note, ConfigWarning, stacklevel=3)
     return JobConfig(raw=tuple(sorted(props.items())), **{name: values[k.name] for name, k in FIELD_KEYS})
 
