@@ -8,7 +8,7 @@ export ELASTICITY_HOME ?= $(CURDIR)/.elasticity
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup demo airflow ui stop test unit lint soak cluster chaos clean
+.PHONY: setup demo airflow ui stop test unit lint docs soak cluster chaos clean
 
 setup: $(STAMP)
 
@@ -46,6 +46,17 @@ stop:
 	-$(BIN)/elasticity cluster stop
 	-$(BIN)/elasticity spark stop
 	-$(BIN)/elasticity broker stop
+
+# The documentation site (mkdocs.yml) into site/, offline; a broken link, a missing page, a page that would load
+# a font, script or stylesheet from another host, or a config key without its reference row fails the build.
+DOCS_STAMP := $(VENV)/.docs-installed
+
+$(DOCS_STAMP): docs/requirements.txt $(STAMP)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -r docs/requirements.txt
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build
 
 # ruff's lint rules and its format, and mypy over include/ (pyproject.toml's [tool.mypy])
 lint: $(STAMP)

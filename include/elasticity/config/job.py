@@ -28,6 +28,7 @@ from elasticity.config.keys import (
     MAX_ELASTICITY_FACTOR,
     REPORTER_KEYS,
     REQUIRED,
+    SAME_AS_SAMZA,
     STORE_KEYS,
     SYSTEM_KEYS,
     Key,
@@ -60,35 +61,47 @@ class JobConfig:
     raw: tuple[tuple[str, str], ...] = field(repr=False)  # may hold secrets (Kafka client passwords)
 
     # --- the job, its inputs and its tasks ---
-    job_name: str = key("job.name", nonempty, REQUIRED, "Name of the job; also names its state and checkpoints.")
-    job_id: str = key("job.id", nonempty, "1", "Instance id of the job, as in Samza.")
+    job_name: str = key(
+        "job.name", nonempty, REQUIRED, "Name of the job; also names its state and checkpoints.", samza=SAME_AS_SAMZA
+    )
+    job_id: str = key("job.id", nonempty, "1", "Instance id of the job, as in Samza.", samza=SAME_AS_SAMZA)
     inputs: tuple[SystemStream, ...] = key(
         "task.inputs",
         input_list,
         REQUIRED,
         "Input streams, `system.stream` comma-separated; order matters for task.partition.scheme=max.",
+        samza=SAME_AS_SAMZA,
     )
-    default_system: str | None = key("job.default.system", nonempty, None, "System for inputs written without one.")
+    default_system: str | None = key(
+        "job.default.system", nonempty, None, "System for inputs written without one.", samza=SAME_AS_SAMZA
+    )
     elasticity_factor: int = key(
         "job.elasticity.factor",
         int_range(1, MAX_ELASTICITY_FACTOR),
         "1",
         f"Virtual tasks per task, one per key bucket (1 = elasticity off, max {MAX_ELASTICITY_FACTOR}).",
+        samza="Samza's key (SEP-32); on purpose, a key's bucket is pmod(xxhash64(key), F), stable across processes, not abs(key.hashCode()) % F, and task names carry the factor",
     )
     grouper: Grouper = key(
         "job.systemstreampartition.grouper.factory",
         choice(GROUPER_NAMES),
         "GroupByPartition",
         "How SSPs are grouped into tasks (Samza class names or short names).",
+        samza="Samza's key; its factory class names are accepted, and short names too",
     )
     partition_scheme: PartitionScheme | None = key(
         "task.partition.scheme",
         choice({s.value: s for s in PartitionScheme}),
         None,
         "SAMZA-71 scheme for GroupByPartition: max (a task per SSP) or cogroup (GCD of partition counts).",
+        samza="SAMZA-71's schemes, which Samza never shipped",
     )
     container_count: int = key(
-        "job.container.count", int_range(1), "1", "Containers (Spark executor groups) the tasks are spread over."
+        "job.container.count",
+        int_range(1),
+        "1",
+        "Containers (Spark executor groups) the tasks are spread over.",
+        samza="Samza's key; a container here is a group of Spark process slots, not a JVM",
     )
 
     # --- checkpoints ---
@@ -97,21 +110,28 @@ class JobConfig:
         store_url,
         None,
         "SQLAlchemy URL of the checkpoint store (ELASTICITY_CHECKPOINT_STORE_URL overrides it; default a SQLite file in $ELASTICITY_HOME).",
+        samza="Samza writes checkpoints to its checkpoint topic (task.checkpoint.factory); here a SQL database holds them, and export/import speak the topic",
     )
     checkpoint_write_versions: tuple[int, ...] = key(
         "task.checkpoint.write.versions",
         checkpoint_versions,
         "1,2",
         "Checkpoint versions written on every commit (1,2 = dual write).",
+        samza=SAME_AS_SAMZA,
     )
     checkpoint_read_versions: tuple[int, ...] = key(
-        "task.checkpoint.read.versions", checkpoint_versions, "1", "Checkpoint versions read, in priority order."
+        "task.checkpoint.read.versions",
+        checkpoint_versions,
+        "1",
+        "Checkpoint versions read, in priority order.",
+        samza=SAME_AS_SAMZA,
     )
     live_checkpoint_max_age_ms: int = key(
         "task.live.checkpoint.max.age",
         int_range(0),
         "600000",
         "A lower-priority checkpoint version newer by more than this many ms wins.",
+        samza=SAME_AS_SAMZA,
     )
     checkpoint_history_size: int = key(
         "task.checkpoint.history.size", int_range(1, 1000), "10", "Checkpoints kept per virtual task and version."
@@ -129,6 +149,7 @@ class JobConfig:
         int_range(1),
         "100000",
         "Most records one micro-batch reads over all partitions (like Spark's maxOffsetsPerTrigger).",
+        samza="none in Samza (it streams); Spark's maxOffsetsPerTrigger",
     )
     read_chunk_records: int = key(
         "batch.read.chunk.records",
@@ -141,6 +162,7 @@ class JobConfig:
         nonempty,
         "elasticity.apps.identity:build",
         "module:factory building the operator chain (default: the identity app, every record unchanged to parquet.output).",
+        samza="Samza's key names a SamzaApplication class; here a module:factory function building the same high-level API",
     )
     output_path: str | None = key(
         "job.output.path", nonempty, None, "Root of the Parquet outputs (default $ELASTICITY_HOME/<job>/output)."
@@ -214,15 +236,17 @@ class JobConfig:
         choice({"dlq": "dlq", "fail": "fail"}),
         "dlq",
         "dlq: a bad record goes to the dead-letter sink; fail: its task stops there and the batch fails.",
+        samza="Samza stops the container on an error (task.ignore.errors, task.drop.deserialization.errors skip); here bad records go to a dead-letter sink",
     )
     max_concurrency: int = key(
-        "task.max.concurrency", int_range(1, 10_000), "1", "flat_map_async calls in flight per virtual task."
+        "task.max.concurrency", int_range(1, 10_000), "1", "flat_map_async calls in flight per virtual task.", samza=SAME_AS_SAMZA
     )
     callback_timeout_ms: int | None = key(
         "task.callback.timeout.ms",
         callback_timeout,
         "-1",
         "A flat_map_async call slower than this fails its record (timeout); -1, Samza's default, means no timeout.",
+        samza=SAME_AS_SAMZA,
     )
     container_process_count: int = key(
         "job.container.process.count",
@@ -236,15 +260,21 @@ class JobConfig:
         str(DEFAULT_THREAD_POOL_SIZE),
         f"Threads running a container's virtual tasks side by side (default {DEFAULT_THREAD_POOL_SIZE}, so that a higher "
         "factor pays without more keys); 0 (Samza's default): they run one after another.",
+        samza="Samza's key; its default is 0 (one after another), here 64, so that raising job.elasticity.factor pays without another key",
     )
     commit_max_delay_ms: int = key(
         "task.commit.max.delay.ms",
         int_range(0),
         "60000",
         "An upload still running at the next commit: within this delay the new commit is skipped, beyond it the new commit waits.",
+        samza=SAME_AS_SAMZA,
     )
     commit_timeout_ms: int = key(
-        "task.commit.timeout.ms", int_range(1), "1800000", "Longest a checkpoint upload may take before the batch fails."
+        "task.commit.timeout.ms",
+        int_range(1),
+        "1800000",
+        "Longest a checkpoint upload may take before the batch fails.",
+        samza=SAME_AS_SAMZA,
     )
     spark_master: str | None = key(
         "spark.master",
@@ -262,18 +292,21 @@ class JobConfig:
         parse_factories,
         None,
         "Backup backends of every store without its own list (default: the Kafka changelog when the store has one).",
+        samza=SAME_AS_SAMZA,
     )
     restore_factories: tuple[str, ...] | None = key(
         "stores.restore.factories",
         parse_factories,
         None,
         "Restore backends of every store without its own list (default: the Kafka changelog when the store has one, else the store's backup factories).",
+        samza=SAME_AS_SAMZA,
     )
     changelog_system: str | None = key(
         "job.changelog.system",
         nonempty,
         None,
         "System of a store changelog given as a bare stream (stores.<store>.changelog=<stream>); default job.default.system.",
+        samza=SAME_AS_SAMZA,
     )
     blob_store_uri: str | None = key(
         "blob.store.uri",
@@ -286,36 +319,42 @@ class JobConfig:
         flag,
         "true",
         "true: a restore yields exactly the last checkpoint's state; false: Samza's non-transactional state (local store reused as it is, changelog replayed to its end).",
+        samza=SAME_AS_SAMZA,
     )
     job_state_dir: str | None = key(
         "job.state.dir",
         nonempty,
         None,
         "Folder of the local RocksDB stores, one per virtual task and store (default $ELASTICITY_HOME/<job>/state).",
+        samza="Samza's job.logged.store.base.dir and job.non-logged.store.base.dir",
     )
     commit_pool_size: int = key(
         "job.container.commit.thread.pool.size",
         int_range(1, 1024),
         "2",
         "Threads uploading a container's state snapshots, at least: Samza's min(max(2 x tasks, this), the max size).",
+        samza=SAME_AS_SAMZA,
     )
     commit_pool_max_size: int = key(
         "job.container.commit.thread.pool.max.size",
         int_range(1, 1024),
         "64",
         "Most threads uploading a container's state snapshots.",
+        samza=SAME_AS_SAMZA,
     )
     restore_pool_size: int = key(
         "job.container.restore.thread.pool.size",
         int_range(1, 1024),
         "2",
         "Threads restoring a container's stores, at least: Samza's min(max(2 x tasks x restore backends, this), the max size).",
+        samza=SAME_AS_SAMZA,
     )
     restore_pool_max_size: int = key(
         "job.container.restore.thread.pool.max.size",
         int_range(1, 1024),
         "64",
         "Most threads restoring a container's stores.",
+        samza=SAME_AS_SAMZA,
     )
 
     # --- metrics (read by elasticity.metrics.reporters) ---
@@ -324,6 +363,7 @@ class JobConfig:
         reporter_names,
         None,
         "Metrics reporters, by name (Samza's key), e.g. statsd; empty: none; unset: Airflow's [metrics] statsd_on decides.",
+        samza="Samza's key; reporters here are StatsD (Samza's JMX and snapshot reporters need its JVM)",
     )
 
     strict: bool = key(

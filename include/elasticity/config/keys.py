@@ -50,6 +50,7 @@ class Key:
     required: bool = False
     deprecated_for: str | None = None  # the key to use instead; this one still works, with a warning
     secret: bool = False  # its value is masked wherever it is shown
+    samza: str | None = None  # Samza's side: SAME_AS_SAMZA, what differs on purpose, or its nearest equivalent (None: ours alone)
 
     @property
     def default_value(self) -> Any:
@@ -70,11 +71,15 @@ REQUIRED: Final = _Required()
 """The default of a key the job cannot do without (job.name, task.inputs)."""
 
 
-def key(name: str, parser: Parser[Any], default: str | None | _Required, doc: str) -> Any:
+SAME_AS_SAMZA: Final = "Samza's key, same meaning"
+"""`Key.samza` of a key Samza reads the same way (read in Samza's TaskConfig, JobConfig, StorageConfig, SystemConfig, ...)."""
+
+
+def key(name: str, parser: Parser[Any], default: str | None | _Required, doc: str, samza: str | None = None) -> Any:
     """A `JobConfig` field declaring key `name`; the field's default is the key's, parsed."""
     if isinstance(default, _Required):
-        return field(metadata={"key": Key(name, parser, None, doc, required=True)})
-    k = Key(name, parser, default, doc)
+        return field(metadata={"key": Key(name, parser, None, doc, required=True, samza=samza)})
+    k = Key(name, parser, default, doc, samza=samza)
     return field(default=k.default_value, metadata={"key": k})
 
 
@@ -89,29 +94,57 @@ SYSTEM_KEYS: tuple[Key, ...] = (
         nonempty,
         None,
         "Kafka bootstrap servers of a system (KAFKA_BOOTSTRAP_SERVERS overrides it).",
+        samza=SAME_AS_SAMZA,
     ),
-    Key("systems.<system>.producer.bootstrap.servers", nonempty, None, "Kafka bootstrap servers for output to a system."),
-    Key("systems.<system>.samza.factory", nonempty, None, "Samza's system factory class; accepted for compatibility, not used."),
+    Key(
+        "systems.<system>.producer.bootstrap.servers",
+        nonempty,
+        None,
+        "Kafka bootstrap servers for output to a system.",
+        samza=SAME_AS_SAMZA,
+    ),
+    Key(
+        "systems.<system>.samza.factory",
+        nonempty,
+        None,
+        "Samza's system factory class; accepted for compatibility, not used.",
+        samza="Samza's key; accepted so that a Samza config loads, not used (Kafka is the only system)",
+    ),
     Key(
         "systems.<system>.default.stream.samza.offset.default",
         offset_default,
         "upcoming",
         "Where the job's first generation starts on each partition: oldest or upcoming (partitions added later start at their oldest offset).",
+        samza=SAME_AS_SAMZA,
     ),
     Key(
         "systems.<system>.samza.offset.default",
         offset_default,
         None,
         "Samza's deprecated name of the key above, read when that one is unset (as Samza's SystemConfig does).",
+        samza=SAME_AS_SAMZA,
     ),
     Key(
         "systems.<system>.default.stream.offset.default",
         offset_default,
         None,
         "This product's earlier name of the key above, read when neither Samza key is set.",
+        samza="not read by Samza, whose name is systems.<system>.default.stream.samza.offset.default",
     ),
-    Key("systems.<system>.samza.key.serde", serde, "string", "Key serde of a system: string, json or byte."),
-    Key("systems.<system>.samza.msg.serde", serde, "json", "Message serde of a system: string, json or byte."),
+    Key(
+        "systems.<system>.samza.key.serde",
+        serde,
+        "string",
+        "Key serde of a system: string, json or byte.",
+        samza="Samza's system-level serde key names a serde registered under serializers.registry.<name>.class; here it names the serde itself",
+    ),
+    Key(
+        "systems.<system>.samza.msg.serde",
+        serde,
+        "json",
+        "Message serde of a system: string, json or byte.",
+        samza="as samza.key.serde; unset, Samza hands the bytes over as they are, here they are read as JSON",
+    ),
 )
 
 STORE_KEYS: tuple[Key, ...] = (
@@ -120,12 +153,14 @@ STORE_KEYS: tuple[Key, ...] = (
         parse_factories,
         None,
         "Backup backends of a store (overrides stores.backup.factories); a commit writes every one's marker into CheckpointV2 (dual commit).",
+        samza=SAME_AS_SAMZA,
     ),
     Key(
         "stores.<store>.restore.factories",
         parse_factories,
         None,
         "Restore backends of a store in priority order: the first with a marker for the store wins (default: stores.restore.factories, else the Kafka changelog when the store has one, else its backup factories).",
+        samza=SAME_AS_SAMZA,
     ),
     Key(
         "stores.<store>.restore.factory",
@@ -133,24 +168,28 @@ STORE_KEYS: tuple[Key, ...] = (
         None,
         "Deprecated singular of stores.<store>.restore.factories (accepted with a warning).",
         deprecated_for="stores.<store>.restore.factories",
+        samza="an older singular spelling; Samza reads the plural",
     ),
     Key(
         "stores.<store>.changelog",
         changelog_stream,
         None,
         "Compacted Kafka topic backing a store, system.stream, or a stream of job.changelog.system (created when missing).",
+        samza=SAME_AS_SAMZA,
     ),
     Key(
         "stores.<store>.side.inputs",
         parse_side_inputs,
         None,
         "Compacted topics (system.stream, comma-separated) that feed table <store>, read whole into every container (replicated); overrides the app's TableDescriptor.",
+        samza=SAME_AS_SAMZA,
     ),
     Key(
         "stores.<store>.side.inputs.processor.factory",
         module_factory,
         None,
         "module:factory, a function of no arguments returning processor(message) -> [(key, value), ...] for table <store> (Samza's SideInputsProcessor); default: the record's key and value.",
+        samza="Samza's key names a SideInputsProcessorFactory class; here a module:factory function",
     ),
     Key(
         "stores.<store>.blob.retain",
@@ -166,6 +205,7 @@ REPORTER_KEYS: tuple[Key, ...] = (
         choice(REPORTER_CLASSES),
         None,
         "What a reporter is: statsd (the default for a reporter named statsd); Samza's JMX and snapshot reporter factories are accepted and not run (a warning says so).",
+        samza="Samza's key; its JMX and snapshot reporter factories load with a warning and are not run",
     ),
     Key(
         "metrics.reporter.<name>.host", nonempty, None, "StatsD host (default: Airflow's [metrics] statsd_host, else localhost)."
@@ -177,7 +217,13 @@ REPORTER_KEYS: tuple[Key, ...] = (
         "StatsD UDP port (default: Airflow's [metrics] statsd_port, else 8125).",
     ),
     *(
-        Key(f"metrics.reporter.<name>.{k}", nonempty, None, f"Samza's MetricsSnapshotReporter {k}; accepted, not used.")
+        Key(
+            f"metrics.reporter.<name>.{k}",
+            nonempty,
+            None,
+            f"Samza's MetricsSnapshotReporter {k}; accepted, not used.",
+            samza="Samza's key; accepted so that a Samza config loads, not used",
+        )
         for k in ("stream", "interval", "blacklist")
     ),
     Key(
@@ -195,6 +241,7 @@ KAFKA_CLIENT_KEYS: tuple[Key, ...] = tuple(
         None,
         f"Kafka's {p.name} for the system's {' and '.join(p.roles)} clients: {p.doc}",
         secret=p.secret,
+        samza="Samza passes systems.<system>.consumer.* and producer.* to Kafka's clients likewise",
     )
     for p in PROPERTIES
 )

@@ -1,0 +1,80 @@
+"""The configuration reference, rendered from each key's one declaration.
+
+The documentation site's Configuration page is this text, made at build time, so
+the reference cannot drift from what the loader accepts: names, defaults, allowed
+values, the doc line and what Samza does with the same key.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable
+
+from elasticity.config.job import KEYS
+from elasticity.config.keys import SAME_AS_SAMZA, Key
+
+SECTIONS: tuple[tuple[str, str], ...] = (  # first part of a key's name -> heading
+    ("job", "The job, its containers and its outputs (`job.*`)"),
+    ("task", "Tasks and checkpoints (`task.*`)"),
+    ("batch", "Micro-batches (`batch.*`)"),
+    ("app", "The application (`app.*`)"),
+    ("airflow", "Airflow (`airflow.*`)"),
+    ("spark", "Spark (`spark.*`)"),
+    ("stores", "State stores (`stores.*`)"),
+    ("blob", "The blob store (`blob.*`)"),
+    ("metrics", "Metrics (`metrics.*`)"),
+    ("systems", "Systems: Kafka (`systems.*`)"),
+)
+
+
+def _cell(text: str) -> str:
+    """Plain text for a Markdown table cell: `<job>` stays visible, a `|` does not end the cell."""
+    return html.escape(text, quote=False).replace("|", "\\|")
+
+
+def _name(k: Key) -> str:
+    """The key as code that wraps only after a dot (a narrow column would cut `job.elasticity.factor` anywhere)."""
+    return "<code>" + ".<wbr>".join(html.escape(part) for part in k.name.split(".")) + "</code>"
+
+
+def _default(k: Key) -> str:
+    if k.required:
+        return "required"
+    return "unset" if k.default is None else f"`{k.default}`"
+
+
+def _samza(k: Key) -> str:
+    if k.samza is None:
+        return "this product's own"
+    return "same key" if k.samza == SAME_AS_SAMZA else _cell(k.samza)
+
+
+def _description(k: Key) -> str:
+    notes = [f"Deprecated: use `{k.deprecated_for}`." if k.deprecated_for else "", "Masked wherever shown." if k.secret else ""]
+    return " ".join(filter(None, [_cell(k.doc), *notes]))
+
+
+def section_of(k: Key) -> str:
+    first = k.name.split(".", 1)[0]
+    if first not in dict(SECTIONS):
+        raise ValueError(f"config key {k.name!r} starts with {first!r}, which no section of the reference covers")
+    return first
+
+
+def render(keys: Iterable[Key] = KEYS) -> str:
+    """Markdown: one table per section, keys in declaration order; a cell says what is allowed and what Samza does."""
+    by_section: dict[str, list[Key]] = {}
+    for k in keys:
+        by_section.setdefault(section_of(k), []).append(k)
+    out = []
+    for first, heading in SECTIONS:
+        if first not in by_section:
+            continue
+        out += [f"## {heading}", "", "| key | default | meaning |", "| --- | --- | --- |"]
+        out += [
+            f"| {_name(k)} | {_default(k)} | {_description(k)}<br>**Allowed:** {_cell(k.parser.allowed)}<br>"
+            f"**Samza:** {_samza(k)} |"
+            for k in by_section[first]
+        ]
+        out.append("")
+    return "\n".join(out)

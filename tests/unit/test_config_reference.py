@@ -1,0 +1,74 @@
+"""The generated configuration reference names every key the product reads, once."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import pytest
+
+from elasticity.config.job import KEYS, find_key
+from elasticity.config.kafka_clients import PROPERTIES
+from elasticity.config.keys import Key
+from elasticity.config.parsers import nonempty
+from elasticity.config.reference import render
+from tests.support.library import PACKAGE
+
+KEY_LIKE = re.compile(
+    r"^(job|task|systems|stores|metrics|batch|app|airflow|spark|blob|serializers|streams)\.[a-z0-9._-]*[a-z0-9_-]$"
+)
+
+
+def test_every_declared_key_has_one_row():
+    text = render()
+    for k in KEYS:
+        assert text.replace("<wbr>", "").replace("&lt;", "<").replace("&gt;", ">").count(f"| <code>{k.name}</code> |") == 1, (
+            k.name
+        )
+
+
+def test_a_row_says_default_allowed_values_and_samza():
+    rows = {
+        line.split(" | ")[0].replace("<wbr>", "").replace("&lt;", "<").replace("&gt;", ">"): line
+        for line in render().splitlines()
+    }
+    row = rows["| <code>job.elasticity.factor</code>"]
+    assert "| `1` |" in row and "**Allowed:** an integer from 1 to 256" in row
+    assert "xxhash64" in row  # the deliberate difference from Samza's bucket
+    assert "**Samza:** same key" in rows["| <code>stores.<store>.changelog</code>"]
+
+
+def test_angle_brackets_and_pipes_in_text_stay_visible():
+    row = render([Key("job.x", nonempty, None, "a <job> | b")]).splitlines()[-1]
+    assert "a &lt;job&gt; \\| b" in row
+
+
+def test_a_key_outside_every_section_fails_the_build():
+    with pytest.raises(ValueError, match="'nosuch'"):
+        render([Key("nosuch.key", nonempty, None, "x")])
+
+
+def _string_constants() -> dict[str, str]:
+    """Every string literal of the library shaped like a config key, with the module it is in."""
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        tails = {id(n.right) for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add)}
+        for node in ast.walk(tree):
+            if id(node) in tails:  # the end of a name built from a prefix (`pre + "blob.retain"`)
+                continue
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and KEY_LIKE.match(node.value):
+                found[node.value] = str(path.relative_to(PACKAGE))
+    return found
+
+
+def test_every_key_the_library_reads_is_declared():
+    """A key read by name anywhere in the library is a declared key (so it is in the reference); Kafka's own
+    client property names (passed through under systems.<system>.<client>.) are not keys of their own."""
+    kafka_properties = {p.name for p in PROPERTIES}
+    undeclared = {
+        name: where
+        for name, where in _string_constants().items()
+        if find_key(name) is None and name not in kafka_properties and not name.startswith("spark.")
+    }
+    assert not undeclared, f"read but not declared (add them to elasticity.config): {undeclared}"
