@@ -260,7 +260,7 @@ class JobConfig:
         str(DEFAULT_THREAD_POOL_SIZE),
         f"Threads running a container's virtual tasks side by side (default {DEFAULT_THREAD_POOL_SIZE}, so that a higher "
         "factor pays without more keys); 0 (Samza's default): they run one after another.",
-        samza="Samza's key; its default is 0 (one after another), here 64, so that raising job.elasticity.factor pays without another key",
+        samza=f"Samza's key; its default is 0 (one after another), here {DEFAULT_THREAD_POOL_SIZE}, so that raising job.elasticity.factor pays without another key",
     )
     commit_max_delay_ms: int = key(
         "task.commit.max.delay.ms",
