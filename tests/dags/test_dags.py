@@ -9,8 +9,7 @@ import pyarrow as pa
 import pytest
 
 from elasticity.apps.demo_feed import demo_records
-from elasticity.batch.sinks import AUDIT_SCHEMA, read_table, write_task_file
-from elasticity.jobmodel.model import TaskName
+from elasticity.batch.sinks import AUDIT_SCHEMA, read_table, write_batch_file
 from elasticity.kafka.admin import create_topic
 from elasticity.kafka.producer import send
 
@@ -126,10 +125,10 @@ def test_quality_dag_fails_on_a_corrupted_audit(world):
     for path in (tmp / "audit").rglob("*.parquet"):
         path.unlink()
     for b in {r["batch_id"] for r in rows}:
-        write_task_file(
+        write_batch_file(
             str(tmp / "audit"),
             b,
-            TaskName("rewritten"),
+            "rewritten",
             pa.Table.from_pylist([r for r in rows if r["batch_id"] == b], schema=AUDIT_SCHEMA),
         )
     dq = dagbag().dags[f"elastic_data_quality__{job}"].test(run_conf={"from_batch": 1})  # a manual window over every batch

@@ -27,11 +27,11 @@ from elasticity.airflow.standalone import AirflowStandalone, connections
 from elasticity.apps.demo_feed import demo_records
 from elasticity.batch.coordinator import JobCoordinator
 from elasticity.batch.sink_identity import IdentityMismatch, guard_sinks
-from elasticity.batch.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, output_roots, read_table, write_task_file
+from elasticity.batch.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, output_roots, read_table, write_batch_file
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import ConfigError, parse_properties, validate
 from elasticity.daemon import free_port
-from elasticity.jobmodel.model import SystemStream, TaskName
+from elasticity.jobmodel.model import SystemStream
 from elasticity.kafka.consumer import KafkaInputs
 from elasticity.kafka.producer import send
 from elasticity.quality.runner import run_quality
@@ -251,7 +251,7 @@ def test_data_quality_over_the_cluster_jobs_outputs_on_s3_passes_and_catches_a_d
         copy = f"{config.get('job.audit.path')}-{name}"  # beside the audit, on the shared storage
         for b in sorted({r["batch_id"] for r in rows_}):
             part = pa.Table.from_pylist([r for r in rows_ if r["batch_id"] == b], schema=AUDIT_SCHEMA)
-            write_task_file(copy, b, TaskName("corrupted"), part)
+            write_batch_file(copy, b, "corrupted", part)
         bad, _ = run_quality(
             config.with_overrides({"job.audit.path": copy}), store, KafkaInputs(config), report_dir=run.tmp_path / name
         )
@@ -376,7 +376,7 @@ def test_reset_sinks_moves_old_outputs_on_the_shared_storage_aside(cluster, tmp_
 
     _, config = start("a.db")
     old = pa.Table.from_pylist([{"key": b"k", "value": b"{}", "batch_id": 1}], schema=OUTPUT_SCHEMA)
-    write_task_file(f"{config.get('job.output.path')}/orders", 1, TaskName("Partition 0"), old)
+    write_batch_file(f"{config.get('job.output.path')}/orders", 1, "Partition 0", old)
     with pytest.raises(IdentityMismatch, match="--reset-sinks"):
         start("b.db")
     moved, config = start("b.db", reset=True)

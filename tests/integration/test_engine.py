@@ -131,6 +131,33 @@ def test_batches_and_rescales_lose_nothing_and_keep_key_order(spark, kafka_boots
     assert all("keyhash-compute-ns" in m["metrics"] and "lag" in m["metrics"] for m in metrics)
 
 
+def test_the_sinks_read_as_one_dataset_with_pyarrow_pandas_and_spark(spark, kafka_bootstrap, job):
+    """A file per (batch, process slot), the virtual task and the batch as columns: the ecosystem's readers take
+    a sink's root as it is, and see exactly what the engine's own reader sees."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    topic, props, tmp_path = job
+    feed(kafka_bootstrap, topic, 300, seed=5)
+    config = validate(props)
+    engine = MicroBatchEngine(config, spark)
+    engine.run(max_records=150)
+    engine.run(until_caught_up=True)
+    audit, sink = assert_exactly_once_in_order(engine.store, config, kafka_bootstrap)
+    dead = read_table(str(tmp_path / "dlq"), DEAD_LETTER_SCHEMA).to_pylist()
+    for root, ours in ((tmp_path / "out" / "enriched", sink), (tmp_path / "audit", audit), (tmp_path / "dlq", dead)):
+        batches = [b for b in root.iterdir() if b.is_dir()]
+        assert batches and all(b.name.startswith("batch_id=") for b in batches)
+        assert all({f.name for f in b.iterdir()} <= {"slot-0.parquet", "slot-1.parquet"} for b in batches)  # 2 slots, 6 tasks
+        expected = sorted((r["batch_id"], r["task_name"], r["offset" if "offset" in r else "seq"]) for r in ours)
+        for read in (
+            pq.read_table(root).to_pylist(),
+            pd.read_parquet(root).to_dict("records"),
+            [r.asDict() for r in spark.read.parquet(str(root)).collect()],
+        ):
+            assert sorted((r["batch_id"], r["task_name"], r["offset" if "offset" in r else "seq"]) for r in read) == expected
+
+
 def test_killed_between_sink_and_commit_rerun_has_no_duplicates(spark, kafka_bootstrap, job):
     topic, props, tmp_path = job
     feed(kafka_bootstrap, topic, 600, seed=3)

@@ -11,9 +11,8 @@ import pytest
 
 from elasticity.apps.demo_feed import demo_records
 from elasticity.batch.coordinator import JobCoordinator
-from elasticity.batch.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, read_table, write_task_file
+from elasticity.batch.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, read_table, write_batch_file
 from elasticity.config import validate
-from elasticity.jobmodel.model import TaskName
 from elasticity.kafka.consumer import KafkaInputs
 from elasticity.kafka.producer import send
 from elasticity.quality.runner import run_quality
@@ -45,7 +44,7 @@ def corrupt(config, tmp, name, change):
     path = tmp / f"audit-{name}"
     for batch_id in {r["batch_id"] for r in rows}:
         part = [r for r in rows if r["batch_id"] == batch_id]
-        write_task_file(str(path), batch_id, TaskName("corrupted"), pa.Table.from_pylist(part, schema=AUDIT_SCHEMA))
+        write_batch_file(str(path), batch_id, "corrupted", pa.Table.from_pylist(part, schema=AUDIT_SCHEMA))
     return config.with_overrides({"job.audit.path": str(path)})
 
 
@@ -108,14 +107,12 @@ def test_a_duplicate_in_the_sink_fails_sink_unique(run):
     config, store, tmp = run
     out = read_table(f"{config.get('job.output.path')}/output", OUTPUT_SCHEMA).to_pylist()
     path = tmp / "out-dup"
-    write_task_file(
-        str(path / "output"), out[0]["batch_id"], TaskName("extra"), pa.Table.from_pylist(out[:1], schema=OUTPUT_SCHEMA)
-    )
+    write_batch_file(str(path / "output"), out[0]["batch_id"], "extra", pa.Table.from_pylist(out[:1], schema=OUTPUT_SCHEMA))
     for b in {r["batch_id"] for r in out}:
-        write_task_file(
+        write_batch_file(
             str(path / "output"),
             b,
-            TaskName("copy"),
+            "copy",
             pa.Table.from_pylist([r for r in out if r["batch_id"] == b], schema=OUTPUT_SCHEMA),
         )
     bad, _, _ = failed(config.with_overrides({"job.output.path": str(path)}), store, tmp, "sinkdup")
@@ -168,9 +165,7 @@ def test_the_edge_catches_a_record_processed_again_and_a_key_out_of_order(growin
     new = more(growing, 60, seed=14)
     audit = config.get("job.audit.path")
     earlier = read_table(audit, AUDIT_SCHEMA, [1]).to_pylist()[0]  # validated already
-    extra = write_task_file(
-        audit, new[0], TaskName("again"), pa.Table.from_pylist([{**earlier, "batch_id": new[0]}], schema=AUDIT_SCHEMA)
-    )
+    extra = write_batch_file(audit, new[0], "again", pa.Table.from_pylist([{**earlier, "batch_id": new[0]}], schema=AUDIT_SCHEMA))
     result, _ = incremental(growing, "again")
     assert not next(c for c in result.checks if c.name == "audit_unique").success  # (its key's order and routing break too)
     assert f"{earlier['stream']}-{earlier['partition']}@{earlier['offset']}" in result.failure_message()

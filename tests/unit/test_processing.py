@@ -9,8 +9,8 @@ import pytest
 
 from elasticity.batch.processing import ProcessContext, process_slot
 from elasticity.batch.reader import ROUTED_SCHEMA as ROUTED
-from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table, task_file
-from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskName
+from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table
+from elasticity.jobmodel.model import SystemStream, SystemStreamPartition
 from elasticity.jobmodel.object_mapper import ssp_to_key
 from elasticity.serializers import RecordSerdeError, deserialize, serialize
 
@@ -85,10 +85,10 @@ def test_fail_policy_reports_where_each_task_stopped(tmp_path):
 def test_a_sink_file_that_cannot_be_read_fails_the_read_naming_it(tmp_path):
     process_slot(ctx(tmp_path), 0, rows(("Partition_0-0-2", 0, 1, b'{"n": 1}'), ("Partition_0-1-2", 1, 2, b'{"n": 2}')))
     root = tmp_path / "out" / "doubled"
-    damaged = root / "batch_id=7" / task_file(TaskName("Partition_0-1-2"))
+    damaged = root / "batch_id=7" / "slot-0.parquet"
     damaged.write_bytes(damaged.read_bytes()[:20])  # not a row fewer: the reader (data quality, the tests) must know
     for batches in (None, [7]):
-        with pytest.raises(pa.ArrowInvalid, match=task_file(TaskName("Partition_0-1-2"))):
+        with pytest.raises(pa.ArrowInvalid, match="batch_id=7/slot-0.parquet"):
             read_table(str(root), OUTPUT_SCHEMA, batches)
 
 
@@ -97,7 +97,55 @@ def test_a_retried_batch_overwrites_its_own_files(tmp_path):
     process_slot(ctx(tmp_path), 0, batch)
     process_slot(ctx(tmp_path), 0, batch)
     assert read_table(str(tmp_path / "out" / "doubled"), OUTPUT_SCHEMA).num_rows == 1
-    assert task_file(TaskName("a/b")) != task_file(TaskName("a_b"))
+
+
+def test_a_slot_writes_one_file_per_sink_read_as_one_dataset_by_pyarrow_and_pandas(tmp_path):
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    many = [(f"Partition_0-{b}-64", b, b, b'{"n": %d}' % b) for b in range(0, 64, 4)] + [("Partition_0-4-64", 4, 99, b"bad")]
+    for batch_id in (7, 8):
+        process_slot(ctx(tmp_path, batch_id=batch_id), 3, rows(*many))
+    for sink, n in (("out/doubled", 16), ("audit", 17), ("dlq", 1)):
+        root = tmp_path / sink
+        assert sorted(f.relative_to(root).as_posix() for f in root.rglob("*.parquet")) == [
+            "batch_id=7/slot-3.parquet",
+            "batch_id=8/slot-3.parquet",
+        ]  # not a file per virtual task (16 of them)
+        for read in (pq.read_table(root).to_pylist(), pd.read_parquet(root).to_dict("records")):
+            assert len(read) == 2 * n and {r["batch_id"] for r in read} == {7, 8}
+            assert len({r["task_name"] for r in read}) == min(n, 16)  # the virtual task, a column
+
+
+def test_files_an_earlier_version_wrote_per_virtual_task_are_read_and_deleted_as_before(tmp_path):
+    import pyarrow.parquet as pq
+
+    from elasticity.batch.sinks import delete_batches
+
+    process_slot(ctx(tmp_path, batch_id=7), 0, rows(("Partition_0-0-2", 0, 1, b'{"n": 1}')))
+    new = read_table(str(tmp_path / "audit"), AUDIT_SCHEMA)
+    old = tmp_path / "audit" / "batch_id=3"  # a file per virtual task, batch_id a column as well as the folder
+    old.mkdir()
+    pq.write_table(new.set_column(6, "batch_id", pa.array([3], pa.int64())), old / "Partition_0-0-2-0a1b2c3d.parquet")
+    assert sorted(r["batch_id"] for r in read_table(str(tmp_path / "audit"), AUDIT_SCHEMA).to_pylist()) == [3, 7]
+    assert [r["batch_id"] for r in read_table(str(tmp_path / "audit"), AUDIT_SCHEMA, [3, 7]).to_pylist()] == [3, 7]
+    delete_batches(str(tmp_path / "audit"), [3, 7])
+    assert read_table(str(tmp_path / "audit"), AUDIT_SCHEMA).num_rows == 0
+
+
+def test_a_retry_on_fewer_slots_leaves_only_its_own_files(tmp_path):
+    """A retried batch may be placed on other slots (the process count changed): the engine empties the batch's
+    folders first, so no file of the first attempt stays beside the retry's."""
+    from elasticity.batch.sinks import delete_batches
+
+    first = [rows(("Partition_0-0-2", 0, 1, b'{"n": 1}')), rows(("Partition_0-1-2", 1, 2, b'{"n": 2}'))]
+    for slot, part in enumerate(first):
+        process_slot(ctx(tmp_path), slot, part)
+    for root in ("audit", "out/doubled"):
+        delete_batches(str(tmp_path / root), [7])
+    process_slot(ctx(tmp_path), 0, pa.concat_tables(first))
+    assert [f.name for f in (tmp_path / "audit" / "batch_id=7").iterdir()] == ["slot-0.parquet"]
+    assert sorted(r["value"] for r in read_table(str(tmp_path / "out" / "doubled"), OUTPUT_SCHEMA).to_pylist()) == [b"2", b"4"]
 
 
 def test_serdes():

@@ -1,7 +1,8 @@
 """Process stage: one process slot's virtual-task slices, run side by side.
 
 Runs inside a Spark Python worker (or anywhere): the slot's records read and
-routed (`batch.reader`), sinks written, one summary row per virtual task out.
+routed (`batch.reader`), sinks written (one file per sink and slot), one
+summary row per virtual task out.
 Slices run on a thread pool (Samza's `job.container.thread.pool.size`), each
 strictly in (SSP, offset) order, which is how I/O-bound virtual tasks overlap
 without more containers. For a job with stores, each slice restores its task's
@@ -31,7 +32,7 @@ from elasticity.api.context import TaskContext
 from elasticity.api.executor import SliceExecutor, SliceResult
 from elasticity.api.stream import ApplicationDescriptor, Message, OutputStream, load_application
 from elasticity.batch.reader import SlotReads
-from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, Source, dead_letter, write_task_file
+from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, Source, dead_letter, write_batch_file
 from elasticity.config import elasticity_home
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskName
 from elasticity.jobmodel.object_mapper import ssp_to_key
@@ -190,6 +191,7 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
     tables = SlotTables(ctx.tables, _application(ctx).tables, slot) if ctx.tables else None  # caught up before any slice
     container = None
     markers: dict[TaskName, Markers] = {}
+    sinks: dict[str, list[tuple[str, pa.Table]]] = {}  # task -> (sink root, its rows), written once per slot
 
     def run(name: str, part: pa.Table) -> dict[str, Any]:
         """A virtual task restores its stores as its slice starts, and snapshots them and starts their upload
@@ -197,7 +199,7 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
         task = TaskName(name)
         if container is not None:
             container.restore(task)
-        row = _run_slice(ctx, task, part, outputs, container, tables)
+        row, sinks[name] = _run_slice(ctx, task, part, outputs, container, tables)
         if container is not None and not row["stopped"]:
             assert ctx.state is not None
             markers[task] = container.commit(container.snapshot(ctx.state.checkpoint_id, task))
@@ -214,6 +216,7 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
             longest_first = sorted(slices, key=lambda nt: -nt[1].num_rows)
             with ThreadPoolExecutor(pool, thread_name_prefix="vtask") as ex:
                 rows = list(ex.map(lambda nt: run(*nt), longest_first))
+        _write_slot_files(ctx, slot, [piece for name, _ in slices for piece in sinks[name]])
         if container is not None:
             assert ctx.state is not None
             for r in rows:
@@ -233,6 +236,16 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
     return rows
 
 
+def _write_slot_files(ctx: ProcessContext, slot: int, pieces: list[tuple[str, pa.Table]]) -> None:
+    """Each sink's rows of the slot's virtual tasks, in task order, as one file per (batch, slot), which a retry
+    of the batch overwrites (a retry placed differently finds the batch's folder emptied first: `delete_batches`)."""
+    by_root: dict[str, list[pa.Table]] = {}
+    for root, t in pieces:
+        by_root.setdefault(root, []).append(t)
+    for root, ts in by_root.items():
+        write_batch_file(root, ctx.batch_id, f"slot-{slot}", pa.concat_tables(ts))
+
+
 def _run_slice(
     ctx: ProcessContext,
     task: TaskName,
@@ -240,25 +253,27 @@ def _run_slice(
     outputs: _Outputs,
     container: ContainerState | None,
     tables: SlotTables | None,
-) -> dict[str, Any]:
-    """One virtual task's slice run through the app, then its outputs, audit and dead letters written (per batch
-    and task, so a retried batch overwrites them); its summary row says what the driver's checkpoint needs."""
+) -> tuple[dict[str, Any], list[tuple[str, pa.Table]]]:
+    """One virtual task's slice run through the app; its summary row says what the driver's checkpoint needs,
+    and its outputs, audit and dead letters (sink root, rows) go to the slot's files."""
     ran = _execute(ctx, task, table, container, tables)
-    sent = _write_outputs(ctx, ran, outputs)
-    _write_audit(ctx, ran)
-    dead_lettered = _write_dead_letters(ctx, ran)
+    sent, sinks = _write_outputs(ctx, ran, outputs)
+    sinks.append((ctx.audit_path, _audit(ctx, ran)))
+    dead = _dead_letters(ctx, ran)
+    if dead.num_rows:
+        sinks.append((ctx.dead_letter_path, dead))
     stopped, error = _where_stopped(ran)
     return {
         "task_name": task.name,
         "records": len(ran.rows),
         "processed": ran.kept
         - sum(1 for i in ran.result.failures if i < ran.kept),  # late records count: other branches processed them
-        "dead_lettered": dead_lettered,
+        "dead_lettered": dead.num_rows,
         "outputs": sent,
         "process_ns": ran.result.process_ns,
         "stopped": json.dumps(stopped) if stopped else None,
         "error": error,
-    }
+    }, sinks
 
 
 @dataclass(frozen=True)
@@ -323,20 +338,18 @@ def _kept(stopped_at: int | None, records: int, stateful: bool) -> int:
     return 0 if stateful else stopped_at
 
 
-def _write_outputs(ctx: ProcessContext, ran: _SliceRun, outputs: _Outputs) -> int:
-    """Each output stream's messages from the kept records: one Parquet file per (batch, task), which a retry
-    overwrites, or sent to Kafka (at-least-once). Returns how many were written."""
-    sent = 0
+def _write_outputs(ctx: ProcessContext, ran: _SliceRun, outputs: _Outputs) -> tuple[int, list[tuple[str, pa.Table]]]:
+    """Each output stream's messages from the kept records: sent to Kafka (at-least-once), or a Parquet
+    output's rows for the slot's file. Returns how many there were, and those rows by output root."""
+    sent, files = 0, []
     for out in _application(ctx).outputs.values():
         produced = _kept_outputs(ran, out)
         sent += len(produced)
         if out.kind == "parquet":
-            write_task_file(
-                f"{ctx.output_path.rstrip('/')}/{out.name}", ctx.batch_id, ran.task, _output_table(ctx, ran, produced)
-            )
+            files.append((f"{ctx.output_path.rstrip('/')}/{out.name}", _output_table(ctx, ran, produced)))
         else:
             _send(ctx, outputs, out, produced)
-    return sent
+    return sent, files
 
 
 def _kept_outputs(ran: _SliceRun, out: OutputStream) -> list[tuple[int, Any, Any]]:
@@ -369,7 +382,7 @@ def _send(ctx: ProcessContext, outputs: _Outputs, out: OutputStream, produced: l
         producer.send(out.name, key=serialize(key_serde, k), value=serialize(msg_serde, v))
 
 
-def _write_audit(ctx: ProcessContext, ran: _SliceRun) -> None:
+def _audit(ctx: ProcessContext, ran: _SliceRun) -> pa.Table:
     """One audit row per kept record, processed or dead-lettered, so the quality checks can account for every
     offset; built from the slice's columns, not per record."""
     kept = ran.table.slice(0, ran.kept)
@@ -378,7 +391,7 @@ def _write_audit(ctx: ProcessContext, ran: _SliceRun) -> None:
     for i in ran.result.failures:
         if i < n:
             status[i] = "dead_letter"
-    audit = pa.table(
+    return pa.table(
         [
             *(kept.column(name) for name in ("system", "stream", "partition", "offset", "key")),
             pa.array([ran.task.name] * n, pa.string()),
@@ -388,12 +401,11 @@ def _write_audit(ctx: ProcessContext, ran: _SliceRun) -> None:
         ],
         schema=AUDIT_SCHEMA,
     )
-    write_task_file(ctx.audit_path, ctx.batch_id, ran.task, audit)
 
 
-def _write_dead_letters(ctx: ProcessContext, ran: _SliceRun) -> int:
+def _dead_letters(ctx: ProcessContext, ran: _SliceRun) -> pa.Table:
     """The kept records that failed, those late for a window and, when the whole slice is kept, the closed
-    windows that failed downstream; written only when there are any. Returns how many."""
+    windows that failed downstream."""
     rows, result = ran.rows, ran.result
     dead = [
         dead_letter(ran.source(i), rows[i]["key"], rows[i]["value"], ran.task, ctx.batch_id, err)
@@ -408,9 +420,7 @@ def _write_dead_letters(ctx: ProcessContext, ran: _SliceRun) -> int:
     ]
     if ran.whole:
         dead += [_window_dead_letter(ctx, ran, i, err) for i, err in sorted(result.failures.items()) if i >= len(rows)]
-    if dead:
-        write_task_file(ctx.dead_letter_path, ctx.batch_id, ran.task, pa.Table.from_pylist(dead, schema=DEAD_LETTER_SCHEMA))
-    return len(dead)
+    return pa.Table.from_pylist(dead, schema=DEAD_LETTER_SCHEMA)
 
 
 def _window_dead_letter(ctx: ProcessContext, ran: _SliceRun, i: int, error: str) -> dict[str, Any]:

@@ -1,17 +1,19 @@
-"""Where a batch's results go: Parquet datasets written once per (batch, virtual
-task), so a retried batch overwrites its own files and leaves no duplicates,
+"""Where a batch's results go: Parquet datasets written once per (batch, process
+slot), so a retried batch overwrites its own files and leaves no duplicates,
 and Kafka topics (at-least-once).
 
-Layout: `<root>/batch_id=<n>/<task file>.parquet`, Hive-style, readable by Spark
-and pyarrow alike. A reader never sees half a file: on a local disk files are
-written under a temporary name and renamed, on an object store in one PUT.
+Layout: `<root>/batch_id=<n>/slot-<i>.parquet`, Hive-style, the virtual task a
+column (`task_name`): a batch writes a bounded number of files however many
+virtual tasks it has, and pyarrow, pandas and Spark read the root as one dataset,
+`batch_id` coming from the folder. (Earlier versions wrote a file per virtual
+task, `batch_id` in the file as well; those files are read here as before.)
+A reader never sees half a file: on a local disk files are written under a
+temporary name and renamed, on an object store in one PUT.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import re
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -85,10 +87,8 @@ OUTPUT_SCHEMA = pa.schema(
 )
 
 
-def task_file(task_name: TaskName) -> str:
-    """A file name per task: readable, and unique even where two names sanitise alike."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", task_name.name).strip("_")
-    return f"{safe}-{hashlib.sha1(task_name.name.encode()).hexdigest()[:8]}.parquet"
+def batch_folder(base: str, batch_id: int) -> str:
+    return f"{base.rstrip('/')}/batch_id={batch_id}"
 
 
 @functools.lru_cache(maxsize=64)
@@ -97,13 +97,16 @@ def _file_system(root: str) -> tuple[pafs.FileSystem, str]:
     return pafs.FileSystem.from_uri(root) if "://" in root else (pafs.LocalFileSystem(), root)
 
 
-def write_task_file(root: str, batch_id: int, task_name: TaskName, table: pa.Table) -> str:
-    """Write (or overwrite) the file of one task in one batch, atomically: on a local disk under a temporary
-    name, then renamed; on an object store (S3) in one PUT, which is atomic and needs no folders, where a
-    rename would be a copy and a delete."""
+def write_batch_file(root: str, batch_id: int, name: str, table: pa.Table) -> str:
+    """Write (or overwrite) the file `name` of one batch, its `batch_id` in the folder's name only (a column
+    in both would be two fields to a dataset reader), atomically: on a local disk under a temporary name,
+    then renamed; on an object store (S3) in one PUT, which is atomic and needs no folders, where a rename
+    would be a copy and a delete."""
     fs, base = _file_system(root)
-    folder = f"{base.rstrip('/')}/batch_id={batch_id}"
-    final = f"{folder}/{task_file(task_name)}"
+    folder = batch_folder(base, batch_id)
+    if "batch_id" in table.schema.names:
+        table = table.drop_columns(["batch_id"])
+    final = f"{folder}/{name}.parquet"
     if not isinstance(fs, pafs.LocalFileSystem):
         pq.write_table(table, final, filesystem=fs)
         return final
@@ -124,17 +127,19 @@ def output_roots(root: str) -> list[str]:
 
 
 def delete_batches(root: str, batch_ids: Iterable[int]) -> None:
-    """Remove the files of batches that will never commit (abandoned by a rescale)."""
+    """Remove the files of batches that will never commit (abandoned by a rescale), or that are about to be
+    written again (a retried batch, whose slots may now be others)."""
     fs, base = pafs.FileSystem.from_uri(root) if "://" in root else (pafs.LocalFileSystem(), root)
     for b in batch_ids:
-        folder = f"{base.rstrip('/')}/batch_id={b}"
+        folder = batch_folder(base, b)
         if fs.get_file_info(folder).type == pafs.FileType.Directory:
             fs.delete_dir(folder)
 
 
 def read_table(root: str, schema: pa.Schema, batch_ids: Iterable[int] | None = None) -> pa.Table:
     """The files of a dataset written here (empty when there are none yet): all, or only
-    those of `batch_ids`, whose folders alone are listed and read (cost by batch, not by age)."""
+    those of `batch_ids`, whose folders alone are listed and read (cost by batch, not by age).
+    `batch_id` comes from each folder's name (a file an earlier version wrote has it as a column too)."""
     import pyarrow.dataset as ds
 
     fs, base = pafs.FileSystem.from_uri(root) if "://" in root else (pafs.LocalFileSystem(), root)
@@ -143,13 +148,18 @@ def read_table(root: str, schema: pa.Schema, batch_ids: Iterable[int] | None = N
     options = {
         "filesystem": fs,
         "format": "parquet",
-        "schema": schema,
         "exclude_invalid_files": False,  # a committed file that cannot be read fails the read, naming it: never fewer rows
         "ignore_prefixes": [".", "_"],
     }
     if batch_ids is None:
         partitioning = ds.partitioning(pa.schema([("batch_id", pa.int64())]), flavor="hive")
-        return ds.dataset(base, partitioning=partitioning, **options).to_table()
-    folders = [f"{base.rstrip('/')}/batch_id={b}" for b in sorted(set(batch_ids))]
-    tables = [ds.dataset(f, **options).to_table() for f in folders if fs.get_file_info(f).type == pafs.FileType.Directory]
+        return ds.dataset(base, partitioning=partitioning, schema=schema, **options).to_table()
+    at = schema.get_field_index("batch_id")
+    in_files = schema.remove(at)
+    tables = []
+    for b in sorted(set(batch_ids)):
+        folder = batch_folder(base, b)
+        if fs.get_file_info(folder).type == pafs.FileType.Directory:
+            t = ds.dataset(folder, schema=in_files, **options).to_table()
+            tables.append(t.add_column(at, schema.field(at), pa.array([b] * t.num_rows, pa.int64())))
     return pa.concat_tables(tables) if tables else schema.empty_table()
