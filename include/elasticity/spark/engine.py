@@ -6,7 +6,7 @@ of one stage, over the job's placed slots (`spark.placement`: one cached partiti
 slot runs on the same executor batch after batch): slot i's task reads the offset chunks of the SSPs its
 virtual tasks own buckets of with a Kafka consumer (assign + seek), keeps the records of its own tasks'
 buckets that they have not processed yet (`batch.reader`), sorts them by virtual task, SSP and offset, runs
-the tasks' slices on a thread pool and writes the sinks per (batch, virtual task) (`batch.processing`); a
+the tasks' slices on a thread pool and writes the sinks, a file per (batch, slot) (`batch.processing`); a
 job with stores restores them first and ends with a snapshot. One summary row per virtual task comes back
 to the driver, with what it read and skipped.
 On the driver again, the new checkpoints, and their commit: one fenced transaction, run synchronously, or
