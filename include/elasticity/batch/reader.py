@@ -37,6 +37,7 @@ LIBRDKAFKA_DEFAULTS = {
     "group.id": "elasticity-reader",  # librdkafka asks for one; partitions are assigned, no offset is committed
     "client.id": "elasticity-reader",
     "enable.auto.commit": False,
+    "isolation.level": "read_committed",  # a transactional producer's records once committed, never aborted ones
     "max.partition.fetch.bytes": 8 * 1024 * 1024,
     "fetch.max.bytes": 64 * 1024 * 1024,
     "log.connection.close": False,  # an idle connection the broker closes between batches is not an error
@@ -80,7 +81,10 @@ def _consumer(bootstrap: Kafka) -> KafkaConsumer:
     if c is None:
         c = KafkaConsumer(
             **settings(bootstrap).kwargs(
-                client_id="elasticity-reader", max_partition_fetch_bytes=8 * 1024 * 1024, fetch_max_bytes=64 * 1024 * 1024
+                client_id="elasticity-reader",
+                isolation_level="read_committed",
+                max_partition_fetch_bytes=8 * 1024 * 1024,
+                fetch_max_bytes=64 * 1024 * 1024,
             ),
             enable_auto_commit=False,
         )
@@ -109,11 +113,14 @@ def close_consumers() -> None:
 
 
 Record = tuple[int, bytes | None, bytes | None, int]  # offset, key, value, timestamp (ms)
+Poll = Callable[[int], list[Record]]  # at most n records
+Position = Callable[[], int]  # the offset the consumer fetches next (-1: none yet)
 
 
 @contextlib.contextmanager
-def _assigned(chunk: Chunk) -> Iterator[Callable[[int], list[Record]]]:
-    """A consumer assigned to the chunk's partition at its start; yields its poll (at most n records)."""
+def _assigned(chunk: Chunk) -> Iterator[tuple[Poll, Position]]:
+    """A consumer assigned to the chunk's partition at its start; yields its poll and its position. The position
+    passes offsets that hold no record to return: transaction markers and, read_committed, aborted records."""
     fast = _fast_consumer(chunk.bootstrap)
     if fast is not None:
         from confluent_kafka import KafkaException
@@ -131,9 +138,12 @@ def _assigned(chunk: Chunk) -> Iterator[Callable[[int], list[Record]]]:
                 out.append((offset, m.key(), m.value(), m.timestamp()[1]))
             return out
 
+        def position() -> int:
+            return fast.position([Partition(chunk.stream, chunk.partition)])[0].offset
+
         fast.assign([Partition(chunk.stream, chunk.partition, chunk.start)])
         try:
-            yield consume
+            yield consume, position
         finally:
             fast.unassign()  # no fetching past the chunk while the consumer waits for the next
         return
@@ -143,13 +153,16 @@ def _assigned(chunk: Chunk) -> Iterator[Callable[[int], list[Record]]]:
     tp = TopicPartition(chunk.stream, chunk.partition)
     consumer.assign([tp])
     consumer.seek(tp, chunk.start)
-    yield lambda n: [
-        (r.offset, r.key, r.value, r.timestamp) for r in consumer.poll(timeout_ms=500, max_records=min(n, 5000)).get(tp, [])
-    ]
+    yield (
+        lambda n: [
+            (r.offset, r.key, r.value, r.timestamp) for r in consumer.poll(timeout_ms=500, max_records=min(n, 5000)).get(tp, [])
+        ],
+        lambda: consumer.position(tp),
+    )
 
 
 def read_chunk(chunk: Chunk) -> Iterator[pa.RecordBatch]:
-    with _assigned(chunk) as poll:
+    with _assigned(chunk) as (poll, consumer_position):
         position, cols, last_progress = chunk.start, _empty(), time.monotonic()
         while position < chunk.end:
             polled = poll(chunk.end - position)
@@ -169,6 +182,8 @@ def read_chunk(chunk: Chunk) -> Iterator[pa.RecordBatch]:
                     cols = _empty()
             if polled:
                 last_progress = time.monotonic()
+            elif (passed := consumer_position()) > position:  # offsets with no record to return (markers, aborted)
+                position, last_progress = min(passed, chunk.end), time.monotonic()
             elif time.monotonic() - last_progress > STALL_TIMEOUT_S:
                 raise TimeoutError(
                     f"reading {chunk.stream}-{chunk.partition} [{chunk.start}, {chunk.end}) from {chunk.bootstrap}: "

@@ -17,7 +17,11 @@ from elasticity.kafka.admin import Kafka, TopicError, client_settings, partition
 def consumer(kafka: Kafka) -> Iterator[KafkaConsumer]:
     kafka = settings(kafka)
     probe(kafka)
-    c = KafkaConsumer(**kafka.kwargs(request_timeout_ms=15_000, client_id="elasticity"), enable_auto_commit=False)
+    # read_committed: a transactional producer's records once committed, and the end offset is the last stable one
+    c = KafkaConsumer(
+        **kafka.kwargs(request_timeout_ms=15_000, client_id="elasticity", isolation_level="read_committed"),
+        enable_auto_commit=False,
+    )
     try:
         yield c
     finally:
@@ -76,6 +80,8 @@ def read_log(kafka: Kafka, topic: str, partition: int = 0) -> list[tuple[int, by
             out += [(r.offset, r.key, r.value, r.timestamp) for r in polled if r.offset < end]
             if polled:
                 position, last_progress = polled[-1].offset + 1, time.monotonic()
+            elif (passed := c.position(tp)) > position:  # offsets with no record to return (markers, aborted)
+                position, last_progress = passed, time.monotonic()
             elif time.monotonic() - last_progress > STALL_TIMEOUT_S:
                 raise TopicError(
                     f"reading {topic}-{partition} from {bootstrap}: no records after offset {position} for {STALL_TIMEOUT_S:.0f}s"
