@@ -14,6 +14,14 @@ from elasticity.config import validate
 from elasticity.jobmodel.model import SystemStreamPartition
 from elasticity.kafka.admin import create_topic
 from elasticity.kafka.consumer import KafkaInputs, read_log
+from elasticity.kafka.transactions import (
+    JobTransactions,
+    OutputRecord,
+    TransactionFenced,
+    fence,
+    read_commit_tail,
+    transactional_id,
+)
 
 
 def _producer(bootstrap: str, transactional_id: str | None = None) -> Producer:
@@ -106,3 +114,104 @@ def test_a_whole_log_is_read_to_its_last_marker(kafka_bootstrap, transactional_t
         (7, b"c0"),
         (8, b"c1"),
     ]
+
+
+def _committed(bootstrap: str, topic: str, start: int = 0) -> list[tuple[int, bytes | None, bytes | None]]:
+    """Every record of `topic` a read_committed consumer sees from `start` (all partitions), by partition and offset."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "isolation.level": "read_committed"})
+    try:
+        partitions = sorted(c.list_topics(topic, timeout=10).topics[topic].partitions)
+        out = []
+        for p in partitions:
+            tp = TopicPartition(topic, p)
+            high = c.get_watermark_offsets(tp, timeout=10, cached=False)[1]
+            c.assign([TopicPartition(topic, p, start)])
+            while c.position([tp])[0].offset < high:
+                out += [(p, m.key(), m.value()) for m in c.consume(100, timeout=0.5) if m.error() is None]
+        return out
+    finally:
+        c.close()
+
+
+def _outputs(topic: str, tag: str, n: int) -> list[OutputRecord]:
+    return [OutputRecord(topic, f"k{i % 3}".encode(), f"{tag}{i}".encode()) for i in range(n)]
+
+
+def test_a_commit_shows_its_outputs_and_its_record_together(kafka_bootstrap):
+    out, commits = f"out-{uuid.uuid4().hex[:8]}", f"commits-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka_bootstrap, out, 1)
+    tx = JobTransactions(kafka_bootstrap, transactional_id("j", "1", uuid.uuid4().hex), commits)
+    assert read_commit_tail(kafka_bootstrap, commits) == []
+    assert tx.commit(_outputs(out, "a", 5), [b"batch 1 part 0", b"batch 1 part 1"]) == 5
+    assert tx.commit(_outputs(out, "b", 2), [b"batch 2"]) == 2
+    tx.close()
+    assert [v for _, _, v in _committed(kafka_bootstrap, out)] == [b"a0", b"a1", b"a2", b"a3", b"a4", b"b0", b"b1"]
+    assert read_commit_tail(kafka_bootstrap, commits) == [b"batch 1 part 0", b"batch 1 part 1", b"batch 2"]
+    assert read_commit_tail(kafka_bootstrap, commits, window=2) == [b"batch 2"]  # the record and its commit marker
+
+
+def test_a_run_fenced_by_the_next_one_never_shows_what_it_wrote(kafka_bootstrap):
+    """A zombie: run A is fenced by run B, which then commits; A's open transaction is aborted and its later
+    commit fails. A reader that starts anywhere, past A's abort too, sees B's records and none of A's."""
+    out, commits = f"out-{uuid.uuid4().hex[:8]}", f"commits-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka_bootstrap, out, 1)
+    tid_a, tid_b = (transactional_id("j", "1", f"{run}-{uuid.uuid4().hex}") for run in "ab")
+    a = JobTransactions(kafka_bootstrap, tid_a, commits)
+
+    def a_outputs_while_b_takes_over():
+        yield from _outputs(out, "a", 3)
+        a._producer.flush(30)  # A's records are in the log, its transaction open
+        fence(kafka_bootstrap, tid_a)
+        JobTransactions(kafka_bootstrap, tid_b, commits).commit(_outputs(out, "b", 3), [b"b's record"])
+        yield from _outputs(out, "z", 2)
+
+    with pytest.raises(TransactionFenced, match=tid_a):
+        a.commit(a_outputs_while_b_takes_over(), [b"a's record"])
+    assert [v for _, _, v in _committed(kafka_bootstrap, out)] == [b"b0", b"b1", b"b2"]
+    assert [v for _, _, v in _committed(kafka_bootstrap, out, start=4)] == [b"b0", b"b1", b"b2"]  # past A's abort
+    assert read_commit_tail(kafka_bootstrap, commits) == [b"b's record"]
+
+
+def test_a_dead_runs_open_transaction_holds_readers_until_it_is_fenced(kafka_bootstrap, tmp_path):
+    """A process killed inside a transaction: its records hold read_committed readers at the first of them
+    (the last stable offset), until the next run fences its transactional.id, which aborts them."""
+    out = f"out-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka_bootstrap, out, 1)
+    tid = transactional_id("j", "1", uuid.uuid4().hex)
+    script = (
+        "import os, sys\n"
+        "from elasticity.kafka.transactions import JobTransactions, OutputRecord\n"
+        f"tx = JobTransactions({kafka_bootstrap!r}, {tid!r}, 'commits-{out}')\n"
+        "tx._producer.begin_transaction()\n"
+        f"tx._produce({out!r}, b'k', b'lost')\n"
+        "tx._producer.flush(30)\n"
+        "os._exit(9)\n"
+    )
+    import subprocess
+    import sys
+
+    assert subprocess.run([sys.executable, "-c", script], timeout=120).returncode == 9
+    config = validate(
+        {"job.name": "lso", "task.inputs": f"kafka.{out}", "systems.kafka.consumer.bootstrap.servers": kafka_bootstrap}
+    )
+    ssp = SystemStreamPartition("kafka", out, 0)
+    assert KafkaInputs(config).offsets([ssp], "upcoming") == {ssp: 0}  # held at the open transaction
+    fence(kafka_bootstrap, tid)
+    assert KafkaInputs(config).offsets([ssp], "upcoming") == {ssp: 2}  # the record and its abort marker
+    assert _committed(kafka_bootstrap, out) == []
+
+
+def test_keys_land_in_the_partitions_javas_partitioner_picks(kafka_bootstrap):
+    from kafka.partitioner.default import murmur2
+
+    out = f"out-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka_bootstrap, out, 4)
+    tx = JobTransactions(kafka_bootstrap, transactional_id("j", "1", uuid.uuid4().hex), f"commits-{out}")
+    records = [OutputRecord(out, f"user-{i}".encode(), b"v") for i in range(40)]
+    tx.commit(records, [b"r"])
+    tx.close()
+    seen = {k: p for p, k, _ in _committed(kafka_bootstrap, out)}
+    assert seen == {r.key: (murmur2(r.key) & 0x7FFFFFFF) % 4 for r in records}  # kafka-python's, as Java's
+    assert len(set(seen.values())) == 4

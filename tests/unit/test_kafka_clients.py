@@ -255,3 +255,23 @@ def test_every_consumer_property_but_sasl_has_a_librdkafka_name_that_librdkafka_
     config = KafkaClientSettings("127.0.0.1:1", options).librdkafka(**{"group.id": "g"})
     assert config is not None and len(config) > len(options) // 2
     Consumer(config).close()
+
+
+def test_every_producer_property_but_sasl_has_a_librdkafka_name_that_a_transactional_producer_takes():
+    """The exactly-once outputs' producer is librdkafka's: each producer property maps onto a name it accepts,
+    with the value librdkafka reads (no broker needed: a bad name or value fails as the producer is made)."""
+    from confluent_kafka import Producer
+
+    samples = {"acks": "all", "compression.type": "lz4", "enable.idempotence": "true", "security.protocol": "PLAINTEXT"}
+    samples |= {"ssl.endpoint.identification.algorithm": "https", "max.in.flight.requests.per.connection": "5"}
+    samples |= {"receive.buffer.bytes": "-1", "send.buffer.bytes": "-1", "max.request.size": "1048576"}
+    samples |= {"delivery.timeout.ms": "30000"}  # librdkafka wants it above linger.ms, at most transaction.timeout.ms
+    props = {}
+    for p in PROPERTIES:
+        if "producer" not in p.roles or p.arg is None or p.arg in SASL_ARGS or p.name.startswith("ssl."):
+            continue
+        props[p.name] = samples.get(p.name, "1000")
+    options = client_options(props, "systems.kafka.producer.", "producer")
+    config = KafkaClientSettings("127.0.0.1:1", options).librdkafka(**{"transactional.id": "t"})
+    assert config is not None and config["acks"] == "all" and config["compression.type"] == "lz4"
+    Producer(config).flush(0)

@@ -305,7 +305,7 @@ def _same(value: Any) -> Any:
     return value
 
 
-_LIBRDKAFKA: dict[str, tuple[str | None, Any]] = {  # a consumer's kafka-python argument -> librdkafka's property
+_LIBRDKAFKA: dict[str, tuple[str | None, Any]] = {  # a client's kafka-python argument -> librdkafka's property
     "security_protocol": ("security.protocol", _same),
     "ssl_cafile": ("ssl.ca.location", _same),
     "ssl_certfile": ("ssl.certificate.location", _same),
@@ -334,6 +334,17 @@ _LIBRDKAFKA: dict[str, tuple[str | None, Any]] = {  # a consumer's kafka-python 
     "max_poll_records": (None, _same),
     "session_timeout_ms": (None, _same),
     "heartbeat_interval_ms": (None, _same),
+    # a producer's
+    "acks": ("acks", str),
+    "linger_ms": ("linger.ms", _same),
+    "batch_size": ("batch.size", _same),
+    "compression_type": ("compression.type", lambda c: c or "none"),
+    "max_request_size": ("message.max.bytes", _same),
+    "retries": ("message.send.max.retries", _same),
+    "delivery_timeout_ms": ("delivery.timeout.ms", _same),
+    "max_block_ms": (None, _same),  # librdkafka's produce() does not block: a full queue raises BufferError
+    "enable_idempotence": ("enable.idempotence", _same),
+    "max_in_flight_requests_per_connection": ("max.in.flight.requests.per.connection", _same),
 }
 
 
@@ -355,8 +366,8 @@ class KafkaClientSettings:
         return dict(self.options).get("security_protocol", "PLAINTEXT") in ("SSL", "SASL_SSL")
 
     def librdkafka(self, **defaults: Any) -> dict[str, Any] | None:
-        """The same consumer as librdkafka (confluent-kafka) properties, for a reader that assigns and seeks:
-        the project's defaults, then the configured ones. None when an option has no counterpart here (SASL,
+        """The same client as librdkafka (confluent-kafka) properties, for a reader that assigns and seeks or a
+        transactional producer: the project's defaults, then the configured ones. None when an option has no counterpart here (SASL,
         which no broker of this project's tests speaks: such a consumer stays kafka-python's)."""
         out: dict[str, Any] = {**defaults, "bootstrap.servers": self.bootstrap}
         for arg, value in self.options:

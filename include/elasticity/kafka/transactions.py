@@ -1,0 +1,150 @@
+"""A job's Kafka transactions: its outputs and the commit record that proves them, visible together or not at all.
+
+As Kafka Streams commits its input offsets inside the transaction that carries its outputs, a batch's Kafka
+outputs and its commit record (the checkpoints it commits) go in one transaction to the job's commit topic; a
+run that dies after the Kafka commit is finished from that record, one that dies before it leaves nothing
+visible to `read_committed` readers.
+
+Each run writes under a transactional.id of its own and first fences the one the run before used:
+`init_transactions` on the old id aborts what that run left open and makes its producer's commit fail, even if
+its process still runs. A fresh id per run is also a fresh producer id: a broker that hands a fetch aborted
+transactions ending before the fetched offsets (the embedded one does) cannot hide a later run's committed
+records behind an earlier run's abort, as it would records of the same producer id.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from elasticity.kafka.admin import Kafka, TopicError, create_topic, settings
+
+if TYPE_CHECKING:
+    from confluent_kafka import Producer
+
+TRANSACTION_TIMEOUT_MS = 60_000  # the longest a dead run's open transaction holds readers at its first record
+_TIMEOUT_S = 30.0
+_PRODUCER = {
+    "enable.idempotence": True,
+    "acks": "all",
+    "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
+    "delivery.timeout.ms": TRANSACTION_TIMEOUT_MS // 2,
+    "partitioner": "murmur2_random",  # Java's (and kafka-python's) partitioner: a key lands where theirs put it
+    "linger.ms": 5,
+    "log.connection.close": False,
+}
+
+
+class TransactionFenced(RuntimeError):
+    """A newer run fenced this one: its transaction cannot commit, and nothing it wrote will show."""
+
+
+def transactional_id(job: str, job_id: str, run: str) -> str:
+    """One per job and run (`run` unique per attempt)."""
+    return f"elasticity.{job}.{job_id}.{run}"
+
+
+def commit_topic(job: str, job_id: str) -> str:
+    """A job's commit records, named as Samza names its checkpoint topic (`__samza_checkpoint_ver_1_for_<job>_<id>`)."""
+    return f"__elasticity_commits_{job}_{job_id}"
+
+
+def _librdkafka(kafka: Kafka, **overrides: Any) -> dict[str, Any]:
+    config = settings(kafka).librdkafka(**_PRODUCER)
+    if config is None:
+        raise TopicError(f"transactions on {kafka} need settings librdkafka takes (a SASL login is kafka-python's only)")
+    return {**config, **overrides}
+
+
+def _producer(kafka: Kafka, tid: str) -> Producer:
+    from confluent_kafka import Producer
+
+    p = Producer(_librdkafka(kafka, **{"transactional.id": tid}))
+    p.init_transactions(_TIMEOUT_S)
+    return p
+
+
+def fence(kafka: Kafka, tid: str) -> None:
+    """Abort what `tid` left open and fence its producer: what it has not committed never shows."""
+    _producer(kafka, tid).flush(_TIMEOUT_S)
+
+
+@dataclass(frozen=True)
+class OutputRecord:
+    topic: str
+    key: bytes | None
+    value: bytes | None
+
+
+class JobTransactions:
+    """One run's transactional producer: each `commit` is one transaction of outputs and a commit record."""
+
+    def __init__(self, kafka: Kafka, tid: str, commits: str) -> None:
+        self.kafka, self.tid, self.commits = kafka, tid, commits
+        create_topic(kafka, commits, 1)
+        self._producer = _producer(kafka, tid)
+
+    def commit(self, outputs: Iterable[OutputRecord], commit_record: Iterable[bytes]) -> int:
+        """Every output in order, then the commit record's parts, in one transaction; returns how many outputs.
+        TransactionFenced: a newer run fenced this one (nothing of this transaction shows)."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        p, sent = self._producer, 0
+        try:
+            p.begin_transaction()
+            for r in outputs:
+                self._produce(r.topic, r.key, r.value)
+                sent += 1
+            for part in commit_record:
+                self._produce(self.commits, None, part)
+            p.commit_transaction(_TIMEOUT_S)
+        except KafkaException as e:
+            error: KafkaError = e.args[0]
+            if error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH):
+                raise TransactionFenced(f"transactional.id {self.tid!r} on {self.kafka} was fenced by a newer run") from e
+            if error.txn_requires_abort():
+                p.abort_transaction(_TIMEOUT_S)
+            raise
+        return sent
+
+    def _produce(self, topic: str, key: bytes | None, value: bytes | None) -> None:
+        while True:
+            try:
+                self._producer.produce(topic, key=key, value=value)
+                return
+            except BufferError:  # the local queue is full: let deliveries drain
+                self._producer.poll(0.05)
+
+    def close(self) -> None:
+        self._producer.flush(_TIMEOUT_S)
+
+
+def read_commit_tail(kafka: Kafka, commits: str, window: int = 256) -> list[bytes]:
+    """The committed values among the last `window` offsets of a job's commit topic, oldest first (transaction
+    markers take offsets too; read_committed, an aborted commit record never shows); empty while it does not exist."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    config = settings(kafka).librdkafka(**{"group.id": "elasticity-commits", "enable.auto.commit": False})
+    if config is None:
+        raise TopicError(f"reading {commits} from {kafka} needs settings librdkafka takes (a SASL login is kafka-python's only)")
+    c = Consumer({**config, "isolation.level": "read_committed"})
+    try:
+        topic = c.list_topics(commits, timeout=_TIMEOUT_S).topics.get(commits)
+        if topic is None or topic.error is not None:
+            return []
+        tp = TopicPartition(commits, 0)
+        low, high = c.get_watermark_offsets(tp, timeout=_TIMEOUT_S, cached=False)
+        if high <= low:
+            return []
+        c.assign([TopicPartition(commits, 0, max(low, high - window))])
+        out: list[bytes] = []
+        deadline = time.monotonic() + _TIMEOUT_S
+        while c.position([tp])[0].offset < high:
+            if time.monotonic() > deadline:
+                raise TopicError(f"reading {commits}-0 up to offset {high} from {kafka}: no progress for {_TIMEOUT_S:.0f}s")
+            out += [m.value() or b"" for m in c.consume(num_messages=window, timeout=0.5) if m.error() is None]
+        return out
+    finally:
+        c.close()
