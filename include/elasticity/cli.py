@@ -245,18 +245,20 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
         )
         return 0
     from elasticity.spark.engine import BatchFailed, MicroBatchEngine
-    from elasticity.spark.session import session
+    from elasticity.spark.session import engine_errors, session
 
-    engine = MicroBatchEngine(config, session(config), store)
+    spark = session(config)
+    engine = MicroBatchEngine(config, spark, store)
     try:
-        summaries = engine.run(
-            args.max_records,
-            args.until_caught_up,
-            args.owner,
-            args.max_seconds,
-            on_commit=lambda s: print(s.to_json(), flush=True),
-            reset_sinks=args.reset_sinks,
-        )
+        with engine_errors(spark):
+            summaries = engine.run(
+                args.max_records,
+                args.until_caught_up,
+                args.owner,
+                args.max_seconds,
+                on_commit=lambda s: print(s.to_json(), flush=True),
+                reset_sinks=args.reset_sinks,
+            )
     except BatchFailed as e:
         print(f"error: batch failed after committing what succeeded: {e}", file=sys.stderr)
         return 1

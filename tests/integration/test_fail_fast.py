@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -221,3 +222,87 @@ def test_until_caught_up_prints_each_batch_as_it_commits(tmp_path, kafka_bootstr
     committed = set(CheckpointStore(validate(props).checkpoint_store_url()).batches_with_status(props["job.name"], "committed"))
     assert set(ids) <= committed  # every batch printed had committed
     assert all(b > len(ids) for b in committed - set(ids))  # unprinted: only the commit in flight when killed
+
+
+ENGINE_DEADLINE_S = 30  # every attempt against a dead or silent Spark Connect server ends within this
+
+
+def _assert_engine_named(done: subprocess.CompletedProcess, address: str) -> None:
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and "RETRIES_EXCEEDED" not in done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"error: Spark Connect server sc://{address} unreachable"), done.stderr
+    assert "elasticity cluster start" in line
+
+
+@pytest.mark.parametrize("server", ["silent", "closed"])
+def test_a_connect_server_that_does_not_answer_fails_run_batch_within_30s_naming_it(request, tmp_path, kafka_bootstrap, server):
+    """Building the session (and setting its config) never waits in pyspark's retry loop: a closed port or a
+    listener that accepts and stays silent ends the attempt in one line naming the server, twice in a row
+    (an Airflow retry is the second attempt)."""
+    address = request.getfixturevalue(server)
+    topic = f"ff-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka_bootstrap, topic, 2)
+    send(kafka_bootstrap, topic, demo_records(50, keys=5, seed=3))
+    props = job_props(
+        f"ff-{topic}",
+        topic,
+        tmp_path,
+        **{"systems.kafka.consumer.bootstrap.servers": kafka_bootstrap, "spark.remote": f"sc://{address}"},
+    )
+    config = write_properties(tmp_path / "job.properties", props)
+    for _attempt in range(2):
+        started = time.monotonic()
+        done = _cli(config, "run-batch")
+        assert time.monotonic() - started < ENGINE_DEADLINE_S
+        _assert_engine_named(done, address)
+        if server == "silent":
+            assert "does not answer gRPC" in done.stderr
+
+
+def test_a_connect_server_killed_mid_batch_fails_the_run_within_30s_naming_it(tmp_path, kafka_bootstrap):
+    """The driver SIGKILLed while a run goes on: the run ends within 30 s of the kill, in one line naming the
+    server; what it had committed stays committed."""
+    from elasticity.spark.server import SparkConnectServer
+
+    server = SparkConnectServer(tmp_path / "spark")
+    state = server.start(port=free_port(), master="local[1]")
+    try:
+        topic = f"ff-{uuid.uuid4().hex[:8]}"
+        create_topic(kafka_bootstrap, topic, 2)
+        send(kafka_bootstrap, topic, demo_records(2000, keys=10, seed=9))
+        props = job_props(
+            f"ff-{topic}",
+            topic,
+            tmp_path,
+            factor=2,
+            **{"systems.kafka.consumer.bootstrap.servers": kafka_bootstrap, "spark.remote": state.remote},
+        )
+        config = write_properties(tmp_path / "job.properties", props)
+        env = {k: v for k, v in os.environ.items() if k not in ("KAFKA_BOOTSTRAP_SERVERS", "ELASTICITY_CHECKPOINT_STORE_URL")}
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO / "include"), str(REPO)])
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "elasticity.cli", "run-batch", "--until-caught-up", "--max-records", "10"]
+            + ["--config", str(config)],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            first = json.loads(proc.stdout.readline())  # one batch committed; 199 more are due
+            os.kill(state.pid, signal.SIGKILL)
+            killed = time.monotonic()
+            _, stderr = proc.communicate(timeout=HANG_GUARD_S)
+            took = time.monotonic() - killed
+        finally:
+            proc.kill()
+            proc.wait()
+        print(f"the run failed {took:.1f} s after the kill")
+        assert took < ENGINE_DEADLINE_S, f"{took:.1f} s after the kill: {stderr}"
+        _assert_engine_named(subprocess.CompletedProcess(proc.args, proc.returncode, "", stderr), state.address)
+        committed = CheckpointStore(validate(props).checkpoint_store_url()).batches_with_status(props["job.name"], "committed")
+        assert first["batch_id"] in committed
+    finally:
+        server.stop()

@@ -165,13 +165,18 @@ class MicroBatchOperator(BaseOperator):
         self, config: JobConfig, store: Any, inputs: Any, target: SparkTarget, run_id: str, max_seconds: int
     ) -> None:
         from elasticity.spark.engine import BatchFailed, MicroBatchEngine
-        from elasticity.spark.session import session
+        from elasticity.spark.session import engine_errors, session
 
-        engine = MicroBatchEngine(config, session(config, target=target), store, inputs)
+        spark = session(config, target=target)
+        engine = MicroBatchEngine(config, spark, store, inputs)
         try:
-            engine.run(
-                until_caught_up=True, owner=run_id, max_seconds=max_seconds, on_commit=lambda s: self.log.info("%s", s.line())
-            )
+            with engine_errors(spark):
+                engine.run(
+                    until_caught_up=True,
+                    owner=run_id,
+                    max_seconds=max_seconds,
+                    on_commit=lambda s: self.log.info("%s", s.line()),
+                )
         except BatchFailed as e:
             raise AirflowException(f"batch failed after committing what succeeded: {e}") from e
 

@@ -11,14 +11,21 @@ import os
 import socket
 import sys
 import tempfile
+import time
+import warnings
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
 
 from elasticity.config import ConfigError, JobConfig
 from elasticity.spark.server import log4j_options
 from elasticity.spark.target import SparkTarget, resolve_target, with_session_id
+
+if TYPE_CHECKING:
+    from pyspark.sql.connect.client.retries import RetryPolicy
 
 
 def session(config: JobConfig, app_name: str | None = None, target: SparkTarget | None = None) -> SparkSession:
@@ -31,17 +38,19 @@ def session(config: JobConfig, app_name: str | None = None, target: SparkTarget 
         target = target or resolve_target(config)
         if target.kind == "connect":
             url = target.value if target.value.startswith("local") else with_session_id(target.value, config.job_name)
-            spark = _connect(url, app_name or f"elasticity-{config.job_name}")
-            _fail_within_seconds(spark)
-        else:
-            check_master(target.value)
-            spark = (
-                builder.master(target.value)
-                .config("spark.ui.showConsoleProgress", "false")
-                .config("spark.driver.extraJavaOptions", log4j_options())
-                .getOrCreate()
-            )
-            spark.sparkContext.setLogLevel("WARN")
+            with connect_errors(url):
+                spark = _connect(url)
+                if not target.is_local:
+                    ship_library(spark)
+            return spark
+        check_master(target.value)
+        spark = (
+            builder.master(target.value)
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.driver.extraJavaOptions", log4j_options())
+            .getOrCreate()
+        )
+        spark.sparkContext.setLogLevel("WARN")
     if not target.is_local:
         ship_library(spark)
     return spark
@@ -89,34 +98,124 @@ def check_shared_paths(config: JobConfig, master: str, blobs: bool) -> None:
             )
 
 
-def _connect(url: str, app_name: str) -> SparkSession:
+class EngineUnreachable(ConnectionError):
+    """The Spark Connect server (the driver) does not answer: a run stops within seconds, in one line naming
+    it and what to run, instead of waiting in pyspark's retry loop for minutes."""
+
+
+PROBE_TIMEOUT_S = 10.0  # a server that accepts TCP but has not spoken gRPC by then is hung
+RETRY_BUDGET_S = 15.0  # an outage longer than this fails the run (pyspark's default retries for over 10 minutes)
+
+
+def connect_address(url: str) -> str:
+    """host:port of a Spark Connect URL (sc://host:port/;session_id=...)."""
+    return url.removeprefix("sc://").split("/")[0].split(";")[0]
+
+
+def unreachable(url: str, reason: str) -> EngineUnreachable:
+    return EngineUnreachable(
+        f"Spark Connect server sc://{connect_address(url)} unreachable ({reason}): start it (`elasticity cluster start` "
+        "for the local cluster, `elasticity spark start` for the embedded server) or point spark.remote / spark_default "
+        "at a running one"
+    )
+
+
+def probe_connect(url: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    """The server at `url` completes a gRPC (HTTP/2) handshake within `timeout_s`, or EngineUnreachable.
+    A closed port fails at once; a listener that never answers, after `timeout_s`."""
+    import grpc  # type: ignore[import-untyped]
+    from pyspark.sql.connect.client.core import DefaultChannelBuilder
+
+    host, _, port = connect_address(url).rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port or 15002)), timeout=timeout_s).close()
+    except OSError as e:
+        raise unreachable(url, str(e) or type(e).__name__) from None
+    channel = DefaultChannelBuilder(url).toChannel()
+    try:
+        grpc.channel_ready_future(channel).result(timeout=timeout_s)
+    except grpc.FutureTimeoutError:
+        raise unreachable(url, f"it accepts connections but does not answer gRPC within {timeout_s:.0f} s") from None
+    finally:
+        channel.close()
+
+
+@contextlib.contextmanager
+def connect_errors(url: str) -> Iterator[None]:
+    """A Connect server that stops answering (killed, hung, restarting) ends the block with EngineUnreachable
+    naming it, once the session's short retry policy gives up; other errors pass through."""
+    import grpc
+    from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+
+    lost = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")  # said once, below, with the address
+        try:
+            yield
+        except SparkConnectGrpcException as e:
+            if e.getGrpcStatusCode() not in lost:
+                raise
+            raise unreachable(url, f"{e.getGrpcStatusCode().name} after retrying for {RETRY_BUDGET_S:.0f} s") from e
+        except grpc.RpcError as e:
+            code = e.code() if isinstance(e, grpc.Call) else None
+            if code not in lost:
+                raise
+            raise unreachable(url, f"{code.name} after retrying for {RETRY_BUDGET_S:.0f} s") from e
+
+
+def engine_errors(spark: SparkSession) -> contextlib.AbstractContextManager[None]:
+    """connect_errors for a Connect session's server (nothing for a classic session)."""
+    if not type(spark).__module__.startswith("pyspark.sql.connect"):
+        return contextlib.nullcontext()
+    return connect_errors(f"sc://{getattr(spark.client._builder, 'endpoint', '?')}")
+
+
+def _connect(url: str) -> SparkSession:
     """This process's Connect session for `url`: pyspark's getOrCreate returns the process's first session
     whatever the URL asks for (another server, or one that has stopped), so a session is reused only when it
-    is the same server and session id."""
+    is the same server and session id. The server is probed first, and the session's retry policy is short
+    before its first call (pyspark's default, applied while building a session, retries for minutes)."""
     from pyspark.sql.connect.client.core import DefaultChannelBuilder
+    from pyspark.sql.connect.client.retries import DefaultPolicy
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
+    if url.startswith("local"):  # pyspark starts a server of its own
+        return ConnectSession.builder.remote(url).create()  # type: ignore[return-value]
+    probe_connect(url)
     wanted = DefaultChannelBuilder(url)
     existing = ConnectSession.getActiveSession() or ConnectSession._get_default_session()
     if existing is not None:
         have = existing.client._builder
         if isinstance(have, DefaultChannelBuilder) and (have.endpoint, have.session_id) == (wanted.endpoint, wanted.session_id):
             return existing  # type: ignore[return-value]
-    return ConnectSession.builder.remote(url).appName(app_name).create()  # type: ignore[return-value]
+    spark = ConnectSession.builder.channelBuilder(wanted).create()  # no options: no call to the server yet
+    client = spark.client
+    client.set_retry_policies([_outage_policy() if isinstance(p, DefaultPolicy) else p for p in client.get_retry_policies()])
+    return spark  # type: ignore[return-value]
 
 
-def _fail_within_seconds(spark: SparkSession) -> None:
-    """pyspark's Connect client retries an unreachable server for at least 10 minutes; a batch whose driver died
-    should fail within about 15 s instead (short blips still ride through), so that the next run can heal."""
+def _outage_policy(budget_s: float = RETRY_BUDGET_S) -> RetryPolicy:
+    """pyspark's default policy, bounded per outage rather than per call: the retries of all the session's
+    calls stop `budget_s` after the server first failed to answer, so a dead server fails the run, and the
+    calls that follow (releasing the session at exit, say) fail at once; a blip shorter than that rides
+    through. An outage ends when no call has failed for `budget_s`."""
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
-    client = spark.client
-    client.set_retry_policies(
-        [
-            DefaultPolicy(max_retries=6, max_backoff=5000) if isinstance(p, DefaultPolicy) else p
-            for p in client.get_retry_policies()
-        ]
-    )
+    class OutagePolicy(DefaultPolicy):
+        def __init__(self) -> None:
+            super().__init__(max_retries=None, max_backoff=5000)
+            self.failing_since = self.last_failure = -budget_s
+
+        def can_retry(self, e: BaseException) -> bool:
+            if not super().can_retry(e):
+                return False
+            now = time.monotonic()
+            if now - self.last_failure > budget_s:
+                self.failing_since = now
+            self.last_failure = now
+            return now - self.failing_since < budget_s
+
+    return OutagePolicy()
 
 
 def preload_connect() -> None:
