@@ -73,7 +73,9 @@ def tail(path: str | Path, lines: int = 20) -> str:
 
 
 class Daemon:
-    """A service `name` under `<home>/<name>/`: `<name>.json` (its state), `<name>.log`, `data/`."""
+    """A service `name` under `<home>/<name>/`: `<name>.json` (its state), `<name>.log`, `data/`, and
+    `port`, the port it last listened on, kept after it stops or dies: started again, it comes back on the
+    address its clients know (a connection such as spark_default stays valid)."""
 
     def __init__(self, name: str, home: Path, default_port: int = 0, host: str = HOST) -> None:
         self.name = name
@@ -82,7 +84,15 @@ class Daemon:
         self.state_file = self.home / f"{name}.json"
         self.log_file = self.home / f"{name}.log"
         self.data_dir = self.home / "data"
+        self.port_file = self.home / "port"
         self.default_port = default_port
+
+    def last_port(self) -> int | None:
+        """The port it listened on when it last started (running, stopped or dead), if it ever did."""
+        try:
+            return int(self.port_file.read_text())
+        except (OSError, ValueError):
+            return None
 
     def status(self) -> DaemonState | None:
         try:
@@ -120,6 +130,7 @@ class Daemon:
             if port_open(port, host=self.host):
                 state = DaemonState(proc.pid, port, str(self.data_dir), str(self.log_file), self.host)
                 self.state_file.write_text(json.dumps(asdict(state)))
+                self.port_file.write_text(str(port))
                 return state
             time.sleep(0.1)
         os.killpg(proc.pid, signal.SIGKILL)

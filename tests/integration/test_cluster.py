@@ -385,3 +385,26 @@ def test_reset_sinks_moves_old_outputs_on_the_shared_storage_aside(cluster, tmp_
     assert read_table(f"{aside}/orders", OUTPUT_SCHEMA).column("key").to_pylist() == [b"k"]
     assert output_roots(config.get("job.output.path")) == []  # the new store's outputs start empty
     assert start("b.db")[0] == []  # and the new store owns them
+
+
+def test_a_restarted_master_connect_server_and_s3_server_come_back_on_their_addresses(cluster, tmp_path):
+    """Each service SIGKILLed (and, after `cluster stop`, stopped): started again, it listens where it did, so
+    spark_default and every client's S3 endpoint stay valid; a session through the old URL works."""
+    local, _ = cluster
+    before = local.status()
+    assert before is not None and before.connect and before.s3_endpoint
+    for daemon in (local.master, local.connect.daemon, local.s3):
+        running = daemon.status()
+        assert running is not None
+        os.killpg(running.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while daemon.status() is not None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert daemon.status() is None, daemon.name
+    after = local.start(workers=2)
+    assert (after.master, after.connect, after.s3_endpoint) == (before.master, before.connect, before.s3_endpoint)
+    config = validate(job_props("addr", "orders", tmp_path, **{"spark.remote": before.connect}))
+    assert session(config).range(5).count() == 5
+    local.stop()
+    again = local.start(workers=2)
+    assert (again.master, again.connect, again.s3_endpoint) == (before.master, before.connect, before.s3_endpoint)

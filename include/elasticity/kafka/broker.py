@@ -51,7 +51,7 @@ class EmbeddedBroker:
         running = self.status()
         if running and port is None:
             return running
-        port = port or DEFAULT_PORT
+        port = port or self.daemon.last_port() or DEFAULT_PORT
         command = [
             str(_binary()),
             "start",

@@ -118,7 +118,7 @@ class LocalCluster:
             f"{log4j_options()} -Dspark.deploy.recoveryMode=FILESYSTEM -Dspark.deploy.recoveryDirectory={recovery}"
         )
         running = self.master.status()
-        port = running.port if running else master_port or free_port()
+        port = running.port if running else master_port or self.master.last_port() or free_port()
         master = f"spark://{self.host}:{port}"
         self.master.start(
             [self._class(), MASTER_CLASS, "--host", self.host, "--port", str(port), "--webui-port", str(free_port())],
@@ -132,7 +132,7 @@ class LocalCluster:
             self.start_worker(i, cores, memory, {**env, **shared}, timeout_s)
         connect = self.connect.status()
         self.connect.start(
-            port=connect.port if connect else free_port(),
+            port=connect.port if connect else self.connect.daemon.last_port() or free_port(),
             master=master,
             timeout_s=timeout_s,
             conf={
@@ -158,7 +158,7 @@ class LocalCluster:
         daemon = self.worker(i)
         where = self.worker_hosts.get(i)
         running = daemon.status()
-        port = running.port if running else free_port()
+        port = running.port if running else daemon.last_port() or free_port()
         home = self.worker_home(i)
         work, local = home.parent / "work", home.parent / "local"
         for d in (home, work, local):
@@ -215,7 +215,7 @@ class LocalCluster:
         if running:
             return running.address
         self.s3.data_dir.mkdir(parents=True, exist_ok=True)
-        command, port = weed_command(self.s3.data_dir, self.host)
+        command, port = weed_command(self.s3.data_dir, self.host, self.s3.last_port())
         env = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
         state = self.s3.start(command, port, timeout_s, env)
         wait_ready(state.address, timeout_s, lambda: self.s3.status() is not None, self.s3.log_file)

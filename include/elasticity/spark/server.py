@@ -63,7 +63,7 @@ class SparkConnectServer:
         running = self.status()
         if running and port is None:
             return running
-        port = port or DEFAULT_PORT
+        port = port or self.daemon.last_port() or DEFAULT_PORT
         home = spark_home()
         command = [
             str(home / "bin" / "spark-submit"),

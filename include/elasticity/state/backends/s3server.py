@@ -36,9 +36,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def weed_command(folder: Path, host: str = "127.0.0.1") -> tuple[list[str], int]:
-    """`weed mini` on `host` (loopback by default) with every port chosen free; returns the command and its S3 port."""
+def weed_command(folder: Path, host: str = "127.0.0.1", s3_port: int | None = None) -> tuple[list[str], int]:
+    """`weed mini` on `host` (loopback by default) with its S3 port `s3_port` (the one its clients know) and
+    every other port chosen free; returns the command and its S3 port."""
     ports = {p: _free_port() for p in _PORTS}
+    if s3_port:
+        ports["s3.port"] = s3_port
     args = [
         str(Path(sys.executable).parent / "weed"),
         "mini",
