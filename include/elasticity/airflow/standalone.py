@@ -248,6 +248,10 @@ class AirflowStandalone:
                 os.kill(pid, signal.SIGKILL)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def _session_members(sid: int) -> list[int]:
     """Processes still in the session `airflow standalone` led (Linux /proc): a task supervisor puts its
     task in a process group of its own, which the group's SIGTERM does not reach."""
@@ -448,6 +452,7 @@ def serve(home: Path, port: int = 8080, db: AirflowDb | None = None, spark_remot
         f"starting Airflow (api-server, scheduler, dag-processor, triggerer) on {airflow.base}; log {airflow.log_file} ...",
         flush=True,
     )
+    signal.signal(signal.SIGTERM, _interrupt)  # systemd and `docker stop` send TERM: stop as on Ctrl-C
     airflow.start()
     try:
         airflow.wait_ready()
@@ -459,11 +464,12 @@ Airflow UI: {airflow.base}   login: admin   password: {airflow.password()}
   elastic_data_quality__demo after each committed run: report {demo.path("job.report.path", "reports")}/summary.html
   the elastic job page       Browse -> Elastic job demo ({airflow.base}/elasticity/jobs/demo)
 More orders: {_shown(BIN / "elasticity")} feed --config {_shown(demo_file)} --records 3000
-Ctrl-C stops Airflow; the broker and the Spark Connect server keep running (`make stop` stops them).""",
+Ctrl-C (or SIGTERM) stops Airflow; the broker and the Spark Connect server keep running (`make stop` stops them).""",
             flush=True,
         )
         return airflow.proc.wait() if airflow.proc else 0
     except KeyboardInterrupt:
         return 0
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second TERM does not cut the clean-up short
         airflow.stop()
