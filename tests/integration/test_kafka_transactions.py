@@ -127,6 +127,8 @@ def _committed(bootstrap: str, topic: str, start: int = 0) -> list[tuple[int, by
         for p in partitions:
             tp = TopicPartition(topic, p)
             high = c.get_watermark_offsets(tp, timeout=10, cached=False)[1]
+            if high <= start:
+                continue
             c.assign([TopicPartition(topic, p, start)])
             while c.position([tp])[0].offset < high:
                 out += [(p, m.key(), m.value()) for m in c.consume(100, timeout=0.5) if m.error() is None]

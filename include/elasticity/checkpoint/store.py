@@ -132,6 +132,15 @@ rescale_metrics = Table(
     Column("metrics", Text, nullable=False),  # JSON: SEP-32's job-model-generation-ns and checkpoint-compute-ns of the rescale
 )
 
+transactions = Table(  # each run's Kafka transactional.id, written before the run uses it (exactly-once outputs)
+    "elasticity_transactions",
+    metadata,
+    Column("job_name", String(255), primary_key=True),
+    Column("transactional_id", String(512), primary_key=True),
+    Column("state", String(16), nullable=False),  # open: may hold a transaction | closed: fenced or ended cleanly
+    Column("created_ms", BigInteger, nullable=False),
+)
+
 
 class StoreError(RuntimeError):
     pass
@@ -489,6 +498,34 @@ class CheckpointStore:
             self._prune(conn, plan.job_name, plan.generation)
             faults.point("commit.before_commit")
         faults.point("commit.after_commit")
+
+    # --- Kafka transactional ids (exactly-once outputs) -------------------------
+
+    def open_transactional_ids(self, job: str) -> list[str]:
+        """The transactional.ids of runs that may have left a transaction open, oldest first."""
+        with self.engine.connect() as conn:
+            return list(
+                conn.execute(
+                    select(transactions.c.transactional_id)
+                    .where(transactions.c.job_name == job, transactions.c.state == "open")
+                    .order_by(transactions.c.created_ms, transactions.c.transactional_id)
+                ).scalars()
+            )
+
+    def open_transactional_id(self, job: str, tid: str) -> None:
+        """Record a run's transactional.id before it is used, so that the next run fences it whatever happens."""
+        with self.engine.begin() as conn:
+            conn.execute(insert(transactions).values(job_name=job, transactional_id=tid, state="open", created_ms=self.clock()))
+
+    def close_transactional_ids(self, job: str, tids: Iterable[str]) -> None:
+        """Those ids hold no transaction any more (fenced, or their run ended cleanly)."""
+        if tids := list(tids):
+            with self.engine.begin() as conn:
+                conn.execute(
+                    update(transactions)
+                    .where(transactions.c.job_name == job, transactions.c.transactional_id.in_(tids))
+                    .values(state="closed")
+                )
 
     # --- generations -----------------------------------------------------------
 

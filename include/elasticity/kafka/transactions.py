@@ -85,6 +85,7 @@ class JobTransactions:
         self.kafka, self.tid, self.commits = kafka, tid, commits
         create_topic(kafka, commits, 1)
         self._producer = _producer(kafka, tid)
+        self.in_transaction = False  # one began and has neither committed nor aborted
 
     def commit(self, outputs: Iterable[OutputRecord], commit_record: Iterable[bytes]) -> int:
         """Every output in order, then the commit record's parts, in one transaction; returns how many outputs.
@@ -94,18 +95,21 @@ class JobTransactions:
         p, sent = self._producer, 0
         try:
             p.begin_transaction()
+            self.in_transaction = True
             for r in outputs:
                 self._produce(r.topic, r.key, r.value)
                 sent += 1
             for part in commit_record:
                 self._produce(self.commits, None, part)
             p.commit_transaction(_TIMEOUT_S)
+            self.in_transaction = False
         except KafkaException as e:
             error: KafkaError = e.args[0]
             if error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH):
                 raise TransactionFenced(f"transactional.id {self.tid!r} on {self.kafka} was fenced by a newer run") from e
             if error.txn_requires_abort():
                 p.abort_transaction(_TIMEOUT_S)
+                self.in_transaction = False
             raise
         return sent
 
