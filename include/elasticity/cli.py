@@ -282,16 +282,25 @@ def cmd_spark(args: argparse.Namespace) -> int:
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
-    from elasticity.spark.cluster import LocalCluster
+    from elasticity.spark.cluster import ClusterState, LocalCluster
+    from elasticity.spark.supervisor import SupervisorStatus, status_file, supervise
 
     cluster = LocalCluster()
     if args.action == "stop":
         print("stopped" if cluster.stop() else "not running")
         return 0
-    state = cluster.start(args.workers, args.cores, args.memory) if args.action == "start" else cluster.status()
+    state: ClusterState | None = None
+    if args.action == "start":
+        state = cluster.start(args.workers, args.cores, args.memory)
+        supervise(cluster, args.workers, args.cores, args.memory)  # what dies from now on is started again
+    else:
+        state = cluster.status()
     if state is None:
         print("not running")
         return 3
+    supervisor = cluster.supervisor.status()
+    restarts = SupervisorStatus.read(status_file(cluster)) or SupervisorStatus()
+    print(f"supervisor  {f'pid {supervisor.pid}, {restarts.line()}' if supervisor else 'not running'}")
     print(f"master      {state.master}")
     for home in state.workers:
         print(f"worker      ELASTICITY_HOME={home}")

@@ -79,7 +79,8 @@ def test_the_connect_server_killed_mid_batch_and_started_again(on_cluster, kafka
     assert server is not None
     error, struck = _run_with_fault(engine, lambda: os.killpg(server.pid, signal.SIGKILL))
     assert error is not None  # the driver died under the run
-    restarted = local.start(workers=2)  # the server again, on a new port
+    restarted = local.start(workers=2)  # the server again, on its address
+    assert restarted.connect == state.connect
     # the next run is a new process, as Airflow's next task is: it replays the batch cut off, then the rest
     run = run_cli({**props, "spark.remote": restarted.connect or ""}, tmp_path, "--until-caught-up")
     assert run.returncode == 0, run.stderr[-3000:]

@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -38,6 +39,7 @@ from elasticity.quality.runner import run_quality
 from elasticity.spark.cluster import LocalCluster
 from elasticity.spark.engine import MicroBatchEngine
 from elasticity.spark.session import session
+from elasticity.spark.supervisor import SupervisorStatus, status_file, supervise
 from elasticity.state.backends.blob_manager import BlobNotFound, UploadFailed
 from tests.conftest import REPO
 from tests.integration import test_windows_rescale as windows
@@ -408,3 +410,37 @@ def test_a_restarted_master_connect_server_and_s3_server_come_back_on_their_addr
     local.stop()
     again = local.start(workers=2)
     assert (again.master, again.connect, again.s3_endpoint) == (before.master, before.connect, before.s3_endpoint)
+
+
+def test_the_supervisor_starts_a_dead_driver_and_worker_again_on_their_addresses(cluster):
+    """What `elasticity cluster start` runs beside the cluster: the Connect server (the driver) and a worker
+    SIGKILLed come back without a person, on the addresses they had; `cluster status` shows the restarts."""
+    local, _ = cluster
+    before = local.status()
+    assert before is not None
+    supervise(local, workers=2, cores=1, memory="1g")
+    try:
+        killed = [local.connect.daemon, local.worker(1)]
+        for daemon in killed:
+            running = daemon.status()
+            assert running is not None
+            os.killpg(running.pid, signal.SIGKILL)
+        struck = time.monotonic()
+        deadline = struck + 180
+        while time.monotonic() < deadline and not all(d.status() is not None for d in killed):
+            time.sleep(0.5)
+        assert all(d.status() is not None for d in killed), local.supervisor.log_file.read_text()[-2000:]
+        print(f"\n[supervisor] the driver and a worker SIGKILLed: both listening again in {time.monotonic() - struck:.1f} s")
+        after = local.status()
+        assert after is not None and after.connect == before.connect and after.master == before.master
+        restarts = SupervisorStatus.read(status_file(local))
+        assert restarts is not None and restarts.services["spark-connect"].restarts >= 1
+        assert restarts.services["worker-1"].restarts >= 1
+        env = {**os.environ, "ELASTICITY_HOME": str(local.root.parent), "PYTHONPATH": str(REPO / "include")}
+        shown = subprocess.run(
+            [sys.executable, "-m", "elasticity.cli", "cluster", "status"], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout.startswith("supervisor  pid ") and "spark-connect 1" in shown.stdout, shown.stdout
+    finally:
+        local.supervisor.stop()

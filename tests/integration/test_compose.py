@@ -92,6 +92,17 @@ def test_compose_file_is_valid_and_has_every_service(tmp_path):
             assert source.startswith(("/", ".")) or source in declared, f"{name} mounts undeclared volume {source}"
 
 
+def test_every_long_running_service_is_started_again_when_it_dies(tmp_path):
+    """A driver, broker, worker or scheduler that dies comes back (`docker stop` still stops it); the one-shot
+    set-up services run once."""
+    services = config(tmp_path)["services"]
+    once = {"create-demo-topic", "airflow-init"}
+    assert {name: s.get("restart") for name, s in services.items() if name in once} == dict.fromkeys(once, "no")
+    assert {name: s.get("restart") for name, s in services.items() if name not in once} == {
+        name: "unless-stopped" for name in services if name not in once
+    }
+
+
 def test_every_secret_comes_from_env_and_a_missing_one_stops_compose_naming_it(tmp_path):
     text = FILE.read_text()
     listed = set(secrets())

@@ -81,6 +81,7 @@ class LocalCluster:
         self.master = Daemon("master", self.root, host=host)
         self.s3 = Daemon("s3", self.root, host=host)
         self.connect = SparkConnectServer(self.root, host)
+        self.supervisor = Daemon("supervisor", self.root)  # elasticity.spark.supervisor, when one was started
 
     def worker(self, i: int) -> Daemon:
         where = self.worker_hosts.get(i)
@@ -203,7 +204,9 @@ class LocalCluster:
         return self.worker(i).stop()
 
     def stop(self) -> bool:
-        """Stop every service of the cluster (their folders are kept). False when none was running."""
+        """Stop every service of the cluster (their folders are kept), its supervisor first. False when none
+        was running."""
+        self.supervisor.stop()
         stopped = self.connect.stop()
         for i in self._workers():
             stopped = self.worker(i).stop() or stopped
