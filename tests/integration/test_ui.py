@@ -7,6 +7,7 @@ and anonymous calls refused."""
 
 import json
 import os
+import time
 import uuid
 from urllib.parse import urlparse
 
@@ -16,7 +17,7 @@ import requests
 from elasticity.airflow.standalone import AirflowStandalone
 from elasticity.apps.demo_feed import demo_records
 from elasticity.batch.coordinator import JobCoordinator
-from elasticity.config import validate
+from elasticity.config import parse_properties, validate
 from elasticity.kafka.broker import free_port
 from elasticity.kafka.consumer import KafkaInputs
 from elasticity.kafka.producer import send
@@ -71,9 +72,13 @@ def job(spark, kafka_bootstrap, tmp_path_factory):
     return name, tmp, engine.coordinator.current()
 
 
+DEAD_ENGINE = f"127.0.0.1:{free_port()}"  # spark_default points at a Connect server that is down
+
+
 @pytest.fixture(scope="module")
 def airflow(job, kafka_bootstrap, tmp_path_factory):
     _, tmp, _ = job
+    host, port = DEAD_ENGINE.split(":")
     af = AirflowStandalone(
         tmp_path_factory.mktemp("airflow-standalone"),
         free_port(),
@@ -82,6 +87,7 @@ def airflow(job, kafka_bootstrap, tmp_path_factory):
             "AIRFLOW__CORE__PARALLELISM": "2",
             "ELASTICITY_JOBS_DIR": str(tmp / "jobs"),
             "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark_connect", "host": f"sc://{host}", "port": int(port)}),
         },
     )
     assert str(af.env()["AIRFLOW__CORE__PLUGINS_FOLDER"]).startswith(str(REPO))  # this checkout's plugin and DAGs
@@ -239,3 +245,40 @@ def test_preview_then_apply_starts_an_elastic_rescale_run(job, airflow, browser)
     run = api.run("elastic_rescale", run_id)
     assert run["conf"] == {"job": name, "factor": 8, "dry_run": False}
     context.close()
+
+
+def test_the_page_says_the_engine_is_down_the_run_retrying_and_the_records_actually_behind(job, airflow, browser):
+    """Last (it feeds the topic): 60 new orders at factor 4 are 60 records behind and 240 offsets of SEP-32's
+    lag (a partition's records counted once per bucket); spark_default's server is down: the page says so,
+    naming it, and the micro-batch run it fails shows its attempt and its error line."""
+    name, tmp, _ = job
+    af, api = airflow
+    topic = validate(parse_properties((tmp / "jobs" / f"{name}.properties").read_text())).inputs[0]
+    send(os.environ["KAFKA_BOOTSTRAP_SERVERS"], topic.stream, demo_records(60, keys=20, seed=33))
+    headers = {"Authorization": f"Bearer {api.token}"}
+    data = requests.get(f"{af.base}/elasticity/api/jobs/{name}", headers=headers, timeout=30).json()
+    assert data["records_behind_per_partition"] and sum(data["records_behind_per_partition"].values()) == 60
+    assert sum(data["lag_per_task"].values()) == 4 * 60
+    assert data["engine"]["address"] == f"sc://{DEAD_ENGINE}" and data["engine"]["reachable"] is False
+    assert data["engine"]["since_ms"] > 0 and "elasticity cluster start" in data["engine"]["error"]
+    dag = f"elastic_microbatch__{name}"
+    api.wait_dag(dag)
+    api.unpause(dag)
+    run_id = api.trigger(dag)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        run = requests.get(f"{af.base}/elasticity/api/jobs/{name}", headers=headers, timeout=30).json()["run"]
+        if run and run["run_id"] == run_id and run["last_error"]:
+            break
+        time.sleep(3)
+    assert run and run["run_id"] == run_id and run["attempt"] >= 1 and not run["stuck"], run
+    assert run["last_error"].startswith(f"Spark Connect server sc://{DEAD_ENGINE} unreachable"), run
+    context, _ = session(browser, af, "admin")
+    page = context.new_page()
+    page.goto(f"{af.base}/elasticity/jobs/{name}")
+    assert page.locator("#records-behind").inner_text() == "60"
+    assert f"sc://{DEAD_ENGINE}" in page.locator("#engine").inner_text() and "unreachable" in page.locator("#engine").inner_text()
+    assert run_id in page.locator("#run").inner_text() and "unreachable" in page.locator("#run").inner_text()
+    page.screenshot(path=str(OUTPUT / "elastic-job-engine-down.png"), full_page=False)
+    context.close()
+    api.unpause(dag, paused=True)

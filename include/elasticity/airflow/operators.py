@@ -88,6 +88,27 @@ def _import_engine() -> None:
     preload_connect()
 
 
+def spark_target(spark_conn_id: str, config: JobConfig, config_name: str) -> SparkTarget:
+    """Where the job's batches run: the connection `spark_conn_id` when it exists, else the job's config."""
+    source = f"connection {spark_conn_id!r}"
+    try:
+        conn = ElasticityHook.get_connection(spark_conn_id)
+    except AirflowNotFoundException:
+        return resolve_target(config, config_name)
+    if conn.conn_type == "spark_connect":
+        from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+        return SparkTarget("connect", SparkConnectHook(spark_conn_id).get_connection_url(), source)
+    if conn.conn_type != "spark":
+        raise AirflowException(f"{source} has type {conn.conn_type!r}: expected 'spark' (spark-submit) or 'spark_connect'")
+    master = conn.host or ""
+    if conn.port:
+        master = f"{master}:{conn.port}"
+    if "://" not in master and conn.port and not master.startswith(("spark", "k8s")):
+        master = f"spark://{master}"
+    return SparkTarget("master", check_master(master, source), source)
+
+
 class MicroBatchOperator(BaseOperator):
     ui_color = "#e8f1fb"
 
@@ -109,23 +130,7 @@ class MicroBatchOperator(BaseOperator):
         self.store_conn_id = store_conn_id
 
     def spark_target(self, config: JobConfig) -> SparkTarget:
-        source = f"connection {self.spark_conn_id!r}"
-        try:
-            conn = ElasticityHook.get_connection(self.spark_conn_id)
-        except AirflowNotFoundException:
-            return resolve_target(config, Path(self.config_path).name)
-        if conn.conn_type == "spark_connect":
-            from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
-
-            return SparkTarget("connect", SparkConnectHook(self.spark_conn_id).get_connection_url(), source)
-        if conn.conn_type != "spark":
-            raise AirflowException(f"{source} has type {conn.conn_type!r}: expected 'spark' (spark-submit) or 'spark_connect'")
-        master = conn.host or ""
-        if conn.port:
-            master = f"{master}:{conn.port}"
-        if "://" not in master and conn.port and not master.startswith(("spark", "k8s")):
-            master = f"spark://{master}"
-        return SparkTarget("master", check_master(master, source), source)
+        return spark_target(self.spark_conn_id, config, Path(self.config_path).name)
 
     def execute(self, context: Any) -> list[int]:
         from elasticity.batch.lag import lag_report
@@ -148,10 +153,16 @@ class MicroBatchOperator(BaseOperator):
         max_seconds = config.microbatch_max_seconds
         target = self.spark_target(config)
         self.log.info("micro-batches of %s on %s (%s)", self.job, target.value, target.source)
-        if target.kind == "connect":
-            self._run_connected(config, store, inputs, target, run_id, max_seconds)
-        else:
-            self._submit(target, hook, run_id, max_seconds)
+        try:
+            if target.kind == "connect":
+                self._run_connected(config, store, inputs, target, run_id, max_seconds)
+            else:
+                self._submit(target, hook, run_id, max_seconds)
+        except Exception as e:
+            from elasticity.airflow.health import record_failure
+
+            record_failure(self.job, run_id, context["ti"].try_number, e)  # the job page shows it
+            raise
         committed = [m for m in store.metrics(self.job, limit=200) if m.get("owner") == run_id and m.get("batch_id") is not None]
         if not committed:
             raise AirflowSkipException("no batch committed")

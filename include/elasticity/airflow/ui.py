@@ -20,10 +20,16 @@ from elasticity.views.page import RESCALE_DAG, render
 
 
 def job_view(job: str) -> JobView:
+    from elasticity.airflow.health import engine_health, run_in_progress
+    from elasticity.airflow.operators import spark_target
     from elasticity.airflow.tasks import open_job, policy_view
 
     config, store, coordinator = open_job(job)
-    return build_view(config, store, coordinator.inputs, policy_view(job) if coordinator.current() else None)
+    view = build_view(config, store, coordinator.inputs, policy_view(job) if coordinator.current() else None)
+    target = spark_target("spark_default", config, f"{job}.properties")
+    view.engine = engine_health(target.value) if target.kind == "connect" else None
+    view.run = run_in_progress(job, config)
+    return view
 
 
 def _may_trigger_rescale(request: Request) -> bool:

@@ -70,6 +70,28 @@ class PolicyView:
     hold_reason: str = ""
 
 
+@dataclass(frozen=True)
+class EngineHealth:
+    """The Spark Connect server (the driver) the job's batches run on, as the page probed it."""
+
+    address: str  # sc://host:port
+    reachable: bool
+    since_ms: int  # reachable (or not) since then, as seen by the page's probes
+    error: str | None = None  # why not, in one line
+
+
+@dataclass(frozen=True)
+class RunInProgress:
+    """The micro-batch DAG's running run: for how long, which attempt, what the last failed attempt said."""
+
+    run_id: str
+    started_ms: int
+    attempt: int
+    expected_s: float  # airflow.microbatch.max.seconds plus the margin a run may take beyond it
+    stuck: bool  # running longer than expected_s
+    last_error: str | None = None
+
+
 @dataclass
 class JobView:
     job: str
@@ -80,18 +102,27 @@ class JobView:
     tasks: list[TaskRow] = field(default_factory=list)
     lag_per_sspkb: dict[str, int] = field(
         default_factory=dict
-    )  # offsets between each virtual task's checkpoint and its partition's end
+    )  # offsets between each virtual task's checkpoint and its partition's end (SEP-32's lag per SSPKb)
     lag_per_task: dict[str, int] = field(default_factory=dict)
+    # the records actually behind, per input partition: its end minus the lowest checkpoint of its buckets
+    # (SEP-32's offset lag counts a partition's records once per key bucket: factor times as many)
+    records_behind_per_partition: dict[str, int] = field(default_factory=dict)
     lag_error: str | None = None  # why the live lag is unknown (broker down): never an older generation's figures instead
     batches: list[dict[str, Any]] = field(default_factory=list)  # BatchSummary JSON of recent batches, oldest first
     rescales: list[dict[str, Any]] = field(default_factory=list)
     policy: PolicyView | None = None
     quality: dict[str, Any] | None = None  # the latest data-quality run
     quality_runs: list[dict[str, Any]] = field(default_factory=list)  # newest first
+    engine: EngineHealth | None = None  # None: not probed (no Spark Connect server, or not inside Airflow)
+    run: RunInProgress | None = None
 
     @property
     def total_lag(self) -> int:
         return sum(self.lag_per_task.values())
+
+    @property
+    def records_behind(self) -> int:
+        return sum(self.records_behind_per_partition.values())
 
 
 def build_view(config: JobConfig, store: CheckpointStore, inputs: Inputs, policy: PolicyView | None = None) -> JobView:
@@ -142,6 +173,10 @@ def build_view(config: JobConfig, store: CheckpointStore, inputs: Inputs, policy
             )
             view.tasks.append(TaskRow(name, c.processor_id, rows, rates.get(name), stores))
             view.lag_per_task[name] = sum(r.lag or 0 for r in rows)
+            for ssp, row in zip(sorted(cp.offsets), rows, strict=True):
+                partition = f"{ssp.system}.{ssp.stream}.{ssp.partition}"
+                behind = view.records_behind_per_partition
+                behind[partition] = max(behind.get(partition, 0), row.lag or 0)
     view.rescales = [
         {"generation": g.number, "factor": g.factor, "reason": g.reason, "created_ms": g.created_ms, "origin": g.origin}
         for g in store.generations(job)

@@ -89,6 +89,25 @@ def _card(key: str, value: str, ident: str = "") -> str:
     return f'<div class="card"><div class="k">{key}</div><div class="v"{f" id={ident}" if ident else ""}>{value}</div></div>'
 
 
+def _health(view: JobView) -> str:
+    """The engine and the run in progress, first on the page when something is wrong."""
+    e, r = view.engine, view.run
+    parts = []
+    if e is not None:
+        badge = "<span class='badge success'>reachable</span>" if e.reachable else "<span class='badge failed'>unreachable</span>"
+        why = f" {_e(e.error)}" if e.error else ""
+        parts.append(f"<p id=engine>Spark Connect server {_e(e.address)} {badge} since {_t(e.since_ms)}.{why}</p>")
+    if r is not None:
+        badge = (
+            f"<span class='badge failed'>stuck: past the expected {r.expected_s:.0f} s</span>"
+            if r.stuck
+            else "<span class='badge info'>running</span>"
+        )
+        error = f"<br>last failed attempt: <code>{_e(r.last_error)}</code>" if r.last_error else ""
+        parts.append(f"<p id=run>Run {_e(r.run_id)} {badge}, attempt {r.attempt}, started {_t(r.started_ms)}.{error}</p>")
+    return f"<section><h2>Engine and run</h2>{''.join(parts)}</section>" if parts else ""
+
+
 def _policy(p: PolicyView | None) -> str:
     if p is None:
         return '<p class="muted">unknown</p>'
@@ -238,7 +257,8 @@ def render(view: JobView, page: int = 1, can_trigger: bool = True) -> str:
             _card("generation", str(view.generation), "generation"),
             _card("elasticity factor", str(view.factor), "factor"),
             _card("virtual tasks / containers", f"{len(view.tasks):,} / {len(view.containers)}"),
-            _card("lag now (offsets)", "?" if view.lag_error else f"{view.total_lag:,}"),
+            _card("records behind", "?" if view.lag_error else f"{view.records_behind:,}", "records-behind"),
+            _card("lag now (offsets, per SSPKb)", "?" if view.lag_error else f"{view.total_lag:,}"),
             _card("last batch", f"#{last['batch_id']}<div class=k>{_t(last.get('finished_ms'))}</div>" if last else "-"),
             _card(
                 "last data quality",
@@ -260,7 +280,7 @@ data-can-trigger="{"true" if can_trigger else "false"}"><label>New factor <input
         f"<td>{_e(r['reason'])}</td><td>{_t(r['created_ms'])}</td></tr>"
         for r in reversed(view.rescales)
     )
-    return f"""{head}<div class=cards>{cards}</div>
+    return f"""{head}<div class=cards>{cards}</div>{_health(view)}
 <section><h2>Effect of scaling</h2>{lag_note}<div class=charts>{"".join(svg(c) for c in charts(view.batches))}</div></section>
 <section><h2>Recent batches</h2>{_batches(view)}</section>
 <section><h2>Rescale</h2>{form}</section>
