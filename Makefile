@@ -74,9 +74,11 @@ unit: $(STAMP)
 
 # The fault-injection soak through Airflow's scheduler on loopback (its own broker, Spark Connect server,
 # private PostgreSQL store and airflow standalone, in a temporary folder): `make soak MINUTES=30`.
+# `make soak CLUSTER=1 MINUTES=60`: on the local cluster under its supervisor, Airflow on PostgreSQL with the
+# LocalExecutor, a fault every 1 to 3 minutes (executor, worker, driver, master, batch task, broker, store).
 MINUTES ?= 30
 soak: $(STAMP)
-	$(BIN)/python bench/soak.py --minutes $(MINUTES)
+	$(BIN)/python bench/soak.py --minutes $(MINUTES) $(if $(CLUSTER),--cluster)
 
 # A Spark standalone master and two workers on this machine (each its own work dir and ELASTICITY_HOME), the
 # S3-protocol server they share and a Spark Connect server attached: prints what a job sets to run there.

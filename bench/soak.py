@@ -19,7 +19,14 @@ records fed, processed, lost, duplicated, reordered (from the committed sinks ag
 broker's logs), the faults injected and the time each took to heal (from the fault to the
 first batch committed after it ended; a rescale heals at the first batch of its generation).
 
-usage: python bench/soak.py [--minutes 30] [--rate 10] [--seed N]    (make soak MINUTES=30)
+With `--cluster` (`make soak CLUSTER=1 MINUTES=60`) the jobs run on the local cluster
+(`elasticity.spark.cluster`: a master, two workers, the S3 server as the sinks' and blobs'
+storage, the Connect server as the driver) under its supervisor, Airflow's metadata on a
+second private PostgreSQL with the LocalExecutor, and every 1 to 3 minutes a fault drawn
+from: an executor, a worker, the driver or the master SIGKILLed (the supervisor starts the
+daemon again on its address), the batch task SIGKILLed, the broker or the store restarted.
+
+usage: python bench/soak.py [--minutes 30] [--rate 10] [--seed N] [--cluster]    (make soak MINUTES=30 [CLUSTER=1])
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ os.environ.setdefault("ELASTICITY_PROJECT_DIR", str(REPO))  # the checkout's dag
 from kafka import KafkaProducer  # noqa: E402
 from sqlalchemy import select  # noqa: E402
 
-from elasticity.airflow.standalone import AirflowApi, AirflowStandalone, connections  # noqa: E402
+from elasticity.airflow.standalone import AirflowApi, AirflowDb, AirflowStandalone, connections  # noqa: E402
 from elasticity.batch.lag import lag_report  # noqa: E402
 from elasticity.batch.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, read_table  # noqa: E402
 from elasticity.checkpoint import store as st  # noqa: E402
@@ -57,10 +64,14 @@ from elasticity.jobmodel.model import SystemStreamPartition  # noqa: E402
 from elasticity.kafka.admin import create_topic  # noqa: E402
 from elasticity.kafka.broker import EmbeddedBroker  # noqa: E402
 from elasticity.kafka.consumer import KafkaInputs  # noqa: E402
+from elasticity.spark.cluster import LocalCluster  # noqa: E402
 from elasticity.spark.server import SparkConnectServer  # noqa: E402
+from elasticity.spark.supervisor import SupervisorStatus, status_file, supervise  # noqa: E402
 
 JOB = "soak"
 TOPIC = "soak-orders"
+WORKERS = 2  # of the local cluster (--cluster)
+PATHS = {"job.output.path": "out", "job.audit.path": "audit", "job.dead.letter.path": "dlq"}  # under the state folder
 PARTITIONS = 4
 MICROBATCH = f"elastic_microbatch__{JOB}"
 QUALITY = f"elastic_data_quality__{JOB}"
@@ -196,6 +207,7 @@ class Soak:
     rate: float
     outage_s: float
     seed: int
+    cluster: bool = False
     faults: list[Fault] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -203,6 +215,9 @@ class Soak:
         self.broker = EmbeddedBroker(self.home)
         self.spark = SparkConnectServer(self.home)
         self.postgres = PrivatePostgres(self.home / "postgres", free_port())
+        self.local = LocalCluster(self.home) if self.cluster else None
+        self.metadata = PrivatePostgres(self.home / "airflow-postgres", free_port()) if self.cluster else None
+        self.paths = {k: f"{self.home}/{v}" for k, v in PATHS.items()}
 
     # --- set-up ---------------------------------------------------------------
 
@@ -224,9 +239,7 @@ class Soak:
                     "job.lease.ttl.ms=60000",  # a killed batch's lease lapses within a minute for the next run
                     "job.elasticity.schedule=0-59/10 * * * * -> 6; 5-59/10 * * * * -> 3",  # the factor flips every 5 minutes
                     "job.elasticity.manual.hold.ms=120000",  # a manual rescale holds 2 minutes against the schedule
-                    f"job.output.path={self.home}/out",
-                    f"job.audit.path={self.home}/audit",
-                    f"job.dead.letter.path={self.home}/dlq",
+                    *(f"{k}={v}" for k, v in self.paths.items()),
                     f"job.report.path={self.home}/reports",
                 ]
             )
@@ -237,7 +250,18 @@ class Soak:
     def start(self) -> None:
         self.bootstrap = self.broker.start(port=free_port()).bootstrap
         self.broker_port = int(self.bootstrap.rsplit(":", 1)[1])
-        remote = self.spark.start(port=free_port(), master="local[2]").remote
+        extra: dict[str, str | None] = {}
+        if self.local is not None and self.metadata is not None:
+            state = self.local.start(workers=WORKERS, cores=1, memory="1g")
+            supervise(self.local, WORKERS, 1, "1g")  # what the soak kills comes back without it
+            remote = state.connect or ""
+            os.environ.update(state.env())  # the report reads the sinks on the shared storage
+            extra |= state.env()
+            self.paths = {k: v for k, v in state.job_settings(JOB).items() if k != "spark.remote"}
+            db = AirflowDb(self.metadata.start().url.rsplit("/", 1)[0], "airflow", "unused").create()
+            extra |= db.env()
+        else:
+            remote = self.spark.start(port=free_port(), master="local[2]").remote
         self.postgres.start()
         create_topic(self.bootstrap, TOPIC, PARTITIONS)
         self.config_path = self.job_config(self.bootstrap)
@@ -253,6 +277,7 @@ class Soak:
                 "KAFKA_BOOTSTRAP_SERVERS": None,
                 "ELASTICITY_CHECKPOINT_STORE_URL": None,
                 "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "include"), str(REPO), os.environ.get("PYTHONPATH")])),
+                **extra,
             },
         )
         say(
@@ -266,7 +291,11 @@ class Soak:
 
     def stop(self) -> None:
         airflow = getattr(self, "airflow", None)
-        for step in ((airflow.stop,) if airflow else ()) + (self.spark.stop, self.broker.stop, self.postgres.stop):
+        cluster = (self.local.stop,) if self.local else ()
+        metadata = (self.metadata.stop,) if self.metadata else ()
+        for step in (
+            ((airflow.stop,) if airflow else ()) + cluster + (self.spark.stop, self.broker.stop, self.postgres.stop) + metadata
+        ):
             try:
                 step()
             except Exception as e:  # keep stopping the rest
@@ -345,9 +374,63 @@ class Soak:
         self.faults.append(Fault("store restart", start, now_ms(), f"down {self.outage_s:.0f}s"))
         say("checkpoint store started again")
 
+    def kill_daemon(self, kind: str) -> None:
+        """SIGKILL a daemon of the cluster (its whole process group); the supervisor starts it again."""
+        assert self.local is not None
+        if kind == "worker":
+            i = self.rng.randrange(WORKERS)
+            daemon, what = self.local.worker(i), f"worker-{i}"
+        else:
+            daemon, what = {"driver": (self.local.connect.daemon, "Connect server"), "master": (self.local.master, "master")}[
+                kind
+            ]
+        running = daemon.status()
+        if running is None:
+            say(f"{what} kill: not running (still healing?)")
+            return
+        os.killpg(running.pid, signal.SIGKILL)
+        t = now_ms()
+        self.faults.append(Fault(f"SIGKILL {kind}", t, t, f"{what} pid {running.pid}"))
+        say(f"SIGKILL of the {what} (pid {running.pid})")
+
+    def kill_executor(self) -> None:
+        """SIGKILL one executor JVM of the cluster's workers (its worker starts a new one)."""
+        executors = []
+        for proc in Path("/proc").iterdir():
+            if proc.name.isdigit():
+                try:
+                    cmd, cwd = (proc / "cmdline").read_bytes(), os.readlink(proc / "cwd")
+                except OSError:
+                    continue
+                if b"CoarseGrainedExecutorBackend" in cmd and cwd.startswith(str(self.home)):  # a worker's work dir
+                    executors.append(int(proc.name))
+        if not executors:
+            say("executor kill: no executor runs")
+            return
+        pid = self.rng.choice(executors)
+        os.kill(pid, signal.SIGKILL)
+        t = now_ms()
+        self.faults.append(Fault("SIGKILL executor", t, t, f"pid {pid}"))
+        say(f"SIGKILL of executor {pid}")
+
+    def cluster_timeline(self) -> list[tuple[float, str]]:
+        """A fault every 1 to 3 minutes drawn from every kind, rescales between them, none in the last 8 %."""
+        total = self.minutes * 60
+        kinds = ["executor", "worker", "driver", "master", "kill", "broker", "store"]
+        events, t, n = [], self.rng.uniform(60, 180), 0
+        while t < total * 0.92:
+            events.append((t / total, kinds[n % len(kinds)] if n < len(kinds) else self.rng.choice(kinds)))
+            n += 1
+            if n % 2 == 0:
+                events.append(((t + 30) / total, "rescale"))
+            t += self.rng.uniform(60, 180)
+        return events
+
     def timeline(self) -> list[tuple[float, str]]:
         """When (fraction of the soak) each fault comes: rescales every few minutes, kills in between,
         the broker and the store restarts in the middle."""
+        if self.cluster:
+            return self.cluster_timeline()
         total = self.minutes * 60
         events = [(0.36, "broker"), (0.58, "store")]
         every = 240 if total >= 1200 else max(90, total / 4)
@@ -379,6 +462,10 @@ class Soak:
                     "store": self.restart_store,
                     "rescale": self.rescale,
                     "kill": lambda: self.kill_batch(time.monotonic() + 90),
+                    "executor": self.kill_executor,
+                    "worker": lambda: self.kill_daemon("worker"),
+                    "driver": lambda: self.kill_daemon("driver"),
+                    "master": lambda: self.kill_daemon("master"),
                 }[kind]()
             except Exception as e:
                 say(f"{kind}: could not inject: {e}")
@@ -448,8 +535,8 @@ class Soak:
 
     def report(self, feeder: Feeder, drained: bool, quality: dict, elapsed_s: float) -> int:
         committed = self.store.batches_with_status(JOB, "committed")
-        audit = read_table(str(self.home / "audit"), AUDIT_SCHEMA, committed).to_pandas()
-        sink = read_table(str(self.home / "out" / "enriched"), OUTPUT_SCHEMA, committed).to_pandas()
+        audit = read_table(self.paths["job.audit.path"], AUDIT_SCHEMA, committed).to_pandas()
+        sink = read_table(f"{self.paths['job.output.path']}/enriched", OUTPUT_SCHEMA, committed).to_pandas()
         ends = KafkaInputs(self.config).offsets([SystemStreamPartition("kafka", TOPIC, p) for p in range(PARTITIONS)], "upcoming")
         in_kafka = sum(ends.values())
         seen = audit.groupby(["partition", "offset"]).size()
@@ -459,7 +546,9 @@ class Soak:
         lost = sum(1 for s, end in ends.items() for o in range(end) if (s.partition, o) not in have)
         reordered = 0
         last: dict[tuple[int, bytes], int] = {}
-        for r in audit[audit["key"].notna()].sort_values(["batch_id", "task_name", "seq"]).itertuples(index=False):
+        # stable, as the data-quality key_order check sorts: rows that tie keep the order the sink wrote them in
+        keyed = audit[audit["key"].notna()].sort_values(["batch_id", "task_name", "seq"], kind="stable")
+        for r in keyed.itertuples(index=False):
             k = (r.partition, r.key)
             if r.offset < last.get(k, -1):
                 reordered += 1
@@ -492,6 +581,15 @@ class Soak:
         for f in self.faults:
             healed = f"healed in {f.heal_ms / 1000:.0f}s" if f.heal_ms is not None else "NOT healed"
             print(f"  {time.strftime('%H:%M:%S', time.localtime(f.start_ms / 1000))}  {f.kind:20s} {f.detail:60s} {healed}")
+        print("heal time per kind      (count, median, worst)")
+        for kind in sorted({f.kind for f in self.faults}):
+            heals = sorted(f.heal_ms / 1000 for f in self.faults if f.kind == kind and f.heal_ms is not None)
+            count = sum(1 for f in self.faults if f.kind == kind)
+            figures = f"median {heals[len(heals) // 2]:.0f}s, worst {heals[-1]:.0f}s" if heals else "none healed"
+            print(f"  {kind:22s} {count} x, {figures}{'' if len(heals) == count else f', {count - len(heals)} NOT healed'}")
+        if self.local is not None:
+            restarts = SupervisorStatus.read(status_file(self.local))
+            print(f"supervisor              {restarts.line() if restarts else 'no status'}")
         for g in gens[1:]:
             if g.origin == "schedule":
                 print(
@@ -517,13 +615,14 @@ def main() -> int:
     p.add_argument("--outage", type=float, default=30, help="seconds the broker and the store stay down")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--keep", action="store_true", help="keep the state folder")
+    p.add_argument("--cluster", action="store_true", help="on the local cluster, with its daemons' faults (see above)")
     args = p.parse_args()
     if args.minutes <= 0 or args.rate <= 0:
         p.error("--minutes and --rate must be > 0")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
     home = Path(tempfile.mkdtemp(prefix="elasticity-soak-"))
     os.chmod(home, 0o755)  # the private PostgreSQL runs as its own user below it
-    soak = Soak(home, args.minutes, args.rate, args.outage, seed)
+    soak = Soak(home, args.minutes, args.rate, args.outage, seed, args.cluster)
     try:
         return soak.run()
     finally:
