@@ -2,13 +2,14 @@
 retention, removal of what failed uploads left, checksums, restore without local state."""
 
 import json
+import logging
 import shutil
 import threading
 
 import pytest
 
 from elasticity import faults
-from elasticity.checkpoint.task_checkpoint import CheckpointId
+from elasticity.checkpoint.task_checkpoint import CheckpointId, CheckpointV2
 from elasticity.config import BLOB_STORE_FACTORY
 from elasticity.jobmodel.model import TaskName
 from elasticity.state.backends.blob_manager import ALIVE, FAILED, BlobStoreManager, UploadFailed, UploadStalled
@@ -219,6 +220,19 @@ def test_a_missing_marker_logs_an_error_and_falls_back(tmp_path, caplog):
     assert "has no marker from org.apache.samza.storage.blobstore.BlobStoreStateBackendFactory" in caplog.text
     assert any(r.levelname == "ERROR" for r in caplog.records)
     again.close()
+
+
+def test_a_first_start_with_no_snapshot_yet_logs_info_not_error(tmp_path, caplog):
+    """A new job's first batch: its checkpoint has an id but no marker, and the blob store has no snapshot of
+    the store: a normal start, nothing for an operator to act on."""
+    caplog.set_level(logging.INFO, logger="elasticity.state.restore")
+    csm = container(tmp_path, **BLOB)
+    first = {TASK: CheckpointV2(CheckpointId.create(), {}, {})}
+    assert csm.restore(first) == {TASK: {"counts": "empty"}}
+    csm.close()
+    logged = [r for r in caplog.records if r.name == "elasticity.state.restore"]
+    assert logged and "starting empty" in caplog.text
+    assert all(r.levelno == logging.INFO for r in logged)
 
 
 def test_a_snapshot_samza_wrote_restores_here(tmp_path):

@@ -19,7 +19,8 @@ import time
 import uuid
 
 from elasticity.checkpoint.task_checkpoint import CheckpointV2
-from elasticity.config import KAFKA_CHANGELOG_FACTORY
+from elasticity.config import BLOB_STORE_FACTORY, KAFKA_CHANGELOG_FACTORY
+from elasticity.state.backends.blobstore import BlobStoreStateBackend
 from elasticity.state.rocksdb import clone, write_checkpoint_id
 from elasticity.state.taskstore import TaskStore
 
@@ -58,11 +59,13 @@ def _rebuild(ts: TaskStore, checkpoint: CheckpointV2 | None, markers: dict[str, 
     if checkpoint is None:
         _wipe(dirs.live)
         return "empty", {}
+    level = logging.ERROR if _backed_up(ts) else logging.INFO  # see _backed_up
     for factory in ctx.config.restore_factories:
         if factory in markers:
             _from_backend(ts, checkpoint, factory, markers[factory])
             return factory, {}
-        log.error(
+        log.log(
+            level,
             "store %r of task %r: checkpoint %s has no marker from %s; trying the next restore factory",
             ctx.name,
             ctx.task.name,
@@ -79,7 +82,8 @@ def _rebuild(ts: TaskStore, checkpoint: CheckpointV2 | None, markers: dict[str, 
         reached = _from_backend(ts, checkpoint, KAFKA_CHANGELOG_FACTORY, None)
         return "bootstrap", {KAFKA_CHANGELOG_FACTORY: reached} if reached else {}
     if ctx.config.backup_factories:
-        log.error(
+        log.log(
+            level,
             "store %r of task %r: no marker in checkpoint %s and no changelog; starting empty",
             ctx.name,
             ctx.task.name,
@@ -87,6 +91,16 @@ def _rebuild(ts: TaskStore, checkpoint: CheckpointV2 | None, markers: dict[str, 
         )
     _wipe(dirs.live)
     return "empty", {}
+
+
+def _backed_up(ts: TaskStore) -> bool:
+    """Whether a backend already holds this store's state: a marker missing then means state an operator
+    may have lost (ERROR). A blob store with no snapshot of it is a normal first start (a new job's first
+    batch, or a virtual task no batch has written yet): INFO. A changelog is assumed to hold state."""
+    blob = ts.backends.get(BLOB_STORE_FACTORY)
+    if KAFKA_CHANGELOG_FACTORY in ts.backends or not isinstance(blob, BlobStoreStateBackend):
+        return True
+    return bool(blob.blobs.list(f"{blob.prefix}index/"))
 
 
 def _from_backend(ts: TaskStore, checkpoint: CheckpointV2, factory: str, marker: str | None) -> str | None:
