@@ -8,7 +8,7 @@ export ELASTICITY_HOME ?= $(CURDIR)/.elasticity
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup demo airflow ui stop test unit lint docs soak cluster chaos clean
+.PHONY: setup demo airflow ui stop test unit lint docs soak cluster chaos clean bench-quix
 
 setup: $(STAMP)
 
@@ -26,6 +26,16 @@ $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements.txt -e .
 	touch $(STAMP)
+
+# bench/cpu_bench.py's peer, Quix Streams, in a venv of its own: it pins confluent-kafka below the engine's pin
+QUIX_STAMP := $(VENV)/quix/.installed
+
+bench-quix: $(QUIX_STAMP)
+
+$(QUIX_STAMP): bench/requirements-quix.txt
+	test -x $(VENV)/quix/bin/python || $(PYTHON) -m venv $(VENV)/quix
+	$(VENV)/quix/bin/python -m pip install -q --disable-pip-version-check -r bench/requirements-quix.txt
+	touch $(QUIX_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/elasticity demo

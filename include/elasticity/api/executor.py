@@ -218,25 +218,28 @@ class SliceExecutor:
                 self._flow({child: list(fired) for child in node.children}, sinks)
 
     async def _run_async(self, node: Node, items: list[Item]) -> list[Item]:
-        gate = asyncio.Semaphore(max(1, self.max_concurrency))
+        """At most task.max.concurrency calls in flight: that many runners take the items in input order (not a
+        task and a semaphore per item: those cost more than the call itself for a fast one); outputs keep it."""
         timeout = self.callback_timeout_ms / 1000 if self.callback_timeout_ms else None
         fn = node.fn
         assert fn is not None
+        done: list[list[Item]] = [[] for _ in items]
+        queue = iter(enumerate(items))
 
-        async def one(i: int, item: Any) -> list[Item]:
-            async with gate:
+        async def runner() -> None:
+            for n, (i, item) in queue:  # the shared iterator hands each item to one runner
                 try:
-                    results = await asyncio.wait_for(fn(item), timeout)
-                    return [(i, r) for r in results]
+                    results = await (fn(item) if timeout is None else asyncio.wait_for(fn(item), timeout))
+                    done[n] = [(i, r) for r in results]
                 except TimeoutError:
                     self._failures.setdefault(
                         i, f"{node.name}: timed out after task.callback.timeout.ms={self.callback_timeout_ms}"
                     )
                 except Exception as e:  # noqa: BLE001 - user code: charged to its record
                     self._fail(i, node, e)
-                return []
 
-        done = await asyncio.gather(*(one(i, item) for i, item in items))
+        runners = min(max(1, self.max_concurrency), len(items))
+        await (runner() if runners == 1 else asyncio.gather(*(runner() for _ in range(runners))))
         return [ix for part in done for ix in part]
 
 

@@ -29,9 +29,9 @@ class KV(NamedTuple):
     value: Any
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Message:
-    """An input record, decoded."""
+    """An input record, decoded (slots: one is built per record)."""
 
     key: Any
     value: Any

@@ -265,7 +265,7 @@ def _run_slice(
     stopped, error = _where_stopped(ran)
     return {
         "task_name": task.name,
-        "records": len(ran.rows),
+        "records": ran.records,
         "processed": ran.kept
         - sum(1 for i in ran.result.failures if i < ran.kept),  # late records count: other branches processed them
         "dead_lettered": dead.num_rows,
@@ -282,9 +282,13 @@ class _SliceRun:
 
     task: TaskName
     table: pa.Table  # the routed records, in offset order
-    rows: list[dict[str, Any]]  # the same, as Python rows
+    coordinates: _Coordinates  # the same records' coordinates, as Python lists
     result: SliceResult
     kept: int  # records the batch keeps, from the first (see `_kept`)
+
+    @property
+    def records(self) -> int:
+        return self.table.num_rows
 
     @property
     def whole(self) -> bool:
@@ -293,10 +297,28 @@ class _SliceRun:
 
     def source(self, i: int) -> Source:
         """The input record an output or a dead letter comes from; for a closed window, the last record folded into it."""
-        if i < len(self.rows):
-            r = self.rows[i]
-            return r["system"], r["stream"], r["partition"], r["offset"]
+        if i < self.records:
+            c = self.coordinates
+            return c.systems[i], c.streams[i], c.partitions[i], c.offsets[i]
         return self.result.timers[i].source
+
+    def raw(self, i: int) -> tuple[bytes | None, bytes | None]:
+        """Record i's key and value as read (for its dead letter)."""
+        return self.table.column("key")[i].as_py(), self.table.column("value")[i].as_py()
+
+
+@dataclass(frozen=True)
+class _Coordinates:
+    """Where each record of a slice comes from, column by column (no Python row per record)."""
+
+    systems: list[str]
+    streams: list[str]
+    partitions: list[int]
+    offsets: list[int]
+
+    @classmethod
+    def of(cls, table: pa.Table) -> _Coordinates:
+        return cls(*(table.column(c).to_pylist() for c in ("system", "stream", "partition", "offset")))
 
 
 def _execute(
@@ -309,23 +331,33 @@ def _execute(
     """The slice through the app's operator graph (Samza's process() per message, here operator at a time),
     with the task's stores and the container's tables in reach of its operators."""
     context = TaskContext(task, partial(container.store, task) if container else None, tables.table if tables else None)
-    rows = table.to_pylist()
-    messages, failed = _messages(ctx, rows, context)
+    coordinates = _Coordinates.of(table)
+    messages, failed = _messages(ctx, table, coordinates, context)
     result = SliceExecutor(_application(ctx), ctx.max_concurrency, ctx.callback_timeout_ms, ctx.policy).run(messages, failed)
-    return _SliceRun(task, table, rows, result, _kept(result.stopped_at, len(rows), stateful=container is not None))
+    return _SliceRun(task, table, coordinates, result, _kept(result.stopped_at, table.num_rows, stateful=container is not None))
 
 
-def _messages(ctx: ProcessContext, rows: list[dict[str, Any]], context: TaskContext) -> tuple[list[Message], dict[int, str]]:
-    """Each record decoded with its system's serdes; one its serde cannot read fails alone (a dead letter), not the slice."""
+def _messages(
+    ctx: ProcessContext, table: pa.Table, c: _Coordinates, context: TaskContext
+) -> tuple[list[Message], dict[int, str]]:
+    """Each record decoded with its system's serdes, column by column; one its serde cannot read fails alone (a
+    dead letter), not the slice."""
+    keys, values, timestamps = (table.column(name).to_pylist() for name in ("key", "value", "timestamp"))
     messages, failed = [], {}
-    for i, r in enumerate(rows):
-        ssp = SystemStreamPartition(r["system"], r["stream"], r["partition"])
+    ssps: dict[tuple[str, str, int], SystemStreamPartition] = {}
+    serdes: dict[str, tuple[str, str]] = {}
+    for i, (system, stream, partition, offset) in enumerate(zip(c.systems, c.streams, c.partitions, c.offsets, strict=True)):
+        ssp = ssps.get((system, stream, partition))
+        if ssp is None:
+            ssp = ssps[(system, stream, partition)] = SystemStreamPartition(system, stream, partition)
+            serdes[system] = (ctx.key_serdes.get(system, "string"), ctx.msg_serdes.get(system, "json"))
+        key_serde, msg_serde = serdes[system]
         try:
-            key = deserialize(ctx.key_serdes.get(r["system"], "string"), r["key"], "key")
-            value = deserialize(ctx.msg_serdes.get(r["system"], "json"), r["value"], "value")
+            key = deserialize(key_serde, keys[i], "key")
+            value = deserialize(msg_serde, values[i], "value")
         except RecordSerdeError as e:
             key, value, failed[i] = None, None, f"deserialize: {e}"
-        messages.append(Message(key, value, ssp, r["offset"], r["timestamp"], context))
+        messages.append(Message(key, value, ssp, offset, timestamps[i], context))
     return messages, failed
 
 
@@ -355,7 +387,7 @@ def _write_outputs(ctx: ProcessContext, ran: _SliceRun, outputs: _Outputs) -> tu
 def _kept_outputs(ran: _SliceRun, out: OutputStream) -> list[tuple[int, Any, Any]]:
     """What the kept records produced on `out`; closed windows (indices past the slice) come out only when the
     whole slice is kept, as they fold records past any stop."""
-    return [p for p in ran.result.outputs.get(out, []) if p[0] < ran.kept or (ran.whole and p[0] >= len(ran.rows))]
+    return [p for p in ran.result.outputs.get(out, []) if p[0] < ran.kept or (ran.whole and p[0] >= ran.records)]
 
 
 def _output_table(ctx: ProcessContext, ran: _SliceRun, produced: list[tuple[int, Any, Any]]) -> pa.Table:
@@ -406,20 +438,20 @@ def _audit(ctx: ProcessContext, ran: _SliceRun) -> pa.Table:
 def _dead_letters(ctx: ProcessContext, ran: _SliceRun) -> pa.Table:
     """The kept records that failed, those late for a window and, when the whole slice is kept, the closed
     windows that failed downstream."""
-    rows, result = ran.rows, ran.result
+    result = ran.result
     dead = [
-        dead_letter(ran.source(i), rows[i]["key"], rows[i]["value"], ran.task, ctx.batch_id, err)
+        dead_letter(ran.source(i), *ran.raw(i), ran.task, ctx.batch_id, err)
         for i, err in sorted(result.failures.items())
         if i < ran.kept
     ]
     dead += [  # late for a window: dropped by that window only, the record itself was processed
-        dead_letter(ran.source(i), rows[i]["key"], rows[i]["value"], ran.task, ctx.batch_id, reason)
+        dead_letter(ran.source(i), *ran.raw(i), ran.task, ctx.batch_id, reason)
         for i, reasons in sorted(result.late.items())
         if i < ran.kept
         for reason in reasons
     ]
     if ran.whole:
-        dead += [_window_dead_letter(ctx, ran, i, err) for i, err in sorted(result.failures.items()) if i >= len(rows)]
+        dead += [_window_dead_letter(ctx, ran, i, err) for i, err in sorted(result.failures.items()) if i >= ran.records]
     return pa.Table.from_pylist(dead, schema=DEAD_LETTER_SCHEMA)
 
 
@@ -435,10 +467,9 @@ def _where_stopped(ran: _SliceRun) -> tuple[dict[str, int], str | None]:
     stop = ran.result.stopped_at
     if stop is None:
         return {}, None
-    rows = ran.rows
-    at = f"{rows[stop]['stream']}-{rows[stop]['partition']}@{rows[stop]['offset']}" if stop < len(rows) else "a closed window"
+    at = f"{ran.source(stop)[1]}-{ran.source(stop)[2]}@{ran.source(stop)[3]}" if stop < ran.records else "a closed window"
     stopped: dict[str, int] = {}
-    for r in rows[ran.kept :]:
+    for r in ran.table.slice(ran.kept).to_pylist():
         sspkb = SystemStreamPartition(r["system"], r["stream"], r["partition"], r["key_bucket"])
         stopped.setdefault(ssp_to_key(sspkb), r["offset"])
     return stopped, f"{ran.task.name} stopped at {at}: {ran.result.failures[stop]}"
