@@ -32,7 +32,7 @@ from elasticity.api.context import TaskContext
 from elasticity.api.executor import SliceExecutor, SliceResult
 from elasticity.api.stream import ApplicationDescriptor, Message, OutputStream, load_application
 from elasticity.batch.reader import SlotReads
-from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, Source, dead_letter, write_batch_file
+from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, Source, dead_letter, in_file, write_batch_file
 from elasticity.config import elasticity_home
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskName
 from elasticity.jobmodel.object_mapper import ssp_to_key
@@ -191,7 +191,7 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
     tables = SlotTables(ctx.tables, _application(ctx).tables, slot) if ctx.tables else None  # caught up before any slice
     container = None
     markers: dict[TaskName, Markers] = {}
-    sinks: dict[str, list[tuple[str, pa.Table]]] = {}  # task -> (sink root, its rows), written once per slot
+    sinks: dict[str, _SliceSinks] = {}  # task -> what it leaves for the slot's files
 
     def run(name: str, part: pa.Table) -> dict[str, Any]:
         """A virtual task restores its stores as its slice starts, and snapshots them and starts their upload
@@ -216,7 +216,7 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
             longest_first = sorted(slices, key=lambda nt: -nt[1].num_rows)
             with ThreadPoolExecutor(pool, thread_name_prefix="vtask") as ex:
                 rows = list(ex.map(lambda nt: run(*nt), longest_first))
-        _write_slot_files(ctx, slot, [piece for name, _ in slices for piece in sinks[name]])
+        _write_slot_files(ctx, slot, [sinks[name] for name, _ in slices])
         if container is not None:
             assert ctx.state is not None
             for r in rows:
@@ -236,14 +236,45 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
     return rows
 
 
-def _write_slot_files(ctx: ProcessContext, slot: int, pieces: list[tuple[str, pa.Table]]) -> None:
+@dataclass(frozen=True)
+class _SliceSinks:
+    """What a slice leaves for its slot's files, as plain values: an Arrow table per slice and sink costs more
+    than a small slice's rows, and at thousands of virtual tasks most slices hold a record or two."""
+
+    outputs: dict[str, list[tuple[Any, ...]]]  # Parquet output root -> rows in OUTPUT_SCHEMA's file order
+    kept: pa.Table  # the routed records the batch keeps: their audit rows
+    failed: frozenset[int]  # positions in `kept` that were dead-lettered
+    dead: list[dict[str, Any]]  # DEAD_LETTER_SCHEMA rows
+
+
+def _write_slot_files(ctx: ProcessContext, slot: int, parts: list[_SliceSinks]) -> None:
     """Each sink's rows of the slot's virtual tasks, in task order, as one file per (batch, slot), which a retry
-    of the batch overwrites (a retry placed differently finds the batch's folder emptied first: `delete_batches`)."""
-    by_root: dict[str, list[pa.Table]] = {}
-    for root, t in pieces:
-        by_root.setdefault(root, []).append(t)
-    for root, ts in by_root.items():
-        write_batch_file(root, ctx.batch_id, f"slot-{slot}", pa.concat_tables(ts))
+    of the batch overwrites (a retry placed differently finds the batch's folder emptied first: `delete_batches`).
+    Every Parquet output and the audit get their file, empty or not; dead letters only when there are some."""
+    name = f"slot-{slot}"
+    for root in parts[0].outputs if parts else ():
+        rows = [r for p in parts for r in p.outputs[root]]
+        columns = zip(*rows, strict=True) if rows else [()] * len(in_file(OUTPUT_SCHEMA))
+        write_batch_file(root, ctx.batch_id, name, _table(list(columns), in_file(OUTPUT_SCHEMA)))
+    kept = pa.concat_tables(p.kept for p in parts).combine_chunks()
+    seq = [i for p in parts for i in range(p.kept.num_rows)]
+    status = ["dead_letter" if i in p.failed else "processed" for p in parts for i in range(p.kept.num_rows)]
+    audit = _table(
+        [*(kept.column(n) for n in ("system", "stream", "partition", "offset", "key", "task_name")), seq, status],
+        in_file(AUDIT_SCHEMA),
+    )
+    write_batch_file(ctx.audit_path, ctx.batch_id, name, audit)
+    dead = [d for p in parts for d in p.dead]
+    if dead:
+        write_batch_file(ctx.dead_letter_path, ctx.batch_id, name, pa.Table.from_pylist(dead, schema=DEAD_LETTER_SCHEMA))
+
+
+def _table(columns: list[Any], schema: pa.Schema) -> pa.Table:
+    """Columns, Arrow or plain values, as a table of `schema`."""
+    arrays = [
+        c if isinstance(c, pa.ChunkedArray | pa.Array) else pa.array(c, f.type) for c, f in zip(columns, schema, strict=True)
+    ]
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def _run_slice(
@@ -253,27 +284,25 @@ def _run_slice(
     outputs: _Outputs,
     container: ContainerState | None,
     tables: SlotTables | None,
-) -> tuple[dict[str, Any], list[tuple[str, pa.Table]]]:
+) -> tuple[dict[str, Any], _SliceSinks]:
     """One virtual task's slice run through the app; its summary row says what the driver's checkpoint needs,
-    and its outputs, audit and dead letters (sink root, rows) go to the slot's files."""
+    and its outputs, audit and dead letters go to the slot's files."""
     ran = _execute(ctx, task, table, container, tables)
-    sent, sinks = _write_outputs(ctx, ran, outputs)
-    sinks.append((ctx.audit_path, _audit(ctx, ran)))
+    sent, files = _write_outputs(ctx, ran, outputs)
     dead = _dead_letters(ctx, ran)
-    if dead.num_rows:
-        sinks.append((ctx.dead_letter_path, dead))
+    failed = frozenset(i for i in ran.result.failures if i < ran.kept)
     stopped, error = _where_stopped(ran)
     return {
         "task_name": task.name,
         "records": ran.records,
         "processed": ran.kept
         - sum(1 for i in ran.result.failures if i < ran.kept),  # late records count: other branches processed them
-        "dead_lettered": dead.num_rows,
+        "dead_lettered": len(dead),
         "outputs": sent,
         "process_ns": ran.result.process_ns,
         "stopped": json.dumps(stopped) if stopped else None,
         "error": error,
-    }, sinks
+    }, _SliceSinks(files, ran.table.slice(0, ran.kept), failed, dead)
 
 
 @dataclass(frozen=True)
@@ -370,15 +399,15 @@ def _kept(stopped_at: int | None, records: int, stateful: bool) -> int:
     return 0 if stateful else stopped_at
 
 
-def _write_outputs(ctx: ProcessContext, ran: _SliceRun, outputs: _Outputs) -> tuple[int, list[tuple[str, pa.Table]]]:
+def _write_outputs(ctx: ProcessContext, ran: _SliceRun, outputs: _Outputs) -> tuple[int, dict[str, list[tuple[Any, ...]]]]:
     """Each output stream's messages from the kept records: sent to Kafka (at-least-once), or a Parquet
     output's rows for the slot's file. Returns how many there were, and those rows by output root."""
-    sent, files = 0, []
+    sent, files = 0, {}
     for out in _application(ctx).outputs.values():
         produced = _kept_outputs(ran, out)
         sent += len(produced)
         if out.kind == "parquet":
-            files.append((f"{ctx.output_path.rstrip('/')}/{out.name}", _output_table(ctx, ran, produced)))
+            files[f"{ctx.output_path.rstrip('/')}/{out.name}"] = _output_rows(ran, produced)
         else:
             _send(ctx, outputs, out, produced)
     return sent, files
@@ -390,20 +419,15 @@ def _kept_outputs(ran: _SliceRun, out: OutputStream) -> list[tuple[int, Any, Any
     return [p for p in ran.result.outputs.get(out, []) if p[0] < ran.kept or (ran.whole and p[0] >= ran.records)]
 
 
-def _output_table(ctx: ProcessContext, ran: _SliceRun, produced: list[tuple[int, Any, Any]]) -> pa.Table:
-    """A Parquet output's rows, each with its place in the task's output order and the input record it comes from."""
-    return pa.table(
-        {
-            "key": [serialize("string", k) if not isinstance(k, bytes) else k for _, k, _ in produced],
-            "value": [serialize("json", v) for _, _, v in produced],
-            "task_name": [ran.task.name] * len(produced),
-            "batch_id": [ctx.batch_id] * len(produced),
-            "seq": list(range(len(produced))),
-            "source_partition": [ran.source(i)[2] for i, _, _ in produced],
-            "source_offset": [ran.source(i)[3] for i, _, _ in produced],
-        },
-        schema=OUTPUT_SCHEMA,
-    )
+def _output_rows(ran: _SliceRun, produced: list[tuple[int, Any, Any]]) -> list[tuple[Any, ...]]:
+    """A Parquet output's rows (OUTPUT_SCHEMA's columns but the batch's id, which its folder names), each with
+    its place in the task's output order and the input record it comes from."""
+    rows = []
+    for seq, (i, k, v) in enumerate(produced):
+        _, _, partition, offset = ran.source(i)
+        key = k if isinstance(k, bytes) else serialize("string", k)
+        rows.append((key, serialize("json", v), ran.task.name, seq, partition, offset))
+    return rows
 
 
 def _send(ctx: ProcessContext, outputs: _Outputs, out: OutputStream, produced: list[tuple[int, Any, Any]]) -> None:
@@ -414,28 +438,7 @@ def _send(ctx: ProcessContext, outputs: _Outputs, out: OutputStream, produced: l
         producer.send(out.name, key=serialize(key_serde, k), value=serialize(msg_serde, v))
 
 
-def _audit(ctx: ProcessContext, ran: _SliceRun) -> pa.Table:
-    """One audit row per kept record, processed or dead-lettered, so the quality checks can account for every
-    offset; built from the slice's columns, not per record."""
-    kept = ran.table.slice(0, ran.kept)
-    n = kept.num_rows
-    status = ["processed"] * n
-    for i in ran.result.failures:
-        if i < n:
-            status[i] = "dead_letter"
-    return pa.table(
-        [
-            *(kept.column(name) for name in ("system", "stream", "partition", "offset", "key")),
-            pa.array([ran.task.name] * n, pa.string()),
-            pa.array([ctx.batch_id] * n, pa.int64()),
-            pa.array(range(n), pa.int64()),
-            pa.array(status, pa.string()),
-        ],
-        schema=AUDIT_SCHEMA,
-    )
-
-
-def _dead_letters(ctx: ProcessContext, ran: _SliceRun) -> pa.Table:
+def _dead_letters(ctx: ProcessContext, ran: _SliceRun) -> list[dict[str, Any]]:
     """The kept records that failed, those late for a window and, when the whole slice is kept, the closed
     windows that failed downstream."""
     result = ran.result
@@ -452,7 +455,7 @@ def _dead_letters(ctx: ProcessContext, ran: _SliceRun) -> pa.Table:
     ]
     if ran.whole:
         dead += [_window_dead_letter(ctx, ran, i, err) for i, err in sorted(result.failures.items()) if i >= ran.records]
-    return pa.Table.from_pylist(dead, schema=DEAD_LETTER_SCHEMA)
+    return dead
 
 
 def _window_dead_letter(ctx: ProcessContext, ran: _SliceRun, i: int, error: str) -> dict[str, Any]:

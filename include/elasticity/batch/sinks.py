@@ -87,6 +87,11 @@ OUTPUT_SCHEMA = pa.schema(
 )
 
 
+def in_file(schema: pa.Schema) -> pa.Schema:
+    """A sink's schema as its files hold it: without `batch_id`, which their folder names."""
+    return schema.remove(schema.get_field_index("batch_id"))
+
+
 def batch_folder(base: str, batch_id: int) -> str:
     return f"{base.rstrip('/')}/batch_id={batch_id}"
 
@@ -155,11 +160,10 @@ def read_table(root: str, schema: pa.Schema, batch_ids: Iterable[int] | None = N
         partitioning = ds.partitioning(pa.schema([("batch_id", pa.int64())]), flavor="hive")
         return ds.dataset(base, partitioning=partitioning, schema=schema, **options).to_table()
     at = schema.get_field_index("batch_id")
-    in_files = schema.remove(at)
     tables = []
     for b in sorted(set(batch_ids)):
         folder = batch_folder(base, b)
         if fs.get_file_info(folder).type == pafs.FileType.Directory:
-            t = ds.dataset(folder, schema=in_files, **options).to_table()
+            t = ds.dataset(folder, schema=in_file(schema), **options).to_table()
             tables.append(t.add_column(at, schema.field(at), pa.array([b] * t.num_rows, pa.int64())))
     return pa.concat_tables(tables) if tables else schema.empty_table()

@@ -18,6 +18,7 @@ which no reader depends on, decides between them).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -60,8 +61,10 @@ def parse_checkpoint_key(text: str) -> tuple[TaskName, str, int]:
     return TaskName(task), factory, types[kind]
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _string_hash(text: str) -> int:
-    """Java's String.hashCode (UTF-16 code units), as an unsigned 32-bit value."""
+    """Java's String.hashCode (UTF-16 code units), as an unsigned 32-bit value; the same few names (streams,
+    systems, the entries' field names) come back for every task of every commit."""
     data, h = text.encode("utf-16-be"), 0
     for i in range(0, len(data), 2):
         h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
@@ -77,17 +80,24 @@ def _ssp_hash(ssp: SystemStreamPartition) -> int:
 
 def _java_order(items: list[tuple[Any, Any]], hash_of: Any = _string_hash, capacity: int = 16) -> dict[Any, Any]:
     """`items` (in insertion order) as a java.util.HashMap built with `capacity` iterates them."""
+    return dict(items[i] for i in _hash_map_order(tuple(k for k, _ in items), hash_of, capacity))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _hash_map_order(keys: tuple[Any, ...], hash_of: Any, capacity: int) -> tuple[int, ...]:
+    """The positions of `keys` in a java.util.HashMap's iteration order: it depends on the keys alone, and a
+    commit writes the same keys (entry fields, a task's SSPs) for every task, batch after batch."""
     size = 1
     while size < capacity:
         size *= 2
-    while len(items) > int(size * 0.75):
+    while len(keys) > int(size * 0.75):
         size *= 2
 
-    def bucket(item: tuple[int, tuple[Any, Any]]) -> tuple[int, int]:
-        h = hash_of(item[1][0])
-        return (h ^ (h >> 16)) & (size - 1), item[0]
+    def bucket(i: int) -> tuple[int, int]:
+        h = hash_of(keys[i])
+        return (h ^ (h >> 16)) & (size - 1), i
 
-    return dict(kv for _, kv in sorted(enumerate(items), key=bucket))
+    return tuple(sorted(range(len(keys)), key=bucket))
 
 
 def _v1_entry(ssp: SystemStreamPartition, offset: str | None) -> dict[str, str | None]:

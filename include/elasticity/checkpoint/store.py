@@ -13,6 +13,7 @@ rescale, are written in that one transaction.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -180,6 +181,13 @@ class Lease:
     expires_ms: int
 
 
+@functools.lru_cache(maxsize=16)
+def _job_model(text: str) -> JobModel:
+    """A generation's job model, decoded once per process: it never changes, and at thousands of virtual
+    tasks decoding it took longer than planning the batch it is read for."""
+    return job_model_from_json(text)
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -268,7 +276,7 @@ class CheckpointStore:
             job,
             row.generation,
             row.factor,
-            job_model_from_json(row.job_model),
+            _job_model(row.job_model),
             row.reason,
             row.created_ms,
             row.origin or "manual",

@@ -33,7 +33,7 @@ from elasticity.api.stream import ApplicationDescriptor, load_application
 from elasticity.batch.async_commit import AsyncCommitter
 from elasticity.batch.coordinator import JobCoordinator
 from elasticity.batch.lease import held_lease
-from elasticity.batch.planning import advance, plan_ranges, start_offsets
+from elasticity.batch.planning import advance_all, plan_ranges, start_offsets
 from elasticity.batch.processing import SUMMARY_SCHEMA, ProcessContext, run_slots
 from elasticity.batch.reader import Owner, RouteTable, SlotReads, chunks
 from elasticity.batch.sink_identity import guard_sinks
@@ -354,7 +354,7 @@ class MicroBatchEngine:
         stopped = {
             TaskName(r.task_name): {ssp_from_key(k): int(v) for k, v in json.loads(r.stopped).items()} for r in rows if r.stopped
         }
-        new_cps = {name: advance(cp, plan.ranges, stopped.get(name)) for name, cp in cps.items()}
+        new_cps = advance_all(cps, plan.ranges, stopped)
         return _with_state(new_cps, cps, rows) if self.storage is not None else new_cps
 
     def _batch_metrics(
