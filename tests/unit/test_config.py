@@ -101,7 +101,7 @@ def test_every_default_is_samzas_or_documented():
     assert c.live_checkpoint_max_age_ms == 600_000 and c.commit_max_delay_ms == 60_000
     assert c.commit_timeout_ms == 1_800_000  # Samza's 30 minutes
     assert c.callback_timeout_ms is None and c.max_concurrency == 1
-    assert c.thread_pool_size == 64  # not Samza's 0: a factor above 1 runs its virtual tasks side by side
+    assert c.thread_pool_size == 256  # not Samza's 0: a factor above 1 runs its virtual tasks side by side
     assert (c.commit_pool_size, c.commit_pool_max_size, c.restore_pool_size, c.restore_pool_max_size) == (2, 64, 2, 64)
     assert c.batch_max_records == 100_000 and c.dead_letter_policy == "dlq"
     assert validate({**BASE, "task.callback.timeout.ms": "-1"}).callback_timeout_ms is None  # Samza's default: no timeout
