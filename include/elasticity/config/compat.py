@@ -17,9 +17,9 @@ from elasticity.config.parsers import NOT_RUN_REPORTERS, REPORTER_CLASSES
 DEFAULT_THREAD_POOL_SIZE = 256
 """job.container.thread.pool.size when unset. Samza's 0 runs a container's virtual tasks one after another, so a
 synchronous app set to a higher factor gained nothing (92 vs 91 records/s at factor 2 and 8 on a 20 ms lookup);
-a pool lets them wait side by side. 256, not 64: at factor 64 on 4 partitions (256 virtual tasks in a slot) a
-pool of 64 kept the process stage at 54 % of the slowest-task limit, 256 at 76 % (bench/vtask_bench.py). A slot
-starts no more threads than it has virtual tasks with records, and reuses a thread whose slice is done."""
+a pool lets them wait side by side. 256, not 64: factor 64 on 4 partitions puts 256 virtual tasks in a slot
+(bench/vtask_bench.py compares the two). A slot starts no more threads than it has virtual tasks with records,
+and reuses a thread whose slice is done."""
 
 
 def idle_factor(values: Mapping[str, Any]) -> list[str]:
