@@ -48,7 +48,7 @@ demo: $(STAMP)
 # spark_default, its S3 storage for sinks and blobs, the job configs of include/jobs/cluster).
 DB ?= sqlite
 airflow: $(STAMP)
-	$(BIN)/elasticity airflow --db $(DB) $(if $(CLUSTER),--cluster)
+	$(BIN)/elasticity airflow --db $(DB) $(if $(CLUSTER),--cluster) $(if $(PORT),--port $(PORT))
 
 ui: airflow
 

@@ -15,6 +15,7 @@ Imports no Airflow: it sets up the environment Airflow starts in.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import logging
 import os
@@ -252,6 +253,13 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _terminate_with_parent() -> None:
+    """`make airflow`: make dies of a TERM without passing it on to its recipe; on Linux the kernel sends
+    this process a TERM when its parent dies (prctl PR_SET_PDEATHSIG), so it stops as on Ctrl-C."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+
+
 def _session_members(sid: int) -> list[int]:
     """Processes still in the session `airflow standalone` led (Linux /proc): a task supervisor puts its
     task in a process group of its own, which the group's SIGTERM does not reach."""
@@ -453,6 +461,7 @@ def serve(home: Path, port: int = 8080, db: AirflowDb | None = None, spark_remot
         flush=True,
     )
     signal.signal(signal.SIGTERM, _interrupt)  # systemd and `docker stop` send TERM: stop as on Ctrl-C
+    _terminate_with_parent()
     airflow.start()
     try:
         airflow.wait_ready()
