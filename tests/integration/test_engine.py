@@ -216,7 +216,7 @@ def test_an_upload_that_fails_behind_a_later_batch_commits_nothing_after_it(spar
     assert_exactly_once_in_order(engine.store, config, kafka_bootstrap)
 
 
-def test_kafka_sink_is_at_least_once_and_keeps_keys(spark, kafka_bootstrap, job):
+def test_kafka_sink_relays_every_record_with_its_key(spark, kafka_bootstrap, job):
     from kafka import KafkaConsumer, TopicPartition
 
     topic, props, tmp_path = job

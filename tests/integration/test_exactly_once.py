@@ -41,7 +41,7 @@ def job(kafka_bootstrap, tmp_path):
 
 def _run(kafka_bootstrap, job) -> ExactlyOnceOutputs:
     name, _, store, staged, _ = job
-    return ExactlyOnceOutputs(name, "1", kafka_bootstrap, (staged,), store, (1, 2), "me")
+    return ExactlyOnceOutputs(name, "1", "kafka", lambda system: kafka_bootstrap, (staged,), store, (1, 2), "me")
 
 
 def _batch(job, start: int, end: int, after: int | None = None):
@@ -92,7 +92,7 @@ def test_outputs_show_once_whichever_side_of_the_kafka_commit_a_run_dies(kafka_b
     name, out, store, _, _ = job
     # run 1 commits batch 1 [0, 10) on both sides
     run = _run(kafka_bootstrap, job)
-    assert run.start() is None
+    assert run.start() == []
     plan, cps = _batch(job, 0, 10)
     assert run.commit(plan, cps, ()) == 10
     store.commit_batch(plan, cps, (1, 2), "me")
@@ -102,8 +102,7 @@ def test_outputs_show_once_whichever_side_of_the_kafka_commit_a_run_dies(kafka_b
     del run
     # run 2 finishes batch 2 from the commit record: written, not replayed
     run = _run(kafka_bootstrap, job)
-    rolled = run.start()
-    assert rolled is not None and rolled.batch_ids == (2,)
+    assert [r.batch_ids for r in run.start()] == [(2,)]
     assert store.plan(name, 2)[1] == "committed" and _offset(store, name) == 20
     # it begins batch 3 [20, 30), its outputs in the log, and dies inside the transaction
     plan, cps = _batch(job, 20, 30)
@@ -115,7 +114,7 @@ def test_outputs_show_once_whichever_side_of_the_kafka_commit_a_run_dies(kafka_b
     del run, tx
     # run 3 fences it (aborted), finds nothing to roll forward, and the batch replays
     run = _run(kafka_bootstrap, job)
-    assert run.start() is None
+    assert run.start() == []
     assert store.plan(name, 3)[1] == "planned"
     plan3, cps3 = _batch(job, 20, 30)
     assert plan3.batch_id == 3  # the same plan, replayed

@@ -24,6 +24,7 @@ from elasticity.checkpoint.store import CheckpointStore
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
 
 Committed = Callable[[BatchPlan, tuple[int, ...], int], None]  # plan, batches it covers, commit-ns
+BeforeCommit = Callable[[BatchPlan, list[TaskCheckpoint], tuple[int, ...]], None]  # plan, checkpoints, batches it covers
 AwaitState = Callable[[list[TaskCheckpoint], float], None]  # returns once the checkpoints' state markers are durable
 
 
@@ -42,10 +43,12 @@ class AsyncCommitter:
         on_committed: Committed | None = None,
         await_state: AwaitState | None = None,
         on_failure: Callable[[BaseException], None] | None = None,
+        before_commit: BeforeCommit | None = None,
     ) -> None:
         """`await_state`: for jobs with stores, whose snapshots upload in the workers: the
         checkpoint is written only once its markers are durable, within task.commit.timeout.ms.
-        `on_failure`: told at once when a commit fails, while the next batch may be running on it."""
+        `on_failure`: told at once when a commit fails, while the next batch may be running on it.
+        `before_commit`: the Kafka transaction of exactly-once outputs, right before the store's commit."""
         self.store = store
         self.write_versions = write_versions
         self.owner = owner
@@ -54,6 +57,7 @@ class AsyncCommitter:
         self.on_committed = on_committed
         self.await_state = await_state
         self.on_failure = on_failure
+        self.before_commit = before_commit
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="commit-upload")
         self._running: Future | None = None
         self._started = 0.0
@@ -93,6 +97,8 @@ class AsyncCommitter:
             faults.point("commit.upload")  # the state uploads run meanwhile; the checkpoint waits for them
             if self.await_state is not None:
                 self.await_state(cps, self.timeout_ms / 1000)
+            if self.before_commit is not None:
+                self.before_commit(plan, cps, covers)
             self.store.commit_batch(plan, cps, self.write_versions, self.owner, covers)
         except BaseException as e:
             if self.on_failure is not None:

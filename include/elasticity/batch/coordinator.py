@@ -18,6 +18,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
 
 from elasticity import faults
+from elasticity.batch.exactly_once import settle
 from elasticity.checkpoint.migration import Migration, migrate
 from elasticity.checkpoint.state_markers import KafkaChangelogMarker
 from elasticity.checkpoint.store import CheckpointStore, Generation, StoreError
@@ -26,6 +27,7 @@ from elasticity.config import KAFKA_CHANGELOG_FACTORY, MAX_ELASTICITY_FACTOR, Co
 from elasticity.jobmodel.grouping import build_job_model
 from elasticity.jobmodel.model import JobModel, SystemStream, SystemStreamPartition, TaskName
 from elasticity.jobmodel.tasknames import parse_task_name
+from elasticity.kafka.admin import client_settings
 from elasticity.metrics.job_metrics import RescaleMetrics, record_rescale
 from elasticity.metrics.reporters import Reporters
 
@@ -188,6 +190,16 @@ class JobCoordinator:
         self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
         try:
             faults.point("rescale.lease_acquired")
+            if not already_ours and self.config.processing_guarantee == "exactly_once":
+                # no transaction of the old generation stays open, and what one committed is in the store
+                settle(
+                    self.job,
+                    self.config.job_id,
+                    self.store,
+                    lambda system: client_settings(self.config, system, "producer"),
+                    self.config.checkpoint_write_versions,
+                    owner,
+                )
             t = time.perf_counter_ns()
             old, factor, model = self._target(factor)
             metrics = {"job-model-generation-ns": time.perf_counter_ns() - t}

@@ -7,9 +7,10 @@ The protocol (Kafka Streams' way of committing offsets in the transaction of the
 2. The commit runs one Kafka transaction on the run's transactional producer: the staged records of every batch
    it covers, in batch order, then the commit record (the checkpoints, `checkpoint.commit_record`) to the job's
    commit topic. Then the store commits the same checkpoints, as without Kafka outputs.
-3. A run starts by fencing every transactional.id an earlier run recorded (what a dead or stalled run left open
-   is aborted, and its commit can no longer happen), then finishes the last commit if its Kafka transaction
-   committed and the store's did not (roll forward from the commit record), then records its own id.
+3. A run, and a rescale, start by fencing every transactional.id an earlier run recorded (what a dead or
+   stalled run left open is aborted, and its commit can no longer happen), then finish the last commit if its
+   Kafka transaction committed and the store's did not (roll forward from the commit record); a run then
+   records its own id.
 A crash before the Kafka commit leaves nothing visible and the batch replays; after it, the next run writes
 the checkpoints the record carries, and the batch does not replay.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from elasticity.batch.sinks import OUTPUT_SCHEMA, read_table
@@ -63,54 +64,74 @@ def staged_records(outputs: Iterable[StagedOutput], batch_ids: Iterable[int]) ->
                 yield OutputRecord(out.topic, key, value)
 
 
+def settle(
+    job_name: str,
+    job_id: str,
+    store: CheckpointStore,
+    kafka_for: Callable[[str], Kafka],
+    write_versions: tuple[int, ...],
+    owner: str,
+) -> list[CommitRecord]:
+    """Before a run or a rescale, under the job's lease: fence every transactional.id an earlier run recorded
+    (what it left open is aborted, its commit refused), then write the checkpoints of a commit whose Kafka
+    transaction committed while the store's did not. Returns the commit records rolled forward."""
+    earlier = store.open_transactional_ids(job_name)
+    rolled = []
+    for system in dict.fromkeys(system for _, system in earlier):
+        kafka = kafka_for(system)
+        for tid, s in earlier:
+            if s == system:
+                fence(kafka, tid)
+        if (record := _roll_forward(job_name, job_id, store, kafka, write_versions, owner)) is not None:
+            rolled.append(record)
+    store.close_transactional_ids(job_name, [tid for tid, _ in earlier])
+    return rolled
+
+
+def _roll_forward(
+    job_name: str, job_id: str, store: CheckpointStore, kafka: Kafka, write_versions: tuple[int, ...], owner: str
+) -> CommitRecord | None:
+    """The last commit record's batches, when the store still has them planned: their Kafka outputs are
+    visible, so their checkpoints are written (never replayed)."""
+    record = last_record(read_commit_tail(kafka, commit_topic(job_name, job_id)), job_name)
+    if record is None:
+        return None
+    found = store.plan(job_name, record.batch_id)
+    if found is None or found[1] != "planned":
+        return None
+    log.info(
+        "job %r: batches %s committed their Kafka outputs before the run that made them died; their checkpoints are "
+        "written from the commit record",
+        job_name,
+        list(record.batch_ids),
+    )
+    store.commit_batch(found[0], record.checkpoints, write_versions, owner, record.batch_ids[:-1])
+    return record
+
+
 @dataclass
 class ExactlyOnceOutputs:
-    """One run's side of the protocol: `start` fences and rolls forward, `commit` before each store commit."""
+    """One run's side of the protocol: `start` settles what earlier runs left and opens this run's producer,
+    `commit` runs before each store commit, `close` ends the run."""
 
     job_name: str
     job_id: str
-    kafka: Kafka  # the producer settings of the outputs' system
+    system: str  # where the job's Kafka outputs and its commit records go
+    kafka_for: Callable[[str], Kafka]  # a system's producer settings
     outputs: tuple[StagedOutput, ...]
     store: CheckpointStore
     write_versions: tuple[int, ...]
     owner: str
     _tx: JobTransactions | None = field(default=None, init=False)
+    _last_batch: int | None = field(default=None, init=False)  # of the last commit whose Kafka transaction committed
 
-    @property
-    def commits(self) -> str:
-        return commit_topic(self.job_name, self.job_id)
-
-    def start(self) -> CommitRecord | None:
-        """Fence earlier runs, finish a commit their Kafka transaction made, open this run's producer. Returns the
-        commit record rolled forward, if any. The caller holds the job's lease."""
-        earlier = self.store.open_transactional_ids(self.job_name)
-        for tid in earlier:
-            fence(self.kafka, tid)
-        self.store.close_transactional_ids(self.job_name, earlier)
-        rolled = self.roll_forward()
+    def start(self) -> list[CommitRecord]:
+        """Settle earlier runs, then record and open this run's transactional.id. Returns what was rolled forward."""
+        rolled = settle(self.job_name, self.job_id, self.store, self.kafka_for, self.write_versions, self.owner)
         tid = transactional_id(self.job_name, self.job_id, uuid.uuid4().hex)
-        self.store.open_transactional_id(self.job_name, tid)
-        self._tx = JobTransactions(self.kafka, tid, self.commits)
+        self.store.open_transactional_id(self.job_name, tid, self.system)
+        self._tx = JobTransactions(self.kafka_for(self.system), tid, commit_topic(self.job_name, self.job_id))
         return rolled
-
-    def roll_forward(self) -> CommitRecord | None:
-        """The last commit record's batches, when the store still has them planned: their Kafka outputs are
-        visible, so their checkpoints are written (never replayed)."""
-        record = last_record(read_commit_tail(self.kafka, self.commits), self.job_name)
-        if record is None:
-            return None
-        found = self.store.plan(self.job_name, record.batch_id)
-        if found is None or found[1] != "planned":
-            return None
-        plan, _ = found
-        log.info(
-            "job %r: batches %s committed their Kafka outputs before the run that made them died; their checkpoints are "
-            "written from the commit record",
-            self.job_name,
-            list(record.batch_ids),
-        )
-        self.store.commit_batch(plan, record.checkpoints, self.write_versions, self.owner, record.batch_ids[:-1])
-        return record
 
     def commit(self, plan: BatchPlan, checkpoints: Iterable[TaskCheckpoint], covers: tuple[int, ...]) -> int:
         """The Kafka transaction of a commit: the staged outputs of every batch it covers, then its record."""
@@ -118,12 +139,17 @@ class ExactlyOnceOutputs:
             raise RuntimeError("ExactlyOnceOutputs.start() first")
         batch_ids = (*covers, plan.batch_id)
         record = CommitRecord(self.job_name, plan.generation, batch_ids, uuid.uuid4().hex, tuple(checkpoints))
-        return self._tx.commit(staged_records(self.outputs, batch_ids), to_parts(record))
+        sent = self._tx.commit(staged_records(self.outputs, batch_ids), to_parts(record))
+        self._last_batch = plan.batch_id
+        return sent
 
     def close(self) -> None:
-        """The run ends; with no transaction open, the next one need not fence it."""
-        if self._tx is not None:
-            self._tx.close()
-            if not self._tx.in_transaction:  # else the next run fences it, aborting what is open
-                self.store.close_transactional_ids(self.job_name, [self._tx.tid])
-            self._tx = None
+        """The run ends. With no transaction open and its last Kafka commit in the store too, its id is closed;
+        else the next run (or rescale) fences it and rolls that commit forward."""
+        if self._tx is None:
+            return
+        self._tx.close()
+        last = self.store.plan(self.job_name, self._last_batch) if self._last_batch is not None else None
+        if not self._tx.in_transaction and (last is None or last[1] == "committed"):
+            self.store.close_transactional_ids(self.job_name, [self._tx.tid])
+        self._tx = None

@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 from elasticity.api.context import TaskContext
 from elasticity.api.executor import SliceExecutor, SliceResult
 from elasticity.api.stream import ApplicationDescriptor, Message, OutputStream, load_application
+from elasticity.batch.exactly_once import staging_root
 from elasticity.batch.reader import SlotReads
 from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, Source, dead_letter, in_file, write_batch_file
 from elasticity.config import elasticity_home
@@ -85,6 +86,7 @@ class ProcessContext:
     thread_pool_size: int = 0  # job.container.thread.pool.size (the config's default is 64): 0 = one after another
     state: BatchState | None = None  # a job with stores
     tables: SideInputBatch | None = None  # a job with tables: their side inputs and this batch's read-up-to offsets
+    stage_kafka: bool = False  # processing.guarantee=exactly_once: Kafka outputs wait for the commit's transaction
 
 
 _apps: dict[tuple[str | None, tuple[SystemStream, ...]], ApplicationDescriptor] = {}
@@ -400,14 +402,18 @@ def _kept(stopped_at: int | None, records: int, stateful: bool) -> int:
 
 
 def _write_outputs(ctx: ProcessContext, ran: _SliceRun, outputs: _Outputs) -> tuple[int, dict[str, list[tuple[Any, ...]]]]:
-    """Each output stream's messages from the kept records: sent to Kafka (at-least-once), or a Parquet
-    output's rows for the slot's file. Returns how many there were, and those rows by output root."""
+    """Each output stream's messages from the kept records: a Parquet output's rows for the slot's file, a Kafka
+    output's staged for the commit's transaction (exactly-once) or sent (at-least-once). Returns how many there
+    were, and the rows for the slot's files by root."""
     sent, files = 0, {}
     for out in _application(ctx).outputs.values():
         produced = _kept_outputs(ran, out)
         sent += len(produced)
         if out.kind == "parquet":
             files[f"{ctx.output_path.rstrip('/')}/{out.name}"] = _output_rows(ran, produced)
+        elif ctx.stage_kafka:
+            serdes = ctx.key_serdes.get(out.system, "string"), ctx.msg_serdes.get(out.system, "json")
+            files[staging_root(ctx.output_path, out.system, out.name)] = _output_rows(ran, produced, serdes)
         else:
             _send(ctx, outputs, out, produced)
     return sent, files
@@ -419,14 +425,20 @@ def _kept_outputs(ran: _SliceRun, out: OutputStream) -> list[tuple[int, Any, Any
     return [p for p in ran.result.outputs.get(out, []) if p[0] < ran.kept or (ran.whole and p[0] >= ran.records)]
 
 
-def _output_rows(ran: _SliceRun, produced: list[tuple[int, Any, Any]]) -> list[tuple[Any, ...]]:
-    """A Parquet output's rows (OUTPUT_SCHEMA's columns but the batch's id, which its folder names), each with
-    its place in the task's output order and the input record it comes from."""
+def _output_rows(
+    ran: _SliceRun, produced: list[tuple[int, Any, Any]], kafka_serdes: tuple[str, str] | None = None
+) -> list[tuple[Any, ...]]:
+    """An output's rows (OUTPUT_SCHEMA's columns but the batch's id, which its folder names), each with its place
+    in the task's output order and the input record it comes from; a Kafka output's key and value are made by
+    its system's serdes, as the at-least-once producer makes them."""
     rows = []
     for seq, (i, k, v) in enumerate(produced):
         _, _, partition, offset = ran.source(i)
-        key = k if isinstance(k, bytes) else serialize("string", k)
-        rows.append((key, serialize("json", v), ran.task.name, seq, partition, offset))
+        if kafka_serdes is not None:
+            key, value = serialize(kafka_serdes[0], k), serialize(kafka_serdes[1], v)
+        else:
+            key, value = k if isinstance(k, bytes) else serialize("string", k), serialize("json", v)
+        rows.append((key, value, ran.task.name, seq, partition, offset))
     return rows
 
 

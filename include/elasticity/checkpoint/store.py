@@ -138,6 +138,7 @@ transactions = Table(  # each run's Kafka transactional.id, written before the r
     metadata,
     Column("job_name", String(255), primary_key=True),
     Column("transactional_id", String(512), primary_key=True),
+    Column("system", String(255), nullable=False),  # the Kafka system the run's outputs and commit records go to
     Column("state", String(16), nullable=False),  # open: may hold a transaction | closed: fenced or ended cleanly
     Column("created_ms", BigInteger, nullable=False),
 )
@@ -509,21 +510,24 @@ class CheckpointStore:
 
     # --- Kafka transactional ids (exactly-once outputs) -------------------------
 
-    def open_transactional_ids(self, job: str) -> list[str]:
-        """The transactional.ids of runs that may have left a transaction open, oldest first."""
+    def open_transactional_ids(self, job: str) -> list[tuple[str, str]]:
+        """(transactional.id, system) of the runs that may have left a transaction open, oldest first."""
         with self.engine.connect() as conn:
-            return list(
-                conn.execute(
-                    select(transactions.c.transactional_id)
-                    .where(transactions.c.job_name == job, transactions.c.state == "open")
-                    .order_by(transactions.c.created_ms, transactions.c.transactional_id)
-                ).scalars()
-            )
+            rows = conn.execute(
+                select(transactions.c.transactional_id, transactions.c.system)
+                .where(transactions.c.job_name == job, transactions.c.state == "open")
+                .order_by(transactions.c.created_ms, transactions.c.transactional_id)
+            ).all()
+        return [(r.transactional_id, r.system) for r in rows]
 
-    def open_transactional_id(self, job: str, tid: str) -> None:
+    def open_transactional_id(self, job: str, tid: str, system: str) -> None:
         """Record a run's transactional.id before it is used, so that the next run fences it whatever happens."""
         with self.engine.begin() as conn:
-            conn.execute(insert(transactions).values(job_name=job, transactional_id=tid, state="open", created_ms=self.clock()))
+            conn.execute(
+                insert(transactions).values(
+                    job_name=job, transactional_id=tid, system=system, state="open", created_ms=self.clock()
+                )
+            )
 
     def close_transactional_ids(self, job: str, tids: Iterable[str]) -> None:
         """Those ids hold no transaction any more (fenced, or their run ended cleanly)."""

@@ -231,6 +231,15 @@ class JobConfig:
     )
 
     # --- running the tasks ---
+    processing_guarantee: str = key(
+        "processing.guarantee",
+        choice({"exactly_once": "exactly_once", "exactly_once_v2": "exactly_once", "at_least_once": "at_least_once"}),
+        "exactly_once",
+        "Kafka outputs (send_to and partition_by topics): exactly_once, in one Kafka transaction with the commit "
+        "record of the batch's checkpoints, visible to read_committed readers if and only if the batch commits; "
+        "at_least_once, sent as they are produced, again on a replay.",
+        samza="Kafka Streams' key (exactly_once_v2, at_least_once); Samza's Kafka outputs are at-least-once",
+    )
     dead_letter_policy: str = key(
         "task.dead.letter.policy",
         choice({"dlq": "dlq", "fail": "fail"}),

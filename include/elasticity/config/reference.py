@@ -17,6 +17,7 @@ SECTIONS: tuple[tuple[str, str], ...] = (  # first part of a key's name -> headi
     ("job", "The job, its containers and its outputs (`job.*`)"),
     ("task", "Tasks and checkpoints (`task.*`)"),
     ("batch", "Micro-batches (`batch.*`)"),
+    ("processing", "Processing guarantees (`processing.*`)"),
     ("app", "The application (`app.*`)"),
     ("airflow", "Airflow (`airflow.*`)"),
     ("spark", "Spark (`spark.*`)"),

@@ -29,9 +29,11 @@ from typing import Any
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from elasticity import faults
 from elasticity.api.stream import ApplicationDescriptor, load_application
 from elasticity.batch.async_commit import AsyncCommitter
 from elasticity.batch.coordinator import JobCoordinator
+from elasticity.batch.exactly_once import ExactlyOnceOutputs, StagedOutput, staging_root
 from elasticity.batch.lease import held_lease
 from elasticity.batch.planning import advance_all, plan_ranges, start_offsets
 from elasticity.batch.processing import SUMMARY_SCHEMA, ProcessContext, run_slots
@@ -41,7 +43,7 @@ from elasticity.batch.sinks import delete_batches, output_roots
 from elasticity.checkpoint.batch_plan import BatchPlan
 from elasticity.checkpoint.store import CheckpointStore, Generation
 from elasticity.checkpoint.task_checkpoint import CheckpointId, TaskCheckpoint, state_of
-from elasticity.config import BLOB_STORE_FACTORY, JobConfig
+from elasticity.config import BLOB_STORE_FACTORY, ConfigError, JobConfig
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 from elasticity.jobmodel.object_mapper import ssp_from_key, ssp_to_key
 from elasticity.kafka.admin import Kafka, client_settings, create_topic
@@ -93,6 +95,37 @@ class MicroBatchEngine:
     def storage(self) -> StorageConfig | None:
         """The stores of a stateful app, as the job configures them (None: a stateless app)."""
         return StorageConfig.of(self.config, list(self.app.stores.values())) if self.app.stores else None
+
+    @cached_property
+    def staged_outputs(self) -> tuple[StagedOutput, ...]:
+        """The app's Kafka outputs when they are exactly-once (processing.guarantee): staged per batch and slot,
+        produced in the commit's transaction. Empty: none, or at-least-once."""
+        if self.config.processing_guarantee != "exactly_once":
+            return ()
+        kafka = sorted((o for o in self.app.outputs.values() if o.kind == "kafka"), key=lambda o: (o.system, o.name))
+        systems = sorted({o.system for o in kafka})
+        if len(systems) > 1:
+            raise ConfigError(
+                f"processing.guarantee=exactly_once: the app sends to Kafka outputs of systems {systems}, and one transaction "
+                "spans one Kafka cluster; send to one system, or set processing.guarantee=at_least_once"
+            )
+        output_path = self.config.path("job.output.path", "output")
+        return tuple(StagedOutput(o.name, staging_root(output_path, o.system, o.name)) for o in kafka)
+
+    def _exactly_once(self, owner: str) -> ExactlyOnceOutputs | None:
+        if not self.staged_outputs:
+            return None
+        system = next(o.system for o in self.app.outputs.values() if o.kind == "kafka")
+        return ExactlyOnceOutputs(
+            self.job,
+            self.config.job_id,
+            system,
+            lambda s: client_settings(self.config, s, "producer"),
+            self.staged_outputs,
+            self.store,
+            self.config.checkpoint_write_versions,
+            owner,
+        )
 
     @cached_property
     def tables(self) -> tuple[TableSource, ...]:
@@ -188,12 +221,21 @@ class MicroBatchEngine:
                 summary.durations_ms["commit"] = round(commit_ns / 1e6, 1) if batch_id == plan.batch_id else 0.0
                 summary.metrics["commit"] = "committed" if batch_id == plan.batch_id else f"folded into batch {plan.batch_id}"
                 self.store.record_metrics(self.job, batch_id, summary.generation, summary.to_json())
+                for staged in self.staged_outputs:  # in the Kafka topic now, with the checkpoint
+                    delete_batches(staged.root, [batch_id])
                 self.reporters.report(batch_metrics(summary))
                 if on_commit:
                     on_commit(summary)
 
         # the heartbeat spans everything done under the lease, the last upload too; it stops before the release
         with held_lease(self.store, self.job, owner, self.config.lease_ttl_ms) as lease:
+            exactly_once = self._exactly_once(owner)
+
+            def before_commit(plan: BatchPlan, cps: list[TaskCheckpoint], covers: tuple[int, ...]) -> None:
+                if exactly_once is not None:
+                    exactly_once.commit(plan, cps, covers)
+                    faults.point("commit.kafka_committed")
+
             committer = AsyncCommitter(
                 self.store,
                 self.config.checkpoint_write_versions,
@@ -203,8 +245,11 @@ class MicroBatchEngine:
                 committed,
                 self._await_state,
                 self._cancel_running,
+                before_commit,
             )
             try:
+                if exactly_once is not None:
+                    exactly_once.start()  # what earlier runs left: fenced, or rolled forward
                 # job identity: sinks written under another store fail the start (elasticity.batch.sink_identity)
                 guard_sinks(self.config, self.store, lambda: self.coordinator.initialize(owner), reset_sinks)
                 snapshot, high = None, None
@@ -223,6 +268,7 @@ class MicroBatchEngine:
                         committer.flush()
                         t = time.perf_counter_ns()
                         self._await_state(new_cps.values(), self.config.commit_timeout_ms / 1000)
+                        before_commit(plan, list(new_cps.values()), ())
                         self.store.commit_batch(plan, new_cps.values(), self.config.checkpoint_write_versions, owner)
                         committed(plan, (), time.perf_counter_ns() - t)
                         snapshot = None
@@ -235,7 +281,11 @@ class MicroBatchEngine:
                         break
                 committer.flush()
             finally:
-                committer.close()
+                try:
+                    committer.close()
+                finally:
+                    if exactly_once is not None:
+                        exactly_once.close()
         return summaries
 
     def run_one(
@@ -446,6 +496,7 @@ class MicroBatchEngine:
             thread_pool_size=c.thread_pool_size,
             state=self._batch_state(generation, cps),
             tables=self._table_batch(plan),
+            stage_kafka=bool(self.staged_outputs),
         )
 
     def _batch_state(self, generation: Generation, cps: dict[TaskName, TaskCheckpoint]) -> BatchState | None:
@@ -472,7 +523,7 @@ class MicroBatchEngine:
             return
         c = self.config
         roots = [c.path("job.audit.path", "audit"), c.path("job.dead.letter.path", "dead-letter")]
-        roots += output_roots(c.path("job.output.path", "output"))
+        roots += output_roots(c.path("job.output.path", "output")) + [o.root for o in self.staged_outputs]
         for root in roots:
             delete_batches(root, batch_ids)
 
