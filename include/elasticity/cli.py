@@ -463,6 +463,10 @@ def _log_to_stderr() -> None:
 
 # Commands that need an extra of the package (pyproject's optional-dependencies); the others run on the core.
 EXTRA_OF = {"run-batch": "spark", "spark": "spark", "cluster": "spark", "airflow": "airflow", "demo": "airflow"}
+EXTRA_MODULES = {  # what each extra installs, by top-level module: only their absence is the extra's to fix
+    "spark": {"pyspark", "py4j", "grpc", "google"},
+    "airflow": {"airflow", "pyspark", "py4j", "grpc", "google", "great_expectations", "pandas", "fastapi", "requests"},
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -478,7 +482,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except ModuleNotFoundError as e:
         extra = EXTRA_OF.get(args.command)
-        if extra is None or (e.name or "elasticity").split(".")[0] == "elasticity":
+        if extra is None or (e.name or "elasticity").split(".")[0] not in EXTRA_MODULES[extra]:
             raise
         print(
             f"error: `elasticity {args.command}` needs {e.name}, which is not installed: pip install 'elasticity[{extra}]'",

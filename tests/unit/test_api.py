@@ -193,3 +193,11 @@ def _reads_payments(app):
 def test_output_spec_is_validated():
     with pytest.raises(ValueError, match="kafka.<topic> or parquet.<name>"):
         ApplicationDescriptor().output("nowhere")
+
+
+def test_an_app_module_that_is_not_on_the_path_is_named_with_the_fix():
+    """Not `pip install elasticity[...]`: the user's own module is missing from the path (or not installed)."""
+    with pytest.raises(ValueError, match=r"app.class='orders_app:build': no module 'orders_app' on this Python's path"):
+        load_application("orders_app:build", [SystemStream("kafka", "orders")])
+    with pytest.raises(ValueError, match="no module 'no_such_pkg'"):
+        load_application("no_such_pkg.apps:build", [SystemStream("kafka", "orders")])

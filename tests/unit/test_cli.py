@@ -122,3 +122,16 @@ def test_airflow_on_the_local_cluster_without_one_running_says_how_to_start_it(t
     monkeypatch.setenv("ELASTICITY_HOME", str(tmp_path))
     assert main(["airflow", "--cluster"]) == 2
     assert f"no local cluster runs for {tmp_path}: start one with `make cluster`" in capsys.readouterr().err
+
+
+def test_a_missing_module_outside_the_extra_is_not_blamed_on_it(monkeypatch):
+    """A module the command's extra does not install (one a user's app imports, say) is not 'pip install
+    elasticity[spark]': the error is left as it is (a missing app module itself is named by app.class)."""
+    from elasticity import cli
+
+    def missing(args):
+        raise ModuleNotFoundError("No module named 'httpx'", name="httpx")
+
+    monkeypatch.setattr(cli, "cmd_demo", missing)
+    with pytest.raises(ModuleNotFoundError, match="httpx"):
+        main(["demo"])

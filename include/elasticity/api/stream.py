@@ -213,7 +213,16 @@ def load_application(spec: str, inputs: Iterable[SystemStream]) -> ApplicationDe
     module_name, sep, attr = spec.partition(":")
     if not sep:
         raise ValueError(f"app.class={spec!r}: expected module:factory")
-    factory = getattr(importlib.import_module(module_name), attr)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name is None or not (module_name == e.name or module_name.startswith(e.name + ".")):
+            raise  # the app's module is there, something it imports is not
+        raise ValueError(
+            f"app.class={spec!r}: no module {e.name!r} on this Python's path; put the app's package on PYTHONPATH (or "
+            "install it) wherever the job runs: the CLI or Airflow task, and the Spark Connect server and workers"
+        ) from None
+    factory = getattr(module, attr)
     factory(app)
     missing = set(app.inputs) - set(app.job_inputs)
     if missing:
