@@ -212,9 +212,9 @@ def row(name: str, r: dict) -> tuple[str, str, str]:
     )
 
 
-def start_server(home: Path, lookup_ms: float) -> tuple[SparkConnectServer, str, int]:
+def start_server(home: Path, lookup_ms: float, conf: dict[str, str]) -> tuple[SparkConnectServer, str, int]:
     server = SparkConnectServer(home / f"spark-{lookup_ms:g}")
-    state = server.start(port=free_port(), master="local[2]", env={"DEMO_LOOKUP_MS": f"{lookup_ms:g}"})
+    state = server.start(port=free_port(), master="local[2]", conf=conf, env={"DEMO_LOOKUP_MS": f"{lookup_ms:g}"})
     return server, state.remote, state.pid
 
 
@@ -228,6 +228,7 @@ def main() -> int:
     p.add_argument("--io-records", type=int, default=3_000, help="records of the I/O-bound comparison")
     p.add_argument("--no-quix", action="store_true", help="the engine alone")
     p.add_argument("--only", choices=("stateless", "stateful"), help="one of the two engine apps at 0 ms")
+    p.add_argument("--server-conf", action="append", default=[], help="k=v: a Spark conf of the server (to compare)")
     p.add_argument("--profile", type=Path, help="py-spy every Python process of the 0 ms runs into this folder")
     args = p.parse_args()
     if not args.no_quix and not QUIX_PYTHON.exists():
@@ -241,7 +242,8 @@ def main() -> int:
     rows: list[tuple[str, str, str]] = []
     servers = []
     try:
-        server, remote, pid = start_server(home, 0)
+        conf = dict(kv.split("=", 1) for kv in args.server_conf)
+        server, remote, pid = start_server(home, 0, conf)
         servers.append(server)
         apps = {"stateless": "build", "stateful": "build_stateful"}
         results = {}
@@ -268,7 +270,7 @@ def main() -> int:
                 )
             if args.io_ms:
                 server.stop()
-                server, remote, pid = start_server(home, args.io_ms)
+                server, remote, pid = start_server(home, args.io_ms, conf)
                 servers.append(server)
                 ours = engine_run(home, bootstrap, remote, pid, "build_stateful", args.io_records, args.io_records)
                 quix = quix_run(bootstrap, home, args.io_records, args.io_ms)

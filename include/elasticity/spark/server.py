@@ -42,6 +42,12 @@ def log4j_options() -> str:
     return f"-Dlog4j2.configurationFile=file:{LOG4J}"
 
 
+# The JIT's first tier only: the server's own work per batch is small (plan, schedule, pass Arrow batches), while
+# C2 went on compiling batch after batch (warm, 30,000 records of the stateful demo: 1.0 of the JVM's 2.0 CPU-s
+# in its compiler threads; with C1 alone the JVM spent 0.98 CPU-s in all, bench/cpu_bench.py).
+JIT_OPTIONS = "-XX:TieredStopAtLevel=1"
+
+
 class SparkConnectServer:
     """One server per state folder, like the embedded broker."""
 
@@ -78,7 +84,7 @@ class SparkConnectServer:
             "--conf",
             "spark.ui.enabled=false",
             "--conf",
-            f"spark.driver.extraJavaOptions={log4j_options()}",
+            f"spark.driver.extraJavaOptions={log4j_options()} {JIT_OPTIONS}",
             "--conf",
             "spark.sql.shuffle.partitions=8",
             "--conf",
