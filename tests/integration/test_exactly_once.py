@@ -7,7 +7,6 @@ import uuid
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from elasticity.batch.exactly_once import ExactlyOnceOutputs, StagedOutput, staged_records, staging_root
 from elasticity.batch.sinks import OUTPUT_SCHEMA, write_batch_file
@@ -18,6 +17,7 @@ from elasticity.config import validate
 from elasticity.jobmodel.grouping import build_job_model
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition
 from elasticity.kafka.admin import create_topic
+from tests.support.helpers import read_committed
 
 IN = SystemStream("kafka", "orders")
 SSP = SystemStreamPartition("kafka", "orders", 0)
@@ -65,22 +65,10 @@ def _batch(job, start: int, end: int, after: int | None = None):
 
 def _visible(bootstrap: str, topic: str) -> dict[bytes, list[int]]:
     """What a read_committed consumer of the whole topic sees: per key, the values in log order."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "dq", "isolation.level": "read_committed"})
     seen: dict[bytes, list[int]] = {}
-    try:
-        for p in (0, 1):
-            tp = TopicPartition(topic, p)
-            high = c.get_watermark_offsets(tp, timeout=10, cached=False)[1]
-            if high == 0:
-                continue
-            c.assign([TopicPartition(topic, p, 0)])
-            while c.position([tp])[0].offset < high:
-                for m in c.consume(100, timeout=0.5):
-                    if m.error() is None:
-                        seen.setdefault(m.key(), []).append(int(m.value()))
-        return seen
-    finally:
-        c.close()
+    for _, key, value in read_committed(bootstrap, topic):
+        seen.setdefault(key, []).append(int(value))
+    return seen
 
 
 def _offset(store, name) -> int:

@@ -2,6 +2,7 @@
 input to a Kafka topic is killed or fails at each step of its commit, runs again until caught up, and a
 read_committed consumer of the output topic sees every input record once, each key's in input order."""
 
+import json
 import os
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from elasticity.kafka.admin import create_topic
 from elasticity.kafka.producer import send
 from elasticity.spark.engine import MicroBatchEngine
 from tests.conftest import REPO
+from tests.support.helpers import read_committed
 
 ELASTICITY = str(Path(sys.executable).with_name("elasticity"))
 RECORDS = 400
@@ -54,22 +56,7 @@ def relay_job(kafka_bootstrap, tmp_path, monkeypatch):
 
 def assert_relayed_once_in_key_order(bootstrap: str, topic: str) -> None:
     """Read read_committed from the start of every partition of `<topic>-relay`."""
-    out = f"{topic}-relay"
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "dq", "isolation.level": "read_committed"})
-    seen = []
-    try:
-        for p in c.list_topics(out, timeout=10).topics[out].partitions:
-            tp = TopicPartition(out, p)
-            high = c.get_watermark_offsets(tp, timeout=10, cached=False)[1]
-            if high == 0:
-                continue
-            c.assign([TopicPartition(out, p, 0)])
-            while c.position([tp])[0].offset < high:
-                seen += [(m.key(), m.value()) for m in c.consume(500, timeout=0.5) if m.error() is None]
-    finally:
-        c.close()
-    import json
-
+    seen = [(k, v) for _, k, v in read_committed(bootstrap, f"{topic}-relay")]
     sources = [(json.loads(v)["partition"], json.loads(v)["offset"]) for _, v in seen]
     assert len(sources) == len(set(sources)), f"{len(sources) - len(set(sources))} duplicates"
     assert sorted(sources) == sorted((p, o) for p in range(3) for o in range(_count(bootstrap, topic, p))), "missing"

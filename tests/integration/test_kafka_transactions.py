@@ -22,6 +22,7 @@ from elasticity.kafka.transactions import (
     read_commit_tail,
     transactional_id,
 )
+from tests.support.helpers import read_committed
 
 
 def _producer(bootstrap: str, transactional_id: str | None = None) -> Producer:
@@ -116,27 +117,6 @@ def test_a_whole_log_is_read_to_its_last_marker(kafka_bootstrap, transactional_t
     ]
 
 
-def _committed(bootstrap: str, topic: str, start: int = 0) -> list[tuple[int, bytes | None, bytes | None]]:
-    """Every record of `topic` a read_committed consumer sees from `start` (all partitions), by partition and offset."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "isolation.level": "read_committed"})
-    try:
-        partitions = sorted(c.list_topics(topic, timeout=10).topics[topic].partitions)
-        out = []
-        for p in partitions:
-            tp = TopicPartition(topic, p)
-            high = c.get_watermark_offsets(tp, timeout=10, cached=False)[1]
-            if high <= start:
-                continue
-            c.assign([TopicPartition(topic, p, start)])
-            while c.position([tp])[0].offset < high:
-                out += [(p, m.key(), m.value()) for m in c.consume(100, timeout=0.5) if m.error() is None]
-        return out
-    finally:
-        c.close()
-
-
 def _outputs(topic: str, tag: str, n: int) -> list[OutputRecord]:
     return [OutputRecord(topic, f"k{i % 3}".encode(), f"{tag}{i}".encode()) for i in range(n)]
 
@@ -149,7 +129,7 @@ def test_a_commit_shows_its_outputs_and_its_record_together(kafka_bootstrap):
     assert tx.commit(_outputs(out, "a", 5), [b"batch 1 part 0", b"batch 1 part 1"]) == 5
     assert tx.commit(_outputs(out, "b", 2), [b"batch 2"]) == 2
     tx.close()
-    assert [v for _, _, v in _committed(kafka_bootstrap, out)] == [b"a0", b"a1", b"a2", b"a3", b"a4", b"b0", b"b1"]
+    assert [v for _, _, v in read_committed(kafka_bootstrap, out)] == [b"a0", b"a1", b"a2", b"a3", b"a4", b"b0", b"b1"]
     assert read_commit_tail(kafka_bootstrap, commits) == [b"batch 1 part 0", b"batch 1 part 1", b"batch 2"]
     assert read_commit_tail(kafka_bootstrap, commits, window=2) == [b"batch 2"]  # the record and its commit marker
 
@@ -171,8 +151,8 @@ def test_a_run_fenced_by_the_next_one_never_shows_what_it_wrote(kafka_bootstrap)
 
     with pytest.raises(TransactionFenced, match=tid_a):
         a.commit(a_outputs_while_b_takes_over(), [b"a's record"])
-    assert [v for _, _, v in _committed(kafka_bootstrap, out)] == [b"b0", b"b1", b"b2"]
-    assert [v for _, _, v in _committed(kafka_bootstrap, out, start=4)] == [b"b0", b"b1", b"b2"]  # past A's abort
+    assert [v for _, _, v in read_committed(kafka_bootstrap, out)] == [b"b0", b"b1", b"b2"]
+    assert [v for _, _, v in read_committed(kafka_bootstrap, out, start=4)] == [b"b0", b"b1", b"b2"]  # past A's abort
     assert read_commit_tail(kafka_bootstrap, commits) == [b"b's record"]
 
 
@@ -202,7 +182,7 @@ def test_a_dead_runs_open_transaction_holds_readers_until_it_is_fenced(kafka_boo
     assert KafkaInputs(config).offsets([ssp], "upcoming") == {ssp: 0}  # held at the open transaction
     fence(kafka_bootstrap, tid)
     assert KafkaInputs(config).offsets([ssp], "upcoming") == {ssp: 2}  # the record and its abort marker
-    assert _committed(kafka_bootstrap, out) == []
+    assert read_committed(kafka_bootstrap, out) == []
 
 
 def test_keys_land_in_the_partitions_javas_partitioner_picks(kafka_bootstrap):
@@ -214,6 +194,6 @@ def test_keys_land_in_the_partitions_javas_partitioner_picks(kafka_bootstrap):
     records = [OutputRecord(out, f"user-{i}".encode(), b"v") for i in range(40)]
     tx.commit(records, [b"r"])
     tx.close()
-    seen = {k: p for p, k, _ in _committed(kafka_bootstrap, out)}
+    seen = {k: p for p, k, _ in read_committed(kafka_bootstrap, out)}
     assert seen == {r.key: (murmur2(r.key) & 0x7FFFFFFF) % 4 for r in records}  # kafka-python's, as Java's
     assert len(set(seen.values())) == 4

@@ -38,3 +38,24 @@ def job_props(name: str, topic: str, folder: Path, factor: int = 2, **extra: str
 def write_properties(path: Path, props: dict[str, str]) -> Path:
     path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
     return path
+
+
+def read_committed(bootstrap: str, topic: str, start: int = 0) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(partition, key, value) of every record a read_committed consumer of `topic` sees from offset `start` of
+    each partition, partition by partition, in log order."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "isolation.level": "read_committed"})
+    out = []
+    try:
+        for p in sorted(c.list_topics(topic, timeout=10).topics[topic].partitions):
+            tp = TopicPartition(topic, p)
+            high = c.get_watermark_offsets(tp, timeout=10, cached=False)[1]
+            if high <= start:
+                continue
+            c.assign([TopicPartition(topic, p, start)])
+            while c.position([tp])[0].offset < high:  # past markers and aborted records too
+                out += [(p, m.key(), m.value()) for m in c.consume(500, timeout=0.5) if m.error() is None]
+        return out
+    finally:
+        c.close()
