@@ -124,10 +124,10 @@ def test_the_domain_core_loads_neither_spark_nor_airflow():
     assert out.stdout.strip() == "[]"
 
 
-def test_the_readme_layout_is_the_tree():
-    """The README's Layout section lists every unit of the library in layer order, each with a line
+def test_the_documented_layout_is_the_tree():
+    """The documentation's Layout page lists every unit of the library in layer order, each with a line
     saying what it holds (`name/` for a package, `name.py` for a module), and nothing that is gone."""
-    layout = (REPO / "README.md").read_text().split("## Layout", 1)[1].split("\n## ", 1)[0]
+    layout = (REPO / "docs" / "reference" / "layout.md").read_text()
     listed = re.findall(r"^  (\w+)(/|\.py)\s+\S", layout, re.M)
     tree = [(u, "/" if (PACKAGE / u).is_dir() else ".py") for u in LAYERS]
     assert listed == tree

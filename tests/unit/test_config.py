@@ -240,12 +240,6 @@ def test_load_config_names_the_file(tmp_path):
         load_config(tmp_path / "missing.properties")
 
 
-def test_readme_documents_every_key():
-    readme = (REPO / "README.md").read_text()
-    missing = [k.name for k in KEYS if f"`{k.name}`" not in readme]
-    assert not missing, f"README.md does not document {missing}"
-
-
 def test_read_versions_must_read_something_written():
     with pytest.raises(ConfigError, match="reads none of the versions"):
         validate({**BASE, "task.checkpoint.write.versions": "2", "task.checkpoint.read.versions": "1"})
@@ -334,13 +328,6 @@ def test_value_reads_a_templated_key_typed_or_its_default():
 
 def test_every_rule_says_why():
     assert all(rule.__doc__ and len(rule.__doc__.split()) > 5 for rule in RULES)
-
-
-def test_the_readme_defaults_are_the_declared_ones():
-    """The Configuration table is written by hand; a declared default must read there as declared."""
-    table = {m[1]: m[2] for m in re.finditer(r"^\| `([^`]+)` \| ([^|]+?) \|", (REPO / "README.md").read_text(), re.M)}
-    wrong = {k.name: table[k.name] for k in KEYS if k.default is not None and table[k.name] != f"`{k.default}`"}
-    assert wrong == {}
 
 
 def test_elasticity_home_is_read_on_each_call(monkeypatch, tmp_path):
