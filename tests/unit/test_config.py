@@ -492,3 +492,13 @@ def test_a_factor_that_cannot_pay_is_warned_about_naming_the_keys(pool):
         warnings.simplefilter("error")
         validate({**BASE, "job.elasticity.factor": "8"})  # the default pool: the factor pays, nothing to say
         validate({**BASE, "job.container.thread.pool.size": "0"})  # factor 1: one task per partition anyway
+
+
+def test_exactly_once_outputs_need_a_transactional_producer():
+    base = {**BASE, "systems.kafka.producer.acks": "1", "systems.kafka.producer.enable.idempotence": "false"}
+    with pytest.raises(ConfigError) as e:
+        validate(base)
+    assert "systems.kafka.producer.acks='1': processing.guarantee=exactly_once" in str(e.value)
+    assert "systems.kafka.producer.enable.idempotence='false'" in str(e.value) and "acks=all" in str(e.value)
+    assert validate({**base, "processing.guarantee": "at_least_once"}).processing_guarantee == "at_least_once"
+    assert validate({**BASE, "systems.kafka.producer.acks": "all"}).processing_guarantee == "exactly_once"

@@ -115,6 +115,21 @@ def kafka_clients_can_connect(p: Parsed) -> Iterator[str]:
     yield from kafka_client_problems(p.text)
 
 
+def exactly_once_producers_are_transactional(p: Parsed) -> Iterator[str]:
+    """Exactly-once Kafka outputs are a transaction, which Kafka only runs on an idempotent producer that
+    waits for every replica (acks=all); a producer set otherwise would fail at the job's first commit."""
+    if p["processing.guarantee"] != "exactly_once":
+        return
+    for name, text in sorted(p.text.items()):
+        m = re.fullmatch(r"systems\.([^.]+)\.producer\.(acks|enable\.idempotence)", name)
+        if m and text.strip() not in ({"all", "-1"} if m.group(2) == "acks" else {"true"}):
+            yield (
+                f"{name}={text.strip()!r}: processing.guarantee=exactly_once writes Kafka outputs in transactions, "
+                f"which need {'acks=all' if m.group(2) == 'acks' else 'enable.idempotence=true'}; "
+                "set it so, or set processing.guarantee=at_least_once"
+            )
+
+
 RULES: tuple[Rule, ...] = (
     stream_names_are_not_numbered,
     each_stream_once,
@@ -125,6 +140,7 @@ RULES: tuple[Rule, ...] = (
     read_versions_meet_written,
     changelogs_have_a_system,
     kafka_clients_can_connect,
+    exactly_once_producers_are_transactional,
 )
 
 
