@@ -174,6 +174,13 @@ def test_the_store_probe_names_the_url_without_password(silent):
     assert "pw" not in str(e.value)
 
 
+def _cli_env() -> dict[str, str]:
+    """The environment of a `run-batch` subprocess: the job's config, not this session's overrides, says where."""
+    env = {k: v for k, v in os.environ.items() if k not in ("KAFKA_BOOTSTRAP_SERVERS", "ELASTICITY_CHECKPOINT_STORE_URL")}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "include"), str(REPO)])
+    return env
+
+
 def test_until_caught_up_prints_each_batch_as_it_commits(tmp_path, kafka_bootstrap):
     """Killed (SIGKILL) after its first summary line, a run has printed every batch it committed, and each
     batch it printed is committed."""
@@ -188,8 +195,7 @@ def test_until_caught_up_prints_each_batch_as_it_commits(tmp_path, kafka_bootstr
         **{"systems.kafka.consumer.bootstrap.servers": kafka_bootstrap, "spark.master": "local[1]"},
     )
     config = write_properties(tmp_path / "job.properties", props)
-    env = {k: v for k, v in os.environ.items() if k not in ("KAFKA_BOOTSTRAP_SERVERS", "ELASTICITY_CHECKPOINT_STORE_URL")}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "include"), str(REPO)])
+    env = _cli_env()
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -279,8 +285,7 @@ def test_a_connect_server_killed_mid_batch_fails_the_run_within_30s_naming_it(tm
             **{"systems.kafka.consumer.bootstrap.servers": kafka_bootstrap, "spark.remote": state.remote},
         )
         config = write_properties(tmp_path / "job.properties", props)
-        env = {k: v for k, v in os.environ.items() if k not in ("KAFKA_BOOTSTRAP_SERVERS", "ELASTICITY_CHECKPOINT_STORE_URL")}
-        env["PYTHONPATH"] = os.pathsep.join([str(REPO / "include"), str(REPO)])
+        env = _cli_env()
         proc = subprocess.Popen(
             [sys.executable, "-m", "elasticity.cli", "run-batch", "--until-caught-up", "--max-records", "10"]
             + ["--config", str(config)],
