@@ -123,6 +123,7 @@ def session(browser, af: AirflowStandalone, user: str, offline: bool = False):
     """A browser context logged in as `user` (the UI's session cookie); `offline`: every non-loopback request is blocked."""
     context = browser.new_context(viewport={"width": 1300, "height": 1000})
     context.add_cookies([{"name": "_token", "value": token(af, user), "url": af.base}])
+    context.set_default_timeout(120_000)  # Playwright's 30 s is not enough for a first page on a loaded 2-core machine
     blocked: list[str] = []
     if offline:
 
@@ -175,7 +176,26 @@ def test_page_shows_charts_tasks_policy_and_quality_in_chromium(job, airflow, br
     assert "manual hold" in page.locator("#policy").inner_text() and "0 20 * * *" in page.locator("#policy").inner_text()
     assert page.locator("#quality .badge.success").first.inner_text() == "PASSED"
     page.screenshot(path=str(OUTPUT / "elastic-job-page.png"), full_page=True)
+    keep_docs_picture_true(page)
     context.close()
+
+
+DOCS_PICTURE = REPO / "docs" / "elastic-job-page.png"
+
+
+def keep_docs_picture_true(page) -> None:
+    """The docs show this page as this test draws it: when its sections or tiles differ from those the docs'
+    picture was taken with, the picture is retaken into docs/ and the test fails until it is committed."""
+    outline = {
+        "sections": page.locator("section > h2").all_inner_texts(),
+        "tiles": page.locator(".cards .card > .k").all_inner_texts(),
+    }
+    recorded = DOCS_PICTURE.with_suffix(".json")
+    if recorded.exists() and json.loads(recorded.read_text()) == outline:
+        return
+    page.screenshot(path=str(DOCS_PICTURE), full_page=True)
+    recorded.write_text(json.dumps(outline, indent=2) + "\n")
+    pytest.fail(f"the job page's sections or tiles changed since the docs' picture was taken: {DOCS_PICTURE} retaken; commit it")
 
 
 def test_data_docs_open_styled_with_no_network(job, airflow, browser):
