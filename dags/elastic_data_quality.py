@@ -32,7 +32,7 @@ for job in job_configs():
         max_active_runs=1,
         is_paused_upon_creation=False,
         tags=["elasticity", "data-quality", job],
-        default_args={"retries": 2, "retry_delay": timedelta(seconds=20)},
+        default_args={"retries": 3, "retry_delay": timedelta(seconds=20)},  # as a micro-batch rides through a fault
         params={
             "from_batch": Param(
                 None,

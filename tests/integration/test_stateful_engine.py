@@ -365,3 +365,31 @@ def test_state_moves_with_its_keys_2_to_8_to_3_on_s3(spark, kafka_bootstrap, job
     assert (
         BlobStoreManager(props["blob.store.uri"]).list(f"{config.job_name}-1/rescale/") == []
     )  # the killed attempt's journal handled
+
+
+def test_data_quality_reads_newer_checkpoints_when_commits_delete_the_snapshots_it_pinned(spark, kafka_bootstrap, job, caplog):
+    """Batches go on committing while data quality runs, and each commit deletes the snapshots beyond
+    stores.<store>.blob.retain: the state check's snapshots vanish under it, and it reads the newer ones."""
+    from elasticity import faults
+
+    topic, props, tmp_path = job
+    feed(kafka_bootstrap, topic, 200, seed=21)
+    config = validate(props)
+    engine = MicroBatchEngine(config, spark)
+    engine.run(max_records=100, until_caught_up=True)
+    pinned = []
+
+    def meanwhile(point: str) -> None:
+        if point == "quality.state.pinned" and not pinned:
+            pinned.append(max(engine.store.batches_with_status(config.job_name, "committed")))
+            for seed in (22, 23, 24):  # three more commits, each with records for every virtual task
+                feed(kafka_bootstrap, topic, 200, seed=seed)
+                engine.run(max_records=1000)
+
+    caplog.set_level("INFO", logger="elasticity.quality.runner")
+    with faults.hook(meanwhile):
+        result, _ = run_quality(config, engine.store, engine.inputs)
+    assert pinned and any("superseded while data quality restored it" in r.getMessage() for r in caplog.records)
+    state = next(c for c in result.checks if c.name == "state")
+    assert result.success and state.rows > 0, result.failure_message()
+    assert max(engine.store.batches_with_status(config.job_name, "committed")) > pinned[0]

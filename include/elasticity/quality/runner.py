@@ -10,14 +10,17 @@ ranges. A manual window (from/to batch) validates any range of batches."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from elasticity.api.stream import load_application
+from elasticity import faults
+from elasticity.api.stream import ApplicationDescriptor, load_application
 from elasticity.batch.coordinator import Inputs, JobCoordinator
 from elasticity.batch.reader import Chunk, close_consumers, read_chunk
 from elasticity.batch.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, output_roots, read_table
@@ -30,6 +33,11 @@ from elasticity.quality.checks import Done, QualityInputs
 from elasticity.quality.history import run_summaries
 from elasticity.quality.report import index_html, summary_html
 from elasticity.quality.suite import QualityResult, run_suites
+from elasticity.state.backends.blob_manager import BlobNotFound
+
+log = logging.getLogger(__name__)
+PIN_ATTEMPTS = 30
+Stored = dict[str, dict[Any, Any]] | None  # store -> key -> committed value (None: the app has no state reference)
 
 
 class QualityFailed(AssertionError):
@@ -54,11 +62,12 @@ def _read_inputs(
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=names)
 
 
-def _state(config: JobConfig, generation, cps, committed: list[int], audit: pd.DataFrame | None) -> pd.DataFrame | None:
-    """The `state` check's table over every committed batch (a store holds the whole history);
-    `audit`: theirs, when already read."""
-    app = load_application(config.app_class, config.inputs)
-    if not app.references or generation is None:
+def _expected_state(
+    config: JobConfig, app: ApplicationDescriptor, stored: Stored, committed: list[int], audit: pd.DataFrame | None
+) -> pd.DataFrame | None:
+    """The `state` check's table: the stores' committed values beside what the app's references recompute
+    from every record the committed batches processed; `audit`: theirs, when already read."""
+    if stored is None:
         return None
     if audit is None:
         audit = read_table(config.path("job.audit.path", "audit"), AUDIT_SCHEMA, committed).to_pandas()
@@ -74,7 +83,7 @@ def _state(config: JobConfig, generation, cps, committed: list[int], audit: pd.D
     records = _read_inputs(config, starts, ends, ("system", "stream", "partition", "offset", "key", "value", "timestamp"))
     messages = state_check.processed_messages(config, done, records)
     expected = {name: fold(messages) for name, fold in app.references.items()}
-    return state_check.state_table(state_check.committed_state(config, app, generation, cps), expected)
+    return state_check.state_table(stored, expected)
 
 
 def _consistent_state(store: CheckpointStore, coordinator: JobCoordinator, attempts: int = 20):
@@ -90,6 +99,28 @@ def _consistent_state(store: CheckpointStore, coordinator: JobCoordinator, attem
     raise RuntimeError(f"job {coordinator.job!r}: batches kept committing while data quality read the checkpoints")
 
 
+def _pinned_state(config: JobConfig, store: CheckpointStore, coordinator: JobCoordinator, app: ApplicationDescriptor):
+    """The committed batches, their checkpoints and (for the `state` check) the stores' values those checkpoints
+    commit, read together, before the slow reads. Each commit deletes the blob-store snapshots beyond
+    `stores.<store>.blob.retain`, so a snapshot that vanishes while it is restored was superseded by a newer
+    commit: read again from the newer checkpoints. Gone twice under the same checkpoints, it is lost."""
+    missing = None
+    for _ in range(PIN_ATTEMPTS):
+        committed, generation, cps = _consistent_state(store, coordinator)
+        if not app.references or generation is None:
+            return committed, generation, cps, None
+        faults.point("quality.state.pinned")
+        try:
+            return committed, generation, cps, state_check.committed_state(config, app, generation, cps)
+        except BlobNotFound as e:
+            pinned = (generation.number, [p.batch_id for p in committed])
+            if pinned == missing:
+                raise
+            missing = pinned
+            log.info("superseded while data quality restored it, reading newer checkpoints: %s", e)
+    raise RuntimeError(f"job {coordinator.job!r}: snapshots kept being superseded while data quality restored them")
+
+
 def load_inputs(
     config: JobConfig,
     store: CheckpointStore,
@@ -100,7 +131,8 @@ def load_inputs(
 ) -> tuple[QualityInputs, str, list[int]]:
     """The window's facts; with `since`, the batches after its last one, checked against its edge."""
     coordinator = JobCoordinator(config, store, inputs)
-    committed, generation, cps = _consistent_state(store, coordinator)
+    app = load_application(config.app_class, config.inputs)
+    committed, generation, cps, stored = _pinned_state(config, store, coordinator, app)
     if since is not None:
         window = [p for p in committed if p.batch_id > since.last_batch]
     else:
@@ -143,7 +175,7 @@ def load_inputs(
         cps,
         since.done if since else None,
         since.positions if since else None,
-        _state(config, generation, cps, [p.batch_id for p in committed], audit if since is None else None),
+        _expected_state(config, app, stored, [p.batch_id for p in committed], audit if since is None else None),
     )
     return q, span, [p.batch_id for p in window]
 

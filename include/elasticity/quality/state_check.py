@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ import pandas as pd
 from elasticity.api.stream import ApplicationDescriptor, Message
 from elasticity.checkpoint.store import Generation
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint, state_of
-from elasticity.config import JobConfig
+from elasticity.config import BLOB_STORE_FACTORY, JobConfig
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 from elasticity.serializers import deserialize
 from elasticity.state.container import ContainerStorageManager
@@ -30,6 +31,7 @@ from elasticity.state.rocksdb import open_db, raw_items
 from elasticity.state.store_config import StorageConfig
 
 COLUMNS = ["store", "key", "stored", "expected", "matches", "record"]
+RESTORE_THREADS = 8
 
 
 def committed_state(
@@ -38,29 +40,40 @@ def committed_state(
     generation: Generation,
     cps: dict[TaskName, TaskCheckpoint],
 ) -> dict[str, dict[Any, Any]]:
-    """store -> key -> value, as the current checkpoints commit them."""
+    """store -> key -> value, as the current checkpoints commit them. A committed marker is durable (the
+    driver waited for it before writing the checkpoint), so a blob not there is not awaited: BlobNotFound,
+    its snapshot deleted since by newer commits. The stores restore side by side, to keep that window short."""
     descriptors = list(app.stores.values())
     tasks = generation.job_model.tasks()
     out: dict[str, dict[Any, Any]] = {d.name: {} for d in descriptors}
     with tempfile.TemporaryDirectory(prefix="elasticity-state-check-") as tmp:
-        storage = replace(StorageConfig.of(config, descriptors), state_dir=Path(tmp))
+        storage = replace(StorageConfig.of(config, descriptors), state_dir=Path(tmp), commit_timeout_ms=0)
         csm = ContainerStorageManager(storage, descriptors, tasks, len(tasks))
+
+        def restore(name: str, ts: Any, factory: str, marker: str) -> list[tuple[Any, Any]]:
+            folder = ts.dirs.root / "check"
+            ts.backends[factory].restore(marker, folder)
+            db = open_db(folder)
+            try:
+                d = app.stores[name]
+                return [(d.key_from(k), d.value_from(v)) for k, v in raw_items(db)]
+            finally:
+                db.close()
+
         try:
+            jobs = []
             for task, stores in csm.tasks.items():
                 cp = state_of(cps[task]) if task in cps else None
                 for name, ts in stores.items():
                     markers = {f: m[name] for f, m in (cp.state_checkpoint_markers if cp else {}).items() if name in m}
                     factory = next((f for f in ts.context.config.restore_factories if f in markers), None)
-                    if factory is None:
-                        continue  # nothing committed for this store yet
-                    folder = ts.dirs.root / "check"
-                    ts.backends[factory].restore(markers[factory], folder)
-                    db = open_db(folder)
-                    try:
-                        d = app.stores[name]
-                        out[name].update((d.key_from(k), d.value_from(v)) for k, v in raw_items(db))
-                    finally:
-                        db.close()
+                    if factory is not None:  # else nothing committed for this store yet
+                        jobs.append((name, ts, factory, markers[factory]))
+            # side by side from the blob store (thread-safe clients); a changelog's Kafka client is not
+            threads = RESTORE_THREADS if all(j[2] == BLOB_STORE_FACTORY for j in jobs) else 1
+            with ThreadPoolExecutor(threads) as pool:
+                for (name, *_), items in zip(jobs, pool.map(lambda j: restore(*j), jobs), strict=True):
+                    out[name].update(items)
         finally:
             csm.close()
     return out
