@@ -146,7 +146,8 @@ class LocalCluster:
             env=shared,
         )
         state = self.status()
-        assert state is not None
+        if state is None:
+            raise DaemonError(f"the Spark master stopped while the cluster started; see {self.master.log_file}")
         return state
 
     def start_worker(

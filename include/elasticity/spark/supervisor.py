@@ -105,7 +105,7 @@ class Supervisor:
         except Exception as e:  # noqa: BLE001 - a start that fails is tried again, later
             self.status.failed_starts += 1
             for name in down:
-                self.status.services.setdefault(name, ServiceRestarts()).last_error = str(e).splitlines()[0][:300]
+                self.status.services.setdefault(name, ServiceRestarts()).last_error = first_line(e)
             self.next_try = time.monotonic() + min(BACKOFF_MAX_S, 2 ** (self.status.failed_starts - 1))
             self.status.write(status_file(self.cluster))
             return []
@@ -120,10 +120,18 @@ class Supervisor:
     def run(self) -> None:
         self.status.write(status_file(self.cluster))
         while True:
-            for name in self.check():
-                print(f"{time.strftime('%H:%M:%S')} started {name} again", flush=True)
+            try:
+                for name in self.check():
+                    print(f"{time.strftime('%H:%M:%S')} started {name} again", flush=True)
+            except Exception as e:  # noqa: BLE001 - whatever goes wrong in a round, the next one heals
+                print(f"{time.strftime('%H:%M:%S')} check failed: {first_line(e)}", flush=True)
             _reap_children()
             time.sleep(CHECK_EVERY_S)
+
+
+def first_line(e: BaseException) -> str:
+    """An error in one line, also one without a message (an AssertionError, say)."""
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
 
 
 def _reap_children() -> None:
