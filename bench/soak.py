@@ -503,7 +503,6 @@ class Soak:
         """The data-quality DAG over every committed batch, after its own runs during the soak."""
         api = self._api()
         api.wait_idle(QUALITY, 1800)
-        during = [r["state"] for r in api.runs(QUALITY)]
         last = max(self.store.batches_with_status(JOB, "committed"), default=0)
         run_id = api.trigger(QUALITY, {"from_batch": 1, "to_batch": last})
         state = api.wait_run(QUALITY, run_id, 3600)["state"]
@@ -511,12 +510,52 @@ class Soak:
         checks = json.loads(runs[-1].read_text())["checks"] if runs else []
         return {
             "state": state,
+            "run": run_id,
             "window": f"batches 1..{last}",
             "checks": checks,
-            "during": {s: during.count(s) for s in sorted(set(during))},
         }
 
     # --- figures ---------------------------------------------------------------
+
+    def attempt_errors(self, dag_id: str) -> dict[str, list[str]]:
+        """run id -> the last error line of each failed attempt of its task, in order, from the task logs
+        under the soak's Airflow home. A data-quality check that failed (a data problem) reads `QualityFailed:`;
+        anything else is the task's own error (the infrastructure)."""
+        out: dict[str, list[str]] = {}
+        for log in sorted((self.airflow.home / "logs" / f"dag_id={dag_id}").glob("run_id=*/task_id=*/attempt=*.log")):
+            last = None
+            for line in log.read_text(errors="replace").splitlines():
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                for e in event.get("error_detail") or []:
+                    last = f"{e.get('exc_type')}: {(str(e.get('exc_value')).strip().splitlines() or [''])[0][:200]}"
+                if last is None and event.get("level") == "critical":  # killed: "Process terminated by signal"
+                    last = str(event.get("event")).splitlines()[0][:200]
+            if last is not None:
+                run = log.parent.parent.name.removeprefix("run_id=")
+                out.setdefault(run, []).append(f"attempt {log.stem.removeprefix('attempt=')}: {last}")
+        return out
+
+    def print_runs(self, label: str, dag_id: str, runs: list[dict]) -> None:
+        """A DAG's runs by state, why each failed run failed, and the attempts that failed before a retry passed."""
+        states = [r["state"] for r in runs]
+        print(f"{label:23s} {', '.join(f'{states.count(s)} {s}' for s in sorted(set(states)))}")
+        errors = self.attempt_errors(dag_id)
+        for r in runs:
+            if r["state"] == "failed":
+                lines = errors.get(r["dag_run_id"]) or ["no error line in its task logs"]
+                kind = "a check FAILED" if any("QualityFailed" in x for x in lines) else "task error"
+                print(f"  failed {r['dag_run_id']} ({kind}): {lines[-1]}")
+        retried = [x.split(": ", 1)[1] for r in runs if r["state"] == "success" for x in errors.get(r["dag_run_id"], [])]
+        kinds: dict[str, int] = {}
+        for x in retried:
+            kinds[x.split(":", 1)[0]] = kinds.get(x.split(":", 1)[0], 0) + 1
+        if retried:
+            print(
+                f"  attempts that failed before a retry passed: {len(retried)} ({', '.join(f'{k} x{n}' for k, n in sorted(kinds.items()))})"
+            )
 
     def heal(self) -> None:
         with self.store.engine.connect() as conn:
@@ -596,14 +635,14 @@ class Soak:
                     f"  {time.strftime('%H:%M:%S', time.localtime(g.created_ms / 1000))}  scheduled rescale    to {g.factor} "
                     f"(generation {g.number})"
                 )
-        microbatch = [r["state"] for r in self._api().runs(MICROBATCH)]
-        print(f"micro-batch DAG runs    {', '.join(f'{microbatch.count(s)} {s}' for s in sorted(set(microbatch)))}")
-        print(
-            f"data-quality DAG        during the soak: {quality['during']}; final run over {quality['window']}: {quality['state']}"
-        )
+        self.print_runs("micro-batch DAG runs", MICROBATCH, self._api().runs(MICROBATCH))
+        during = [r for r in self.api.runs(QUALITY) if r["dag_run_id"] != quality["run"]]
+        self.print_runs("data-quality DAG runs", QUALITY, during)
+        print(f"data-quality final run  over {quality['window']}: {quality['state']}")
         for c in quality["checks"]:
             print(f"  {'PASS' if c['success'] else 'FAIL'} {c['name']:13s} {c['rows']:>7} rows, {c['unexpected']} unexpected")
         ok = drained and lost == 0 and duplicated == 0 and sink_dupes == 0 and reordered == 0 and quality["state"] == "success"
+        ok = ok and not any(r["state"] == "failed" for r in during)  # every data-quality run passes
         print(f"verdict                 {'PASS' if ok else 'FAIL'}")
         return 0 if ok else 1
 
