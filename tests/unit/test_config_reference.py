@@ -11,7 +11,7 @@ from elasticity.config.job import KEYS, find_key
 from elasticity.config.kafka_clients import PROPERTIES
 from elasticity.config.keys import Key
 from elasticity.config.parsers import nonempty
-from elasticity.config.reference import render
+from elasticity.config.reference import anchor, render
 from tests.support.library import PACKAGE
 
 KEY_LIKE = re.compile(
@@ -19,19 +19,22 @@ KEY_LIKE = re.compile(
 )
 
 
-def test_every_declared_key_has_one_row():
+def _plain(text: str) -> str:
+    """The page as a reader sees the key cells: no anchors, no break hints, brackets as brackets."""
+    text = re.sub(r'<a id="[^"]*" href="#[^"]*">(.*?)</a>', r"\1", text)
+    return text.replace("<wbr>", "").replace("&lt;", "<").replace("&gt;", ">")
+
+
+def test_every_declared_key_has_one_row_with_its_own_anchor():
     text = render()
     for k in KEYS:
-        assert text.replace("<wbr>", "").replace("&lt;", "<").replace("&gt;", ">").count(f"| <code>{k.name}</code> |") == 1, (
-            k.name
-        )
+        assert _plain(text).count(f"| <code>{k.name}</code> |") == 1, k.name
+        assert text.count(f'<a id="{anchor(k)}" href="#{anchor(k)}">') == 1, k.name
+    assert len({anchor(k) for k in KEYS}) == len(KEYS)
 
 
 def test_a_row_says_default_allowed_values_and_samza():
-    rows = {
-        line.split(" | ")[0].replace("<wbr>", "").replace("&lt;", "<").replace("&gt;", ">"): line
-        for line in render().splitlines()
-    }
+    rows = {_plain(line).split(" | ")[0]: line for line in render().splitlines()}
     row = rows["| <code>job.elasticity.factor</code>"]
     assert "| `1` |" in row and "**Allowed:** an integer from 1 to 256" in row
     assert "xxhash64" in row  # the deliberate difference from Samza's bucket

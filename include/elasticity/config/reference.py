@@ -33,9 +33,16 @@ def _cell(text: str) -> str:
     return html.escape(text, quote=False).replace("|", "\\|")
 
 
+def anchor(k: Key) -> str:
+    """The key's id on the page, so other pages link a key (`configuration.md#job.elasticity.factor`)."""
+    return k.name.replace("<", "").replace(">", "")
+
+
 def _name(k: Key) -> str:
-    """The key as code that wraps only after a dot (a narrow column would cut `job.elasticity.factor` anywhere)."""
-    return "<code>" + ".<wbr>".join(html.escape(part) for part in k.name.split(".")) + "</code>"
+    """The key as code that wraps only after a dot (a narrow column would cut `job.elasticity.factor` anywhere),
+    and a link to itself."""
+    code = "<code>" + ".<wbr>".join(html.escape(part) for part in k.name.split(".")) + "</code>"
+    return f'<a id="{anchor(k)}" href="#{anchor(k)}">{code}</a>'
 
 
 def _default(k: Key) -> str:
