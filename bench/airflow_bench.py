@@ -243,4 +243,6 @@ def main() -> int:
 
 if __name__ == "__main__":
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    sys.exit(main())
+    import results
+
+    sys.exit(results.run("airflow_bench", main))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -128,4 +129,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import results
+
+    sys.exit(results.run("checkpoint_bench", main))

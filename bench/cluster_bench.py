@@ -192,4 +192,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import results
+
+    sys.exit(results.run("cluster_bench", main))

@@ -295,4 +295,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import results
+
+    sys.exit(results.run("cpu_bench", main))

@@ -258,4 +258,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import results
+
+    sys.exit(results.run("engine_bench", main))

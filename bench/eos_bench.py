@@ -102,4 +102,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import results
+
+    sys.exit(results.run("eos_bench", main))

@@ -35,6 +35,7 @@ import argparse
 import os
 import resource
 import shutil
+import sys
 import tempfile
 import time
 import uuid
@@ -345,4 +346,6 @@ def _print(rows: list[tuple[str, str, str]]) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import results
+
+    sys.exit(results.run("state_bench", main))

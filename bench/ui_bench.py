@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -134,4 +135,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import results
+
+    sys.exit(results.run("ui_bench", main))

@@ -199,4 +199,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import results
+
+    sys.exit(results.run("vtask_bench", main))
