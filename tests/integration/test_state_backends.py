@@ -3,6 +3,7 @@ broker, the blob store on a SeaweedFS S3 server; dual commit, restore from each
 backend alone, missing-marker fallback, changelog trimming and bootstrap."""
 
 import json
+import logging
 import shutil
 import uuid
 
@@ -71,13 +72,30 @@ def test_changelog_marker_restore_and_bootstrap(tmp_path, kafka_bootstrap, caplo
     ]
     assert isinstance(d["changelog-offset"], str) and KafkaChangelogMarker.from_json(marker).to_json() == marker
     assert restored(tmp_path / "w", p, **{"job.state.dir": str(tmp_path / "fresh")}) == ({KAFKA}, reference(3))
-    # a checkpoint without markers (a store added to a running job): ERROR, then the changelog from its start
+    # a checkpoint without markers (a store added to a running job): the changelog from its start, and a
+    # WARNING saying how many records it held
     bare = {t: CheckpointV2(cp.checkpoint_id, {}, {}) for t, cp in cps.items()}
     csm = manager({**p, "job.state.dir": str(tmp_path / "bare")})
     assert {s for v in csm.restore(bare).values() for s in v.values()} == {"bootstrap"}
     assert state(csm) == reference(3)
     csm.close()
-    assert "bootstrapping from the changelog's start" in caplog.text
+    bootstraps = [r for r in caplog.records if "bootstrapping from the changelog's start restored" in r.getMessage()]
+    assert bootstraps and all(r.levelno == logging.WARNING for r in bootstraps)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_a_first_start_with_a_changelog_logs_info_not_error(tmp_path, kafka_bootstrap, caplog):
+    """A new stateful job's first batch: its checkpoints have ids and no markers, its changelog is empty: a
+    normal start, nothing for an operator to act on."""
+    caplog.set_level(logging.INFO, logger="elasticity.state.restore")
+    csm = manager(props(tmp_path, kafka_bootstrap))
+    first = {t: CheckpointV2(CheckpointId.create(), {}, {}) for t in TASKS}
+    assert {s for v in csm.restore(first).values() for s in v.values()} == {"bootstrap"}
+    assert state(csm) == {}
+    csm.close()
+    logged = [r for r in caplog.records if r.name == "elasticity.state.restore"]
+    assert logged and all(r.levelno == logging.INFO for r in logged), [(r.levelname, r.getMessage()) for r in logged]
+    assert all("restored 0 records" in r.getMessage() for r in logged if "bootstrapping" in r.getMessage())
 
 
 def test_uncommitted_changelog_records_are_trimmed(tmp_path, kafka_bootstrap):

@@ -21,6 +21,7 @@ import uuid
 from elasticity.checkpoint.task_checkpoint import CheckpointV2
 from elasticity.config import BLOB_STORE_FACTORY, KAFKA_CHANGELOG_FACTORY
 from elasticity.state.backends.blobstore import BlobStoreStateBackend
+from elasticity.state.backends.changelog import KafkaChangelogStateBackend
 from elasticity.state.rocksdb import clone, write_checkpoint_id
 from elasticity.state.taskstore import TaskStore
 
@@ -73,13 +74,17 @@ def _rebuild(ts: TaskStore, checkpoint: CheckpointV2 | None, markers: dict[str, 
             factory,
         )
     if KAFKA_CHANGELOG_FACTORY in ts.backends:
-        log.error(
-            "store %r of task %r: no marker in checkpoint %s; bootstrapping from the changelog's start",
+        reached = _from_backend(ts, checkpoint, KAFKA_CHANGELOG_FACTORY, None)
+        changelog = ts.backends[KAFKA_CHANGELOG_FACTORY]
+        found = changelog.restored_records if isinstance(changelog, KafkaChangelogStateBackend) else 0
+        log.log(
+            logging.WARNING if found else logging.INFO,  # records without a marker: a store added, V1 checkpoints
+            "store %r of task %r: no marker in checkpoint %s; bootstrapping from the changelog's start restored %d records",
             ctx.name,
             ctx.task.name,
             checkpoint.checkpoint_id,
+            found,
         )
-        reached = _from_backend(ts, checkpoint, KAFKA_CHANGELOG_FACTORY, None)
         return "bootstrap", {KAFKA_CHANGELOG_FACTORY: reached} if reached else {}
     if ctx.config.backup_factories:
         log.log(
@@ -94,13 +99,13 @@ def _rebuild(ts: TaskStore, checkpoint: CheckpointV2 | None, markers: dict[str, 
 
 
 def _backed_up(ts: TaskStore) -> bool:
-    """Whether a backend already holds this store's state: a marker missing then means state an operator
-    may have lost (ERROR). A blob store with no snapshot of it is a normal first start (a new job's first
-    batch, or a virtual task no batch has written yet): INFO. A changelog is assumed to hold state."""
+    """Whether a missing marker means state an operator may have lost (ERROR). A blob store with no snapshot
+    of the store is a normal first start (a new job's first batch, or a virtual task no batch has written
+    yet): INFO. Without a blob store, a changelog bootstraps whatever it holds, so nothing is lost."""
     blob = ts.backends.get(BLOB_STORE_FACTORY)
-    if KAFKA_CHANGELOG_FACTORY in ts.backends or not isinstance(blob, BlobStoreStateBackend):
-        return True
-    return bool(blob.blobs.list(f"{blob.prefix}index/"))
+    if isinstance(blob, BlobStoreStateBackend):
+        return bool(blob.blobs.list(f"{blob.prefix}index/"))
+    return KAFKA_CHANGELOG_FACTORY not in ts.backends
 
 
 def _from_backend(ts: TaskStore, checkpoint: CheckpointV2, factory: str, marker: str | None) -> str | None:

@@ -132,6 +132,7 @@ class KafkaChangelogStateBackend(StateBackend):
         )
         self.tp = TopicPartition(changelog.stream, context.changelog_partition)
         self.offset: int | None = None  # newest offset of this task's records in the committed state
+        self.restored_records = 0  # this task's records the last restore applied
 
     def _marker(self) -> str:
         return KafkaChangelogMarker(self.ssp, self.offset).to_json()
@@ -174,12 +175,14 @@ class KafkaChangelogStateBackend(StateBackend):
             end = None
         db = open_db(folder)
         newest = parsed.offset if parsed else None
+        self.restored_records = 0
         try:
             batch = WriteBatch(raw_mode=True)
             for offset, key, value in self.client.read(self.tp, 0, end):
                 newest = offset if newest is None else max(newest, offset)
                 if key is None or not self.context.owns(key):
                     continue
+                self.restored_records += 1
                 if value is None:
                     batch.delete(key)
                 else:
