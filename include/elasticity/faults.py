@@ -2,13 +2,16 @@
 
 Code calls `point("commit.checkpoints_written")` between the steps of a commit or
 a rescale. Nothing happens unless a test installs a hook or the process runs
-with ELASTICITY_FAULT=<point>[:kill]: then it raises InjectedFault, or exits at
-once without cleanup (a real crash: no rollback handler, no lease release).
+with ELASTICITY_FAULT=<point>[:kill|:sigkill]: then it raises InjectedFault, exits at
+once without cleanup (a real crash: no rollback handler, no lease release), or
+has the kernel kill the process (SIGKILL, as an out-of-memory killer or
+`kill -9` does).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -28,6 +31,8 @@ def point(name: str) -> None:
         if target == name:
             if mode == "kill":
                 os._exit(137)
+            if mode == "sigkill":
+                os.kill(os.getpid(), signal.SIGKILL)
             raise InjectedFault(name)
 
 

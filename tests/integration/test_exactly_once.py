@@ -8,7 +8,7 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from elasticity.batch.exactly_once import ExactlyOnceOutputs, StagedOutput, staged_records, staging_root
+from elasticity.batch.exactly_once import ExactlyOnceOutputs, StagedBatches, StagedOutput, staging_root
 from elasticity.batch.sinks import OUTPUT_SCHEMA, write_batch_file
 from elasticity.checkpoint.batch_plan import OffsetRange
 from elasticity.checkpoint.store import CheckpointStore
@@ -58,6 +58,8 @@ def _batch(job, start: int, end: int, after: int | None = None):
         "seq": list(range(end - start)),
         "source_partition": [0] * (end - start),
         "source_offset": list(range(start, end)),
+        "source_system": ["kafka"] * (end - start),
+        "source_stream": [SSP.stream] * (end - start),
     }
     write_batch_file(staged.root, plan.batch_id, "slot-0", pa.table(rows, schema=OUTPUT_SCHEMA))
     return plan, [TaskCheckpoint(task, {SSP: end})]
@@ -96,8 +98,8 @@ def test_outputs_show_once_whichever_side_of_the_kafka_commit_a_run_dies(kafka_b
     plan, cps = _batch(job, 20, 30)
     tx = run._tx
     tx._producer.begin_transaction()
-    for r in staged_records(run.outputs, [3]):
-        tx._produce(r.topic, r.key, r.value)
+    for r in StagedBatches.read(run.outputs, [3]).records():
+        tx._produce(r.topic, r.key, r.value, r.headers)
     tx._producer.flush(30)
     del run, tx
     # run 3 fences it (aborted), finds nothing to roll forward, and the batch replays

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from elasticity.checkpoint.commit_record import PART_TASKS, CommitRecord, last_record, to_parts
+from elasticity.checkpoint.commit_record import PART_TASKS, CommitRecord, complete_records, last_record, to_parts
 from elasticity.checkpoint.task_checkpoint import CheckpointId, TaskCheckpoint, Watermark
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 from elasticity.jobmodel.object_mapper import SerdeError
@@ -59,3 +59,18 @@ def test_a_value_that_is_no_commit_record_is_an_error_naming_it():
         last_record([b"hello"], "job")
     with pytest.raises(SerdeError, match="not a commit record"):
         last_record([json.dumps({"job": "job"}).encode()], "job")
+
+
+def test_the_outputs_each_batch_sent_read_back_with_every_whole_record():
+    """What data quality compares a Kafka output with: per batch and output, how many records the commit sent."""
+    cps = tuple(
+        TaskCheckpoint(TaskName(f"Partition_{i}-0-2"), {SystemStreamPartition("kafka", "t", i, 0): i}) for i in range(600)
+    )
+    first = to_parts(CommitRecord("job", 1, (4, 5), "c-5", cps[:2], {4: {"out": 3}, 5: {}}))
+    second = to_parts(CommitRecord("job", 1, (6,), "c-6", cps, {6: {"out": 2, "other": 1}}))
+    records = complete_records(first + second, "job")
+    assert [(r.batch_ids, r.outputs) for r in records] == [((4, 5), {4: {"out": 3}, 5: {}}), ((6,), {6: {"out": 2, "other": 1}})]
+    assert [r.batch_ids for r in complete_records(first + second[:1], "job")] == [(4, 5)]  # a part missing: not whole
+    old = json.loads(first[0])
+    del old["outputs"]  # a record written before the counts were
+    assert complete_records([json.dumps(old).encode()], "job")[0].outputs == {}

@@ -175,6 +175,7 @@ class JobCoordinator:
         abandon_pending: bool = False,
         trigger: str | None = None,
         origin: str = "manual",
+        settled: bool = False,
     ) -> RescalePlan:
         """Move the job to `factor` (default: the current one, picking up new partitions) under the lease.
 
@@ -183,6 +184,11 @@ class JobCoordinator:
         uploaded first; the generation names them only once all are durable, and
         a crash before leaves the old generation as it was (a rerun removes what
         the crashed attempt uploaded).
+
+        With exactly-once Kafka outputs it first settles what earlier runs left (`exactly_once.settle`), also
+        under the owner of a run that died holding the lease: a pending batch whose Kafka transaction committed
+        is rolled forward, never abandoned and read again. `settled`: the caller is a run that settled at its
+        start, and whose own transactional.id must stay open.
         """
         owner = owner or default_owner()
         held = self.store.lease(self.job)
@@ -190,7 +196,7 @@ class JobCoordinator:
         self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
         try:
             faults.point("rescale.lease_acquired")
-            if not already_ours and self.config.processing_guarantee == "exactly_once":
+            if not settled and self.config.processing_guarantee == "exactly_once":
                 # no transaction of the old generation stays open, and what one committed is in the store
                 settle(
                     self.job,
@@ -338,19 +344,23 @@ class JobCoordinator:
         finally:
             self.store.release_lease(self.job, owner)
 
-    def initialize(self, owner: str | None = None) -> Generation:
+    def initialize(self, owner: str | None = None, settled: bool = False) -> Generation:
         """The current generation, creating the first one from the config if the job is new,
-        or a new one at the same factor when input partitions were added."""
+        or a new one at the same factor when input partitions were added (`settled`: as `rescale`'s)."""
         current = self.current()
         if current is None:
-            self.rescale(self.config.elasticity_factor, owner)
+            self.rescale(self.config.elasticity_factor, owner, settled=settled)
         else:
             counts = self.inputs.partition_counts(self.config.inputs)
             known = {s.without_key_bucket() for t in current.job_model.tasks() for s in t.system_stream_partitions}
             wanted = {SystemStreamPartition(ss.system, ss.stream, p) for ss, n in counts.items() for p in range(n)}
             if wanted != known:
                 plan = self.rescale(
-                    current.factor, owner, trigger=f"new input partitions {sorted(map(str, wanted - known))}", origin="partitions"
+                    current.factor,
+                    owner,
+                    trigger=f"new input partitions {sorted(map(str, wanted - known))}",
+                    origin="partitions",
+                    settled=settled,
                 )
                 if plan.migration is not None and plan.migration.new_ssps:
                     log.info("job %r: %s", self.job, plan.migration.describe_new_ssps())

@@ -5,8 +5,9 @@ The protocol (Kafka Streams' way of committing offsets in the transaction of the
 1. The slots do not produce. They stage each Kafka output's records like a Parquet output, one file per batch
    and slot (`<job.output.path>/_kafka/<system>.<topic>/batch_id=<n>/slot-<i>.parquet`), which a retry overwrites.
 2. The commit runs one Kafka transaction on the run's transactional producer: the staged records of every batch
-   it covers, in batch order, then the commit record (the checkpoints, `checkpoint.commit_record`) to the job's
-   commit topic. Then the store commits the same checkpoints, as without Kafka outputs.
+   it covers, in batch order, each with its provenance headers (`PROVENANCE`), then the commit record (the
+   checkpoints and each batch's record counts, `checkpoint.commit_record`) to the job's commit topic. Then the
+   store commits the same checkpoints, as without Kafka outputs.
 3. A run, and a rescale, start by fencing every transactional.id an earlier run recorded (what a dead or
    stalled run left open is aborted, and its commit can no longer happen), then finish the last commit if its
    Kafka transaction committed and the store's did not (roll forward from the commit record); a run then
@@ -21,6 +22,8 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+
+import pyarrow as pa
 
 from elasticity.batch.sinks import OUTPUT_SCHEMA, read_table
 from elasticity.checkpoint.batch_plan import BatchPlan
@@ -54,14 +57,56 @@ class StagedOutput:
     root: str
 
 
-def staged_records(outputs: Iterable[StagedOutput], batch_ids: Iterable[int]) -> Iterator[OutputRecord]:
-    """The staged records of each batch in turn, each batch's in task and output order."""
-    outputs = list(outputs)
-    for b in batch_ids:
-        for out in outputs:
-            table = read_table(out.root, OUTPUT_SCHEMA, [b]).sort_by([("task_name", "ascending"), ("seq", "ascending")])
-            for key, value in zip(table.column("key").to_pylist(), table.column("value").to_pylist(), strict=True):
-                yield OutputRecord(out.topic, key, value)
+PROVENANCE = (  # the headers of each output record: the input record it comes from, where it was made
+    "elasticity.source.system",
+    "elasticity.source.stream",
+    "elasticity.source.partition",
+    "elasticity.source.offset",
+    "elasticity.task",
+    "elasticity.batch",
+    "elasticity.seq",  # its place in the task's output order within the batch
+)
+_COLUMNS = ("source_system", "source_stream", "source_partition", "source_offset", "task_name", "batch_id", "seq")
+
+
+def provenance(headers: Iterable[tuple[str, bytes | None]] | None) -> dict[str, str]:
+    """An output record's provenance headers, by the staged column they carry (`_COLUMNS`), as text."""
+    names = dict(zip(PROVENANCE, _COLUMNS, strict=True))
+    return {names[k]: v.decode() for k, v in headers or () if k in names and v is not None}
+
+
+@dataclass(frozen=True)
+class StagedBatches:
+    """The staged records of a commit's batches, each batch's in task and output order, and how many each output
+    got per batch (carried in the commit record, so that a reader can tell that none is missing)."""
+
+    tables: list[tuple[str, pa.Table]]  # (topic, records), batch by batch, outputs in order
+
+    @classmethod
+    def read(cls, outputs: Iterable[StagedOutput], batch_ids: Iterable[int]) -> StagedBatches:
+        outputs = list(outputs)
+        return cls(
+            [
+                (out.topic, read_table(out.root, OUTPUT_SCHEMA, [b]).sort_by([("task_name", "ascending"), ("seq", "ascending")]))
+                for b in batch_ids
+                for out in outputs
+            ]
+        )
+
+    def counts(self, batch_ids: Iterable[int]) -> dict[int, dict[str, int]]:
+        counts: dict[int, dict[str, int]] = {b: {} for b in batch_ids}
+        for topic, table in self.tables:
+            for b in table.column("batch_id").to_pylist():
+                counts[b][topic] = counts[b].get(topic, 0) + 1
+        return counts
+
+    def records(self) -> Iterator[OutputRecord]:
+        """Each record with the provenance headers (PROVENANCE), which data quality joins to the input with."""
+        for topic, table in self.tables:
+            columns = [table.column(c).to_pylist() for c in ("key", "value", *_COLUMNS)]
+            for key, value, *where in zip(*columns, strict=True):
+                headers = tuple((h, str(v).encode()) for h, v in zip(PROVENANCE, where, strict=True) if v is not None)
+                yield OutputRecord(topic, key, value, headers)
 
 
 def settle(
@@ -138,8 +183,11 @@ class ExactlyOnceOutputs:
         if self._tx is None:
             raise RuntimeError("ExactlyOnceOutputs.start() first")
         batch_ids = (*covers, plan.batch_id)
-        record = CommitRecord(self.job_name, plan.generation, batch_ids, uuid.uuid4().hex, tuple(checkpoints))
-        sent = self._tx.commit(staged_records(self.outputs, batch_ids), to_parts(record))
+        staged = StagedBatches.read(self.outputs, batch_ids)
+        record = CommitRecord(
+            self.job_name, plan.generation, batch_ids, uuid.uuid4().hex, tuple(checkpoints), staged.counts(batch_ids)
+        )
+        sent = self._tx.commit(staged.records(), to_parts(record))
         self._last_batch = plan.batch_id
         return sent
 

@@ -433,12 +433,12 @@ def _output_rows(
     its system's serdes, as the at-least-once producer makes them."""
     rows = []
     for seq, (i, k, v) in enumerate(produced):
-        _, _, partition, offset = ran.source(i)
+        system, stream, partition, offset = ran.source(i)
         if kafka_serdes is not None:
             key, value = serialize(kafka_serdes[0], k), serialize(kafka_serdes[1], v)
         else:
             key, value = k if isinstance(k, bytes) else serialize("string", k), serialize("json", v)
-        rows.append((key, value, ran.task.name, seq, partition, offset))
+        rows.append((key, value, ran.task.name, seq, partition, offset, system, stream))
     return rows
 
 

@@ -83,6 +83,8 @@ OUTPUT_SCHEMA = pa.schema(
         ("seq", pa.int64()),  # position in the task's output order within the batch
         ("source_partition", pa.int32()),
         ("source_offset", pa.int64()),
+        ("source_system", pa.string()),  # null in files written before these two columns
+        ("source_stream", pa.string()),
     ]
 )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from elasticity.checkpoint.serde import v2_from_json, v2_to_json, watermarks_from_json, watermarks_to_json
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint, to_v2
@@ -27,6 +27,7 @@ class CommitRecord:
     batch_ids: tuple[int, ...]  # the batches this commit covers, the last one the commit's own
     commit_id: str  # unique per commit: parts of one record share it
     checkpoints: tuple[TaskCheckpoint, ...]
+    outputs: dict[int, dict[str, int]] = field(default_factory=dict)  # batch -> Kafka output -> records it sent
 
     @property
     def batch_id(self) -> int:
@@ -36,7 +37,12 @@ class CommitRecord:
 def to_parts(record: CommitRecord) -> list[bytes]:
     cps = list(record.checkpoints)
     chunks = [cps[i : i + PART_TASKS] for i in range(0, len(cps), PART_TASKS)] or [[]]
-    head = {"job": record.job_name, "generation": record.generation, "batches": list(record.batch_ids)}
+    head = {
+        "job": record.job_name,
+        "generation": record.generation,
+        "batches": list(record.batch_ids),
+        "outputs": {str(b): counts for b, counts in record.outputs.items()},
+    }
     return [
         json.dumps(
             {
@@ -73,8 +79,12 @@ def _checkpoint(d: dict) -> TaskCheckpoint:
 
 def last_record(parts: Sequence[bytes], job_name: str) -> CommitRecord | None:
     """The newest complete record of `job_name` among parts read in log order (a commit topic's tail)."""
+    return next(reversed(complete_records(parts, job_name)), None)
+
+
+def complete_records(parts: Sequence[bytes], job_name: str) -> list[CommitRecord]:
+    """Every complete record of `job_name` among parts read in log order, oldest first."""
     by_commit: dict[str, dict[int, dict]] = {}
-    order: list[str] = []
     for raw in parts:
         try:
             d = json.loads(raw)
@@ -83,15 +93,21 @@ def last_record(parts: Sequence[bytes], job_name: str) -> CommitRecord | None:
             commit = str(d["commit"])
         except (ValueError, KeyError, TypeError) as e:
             raise SerdeError(f"not a commit record of job {job_name!r}: {raw[:200]!r}") from e
-        if commit not in by_commit:
-            order.append(commit)
         by_commit.setdefault(commit, {})[int(d["part"])] = d
-    for commit in reversed(order):
-        got = by_commit[commit]
+    records = []
+    for commit, got in by_commit.items():  # in order of first appearance
         first = next(iter(got.values()))
         if len(got) == int(first["parts"]):
             cps: Iterable[dict] = (c for i in sorted(got) for c in got[i]["checkpoints"])
-            return CommitRecord(
-                job_name, int(first["generation"]), tuple(int(b) for b in first["batches"]), commit, tuple(map(_checkpoint, cps))
+            outputs = {int(b): {t: int(n) for t, n in c.items()} for b, c in first.get("outputs", {}).items()}
+            records.append(
+                CommitRecord(
+                    job_name,
+                    int(first["generation"]),
+                    tuple(int(b) for b in first["batches"]),
+                    commit,
+                    tuple(map(_checkpoint, cps)),
+                    outputs,
+                )
             )
-    return None
+    return records

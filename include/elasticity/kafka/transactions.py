@@ -17,12 +17,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from elasticity.kafka.admin import Kafka, TopicError, create_topic, settings
 
 if TYPE_CHECKING:
-    from confluent_kafka import Producer
+    from confluent_kafka import Message, Producer
 
 TRANSACTION_TIMEOUT_MS = 60_000  # the longest a dead run's open transaction holds readers at its first record
 _TIMEOUT_S = 30.0
@@ -76,6 +76,7 @@ class OutputRecord:
     topic: str
     key: bytes | None
     value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()
 
 
 class JobTransactions:
@@ -97,7 +98,7 @@ class JobTransactions:
             p.begin_transaction()
             self.in_transaction = True
             for r in outputs:
-                self._produce(r.topic, r.key, r.value)
+                self._produce(r.topic, r.key, r.value, r.headers)
                 sent += 1
             for part in commit_record:
                 self._produce(self.commits, None, part)
@@ -113,10 +114,10 @@ class JobTransactions:
             raise
         return sent
 
-    def _produce(self, topic: str, key: bytes | None, value: bytes | None) -> None:
+    def _produce(self, topic: str, key: bytes | None, value: bytes | None, headers: tuple = ()) -> None:
         while True:
             try:
-                self._producer.produce(topic, key=key, value=value)
+                self._producer.produce(topic, key=key, value=value, headers=list(headers) or None)
                 return
             except BufferError:  # the local queue is full: let deliveries drain
                 self._producer.poll(0.05)
@@ -125,30 +126,55 @@ class JobTransactions:
         self._producer.flush(_TIMEOUT_S)
 
 
-def read_commit_tail(kafka: Kafka, commits: str, window: int = 256) -> list[bytes]:
-    """The committed values among the last `window` offsets of a job's commit topic, oldest first (transaction
+def read_commit_tail(kafka: Kafka, commits: str, window: int | None = 256) -> list[bytes]:
+    """The committed values among the last `window` offsets (None: all) of a job's commit topic, oldest first (transaction
     markers take offsets too; read_committed, an aborted commit record never shows); empty while it does not exist."""
+    return [r.value or b"" for r in read_committed(kafka, commits, window)]
+
+
+@dataclass(frozen=True)
+class CommittedRecord:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+
+
+def _committed(partition: int, m: Message) -> CommittedRecord:
+    """A consumed record as read (librdkafka gives headers as a list of (name, bytes) pairs)."""
+    headers = cast("list[tuple[str, bytes | None]]", m.headers() or [])
+    return CommittedRecord(partition, cast(int, m.offset()), m.key(), m.value(), tuple(headers))
+
+
+def read_committed(kafka: Kafka, topic: str, tail: int | None = None) -> list[CommittedRecord]:
+    """What a read_committed consumer sees of `topic` (all of it, or the last `tail` offsets of each partition),
+    partition by partition in log order; empty while the topic does not exist."""
     from confluent_kafka import Consumer, TopicPartition
 
-    config = settings(kafka).librdkafka(**{"group.id": "elasticity-commits", "enable.auto.commit": False})
+    config = settings(kafka).librdkafka(**{"group.id": "elasticity-read-committed", "enable.auto.commit": False})
     if config is None:
-        raise TopicError(f"reading {commits} from {kafka} needs settings librdkafka takes (a SASL login is kafka-python's only)")
+        raise TopicError(f"reading {topic} from {kafka} needs settings librdkafka takes (a SASL login is kafka-python's only)")
     c = Consumer({**config, "isolation.level": "read_committed"})
+    out: list[CommittedRecord] = []
     try:
-        topic = c.list_topics(commits, timeout=_TIMEOUT_S).topics.get(commits)
-        if topic is None or topic.error is not None:
+        found = c.list_topics(topic, timeout=_TIMEOUT_S).topics.get(topic)
+        if found is None or found.error is not None:
             return []
-        tp = TopicPartition(commits, 0)
-        low, high = c.get_watermark_offsets(tp, timeout=_TIMEOUT_S, cached=False)
-        if high <= low:
-            return []
-        c.assign([TopicPartition(commits, 0, max(low, high - window))])
-        out: list[bytes] = []
-        deadline = time.monotonic() + _TIMEOUT_S
-        while c.position([tp])[0].offset < high:
-            if time.monotonic() > deadline:
-                raise TopicError(f"reading {commits}-0 up to offset {high} from {kafka}: no progress for {_TIMEOUT_S:.0f}s")
-            out += [m.value() or b"" for m in c.consume(num_messages=window, timeout=0.5) if m.error() is None]
+        for p in sorted(found.partitions):
+            tp = TopicPartition(topic, p)
+            low, high = c.get_watermark_offsets(tp, timeout=_TIMEOUT_S, cached=False)
+            if high <= low:
+                continue
+            c.assign([TopicPartition(topic, p, low if tail is None else max(low, high - tail))])
+            deadline = time.monotonic() + _TIMEOUT_S
+            while c.position([tp])[0].offset < high:  # past transaction markers and aborted records too
+                if time.monotonic() > deadline:
+                    raise TopicError(f"reading {topic}-{p} up to offset {high} from {kafka}: no progress for {_TIMEOUT_S:.0f}s")
+                got = c.consume(num_messages=1000, timeout=0.5)
+                if got:
+                    deadline = time.monotonic() + _TIMEOUT_S
+                out += [_committed(p, m) for m in got if m.error() is None]
         return out
     finally:
         c.close()

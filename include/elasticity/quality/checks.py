@@ -8,6 +8,11 @@ a `record` column that names the offending key and offset when it fails:
   routing  within a generation every key was handled by one virtual task
   audit    no input record audited twice
   sink     no input record twice in the exactly-once (Parquet) sink
+  kafka    for exactly-once Kafka outputs, read read_committed and joined to their input by
+           the provenance headers each record carries (source stream, partition, offset,
+           virtual task, batch): no input record's output twice (kafka_unique), per key
+           the outputs in input order (kafka_key_order), and each committed batch's
+           outputs all visible, as many as its commit record counts (kafka_no_loss)
   state    for a stateful app, every stored value equals the app's recomputation
            from the processed input below the checkpoints (quality.state)
 
@@ -42,6 +47,23 @@ class QualityInputs:
         None  # each key's last validated record: system, stream, partition, key, offset, task_name, generation
     )
     state: pd.DataFrame | None = None  # quality.state.state_table, for apps with a state_reference
+    kafka: pd.DataFrame | None = None  # exactly-once Kafka outputs as read read_committed: KAFKA_COLUMNS
+    kafka_batches: pd.DataFrame | None = None  # the window's committed batches x Kafka outputs: batch_id, output, sent
+
+
+KAFKA_COLUMNS = [  # an output record: where it is, its key, and its provenance headers
+    "output",
+    "partition",
+    "offset",
+    "key",
+    "source_system",
+    "source_stream",
+    "source_partition",
+    "source_offset",
+    "task_name",
+    "batch_id",
+    "seq",
+]
 
 
 @dataclass(frozen=True)
@@ -148,3 +170,57 @@ def sink_table(q: QualityInputs) -> pd.DataFrame:
 def state_table(q: QualityInputs) -> pd.DataFrame:
     assert q.state is not None  # the check applies to apps with a state_reference only
     return q.state
+
+
+def _kafka_record(row) -> str:
+    key = row.key.decode("utf-8", "replace") if isinstance(row.key, bytes) else row.key
+    return (
+        f"{row.output}-{row.partition}@{row.offset} key={key} from {row.source_stream}-{row.source_partition}@"
+        f"{row.source_offset} (batch {row.batch_id}, {row.task_name})"
+    )
+
+
+def _kafka(q: QualityInputs) -> pd.DataFrame:
+    assert q.kafka is not None  # the Kafka checks apply to jobs with exactly-once Kafka outputs only
+    return q.kafka.sort_values(["output", "partition", "offset"], kind="stable")
+
+
+def kafka_unique_table(q: QualityInputs) -> pd.DataFrame:
+    """Each output with the input record it comes from and its place among that record's outputs on the topic
+    (`nth`: 0 for a map's one output; a flatMap's outputs of one record count up in their task's order). An input
+    record relayed twice, by a replay or a transaction seen twice, has two outputs with the same place."""
+    t = _kafka(q)
+    source = ["output", "source_system", "source_stream", "source_partition", "source_offset"]
+    t = t.assign(nth=t.groupby([*source, "batch_id", "task_name"], dropna=False)["seq"].rank(method="dense") - 1)
+    t["record"] = [_kafka_record(r) for r in t.itertuples(index=False)]
+    return t[[*source, "nth", "record"]]
+
+
+def kafka_order_table(q: QualityInputs) -> pd.DataFrame:
+    """Per key and input partition, in each output partition's log order: a later output comes from a later input
+    record (or from the same record, later in its task's output order)."""
+    t = _kafka(q)
+    t = t[t["key"].notna()]
+    group = t.groupby(["output", "partition", "key", "source_system", "source_stream", "source_partition"], sort=False)
+    prev = {c: group[c].shift() for c in ("source_offset", "batch_id", "task_name", "seq")}
+    later = t["source_offset"] > prev["source_offset"]
+    same = (t["source_offset"] == prev["source_offset"]) & (t["batch_id"] == prev["batch_id"])
+    same &= (t["task_name"] == prev["task_name"]) & (t["seq"] > prev["seq"])
+    t = t.assign(in_order=prev["source_offset"].isna() | later | same)
+    t["record"] = [_kafka_record(r) for r in t.itertuples(index=False)]
+    return t[["record", "in_order"]]
+
+
+def kafka_loss_table(q: QualityInputs) -> pd.DataFrame:
+    """Per committed batch of the window and Kafka output: the records visible read_committed against those its
+    commit record says it sent (`sent` missing: no commit record of the batch is visible)."""
+    assert q.kafka is not None and q.kafka_batches is not None
+    found = q.kafka.groupby(["batch_id", "output"]).size().rename("visible").reset_index()
+    t = q.kafka_batches.merge(found, on=["batch_id", "output"], how="left")
+    t["visible"] = t["visible"].fillna(0).astype(int)
+    t["complete"] = t["sent"].notna() & (t["sent"] == t["visible"])
+    t["record"] = [
+        f"batch {b} to {o}: {v} visible, " + ("no commit record visible" if pd.isna(s) else f"{int(s)} sent")
+        for b, o, s, v in t[["batch_id", "output", "sent", "visible"]].itertuples(index=False)
+    ]
+    return t[["record", "complete"]]

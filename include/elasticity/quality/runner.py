@@ -22,14 +22,17 @@ import pandas as pd
 from elasticity import faults
 from elasticity.api.stream import ApplicationDescriptor, load_application
 from elasticity.batch.coordinator import Inputs, JobCoordinator
+from elasticity.batch.exactly_once import provenance
 from elasticity.batch.reader import Chunk, close_consumers, read_chunk
 from elasticity.batch.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, output_roots, read_table
+from elasticity.checkpoint.commit_record import complete_records
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import JobConfig
 from elasticity.jobmodel.model import SystemStreamPartition
 from elasticity.kafka.admin import client_settings
+from elasticity.kafka.transactions import commit_topic, read_commit_tail, read_committed
 from elasticity.quality import cursor, state_check
-from elasticity.quality.checks import Done, QualityInputs
+from elasticity.quality.checks import KAFKA_COLUMNS, Done, QualityInputs
 from elasticity.quality.history import run_summaries
 from elasticity.quality.report import index_html, summary_html
 from elasticity.quality.suite import QualityResult, run_suites
@@ -84,6 +87,40 @@ def _expected_state(
     messages = state_check.processed_messages(config, done, records)
     expected = {name: fold(messages) for name, fold in app.references.items()}
     return state_check.state_table(stored, expected)
+
+
+def _kafka_outputs(
+    config: JobConfig, app: ApplicationDescriptor, window: list[int]
+) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+    """The job's exactly-once Kafka outputs as a read_committed reader sees them (KAFKA_COLUMNS, from each
+    record's provenance headers), and per committed batch of the window and output how many records its commit
+    record says it sent. (None, None): the job has none."""
+    if config.processing_guarantee != "exactly_once":
+        return None, None
+    outputs = sorted({(o.system, o.name) for o in app.outputs.values() if o.kind == "kafka"})
+    if not outputs:
+        return None, None
+    kafka = client_settings(config, outputs[0][0])
+    rows = [
+        {"output": name, "partition": r.partition, "offset": r.offset, "key": r.key, **provenance(r.headers)}
+        for _, name in outputs
+        for r in read_committed(kafka, name)
+    ]
+    records = pd.DataFrame(rows, columns=KAFKA_COLUMNS)
+    for c in ("source_partition", "source_offset", "batch_id", "seq"):
+        records[c] = pd.to_numeric(records[c]).astype("Int64")
+    sent: dict[int, dict[str, int]] = {}
+    for record in complete_records(read_commit_tail(kafka, commit_topic(config.job_name, config.job_id), None), config.job_name):
+        sent |= record.outputs
+    batches = pd.DataFrame(
+        [
+            {"batch_id": b, "output": name, "sent": sent[b].get(name, 0) if b in sent else None}
+            for b in window
+            for _, name in outputs
+        ],
+        columns=["batch_id", "output", "sent"],
+    )
+    return records, batches.astype({"batch_id": "Int64", "sent": "Float64"})
 
 
 def _consistent_state(store: CheckpointStore, coordinator: JobCoordinator, attempts: int = 20):
@@ -176,6 +213,7 @@ def load_inputs(
         since.done if since else None,
         since.positions if since else None,
         _expected_state(config, app, stored, [p.batch_id for p in committed], audit if since is None else None),
+        *_kafka_outputs(config, app, [p.batch_id for p in window]),
     )
     return q, span, [p.batch_id for p in window]
 

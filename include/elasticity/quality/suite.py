@@ -80,6 +80,32 @@ def _expectations():
             "stored keys",
             lambda q: q.state is not None,
         ),
+        Check(
+            "kafka_unique",
+            checks.kafka_unique_table,
+            lambda: gxe.ExpectCompoundColumnsToBeUnique(
+                column_list=["output", "source_system", "source_stream", "source_partition", "source_offset", "nth"]
+            ),
+            "no input record's output appears twice in an exactly-once Kafka output, read read_committed",
+            "Kafka output records by input record",
+            lambda q: q.kafka is not None,
+        ),
+        Check(
+            "kafka_key_order",
+            checks.kafka_order_table,
+            lambda: gxe.ExpectColumnValuesToBeInSet(column="in_order", value_set=[True]),
+            "per key, an exactly-once Kafka output's records follow their input records' order",
+            "Kafka output records by key",
+            lambda q: q.kafka is not None,
+        ),
+        Check(
+            "kafka_no_loss",
+            checks.kafka_loss_table,
+            lambda: gxe.ExpectColumnValuesToBeInSet(column="complete", value_set=[True]),
+            "every committed batch's Kafka outputs are visible read_committed, as many as its commit record counts",
+            "committed batches x Kafka outputs",
+            lambda q: q.kafka is not None,
+        ),
     ]
 
 

@@ -251,7 +251,7 @@ class MicroBatchEngine:
                 if exactly_once is not None:
                     exactly_once.start()  # what earlier runs left: fenced, or rolled forward
                 # job identity: sinks written under another store fail the start (elasticity.batch.sink_identity)
-                guard_sinks(self.config, self.store, lambda: self.coordinator.initialize(owner), reset_sinks)
+                guard_sinks(self.config, self.store, lambda: self.coordinator.initialize(owner, settled=True), reset_sinks)
                 snapshot, high = None, None
                 while True:
                     lease.check()  # no batch is started that its commit would be fenced from
@@ -351,7 +351,7 @@ class MicroBatchEngine:
         pending = self.store.pending_plan(self.job) if generation else None
         if pending is None:
             # also picks up new input partitions: a new generation records its own metrics (rescale)
-            generation = self.coordinator.initialize(owner)
+            generation = self.coordinator.initialize(owner, settled=True)  # this run settled at its start
         assert generation is not None
         return generation, self.coordinator.checkpoints(generation), pending
 
