@@ -8,6 +8,10 @@ Spark Connect client of one warm server (as Airflow's batch tasks are). Then it 
 checks from the committed sinks: nothing lost, nothing duplicated in the exactly-once sink,
 per-key order within a partition, and every malformed record in the dead-letter sink with
 its reason. A failure names the seed: ELASTICITY_TRIAL_SEED=<seed> replays the draws.
+
+The Kafka trials (odd seeds: every run has one or two) copy the input to a Kafka topic exactly-once instead of a Parquet sink, and
+are killed at the Kafka commit too: the copy, read read_committed, holds each processed
+record once, as it was read, each key's in input order, and the data-quality run passes.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from pathlib import Path
 import pytest
 from kafka.admin import NewPartitions
 
+from elasticity.batch.exactly_once import provenance
 from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import validate
@@ -33,6 +38,8 @@ from elasticity.jobmodel.model import SystemStream
 from elasticity.kafka.admin import admin_client, create_topic
 from elasticity.kafka.consumer import KafkaInputs
 from elasticity.kafka.producer import send
+from elasticity.kafka.transactions import read_committed
+from elasticity.quality.runner import run_quality
 from tests.conftest import REPO
 from tests.support.helpers import job_props, write_properties
 
@@ -40,6 +47,7 @@ TRIALS = 3
 STEPS = 6
 OWNER = "trial"  # one lease owner, as an Airflow run's retries are: a killed run's lease is retaken at once
 COMMIT_FAULTS = ["plan.after_commit", "commit.fenced", "commit.checkpoints_written", "commit.after_commit"]
+KAFKA_FAULTS = ["commit.upload", "commit.kafka_committed"]  # before and after the Kafka commit of a Kafka trial
 MALFORMED_REASON = "not valid json"
 DRAIN = ("run-batch", "--owner", OWNER, "--until-caught-up", "--max-records", "100000")  # whatever the job's cap
 
@@ -65,6 +73,7 @@ class Trial:
     bootstrap: str
     remote: str
     folder: Path
+    kafka: bool = False  # the output: a Kafka topic, exactly-once (else a Parquet sink)
     rng: random.Random = field(init=False)
     malformed: set[bytes] = field(default_factory=set)
     log: list[str] = field(default_factory=list)
@@ -84,6 +93,14 @@ class Trial:
                 "batch.max.records": str(self.rng.choice([1, 7, 50, 400])),
                 "batch.read.chunk.records": str(self.rng.choice([25, 200])),
                 "job.lease.ttl.ms": "60000",
+                **(
+                    {
+                        "app.class": "elasticity.apps.identity:build_kafka",
+                        "systems.kafka.producer.bootstrap.servers": self.bootstrap,
+                    }
+                    if self.kafka
+                    else {}
+                ),
             },
         )
         self.config_file = write_properties(self.folder / "job.properties", self.props)
@@ -94,7 +111,7 @@ class Trial:
         }
         self.env |= {"SPARK_REMOTE": self.remote, "PYTHONPATH": os.pathsep.join([str(REPO / "include"), str(REPO)])}
         self.say(
-            f"{self.partitions} partitions, factor {self.props['job.elasticity.factor']}, cap {self.props['batch.max.records']}"
+            f"{'Kafka' if self.kafka else 'Parquet'} output, {self.partitions} partitions, factor {self.props['job.elasticity.factor']}, cap {self.props['batch.max.records']}"
         )
 
     def say(self, text: str) -> None:
@@ -135,7 +152,7 @@ class Trial:
     def kill(self) -> None:
         args = ["run-batch", "--owner", OWNER, "--until-caught-up", "--max-records", str(self.rng.choice([5, 30]))]
         if self.rng.random() < 0.4:
-            point = self.rng.choice(COMMIT_FAULTS)
+            point = self.rng.choice(COMMIT_FAULTS + (KAFKA_FAULTS if self.kafka else []))
             done = self.cli(*args, fault=f"{point}:kill")
             assert done.returncode in (0, 137), done.stderr[-2000:]  # 0: nothing to read, the point never came
             self.say(f"killed at {point}" if done.returncode == 137 else f"not killed at {point}: nothing to read")
@@ -223,10 +240,14 @@ class Trial:
                 )
                 last[k] = (r["batch_id"], r["task_name"], r["seq"], r["offset"])
 
-        sink = read_table(f"{self.props['job.output.path']}/output", OUTPUT_SCHEMA, committed).to_pylist()
-        sources = [(r["source_partition"], r["source_offset"]) for r in sink]
-        assert len(sources) == len(set(sources)), "duplicates in the exactly-once sink"
-        assert set(sources) == {k for k, r in seen.items() if r["status"] == "processed"}
+        processed = {k for k, r in seen.items() if r["status"] == "processed"}
+        if self.kafka:
+            self.check_kafka(config, store, processed)
+        else:
+            sink = read_table(f"{self.props['job.output.path']}/output", OUTPUT_SCHEMA, committed).to_pylist()
+            sources = [(r["source_partition"], r["source_offset"]) for r in sink]
+            assert len(sources) == len(set(sources)), "duplicates in the exactly-once sink"
+            assert set(sources) == processed
 
         dead = read_table(self.props["job.dead.letter.path"], DEAD_LETTER_SCHEMA, committed).to_pylist()
         assert len(dead) == len({(d["partition"], d["offset"]) for d in dead}), "a dead letter twice"
@@ -234,6 +255,32 @@ class Trial:
         assert all(MALFORMED_REASON in d["error"] for d in dead), [d["error"] for d in dead if MALFORMED_REASON not in d["error"]]
         assert {(d["partition"], d["offset"]) for d in dead} == {k for k, r in seen.items() if r["status"] == "dead_letter"}
         self.say(f"checked: {len(seen)} records, {len(dead)} dead letters, {len(committed)} batches")
+
+    def check_kafka(self, config, store: CheckpointStore, processed: set[tuple[int, int]]) -> None:
+        """The copy read read_committed: each processed record once, as it was read (joined by its provenance
+        headers), each key's in input order; and the data-quality run over every batch passes."""
+        inputs = {(r.partition, r.offset): (r.key, r.value) for r in read_committed(self.bootstrap, self.topic)}
+        decoded = lambda kv: (kv[0], json.loads(kv[1]))  # noqa: E731  # the copy's JSON is written anew, compactly
+        copy = read_committed(self.bootstrap, f"{self.topic}-copy")
+        sources = []
+        last: dict[tuple[int, int, bytes], int] = {}
+        for r in copy:
+            where = provenance(r.headers)
+            source = (int(where["source_partition"]), int(where["source_offset"]))
+            assert decoded(inputs[source]) == decoded((r.key, r.value)), (
+                f"{source} copied as {r.value!r}, read as {inputs[source]}"
+            )
+            if r.key is not None:
+                k = (r.partition, source[0], r.key)
+                assert source[1] > last.get(k, -1), f"key {r.key!r} of partition {source[0]} out of order in the copy"
+                last[k] = source[1]
+            sources.append(source)
+        assert len(sources) == len(set(sources)), f"{len(sources) - len(set(sources))} duplicates in the copy"
+        assert set(sources) == processed, f"{len(processed - set(sources))} processed records missing from the copy"
+        result, _ = run_quality(config, store, KafkaInputs(config), report_dir=self.folder / "quality")
+        assert result.success, result.failure_message()
+        assert {"kafka_unique", "kafka_key_order", "kafka_no_loss"} <= {c.name for c in result.checks}
+        self.say(f"copy: {len(copy)} records read read_committed, data quality passed")
 
 
 def _seeds() -> list[int]:
@@ -246,7 +293,7 @@ def _seeds() -> list[int]:
 
 @pytest.mark.parametrize("seed", _seeds())
 def test_randomized_kill_and_rescale_trial(seed, kafka_bootstrap, spark_connect, tmp_path):
-    trial = Trial(seed, kafka_bootstrap, spark_connect, tmp_path)
+    trial = Trial(seed, kafka_bootstrap, spark_connect, tmp_path, kafka=seed % 2 == 1)  # odd seeds: a Kafka trial
     started = time.monotonic()
     try:
         trial.run()
