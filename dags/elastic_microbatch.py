@@ -33,7 +33,9 @@ for job, path in job_configs().items():
         max_active_runs=1,
         is_paused_upon_creation=False,  # the job runs as soon as Airflow sees it
         tags=["elasticity", "microbatch", job],
-        default_args={"retries": 3, "retry_delay": timedelta(seconds=20)},
+        # short and many: an attempt against a dead engine, broker or store fails within seconds, and the next
+        # one (whose session waits for a restarting driver) should come as soon as it may be back
+        default_args={"retries": 5, "retry_delay": timedelta(seconds=5)},
     ) as dag:
         MicroBatchOperator(task_id="run_batches", job=job, config_path=str(path))
     globals()[dag.dag_id] = dag

@@ -176,9 +176,11 @@ class MicroBatchOperator(BaseOperator):
         self, config: JobConfig, store: Any, inputs: Any, target: SparkTarget, run_id: str, max_seconds: int
     ) -> None:
         from elasticity.spark.engine import BatchFailed, MicroBatchEngine
-        from elasticity.spark.session import engine_errors, session
+        from elasticity.spark.session import RESTART_WAIT_S, engine_errors, session
 
-        spark = session(config, target=target)
+        # a driver killed under a run comes back on its address: the retry waits for it a little, and still ends
+        # within 30 s when it stays down
+        spark = session(config, target=target, restart_wait_s=RESTART_WAIT_S)
         engine = MicroBatchEngine(config, spark, store, inputs)
         try:
             with engine_errors(spark):

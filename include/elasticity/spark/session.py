@@ -28,7 +28,11 @@ if TYPE_CHECKING:
     from pyspark.sql.connect.client.retries import RetryPolicy
 
 
-def session(config: JobConfig, app_name: str | None = None, target: SparkTarget | None = None) -> SparkSession:
+def session(
+    config: JobConfig, app_name: str | None = None, target: SparkTarget | None = None, restart_wait_s: float = 0.0
+) -> SparkSession:
+    """`restart_wait_s`: how long a Connect server's closed port is waited for (a supervised driver starting again
+    on its address); Airflow's task waits RESTART_WAIT_S, a command fails at once."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name or f"elasticity-{config.job_name}")
     if "PYSPARK_GATEWAY_PORT" in os.environ:  # under spark-submit: its session, its master
@@ -39,7 +43,7 @@ def session(config: JobConfig, app_name: str | None = None, target: SparkTarget 
         if target.kind == "connect":
             url = target.value if target.value.startswith("local") else with_session_id(target.value, config.job_name)
             with connect_errors(url):
-                spark = _connect(url)
+                spark = _connect(url, restart_wait_s)
                 if not target.is_local:
                     ship_library(spark)
             return spark
@@ -104,6 +108,7 @@ class EngineUnreachable(ConnectionError):
 
 
 PROBE_TIMEOUT_S = 10.0  # a server that accepts TCP but has not spoken gRPC by then is hung
+RESTART_WAIT_S = 15.0  # an Airflow attempt waits this long for a closed port to open (a driver starting again)
 RETRY_BUDGET_S = 15.0  # an outage longer than this fails the run (pyspark's default retries for over 10 minutes)
 
 
@@ -120,17 +125,26 @@ def unreachable(url: str, reason: str) -> EngineUnreachable:
     )
 
 
-def probe_connect(url: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+def probe_connect(url: str, timeout_s: float = PROBE_TIMEOUT_S, refused_wait_s: float = 0.0) -> None:
     """The server at `url` completes a gRPC (HTTP/2) handshake within `timeout_s`, or EngineUnreachable.
-    A closed port fails at once; a listener that never answers, after `timeout_s`."""
+    A closed port fails after `refused_wait_s` (at once by default); a listener that never answers, after
+    `timeout_s`."""
     import grpc  # type: ignore[import-untyped]
     from pyspark.sql.connect.client.core import DefaultChannelBuilder
 
     host, _, port = connect_address(url).rpartition(":")
-    try:
-        socket.create_connection((host.strip("[]"), int(port or 15002)), timeout=timeout_s).close()
-    except OSError as e:
-        raise unreachable(url, str(e) or type(e).__name__) from None
+    deadline = time.monotonic() + refused_wait_s
+    while True:
+        try:
+            socket.create_connection((host.strip("[]"), int(port or 15002)), timeout=timeout_s).close()
+            break
+        except ConnectionRefusedError as e:
+            if time.monotonic() >= deadline:
+                waited = f" for {refused_wait_s:.0f} s" if refused_wait_s else ""
+                raise unreachable(url, f"{e}{waited}") from None
+            time.sleep(0.5)
+        except OSError as e:
+            raise unreachable(url, str(e) or type(e).__name__) from None
     channel = DefaultChannelBuilder(url).toChannel()
     try:
         grpc.channel_ready_future(channel).result(timeout=timeout_s)
@@ -170,10 +184,11 @@ def engine_errors(spark: SparkSession) -> contextlib.AbstractContextManager[None
     return connect_errors(f"sc://{getattr(spark.client._builder, 'endpoint', '?')}")
 
 
-def _connect(url: str) -> SparkSession:
+def _connect(url: str, restart_wait_s: float = 0.0) -> SparkSession:
     """This process's Connect session for `url`: pyspark's getOrCreate returns the process's first session
     whatever the URL asks for (another server, or one that has stopped), so a session is reused only when it
-    is the same server and session id. The server is probed first, and the session's retry policy is short
+    is the same server and session id. The server is probed first (a closed port waited for `restart_wait_s`),
+    and the session's retry policy is short
     before its first call (pyspark's default, applied while building a session, retries for minutes)."""
     from pyspark.sql.connect.client.core import DefaultChannelBuilder
     from pyspark.sql.connect.client.retries import DefaultPolicy
@@ -181,7 +196,7 @@ def _connect(url: str) -> SparkSession:
 
     if url.startswith("local"):  # pyspark starts a server of its own
         return ConnectSession.builder.remote(url).create()  # type: ignore[return-value]
-    probe_connect(url)
+    probe_connect(url, refused_wait_s=restart_wait_s)
     wanted = DefaultChannelBuilder(url)
     existing = ConnectSession.getActiveSession() or ConnectSession._get_default_session()
     if existing is not None:
