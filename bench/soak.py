@@ -529,7 +529,7 @@ class Soak:
                     event = json.loads(line)
                 except ValueError:
                     continue
-                for e in event.get("error_detail") or []:
+                for e in (event.get("error_detail") or [])[:1]:  # the exception raised (its causes follow)
                     last = f"{e.get('exc_type')}: {(str(e.get('exc_value')).strip().splitlines() or [''])[0][:200]}"
                 if last is None and event.get("level") == "critical":  # killed: "Process terminated by signal"
                     last = str(event.get("event")).splitlines()[0][:200]
