@@ -6,10 +6,13 @@ loopback port with its own AIRFLOW_HOME, the connections of the embedded default
 the job's micro-batch DAG on its schedule; a rescale is triggered through the
 REST API as the UI's trigger form does; the real TriggerDagRunOperator starts the
 data-quality DAG; a schedule rule is held by the manual rescale, then applied.
+A second job, the example copying orders to a Kafka topic exactly-once, commits
+through the same scheduler and passes data quality with its Kafka checks.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from types import SimpleNamespace
 
@@ -18,8 +21,11 @@ import pytest
 from elasticity.airflow.standalone import AirflowStandalone, connections
 from elasticity.apps.demo_feed import demo_records
 from elasticity.checkpoint.store import CheckpointStore
+from elasticity.config.properties import parse_properties
 from elasticity.daemon import free_port
 from elasticity.kafka.producer import send
+from elasticity.kafka.transactions import read_committed
+from tests.conftest import REPO
 from tests.support.airflow_runs import finished, wait_for
 from tests.support.helpers import fresh_topic, job_props, write_properties
 
@@ -34,6 +40,12 @@ def world(kafka_bootstrap, spark_connect, tmp_path_factory):
     props = job_props(job, topic, tmp, factor=2, **{"batch.max.records": "300", "job.elasticity.manual.hold.ms": "3600000"})
     props.pop("task.checkpoint.store.url")  # the elasticity_store connection says where the store is
     config_file = write_properties(tmp / "jobs" / f"{job}.properties", props)
+    copy_topic = fresh_topic(kafka_bootstrap, "sched-copy", 2, records=300, keys=20, seed=43)
+    copy_job = f"copy{uuid.uuid4().hex[:6]}"
+    example = parse_properties((REPO / "include/jobs/examples/orders-copy.properties").read_text())
+    copy_props = example | job_props(copy_job, copy_topic, tmp / copy_job, factor=4, **{"batch.max.records": "200"})
+    copy_props.pop("task.checkpoint.store.url")
+    write_properties(tmp / "jobs" / f"{copy_job}.properties", copy_props)
     airflow = AirflowStandalone(
         tmp / "airflow",
         free_port(),
@@ -50,6 +62,9 @@ def world(kafka_bootstrap, spark_connect, tmp_path_factory):
         yield SimpleNamespace(
             job=job,
             topic=topic,
+            copy_job=copy_job,
+            copy_topic=copy_topic,
+            copy_reports=tmp / copy_job / "report",
             bootstrap=kafka_bootstrap,
             config_file=config_file,
             airflow=airflow,
@@ -113,3 +128,23 @@ def test_a_schedule_rule_is_held_by_the_manual_rescale_then_applied(world):
         airflow,
     )
     assert dq[-1]["state"] == "success"
+
+
+def test_a_job_copying_to_kafka_commits_exactly_once_and_passes_data_quality(world):
+    job, airflow, api, store = world.copy_job, world.airflow, world.api, world.store
+    runs = wait_for(lambda: finished(api, f"elastic_microbatch__{job}"), 240, "no micro-batch run of the copy finished", airflow)
+    assert all(r["state"] == "success" for r in runs), airflow.tail(60)
+    committed = sorted(store.metrics(job), key=lambda m: m["batch_id"])  # by the first run, or by the next one too
+    assert [m["batch_id"] for m in committed] == [1, 2] and sum(m["processed"] for m in committed) == 300  # cap 200
+    copies = read_committed(world.bootstrap, f"{world.copy_topic}-copy")
+    sources = [(dict(r.headers)["elasticity.source.partition"], dict(r.headers)["elasticity.source.offset"]) for r in copies]
+    assert len(copies) == 300 and len(set(sources)) == 300  # every order once, read read_committed
+    dq = wait_for(lambda: finished(api, f"elastic_data_quality__{job}"), 180, "no data-quality run of the copy", airflow)
+    assert dq[-1]["state"] == "success" and dq[-1]["run_type"] == "asset_triggered", airflow.tail(60)
+    summary = json.loads((world.copy_reports / "summary.json").read_text())
+    checks = {c["name"]: c for c in summary["checks"]}
+    assert summary["success"] and {"kafka_unique", "kafka_key_order", "kafka_no_loss"} <= set(checks)
+    assert checks["kafka_unique"]["rows"] == 300
+    print(
+        f"copy runs {[r['dag_run_id'] for r in runs]}: {len(copies)} records read read_committed, data quality {dq[-1]['dag_run_id']}"
+    )
