@@ -48,7 +48,8 @@ class QualityInputs:
     )
     state: pd.DataFrame | None = None  # quality.state.state_table, for apps with a state_reference
     kafka: pd.DataFrame | None = None  # exactly-once Kafka outputs as read read_committed: KAFKA_COLUMNS
-    kafka_batches: pd.DataFrame | None = None  # the window's committed batches x Kafka outputs: batch_id, output, sent
+    kafka_batches: pd.DataFrame | None = None  # the window's committed batches x Kafka outputs: batch_id, output,
+    # recorded (a commit record of the batch is visible), sent (the records it counts; missing: not counted)
 
 
 KAFKA_COLUMNS = [  # an output record: where it is, its key, and its provenance headers
@@ -213,14 +214,16 @@ def kafka_order_table(q: QualityInputs) -> pd.DataFrame:
 
 def kafka_loss_table(q: QualityInputs) -> pd.DataFrame:
     """Per committed batch of the window and Kafka output: the records visible read_committed against those its
-    commit record says it sent (`sent` missing: no commit record of the batch is visible)."""
+    commit record says it sent. A batch no visible commit record covers fails; one whose record predates the
+    counts passes on its record alone."""
     assert q.kafka is not None and q.kafka_batches is not None
     found = q.kafka.groupby(["batch_id", "output"]).size().rename("visible").reset_index()
     t = q.kafka_batches.merge(found, on=["batch_id", "output"], how="left")
     t["visible"] = t["visible"].fillna(0).astype(int)
-    t["complete"] = t["sent"].notna() & (t["sent"] == t["visible"])
+    t["complete"] = t["recorded"].astype(bool) & (t["sent"].isna() | (t["sent"] == t["visible"])).astype(bool)
     t["record"] = [
-        f"batch {b} to {o}: {v} visible, " + ("no commit record visible" if pd.isna(s) else f"{int(s)} sent")
-        for b, o, s, v in t[["batch_id", "output", "sent", "visible"]].itertuples(index=False)
+        f"batch {b} to {o}: {v} visible, "
+        + ("no commit record visible" if not r else "not counted" if pd.isna(s) else f"{int(s)} sent")
+        for b, o, r, s, v in t[["batch_id", "output", "recorded", "sent", "visible"]].itertuples(index=False)
     ]
     return t[["record", "complete"]]

@@ -94,7 +94,8 @@ def _kafka_outputs(
 ) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
     """The job's exactly-once Kafka outputs as a read_committed reader sees them (KAFKA_COLUMNS, from each
     record's provenance headers), and per committed batch of the window and output how many records its commit
-    record says it sent. (None, None): the job has none."""
+    record says it sent (`recorded`: a commit record of the batch is visible; `sent` None: it has no counts,
+    written before they were). (None, None): the job has none."""
     if config.processing_guarantee != "exactly_once":
         return None, None
     outputs = sorted({(o.system, o.name) for o in app.outputs.values() if o.kind == "kafka"})
@@ -109,16 +110,21 @@ def _kafka_outputs(
     records = pd.DataFrame(rows, columns=KAFKA_COLUMNS)
     for c in ("source_partition", "source_offset", "batch_id", "seq"):
         records[c] = pd.to_numeric(records[c]).astype("Int64")
-    sent: dict[int, dict[str, int]] = {}
+    sent: dict[int, dict[str, int] | None] = {}
     for record in complete_records(read_commit_tail(kafka, commit_topic(config.job_name, config.job_id), None), config.job_name):
-        sent |= record.outputs
+        sent |= {b: record.outputs.get(b) for b in record.batch_ids}  # None: a record written before the counts
     batches = pd.DataFrame(
         [
-            {"batch_id": b, "output": name, "sent": sent[b].get(name, 0) if b in sent else None}
+            {
+                "batch_id": b,
+                "output": name,
+                "recorded": b in sent,
+                "sent": None if (counts := sent.get(b)) is None else counts.get(name, 0),
+            }
             for b in window
             for _, name in outputs
         ],
-        columns=["batch_id", "output", "sent"],
+        columns=["batch_id", "output", "recorded", "sent"],
     )
     return records, batches.astype({"batch_id": "Int64", "sent": "Float64"})
 

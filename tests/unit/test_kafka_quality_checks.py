@@ -1,0 +1,44 @@
+"""The Kafka sink checks' tables on hand-made topics: what they let pass (a flatMap's several outputs of one
+record, a batch whose commit record predates the counts) and what they catch."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from elasticity.quality.checks import KAFKA_COLUMNS, QualityInputs, kafka_loss_table, kafka_order_table, kafka_unique_table
+
+
+def _topic(*rows: tuple) -> pd.DataFrame:
+    """Rows of (output partition, offset, key, source offset, batch, seq); one input partition, one task."""
+    return pd.DataFrame(
+        [("out", p, o, k, "kafka", "in", 0, so, "Partition_0", b, s) for p, o, k, so, b, s in rows], columns=KAFKA_COLUMNS
+    )
+
+
+def _inputs(topic: pd.DataFrame, batches: list[tuple] = ()) -> QualityInputs:
+    empty = pd.DataFrame()
+    table = pd.DataFrame(batches, columns=["batch_id", "output", "recorded", "sent"]).astype({"sent": "Float64"})
+    return QualityInputs(empty, empty, empty, {}, 1, {}, kafka=topic, kafka_batches=table)
+
+
+def test_a_flatmaps_outputs_of_one_record_are_neither_duplicates_nor_out_of_order():
+    topic = _topic((0, 0, b"a", 5, 1, 0), (0, 1, b"a", 5, 1, 1), (0, 2, b"a", 6, 1, 2))
+    q = _inputs(topic)
+    assert not kafka_unique_table(q).duplicated(["source_offset", "nth"]).any()
+    assert kafka_order_table(q)["in_order"].all()
+
+
+def test_a_record_replayed_into_another_batch_is_a_duplicate_and_goes_backwards():
+    topic = _topic((0, 0, b"a", 5, 1, 0), (0, 1, b"a", 6, 1, 1), (0, 2, b"a", 5, 2, 0))
+    q = _inputs(topic)
+    assert kafka_unique_table(q).duplicated(["source_offset", "nth"]).sum() == 1
+    assert kafka_order_table(q)["in_order"].tolist() == [True, True, False]
+
+
+def test_each_committed_batch_has_its_counted_records_or_at_least_its_commit_record():
+    topic = _topic((0, 0, b"a", 5, 1, 0), (0, 1, b"b", 6, 2, 0))
+    batches = [(1, "out", True, 1.0), (2, "out", True, 2.0), (3, "out", True, None), (4, "out", False, None)]
+    t = kafka_loss_table(_inputs(topic, batches))
+    assert t["complete"].tolist() == [True, False, True, False]
+    assert t["record"].tolist()[1] == "batch 2 to out: 1 visible, 2 sent"
+    assert t["record"].tolist()[3] == "batch 4 to out: 0 visible, no commit record visible"
