@@ -1,6 +1,7 @@
 """Where a batch's results go: Parquet datasets written once per (batch, process
 slot), so a retried batch overwrites its own files and leaves no duplicates,
-and Kafka topics (at-least-once).
+and Kafka topics: exactly-once through staged rows and one transaction per batch
+(batch/exactly_once.py), or at-least-once with `processing.guarantee=at_least_once`.
 
 Layout: `<root>/batch_id=<n>/slot-<i>.parquet`, Hive-style, the virtual task a
 column (`task_name`): a batch writes a bounded number of files however many
