@@ -311,3 +311,19 @@ def test_a_connect_server_killed_mid_batch_fails_the_run_within_30s_naming_it(tm
         assert first["batch_id"] in committed
     finally:
         server.stop()
+
+
+def test_an_error_raised_while_the_connect_server_is_down_names_the_server(spark_connect):
+    """A run that fails elsewhere than in a Spark call (its commit waited for the snapshots its lost executors
+    had promised) when the driver is gone says so, naming the server; with the server up, the error is its own."""
+    from elasticity.spark.session import EngineUnreachable, connect_address, connect_errors
+    from elasticity.state.backends.blob_manager import UploadStalled
+
+    down = f"127.0.0.1:{free_port()}"
+    stalled = UploadStalled("upload of blob 'x/index/1-2-3.json' stalled: no sign of life from its uploader for 20 s")
+    named = f"^Spark Connect server sc://{down} unreachable"
+    with pytest.raises(EngineUnreachable, match=named) as caught, connect_errors(f"sc://{down}"):
+        raise stalled
+    assert caught.value.__cause__ is stalled
+    with pytest.raises(UploadStalled), connect_errors(f"sc://{connect_address(spark_connect)}"):
+        raise stalled

@@ -108,6 +108,7 @@ class EngineUnreachable(ConnectionError):
 
 
 PROBE_TIMEOUT_S = 10.0  # a server that accepts TCP but has not spoken gRPC by then is hung
+DOWN_PROBE_S = 3.0  # whether the server still answers, after another error
 RESTART_WAIT_S = 15.0  # an Airflow attempt waits this long for a closed port to open (a driver starting again)
 RETRY_BUDGET_S = 15.0  # an outage longer than this fails the run (pyspark's default retries for over 10 minutes)
 
@@ -157,7 +158,9 @@ def probe_connect(url: str, timeout_s: float = PROBE_TIMEOUT_S, refused_wait_s: 
 @contextlib.contextmanager
 def connect_errors(url: str) -> Iterator[None]:
     """A Connect server that stops answering (killed, hung, restarting) ends the block with EngineUnreachable
-    naming it, once the session's short retry policy gives up; other errors pass through."""
+    naming it, once the session's short retry policy gives up. Another error is told as that too when the server
+    no longer answers (a commit that waited for the snapshots its lost executors had promised, say: the server
+    is the cause); otherwise it passes through."""
     import grpc
     from pyspark.errors.exceptions.connect import SparkConnectGrpcException
 
@@ -175,6 +178,14 @@ def connect_errors(url: str) -> Iterator[None]:
             if code not in lost:
                 raise
             raise unreachable(url, f"{code.name} after retrying for {RETRY_BUDGET_S:.0f} s") from e
+        except EngineUnreachable:
+            raise
+        except Exception as e:
+            try:
+                probe_connect(url, DOWN_PROBE_S)
+            except EngineUnreachable as down:
+                raise down from e
+            raise
 
 
 def engine_errors(spark: SparkSession) -> contextlib.AbstractContextManager[None]:
