@@ -33,9 +33,15 @@ for job, path in job_configs().items():
         max_active_runs=1,
         is_paused_upon_creation=False,  # the job runs as soon as Airflow sees it
         tags=["elasticity", "microbatch", job],
-        # short and many: an attempt against a dead engine, broker or store fails within seconds, and the next
-        # one (whose session waits for a restarting driver) should come as soon as it may be back
-        default_args={"retries": 5, "retry_delay": timedelta(seconds=5)},
+        # an attempt against a dead engine, broker or store fails within seconds: the first retry comes 5-10 s
+        # later (its session waits for a restarting driver), the next ones back off (10-20 s, 20-40 s, then 60 s)
+        # so that the retries outlast a longer outage
+        default_args={
+            "retries": 5,
+            "retry_delay": timedelta(seconds=5),
+            "retry_exponential_backoff": 2.0,
+            "max_retry_delay": timedelta(seconds=60),
+        },
     ) as dag:
         MicroBatchOperator(task_id="run_batches", job=job, config_path=str(path))
     globals()[dag.dag_id] = dag
