@@ -529,6 +529,8 @@ class Soak:
                     event = json.loads(line)
                 except ValueError:
                     continue
+                if event.get("event") != "Task failed with exception":  # not a client library's logged error
+                    event.pop("error_detail", None)
                 for e in (event.get("error_detail") or [])[:1]:  # the exception raised (its causes follow)
                     last = f"{e.get('exc_type')}: {(str(e.get('exc_value')).strip().splitlines() or [''])[0][:200]}"
                 if last is None and event.get("level") == "critical":  # killed: "Process terminated by signal"
