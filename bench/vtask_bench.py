@@ -10,8 +10,10 @@ the data allows each factor reaches. Every figure is measured side by side in on
      key, each beside its slowest-task limit (per batch, its busiest virtual task's lookups one after another:
      per-key order bounds a batch by it); the highest factor again with each pool size of --pools.
 
-usage: python bench/vtask_bench.py [--records 12000] [--factors 2,4,8,16,32,64] [--pools 64] [--skip-vtasks]
-       [--skip-factors]
+usage: python bench/vtask_bench.py [--records 12000] [--vtasks 8,256,4096] [--factors 2,4,8,16,32,64] [--pools 64]
+       [--skip-vtasks] [--skip-factors] [--profile DIR]
+--profile: py-spy (`.venv/bin/pip install py-spy`) on the driver (every thread, idle ones too: where a batch waits)
+and the Python workers (holding the GIL) during each measured run of the virtual-task sweep, as raw collapsed stacks.
 Starts an embedded broker and a Spark Connect server on local[2] of its own; each job runs a warm-up batch
 first, so the figures are those of a warm session.
 """
@@ -20,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -81,8 +85,43 @@ def files_per_batch(config, batch_id: int) -> int:
     return sum(len(list((r / f"batch_id={batch_id}").glob("*.parquet"))) for r in roots)
 
 
-def vtask_sweep(b: Bench, records: int) -> list[tuple[str, str, str]]:
-    shapes = ((4, 2), (32, 8), (128, 32))  # partitions x factor: 8, 256, 4,096 virtual tasks
+SHAPES = {8: (4, 2), 256: (32, 8), 4096: (128, 32)}  # virtual tasks: partitions x factor
+
+
+def spy(folder: Path, label: str) -> list[subprocess.Popen]:
+    """py-spy on this driver (every thread, idle too) and on the Connect server's Python workers (GIL holders)."""
+    import psutil
+
+    folder.mkdir(parents=True, exist_ok=True)
+    pyspy = shutil.which("py-spy") or Path(sys.executable).with_name("py-spy")
+    me = psutil.Process()
+    server = next(p for p in psutil.process_iter(["cmdline"]) if "SparkConnectServer" in " ".join(p.info["cmdline"] or []))
+    workers = [q.pid for q in server.children(recursive=True) if q.name().startswith("python")]
+    targets = [(me.pid, "driver", ["--idle", "--threads"])] + [(pid, "worker", ["--gil"]) for pid in workers]
+    return [
+        subprocess.Popen(
+            [
+                str(pyspy),
+                "record",
+                "--pid",
+                str(pid),
+                "--rate",
+                "200",
+                "--format",
+                "raw",
+                *flags,
+                "-o",
+                str(folder / f"{label}-{kind}-{pid}.txt"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for pid, kind, flags in targets
+    ]
+
+
+def vtask_sweep(b: Bench, records: int, vtasks: list[int], profile: Path | None = None) -> list[tuple[str, str, str]]:
+    shapes = [SHAPES[n] for n in vtasks]
     medians: dict[int, dict[str, float]] = {}
     rows = []
     warm = b.engine("vtasks", b.topic("vt-warm", 4, records), 2, "elasticity.apps.identity:build")
@@ -93,9 +132,14 @@ def vtask_sweep(b: Bench, records: int) -> list[tuple[str, str, str]]:
         warm = b.engine("vtasks", b.topic(f"vt-warm-{tasks}", partitions, 300), factor, "elasticity.apps.identity:build")
         warm.run(until_caught_up=True)
         engine = b.engine("vtasks", topic, factor, "elasticity.apps.identity:build")
+        spies = spy(profile, f"vt{tasks}") if profile else []
+        time.sleep(1 if spies else 0)  # py-spy attached
         start = time.perf_counter()
         batches = [s for s in engine.run(until_caught_up=True) if s.batch_id is not None]
         run_s = time.perf_counter() - start
+        for p in spies:
+            p.send_signal(2)
+            p.wait()
         assert sum(s.processed for s in batches) == records, [s.processed for s in batches]
         m = {k: statistics.median(s.durations_ms.get(k, 0.0) for s in batches) for k in batches[0].durations_ms}
         m["files"] = statistics.median(files_per_batch(engine.config, s.batch_id) for s in batches)
@@ -112,11 +156,13 @@ def vtask_sweep(b: Bench, records: int) -> list[tuple[str, str, str]]:
             (
                 f"{tasks:,} vtasks ({partitions} x {factor}): one batch of 3,000",
                 f"{m['total']:,.0f} ms, run {m['rate']:,.0f} rec/s",
-                f"plan {m['plan']:,.0f}, Spark {m['spark']:,.0f} (process {m['process']:,.0f}), checkpoints "
+                f"plan {m['plan']:,.0f}, Spark {m['spark']:,.0f} (read {m['read']:,.0f}, process {m['process']:,.0f}), checkpoints "
                 f"{m['checkpoint']:,.0f}, commit {m['commit']:,.0f} ms; {m['files']:.0f} files; empty run "
                 f"{m['empty']:,.0f} ms; rescale to {2 * tasks:,} {m['rescale']:,.0f} ms",
             )
         )
+    if not {8, 4096} <= medians.keys():
+        return rows
     small, big = medians[8], medians[4096]
     rows.append(
         (
@@ -168,6 +214,8 @@ def factor_sweep(b: Bench, records: int, factors: list[int], pools: list[int]) -
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--records", type=int, default=12_000)
+    p.add_argument("--vtasks", default="8,256,4096", help="virtual-task counts of the sweep (of 8, 256, 4096)")
+    p.add_argument("--profile", type=Path, help="py-spy the virtual-task sweep's measured runs into this folder")
     p.add_argument("--factors", default="2,4,8,16,32,64")
     p.add_argument("--pools", default="64", help="job.container.thread.pool.size values also run at the highest factor")
     p.add_argument("--skip-vtasks", action="store_true")
@@ -183,7 +231,7 @@ def main() -> int:
     rows: list[tuple[str, str, str]] = []
     try:
         if not args.skip_vtasks:
-            rows += vtask_sweep(b, args.records)
+            rows += vtask_sweep(b, args.records, [int(n) for n in args.vtasks.split(",")], args.profile)
         if not args.skip_factors:
             pools = [int(n) for n in args.pools.split(",") if n]
             rows += factor_sweep(b, args.records, [int(f) for f in args.factors.split(",")], pools)
