@@ -4,10 +4,12 @@ import pytest
 
 from elasticity.checkpoint.serde import (
     checkpoint_key,
+    offsets_json,
     parse_checkpoint_key,
     v1_from_json,
     v1_to_json,
     v2_from_json,
+    v2_json,
     v2_to_json,
     watermarks_from_json,
     watermarks_to_json,
@@ -159,3 +161,25 @@ def test_newer_lower_priority_version_wins_after_live_max_age():
     old_v2, fresh_v1 = Candidate(0, "v2"), Candidate(700_000, "v1")
     assert choose({1: fresh_v1, 2: old_v2}, (2, 1), live_max_age_ms=600_000).payload == "v1"
     assert choose({1: fresh_v1, 2: old_v2}, (2, 1), live_max_age_ms=800_000).payload == "v2"
+
+
+@pytest.mark.parametrize(
+    "ssps",
+    [
+        [],
+        [SSP],
+        [SystemStreamPartition("kafka", "orders", p, b) for p in (0, 3, 17) for b in (0, 1, 5)],
+        [SystemStreamPartition("kafka", "orders", 2), SystemStreamPartition("kafka", "web.clicks", 2, 7)],
+        [SystemStreamPartition("kafka", 'odd":null"name', 0, 1), SystemStreamPartition("kafka", '"offset":null', 1)],
+        [SystemStreamPartition("hdfs", f"s{i}", i % 5, i % 3) for i in range(40)],
+    ],
+)
+def test_offsets_from_a_template_are_the_full_encoding(ssps):
+    """The commit's templated payloads are byte for byte what the full encoders write, odd names included."""
+    offsets = {s: 1000 * i + 7 for i, s in enumerate(ssps)}
+    cp = TaskCheckpoint(TaskName("Partition_0-0-4"), offsets)
+    assert offsets_json(offsets, 1) == v1_to_json(to_v1(cp))
+    cid = CheckpointId.parse("1614147487244-33577")
+    markers = {"f.Blob": {"store1": "a;b", "store0": "c"}, "f.Kafka": {"store1": "kafka;changelog;3;50"}}
+    for marks in ({}, markers):
+        assert v2_json(cid, offsets, marks) == v2_to_json(CheckpointV2(cid, {s: str(o) for s, o in offsets.items()}, marks))

@@ -216,7 +216,8 @@ class JobCoordinator:
             if self._unchanged(old, factor, model):
                 return RescalePlan(old, model, factor, None, metrics=metrics)
             done: list[Migration] = []
-            moved_from = self.checkpoints(old) if old else {}
+            # the stores move from the checkpoints as read now (a stateless app's are read once, under the lock)
+            moved_from = self.checkpoints(old) if old and self.storage is not None else {}
             move = self._move_state(old, moved_from, factor, model, dry_run=False) if old else None
 
             def compute(old_cps: dict[TaskName, TaskCheckpoint]) -> Mapping[TaskName, TaskCheckpoint]:

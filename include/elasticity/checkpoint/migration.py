@@ -80,14 +80,20 @@ def normalise(state: BucketState, factor: int, bucket: int) -> BucketState:
         offset = lifted
 
 
+def _sharing(old_factor: int, g: int) -> list[list[int]]:
+    """Per residue mod g, the old buckets of that residue: those a new bucket of the residue shares keys with."""
+    return [[a for a in range(r, old_factor, g)] for r in range(g)]
+
+
 def migrate_ssp(old: Mapping[int, BucketState], old_factor: int, new_factor: int) -> dict[int, BucketState]:
     """The buckets of one SSP at `new_factor`, from its buckets at `old_factor`."""
     if sorted(old) != list(range(old_factor)):
         raise MigrationError(f"expected checkpoints for buckets 0..{old_factor - 1}, found {sorted(old)}")
     g = gcd(old_factor, new_factor)
+    shared = _sharing(old_factor, g)
     new = {}
     for b in range(new_factor):
-        sources = [a for a in range(old_factor) if a % g == b % g]
+        sources = shared[b % g]
         start = min(old[a].offset for a in sources)
         marks = [Watermark(old_factor, a, old[a].offset) for a in sources if old[a].offset > start]
         marks += [w for a in sources for w in old[a].watermarks]
@@ -174,8 +180,8 @@ def migrate(
         if base in old_states:
             new_states = migrate_ssp(old_states[base], old_factor, new_factor)
             g = gcd(old_factor, new_factor)
-            owners = old_owner[base]
-            sources = {b: tuple(owners[a] for a in range(old_factor) if a % g == b % g) for b in range(new_factor)}
+            owners, shared = old_owner[base], _sharing(old_factor, g)
+            sources = {b: tuple(owners[a] for a in shared[b % g]) for b in range(new_factor)}
         else:
             if base not in new_ssp_offsets:
                 raise MigrationError(f"no start offset for new input partition {base.system}.{base.stream}.{base.partition}")

@@ -65,7 +65,12 @@ def parse_checkpoint_key(text: str) -> tuple[TaskName, str, int]:
 def _string_hash(text: str) -> int:
     """Java's String.hashCode (UTF-16 code units), as an unsigned 32-bit value; the same few names (streams,
     systems, the entries' field names) come back for every task of every commit."""
-    data, h = text.encode("utf-16-be"), 0
+    h = 0
+    if text.isascii():  # one code unit per character
+        for ch in text:
+            h = (31 * h + ord(ch)) & 0xFFFFFFFF
+        return h
+    data = text.encode("utf-16-be")
     for i in range(0, len(data), 2):
         h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
     return h
@@ -87,6 +92,8 @@ def _java_order(items: list[tuple[Any, Any]], hash_of: Any = _string_hash, capac
 def _hash_map_order(keys: tuple[Any, ...], hash_of: Any, capacity: int) -> tuple[int, ...]:
     """The positions of `keys` in a java.util.HashMap's iteration order: it depends on the keys alone, and a
     commit writes the same keys (entry fields, a task's SSPs) for every task, batch after batch."""
+    if len(keys) < 2:  # a virtual task of one SSPKb: no order to find
+        return tuple(range(len(keys)))
     size = 1
     while size < capacity:
         size *= 2
@@ -110,6 +117,75 @@ def _v1_entry(ssp: SystemStreamPartition, offset: str | None) -> dict[str, str |
 def v1_to_json(cp: CheckpointV1) -> str:
     items = [(str(ssp), _v1_entry(ssp, offset)) for ssp, offset in sorted(cp.offsets.items())]
     return json.dumps(_java_order(items, capacity=len(items)), separators=_COMPACT)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _offsets_template(ssps: tuple[SystemStreamPartition, ...], version: int) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The JSON of a checkpoint over `ssps` (sorted) as the text between its offsets, and which SSP each offset is
+    of, for `offsets_json`: the JSON's shape depends on the SSPs alone, and a commit writes the same task's SSPs
+    batch after batch. Built as `v1_to_json` and `v2_to_json` build theirs, entry by entry in Java's order."""
+    cuts: list[str] = []
+    text = "{"
+    if version == 1:
+        keys = [str(s) for s in ssps]
+        order = _hash_map_order(tuple(keys), _string_hash, len(ssps))
+        for n, i in enumerate(order):
+            head, tail = _v1_entry_cut(ssps[i])
+            cuts.append(f"{text}{',' if n else ''}{_dump(keys[i])}:{head}")
+            text = tail
+    else:
+        order = _hash_map_order(ssps, _ssp_hash, 16)
+        for n, i in enumerate(order):
+            cuts.append(f"{text}{',' if n else ''}{json.dumps(ssp_to_key(ssps[i]))}:")
+            text = ""
+    return (*cuts, text + "}"), order
+
+
+@functools.lru_cache(maxsize=256)
+def _dump(text: str) -> str:
+    return json.dumps(text)
+
+
+def _v1_entry_cut(ssp: SystemStreamPartition) -> tuple[str, str]:
+    """A CheckpointV1 entry's JSON before and after its offset (`_v1_entry`'s fields in its order)."""
+    values = {"system": _dump(ssp.system), "stream": _dump(ssp.stream), "partition": f'"{ssp.partition}"'}
+    if ssp.has_key_bucket:
+        values["keyBucket"] = f'"{ssp.key_bucket}"'
+    fields = _v1_fields(tuple(values))
+    at = fields.index("offset")
+    head = ",".join(f'"{f}":{values[f]}' for f in fields[:at])
+    tail = ",".join(f'"{f}":{values[f]}' for f in fields[at + 1 :])
+    return "{" + head + ("," if head else "") + '"offset":', ("," if tail else "") + tail + "}"
+
+
+@functools.lru_cache(maxsize=4)
+def _v1_fields(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The order of a CheckpointV1 entry's fields (`_v1_entry`: a HashMap of capacity 4)."""
+    return tuple(_java_order([(f, None) for f in (*names, "offset")], capacity=4))
+
+
+def offsets_json(offsets: Mapping[SystemStreamPartition, int], version: int) -> str:
+    """A checkpoint's offsets as CheckpointV1's JSON (version 1) or CheckpointV2's `input-offsets` object (2), the
+    same text as `v1_to_json` and `v2_to_json` write, from a template per set of SSPs."""
+    ssps = tuple(sorted(offsets))
+    pieces, takes = _offsets_template(ssps, version)
+    return "".join(f'{p}"{offsets[ssps[i]]}"' for p, i in zip(pieces, takes, strict=False)) + pieces[-1]
+
+
+def v2_json(
+    checkpoint_id: CheckpointId, offsets: Mapping[SystemStreamPartition, int], markers: Mapping[str, Mapping[str, str]]
+) -> str:
+    """`v2_to_json` of a task checkpoint's offsets, its input offsets from a template (`offsets_json`)."""
+    return f'{{"checkpoint-id":"{checkpoint_id}","input-offsets":{offsets_json(offsets, 2)},{_v2_tail(markers) if markers else _V2_TAIL}'
+
+
+def _v2_tail(markers: Mapping[str, Mapping[str, str]]) -> str:
+    ordered = [(f, _java_order(sorted(m.items()))) for f, m in sorted(markers.items())]
+    tail = {"state-checkpoint-markers": _java_order(ordered), "version": CheckpointV2.version}
+    return json.dumps(tail, separators=_COMPACT)[1:]
+
+
+_V2_TAIL = _v2_tail({})  # a stateless task's: no markers
 
 
 def v1_from_json(text: str) -> CheckpointV1:

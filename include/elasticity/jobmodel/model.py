@@ -72,7 +72,7 @@ class SystemStreamPartition:
         return self.key_bucket != NO_KEY_BUCKET
 
     def with_key_bucket(self, key_bucket: int) -> SystemStreamPartition:
-        return SystemStreamPartition(self.system, self.stream, self.partition, key_bucket)
+        return _ssp(self.system, self.stream, self.partition, key_bucket)
 
     def without_key_bucket(self) -> SystemStreamPartition:
         return self.with_key_bucket(NO_KEY_BUCKET)
@@ -81,6 +81,13 @@ class SystemStreamPartition:
         """Samza's toString: the bucket appears only when there is one."""
         bucket = f", {self.key_bucket}" if self.has_key_bucket else ""
         return f"SystemStreamPartition [{self.system}, {self.stream}, {self.partition}{bucket}]"
+
+
+@lru_cache(maxsize=1 << 16)
+def _ssp(system: str, stream: str, partition: int, key_bucket: int) -> SystemStreamPartition:
+    """An SSP of known names with another key bucket, built once: a rescale at thousands of virtual tasks asks
+    for each one several times."""
+    return SystemStreamPartition(system, stream, partition, key_bucket)
 
 
 @dataclass(frozen=True, order=True)

@@ -4,7 +4,7 @@ carries, the store keeps with SEP-32's metrics, and the job page charts."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 
@@ -31,7 +31,9 @@ class BatchSummary:
     errors: list[str] = field(default_factory=list)
 
     def to_json(self, **kw: Any) -> str:
-        return json.dumps(asdict(self), **kw)
+        """Its fields as they are (a deep copy first, as `asdict` makes, took longer than the dump at
+        thousands of virtual tasks)."""
+        return json.dumps({f.name: getattr(self, f.name) for f in fields(self)}, default=asdict, **kw)
 
     def line(self) -> str:
         """One human line for logs and the demo."""

@@ -223,7 +223,8 @@ class MicroBatchEngine:
                 self.store.record_metrics(self.job, batch_id, summary.generation, summary.to_json())
                 for staged in self.staged_outputs:  # in the Kafka topic now, with the checkpoint
                     delete_batches(staged.root, [batch_id])
-                self.reporters.report(batch_metrics(summary))
+                if self.reporters.reporters:  # a metric per virtual task: none built for no reporter
+                    self.reporters.report(batch_metrics(summary))
                 if on_commit:
                     on_commit(summary)
 
