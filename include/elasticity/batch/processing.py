@@ -142,8 +142,20 @@ def _freeze_long_lived() -> None:
 
 def run_slots(ctx: ProcessContext, reads: SlotReads, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """mapInArrow function over the placed slots (`spark.placement`): each input row is a process slot, whose
-    records are read, routed and processed here, in one Spark task."""
+    records are read, routed and processed here, in one Spark task. The cyclic garbage collector waits for the
+    slot's end (PySpark's worker collects after each task): at thousands of virtual tasks a slot allocates enough
+    to start it again and again over every object the slot holds."""
     _freeze_long_lived()
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield from _run_slots(ctx, reads, batches)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _run_slots(ctx: ProcessContext, reads: SlotReads, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for b in batches:
         for slot in b.column(0).to_pylist():
             start = time.perf_counter_ns()
@@ -188,14 +200,15 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
     )
     names = table.column("task_name").to_pylist()
     bounds = [0] + [i for i in range(1, len(names)) if names[i] != names[i - 1]] + [len(names)]
-    slices = [(names[a], table.slice(a, b - a)) for a, b in zip(bounds, bounds[1:], strict=False)]
+    columns = _Columns.of(table)  # once per slot: a column's values per slice cost more than the slice's records
+    slices = [(names[a], columns.part(table, a, b)) for a, b in zip(bounds, bounds[1:], strict=False)]
     outputs = _Outputs(ctx)
     tables = SlotTables(ctx.tables, _application(ctx).tables, slot) if ctx.tables else None  # caught up before any slice
     container = None
     markers: dict[TaskName, Markers] = {}
     sinks: dict[str, _SliceSinks] = {}  # task -> what it leaves for the slot's files
 
-    def run(name: str, part: pa.Table) -> dict[str, Any]:
+    def run(name: str, part: _Part) -> dict[str, Any]:
         """A virtual task restores its stores as its slice starts, and snapshots them and starts their upload
         as it ends, so that the slot's other tasks run meanwhile (each task checkpoints on its own)."""
         task = TaskName(name)
@@ -215,9 +228,7 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
             rows = [run(n, t) for n, t in slices]
         else:
             # the longest slices first: their stores open before the others' (the opens take the GIL in turn)
-            longest_first = sorted(slices, key=lambda nt: -nt[1].num_rows)
-            with ThreadPoolExecutor(pool, thread_name_prefix="vtask") as ex:
-                rows = list(ex.map(lambda nt: run(*nt), longest_first))
+            rows = _side_by_side(run, sorted(slices, key=lambda nt: -nt[1].table.num_rows), pool)
         _write_slot_files(ctx, slot, [sinks[name] for name, _ in slices])
         if container is not None:
             assert ctx.state is not None
@@ -235,6 +246,49 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
             container.release()
         if tables is not None:
             tables.close()
+    return rows
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _threads(size: int) -> ThreadPoolExecutor:
+    """The process's slice threads, kept from batch to batch: a pool started per slot and batch spent more
+    than the slices themselves at thousands of small virtual tasks (a thread and a future per slice)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool._max_workers < size:
+            if _pool is not None:
+                _pool.shutdown(wait=False)
+            _pool = ThreadPoolExecutor(size, thread_name_prefix="vtask")
+        return _pool
+
+
+def _side_by_side(run: Any, slices: list[tuple[str, _Part]], threads: int) -> list[dict[str, Any]]:
+    """`run` over the slices on `threads` threads, each taking the next slice as it finishes one (in the given
+    order); every slice runs, and the first failure in that order is raised once all have ended."""
+    rows: list[Any] = [None] * len(slices)
+    errors: list[BaseException | None] = [None] * len(slices)
+    queue = iter(enumerate(slices))
+    lock = threading.Lock()
+
+    def runner() -> None:
+        while True:
+            with lock:
+                i, (name, part) = next(queue, (-1, (None, None)))
+            if i < 0:
+                return
+            try:
+                rows[i] = run(name, part)
+            except BaseException as e:  # noqa: BLE001 - raised below, after the other slices
+                errors[i] = e
+
+    for f in [_threads(threads).submit(runner) for _ in range(threads)]:
+        f.result()
+    failure = next((e for e in errors if e is not None), None)
+    if failure is not None:
+        raise failure
     return rows
 
 
@@ -282,14 +336,14 @@ def _table(columns: list[Any], schema: pa.Schema) -> pa.Table:
 def _run_slice(
     ctx: ProcessContext,
     task: TaskName,
-    table: pa.Table,
+    part: _Part,
     outputs: _Outputs,
     container: ContainerState | None,
     tables: SlotTables | None,
 ) -> tuple[dict[str, Any], _SliceSinks]:
     """One virtual task's slice run through the app; its summary row says what the driver's checkpoint needs,
     and its outputs, audit and dead letters go to the slot's files."""
-    ran = _execute(ctx, task, table, container, tables)
+    ran = _execute(ctx, task, part, container, tables)
     sent, files = _write_outputs(ctx, ran, outputs)
     dead = _dead_letters(ctx, ran)
     failed = frozenset(i for i in ran.result.failures if i < ran.kept)
@@ -347,33 +401,56 @@ class _Coordinates:
     partitions: list[int]
     offsets: list[int]
 
+
+@dataclass(frozen=True)
+class _Part:
+    """A virtual task's slice of the slot's records: as Arrow, and its columns as Python lists."""
+
+    table: pa.Table
+    coordinates: _Coordinates
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    timestamps: list[int]
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """The slot's records' columns as Python lists, taken once and cut per slice."""
+
+    lists: tuple[list[Any], ...]  # system, stream, partition, offset, key, value, timestamp
+
     @classmethod
-    def of(cls, table: pa.Table) -> _Coordinates:
-        return cls(*(table.column(c).to_pylist() for c in ("system", "stream", "partition", "offset")))
+    def of(cls, table: pa.Table) -> _Columns:
+        names = ("system", "stream", "partition", "offset", "key", "value", "timestamp")
+        return cls(tuple(table.column(c).to_pylist() for c in names))
+
+    def part(self, table: pa.Table, a: int, b: int) -> _Part:
+        systems, streams, partitions, offsets, keys, values, timestamps = (c[a:b] for c in self.lists)
+        return _Part(table.slice(a, b - a), _Coordinates(systems, streams, partitions, offsets), keys, values, timestamps)
 
 
 def _execute(
     ctx: ProcessContext,
     task: TaskName,
-    table: pa.Table,
+    part: _Part,
     container: ContainerState | None,
     tables: SlotTables | None,
 ) -> _SliceRun:
     """The slice through the app's operator graph (Samza's process() per message, here operator at a time),
     with the task's stores and the container's tables in reach of its operators."""
     context = TaskContext(task, partial(container.store, task) if container else None, tables.table if tables else None)
-    coordinates = _Coordinates.of(table)
-    messages, failed = _messages(ctx, table, coordinates, context)
+    messages, failed = _messages(ctx, part, context)
     result = SliceExecutor(_application(ctx), ctx.max_concurrency, ctx.callback_timeout_ms, ctx.policy).run(messages, failed)
-    return _SliceRun(task, table, coordinates, result, _kept(result.stopped_at, table.num_rows, stateful=container is not None))
+    records = part.table.num_rows
+    return _SliceRun(
+        task, part.table, part.coordinates, result, _kept(result.stopped_at, records, stateful=container is not None)
+    )
 
 
-def _messages(
-    ctx: ProcessContext, table: pa.Table, c: _Coordinates, context: TaskContext
-) -> tuple[list[Message], dict[int, str]]:
+def _messages(ctx: ProcessContext, part: _Part, context: TaskContext) -> tuple[list[Message], dict[int, str]]:
     """Each record decoded with its system's serdes, column by column; one its serde cannot read fails alone (a
     dead letter), not the slice."""
-    keys, values, timestamps = (table.column(name).to_pylist() for name in ("key", "value", "timestamp"))
+    c, keys, values, timestamps = part.coordinates, part.keys, part.values, part.timestamps
     messages, failed = [], {}
     ssps: dict[tuple[str, str, int], SystemStreamPartition] = {}
     serdes: dict[str, tuple[str, str]] = {}

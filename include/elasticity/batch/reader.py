@@ -193,6 +193,112 @@ def read_chunk(chunk: Chunk) -> Iterator[pa.RecordBatch]:
             yield _batch(chunk, cols)
 
 
+def read_chunks(chunks: Iterable[Chunk]) -> Iterator[tuple[Chunk, pa.RecordBatch]]:
+    """The records of every chunk, each with its chunk. A system librdkafka can read is read in one assignment
+    of all its chunks' partitions (one fetch for them all, not an assign, a fetch and an unassign per partition
+    one after another); the others chunk by chunk."""
+    by_bootstrap: dict[Kafka, list[Chunk]] = {}
+    for c in chunks:
+        by_bootstrap.setdefault(c.bootstrap, []).append(c)
+    for bootstrap, group in by_bootstrap.items():
+        fast = _fast_consumer(bootstrap) if len(group) > 1 else None
+        if fast is None:
+            for c in group:
+                yield from ((c, b) for b in read_chunk(c))
+        else:
+            yield from _read_together(fast, group)
+
+
+def _read_together(fast: Consumer, group: list[Chunk]) -> Iterator[tuple[Chunk, pa.RecordBatch]]:
+    """`read_chunk`'s rules over several partitions at once: a partition's chunks (contiguous, as `chunks` cuts
+    a range) read as one span, records below a span's position skipped, and a span done at its end, or when the
+    consumer's position passes it (markers, aborted records); a partition done is paused."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka import TopicPartition as Partition
+
+    spans: dict[tuple[str, int], _Span] = {}
+    for c in sorted(group, key=lambda c: (c.stream, c.partition, c.start)):
+        span = spans.get((c.stream, c.partition))
+        if span is None:
+            spans[(c.stream, c.partition)] = _Span(c, c.start, c.end)
+        elif c.start == span.end:
+            span.end = c.end
+        else:  # not contiguous: read apart
+            yield from ((c, b) for b in read_chunk(c))
+    assigned = [Partition(stream, partition, span.position) for (stream, partition), span in spans.items()]
+    fast.assign(assigned)
+    fast.resume(assigned)  # librdkafka keeps a partition paused by an earlier read across its unassign
+    try:
+        open_, last_progress = {k for k, s in spans.items() if s.position < s.end}, time.monotonic()
+        while open_:
+            progressed = False
+            for m in fast.consume(num_messages=min(sum(spans[k].end - spans[k].position for k in open_), 5000), timeout=0.5):
+                if (error := m.error()) is not None:
+                    if error.fatal():
+                        raise KafkaException(error)
+                    continue  # transient (a broker reconnecting): the stall timeout bounds it
+                key = (m.topic() or "", m.partition() or 0)
+                offset = m.offset()
+                if key not in open_ or offset is None:
+                    continue
+                span = spans[key]
+                if offset < span.position:
+                    continue
+                progressed = True
+                if offset < span.end:
+                    span.add(offset, m.key(), m.value(), m.timestamp()[1])
+                    if len(span.cols["offset"]) >= ROWS_PER_ARROW_BATCH:
+                        yield span.chunk, span.flush()
+                span.position = min(offset + 1, span.end) if offset < span.end else span.end
+                if span.position >= span.end:
+                    open_.discard(key)
+                    fast.pause([Partition(*key)])
+            if not progressed and open_:
+                waiting = sorted(open_)
+                for key, at in zip(waiting, fast.position([Partition(*k) for k in waiting]), strict=True):
+                    span = spans[key]
+                    if at.offset > span.position:  # offsets with no record to return (markers, aborted)
+                        span.position, progressed = min(at.offset, span.end), True
+                        if span.position >= span.end:
+                            open_.discard(key)
+                            fast.pause([Partition(*key)])
+            if progressed:
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > STALL_TIMEOUT_S:
+                stream, partition = waiting[0]
+                span = spans[waiting[0]]
+                raise TimeoutError(
+                    f"reading {stream}-{partition} [{span.chunk.start}, {span.end}) from {span.chunk.bootstrap}: "
+                    f"no records after offset {span.position} for {STALL_TIMEOUT_S:.0f}s"
+                )
+        for span in spans.values():
+            if span.cols["offset"]:
+                yield span.chunk, span.flush()
+    finally:
+        fast.resume(assigned)  # a paused partition would stay paused for the consumer's next read
+        fast.unassign()  # no fetching past the chunks while the consumer waits for the next batch
+
+
+@dataclass
+class _Span:
+    """One partition's part of a slot's read: from its first chunk's start to its last chunk's end."""
+
+    chunk: Chunk
+    position: int
+    end: int
+    cols: dict[str, list] = field(default_factory=lambda: _empty())
+
+    def add(self, offset: int, key: bytes | None, value: bytes | None, timestamp: int) -> None:
+        self.cols["offset"].append(offset)
+        self.cols["key"].append(key)
+        self.cols["value"].append(value)
+        self.cols["timestamp"].append(timestamp)
+
+    def flush(self) -> pa.RecordBatch:
+        batch, self.cols = _batch(self.chunk, self.cols), _empty()
+        return batch
+
+
 def _empty() -> dict[str, list]:
     return {"offset": [], "key": [], "value": [], "timestamp": []}
 
@@ -289,8 +395,6 @@ class SlotReads:
         """The slot's records to process, routed, and what it read per virtual task."""
         counts = ReadCounts()
         batches = [
-            route_batch(self.route, chunk, records, slot, counts)
-            for chunk in self.chunks.get(slot, ())
-            for records in read_chunk(chunk)
+            route_batch(self.route, chunk, records, slot, counts) for chunk, records in read_chunks(self.chunks.get(slot, ()))
         ]
         return (pa.Table.from_batches(batches) if batches else ROUTED_SCHEMA.empty_table()), counts
