@@ -142,20 +142,8 @@ def _freeze_long_lived() -> None:
 
 def run_slots(ctx: ProcessContext, reads: SlotReads, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """mapInArrow function over the placed slots (`spark.placement`): each input row is a process slot, whose
-    records are read, routed and processed here, in one Spark task. The cyclic garbage collector waits for the
-    slot's end (PySpark's worker collects after each task): at thousands of virtual tasks a slot allocates enough
-    to start it again and again over every object the slot holds."""
+    records are read, routed and processed here, in one Spark task."""
     _freeze_long_lived()
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield from _run_slots(ctx, reads, batches)
-    finally:
-        if collecting:
-            gc.enable()
-
-
-def _run_slots(ctx: ProcessContext, reads: SlotReads, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for b in batches:
         for slot in b.column(0).to_pylist():
             start = time.perf_counter_ns()
