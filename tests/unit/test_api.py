@@ -61,6 +61,37 @@ def test_max_concurrency_bounds_calls_in_flight():
     assert peak == 3
 
 
+def test_several_virtual_tasks_in_one_pass_each_keep_their_own_concurrency_and_order():
+    """Segments are virtual tasks run in one pass: task.max.concurrency holds per task (one call at a time per
+    task at 1, in offset order), the tasks' calls overlap, and under the fail policy each task stops on its own."""
+    in_flight: dict[int, int] = {}
+    peak: dict[int, int] = {}
+    both = 0
+    calls: list[int] = []
+
+    async def probe(m):
+        nonlocal both
+        task = m.offset // 10
+        in_flight[task] = in_flight.get(task, 0) + 1
+        peak[task] = max(peak.get(task, 0), in_flight[task])
+        both = max(both, sum(1 for n in in_flight.values() if n))
+        calls.append(m.offset)
+        await asyncio.sleep(0.002)
+        in_flight[task] -= 1
+        if m.value == "bad":
+            raise ValueError("bad record")
+        return [m.value]
+
+    app = ApplicationDescriptor((S,))
+    app.input(S).flat_map_async(probe).send_to("parquet.out")
+    values = [f"a{i}" for i in range(10)] + [f"b{i}" if i != 3 else "bad" for i in range(10)]
+    result = SliceExecutor(app, max_concurrency=1, policy="fail").run(msgs(*values), segments=[10, 20])
+    assert peak == {0: 1, 1: 1} and both == 2
+    assert [o for o in calls if o < 10] == list(range(10)) and [o for o in calls if o >= 10] == list(range(10, 20))
+    assert result.stops == {1: 13} and result.stopped_at == 13
+    assert [v for _, _, v in result.outputs[app.output("parquet.out")]] == values[:10] + ["b0", "b1", "b2"]
+
+
 def test_callback_timeout_fails_the_record_into_the_dead_letters():
     async def maybe_slow(m):
         await asyncio.sleep(1 if m.value == "slow" else 0)

@@ -6,6 +6,8 @@ import threading
 
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from elasticity.batch.processing import ProcessContext, process_slot
 from elasticity.batch.reader import ROUTED_SCHEMA as ROUTED
@@ -193,3 +195,53 @@ def test_thread_pool_runs_virtual_tasks_side_by_side(tmp_path, size):
         _meeting.clear()
     assert [(r["processed"], r["dead_lettered"]) for r in summary] == [(1, 0), (1, 0)]  # both met at the barrier
     assert len(set(_threads.values())) == 2
+
+
+def _task_view(root, schema, drop=()):
+    """A sink's rows by virtual task, in the task's order, without the columns a run does not decide alone."""
+    out: dict[str, list] = {}
+    for r in read_table(str(root), schema).to_pylist():
+        out.setdefault(r["task_name"], []).append({k: v for k, v in r.items() if k not in drop})
+    return {t: sorted(rs, key=lambda r: (r.get("seq", 0), r.get("offset", r.get("source_offset")))) for t, rs in out.items()}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    records=st.lists(
+        st.tuples(st.integers(0, 7), st.sampled_from([b'{"n": 1}', b'{"n": 2}', b'{"n": 3}', b"not json", b'{"x": 1}'])),
+        min_size=1,
+        max_size=60,
+    ),
+    policy=st.sampled_from(["dlq", "fail"]),
+    pool=st.sampled_from([0, 1, 2, 3, 64]),
+)
+def test_virtual_tasks_run_together_leave_what_each_would_alone(tmp_path_factory, records, policy, pool):
+    """A slot runs its slices in units of several virtual tasks (one pass of the operator graph per unit); each
+    task's summary, outputs, audit rows and dead letters are those it leaves run on its own, whatever the pool."""
+    name = lambda t: f"Partition_0-{t}-8"  # noqa: E731
+    batch = [(name(t), t, offset, value) for offset, (t, value) in enumerate(records)]
+    together = tmp_path_factory.mktemp("together")
+    summary = {
+        r["task_name"]: r
+        for r in process_slot(dataclasses.replace(ctx(together, policy), thread_pool_size=pool), 0, rows(*batch))
+    }
+    alone = tmp_path_factory.mktemp("alone")
+    expected = {}
+    for t in sorted({t for t, _ in records}):
+        mine = [r for r in batch if r[0] == name(t)]
+        (expected[name(t)],) = process_slot(ctx(alone, policy, batch_id=t), 0, rows(*mine))
+    drop = ("process_ns",)
+    assert {t: {k: v for k, v in r.items() if k not in drop} for t, r in summary.items()} == {
+        t: {k: v for k, v in r.items() if k not in drop} for t, r in expected.items()
+    }
+    assert _task_view(together / "out" / "doubled", OUTPUT_SCHEMA, ("batch_id",)) == _task_view(
+        alone / "out" / "doubled", OUTPUT_SCHEMA, ("batch_id",)
+    )
+    assert _task_view(together / "audit", AUDIT_SCHEMA, ("batch_id",)) == _task_view(alone / "audit", AUDIT_SCHEMA, ("batch_id",))
+    if any(r["dead_lettered"] for r in expected.values()):
+        assert _task_view(together / "dlq", DEAD_LETTER_SCHEMA, ("batch_id",)) == _task_view(
+            alone / "dlq", DEAD_LETTER_SCHEMA, ("batch_id",)
+        )
+    # the slot's files list the tasks in order, each task's rows in its own order
+    audit = read_table(str(together / "audit"), AUDIT_SCHEMA).to_pylist()
+    assert [(r["task_name"], r["seq"]) for r in audit] == sorted((r["task_name"], r["seq"]) for r in audit)

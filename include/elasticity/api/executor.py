@@ -22,15 +22,18 @@ process it.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from elasticity.api.context import TaskContext
 from elasticity.api.stream import KV, ApplicationDescriptor, Message, Node, OutputStream
 from elasticity.api.window import WindowPane
+from elasticity.jobmodel.model import SystemStreamPartition
 
+_UNKNOWN: Any = object()
 Item = tuple[int, Any]  # (index of the input record in the slice, or of a closed window past it; item derived from it)
 
 
@@ -46,10 +49,11 @@ class Timer:
 class SliceResult:
     outputs: dict[OutputStream, list[tuple[int, Any, Any]]]  # (input index, key, value), in input order
     failures: dict[int, str]  # input index -> error
-    stopped_at: int | None  # input index where the task stopped (policy fail), else None
+    stopped_at: int | None  # input index where the (first) task stopped (policy fail), else None
     process_ns: int = 0
     timers: dict[int, Timer] = field(default_factory=dict)  # index (>= the slice's length) -> closed window
     late: dict[int, list[str]] = field(default_factory=dict)  # input index -> why windows dropped it (one reason per window)
+    stops: dict[int, int] = field(default_factory=dict)  # segment (virtual task) -> index where it stopped (policy fail)
 
 
 @dataclass
@@ -63,37 +67,60 @@ class SliceExecutor:
     _messages: Sequence[Message] = field(default=(), init=False)
     _timers: dict[int, Timer] = field(default_factory=dict, init=False)
     _windows: dict[Node, list[Item]] = field(default_factory=dict, init=False)  # window node -> its records, until the timer
+    _segments: list[int] = field(default_factory=list, init=False)  # where each virtual task's messages end
 
-    def run(self, messages: Sequence[Message], failed: dict[int, str] | None = None) -> SliceResult:
-        """`failed` holds records that failed before the graph (undecodable), by index."""
+    def run(
+        self, messages: Sequence[Message], failed: dict[int, str] | None = None, segments: Sequence[int] | None = None
+    ) -> SliceResult:
+        """`failed` holds records that failed before the graph (undecodable), by index. `segments`: where each
+        virtual task's messages end, when one pass runs several tasks' slices (each stops, under the `fail`
+        policy, and runs its async calls on its own); by default the messages are one task's."""
         start = time.perf_counter_ns()
         self._failures = dict(failed or {})
         self._late, self._messages, self._timers, self._windows = {}, messages, {}, {}
+        self._segments = list(segments) if segments else [len(messages)]
+        if len(self._segments) > 1 and self.app.windows:
+            raise ValueError("a window's timer fires per virtual task: run one task's slice at a time")
         sinks: dict[OutputStream, list[Item]] = {}
         inbox: dict[Node, list[Item]] = {}
+        nodes: dict[SystemStreamPartition, Node | None] = {}
         for i, m in enumerate(messages):
             if i in self._failures:
                 continue
-            node = self.app.inputs.get(m.ssp.system_stream)
+            node = nodes.get(m.ssp, _UNKNOWN)
+            if node is _UNKNOWN:
+                node = nodes[m.ssp] = self.app.inputs.get(m.ssp.system_stream)
             if node is not None:
                 inbox.setdefault(node, []).append((i, m))
         self._flow(inbox, sinks)
         self._fire_windows(sinks)
 
-        stopped_at = min(self._failures) if self.policy == "fail" and self._failures else None
+        stops: dict[int, int] = {}
+        if self.policy == "fail":
+            for i in sorted(self._failures):
+                stops.setdefault(self._segment(i), i)
         outputs = {}
         for out, items in sinks.items():
-            kept = [(i, x) for i, x in items if i not in self._failures and (stopped_at is None or i < stopped_at)]
+            kept = [(i, x) for i, x in items if i not in self._failures and not (stops and self._stopped(i, stops))]
             kept.sort(key=lambda ix: ix[0])  # stable: items of one input keep their order
             outputs[out] = [(i, *self._key_value(self._origin(i), x)) for i, x in kept]
         return SliceResult(
             outputs,
             dict(self._failures),
-            stopped_at,
+            min(stops.values(), default=None),
             time.perf_counter_ns() - start,
             dict(self._timers),
             {i: r for i, r in self._late.items() if i not in self._failures},
+            stops,
         )
+
+    def _segment(self, index: int) -> int:
+        """The virtual task (segment) of a message index; a closed window's is the last (one task per pass)."""
+        return min(bisect.bisect_right(self._segments, index), len(self._segments) - 1)
+
+    def _stopped(self, index: int, stops: dict[int, int]) -> bool:
+        stop = stops.get(self._segment(index))
+        return stop is not None and index >= stop
 
     def _origin(self, index: int) -> Message | WindowPane:
         return self._messages[index] if index < len(self._messages) else self._timers[index].pane
@@ -218,15 +245,15 @@ class SliceExecutor:
                 self._flow({child: list(fired) for child in node.children}, sinks)
 
     async def _run_async(self, node: Node, items: list[Item]) -> list[Item]:
-        """At most task.max.concurrency calls in flight: that many runners take the items in input order (not a
-        task and a semaphore per item: those cost more than the call itself for a fast one); outputs keep it."""
+        """At most task.max.concurrency calls in flight per virtual task: that many runners take each task's
+        items in input order (not a task and a semaphore per item: those cost more than the call itself for a
+        fast one); outputs keep it."""
         timeout = self.callback_timeout_ms / 1000 if self.callback_timeout_ms else None
         fn = node.fn
         assert fn is not None
         done: list[list[Item]] = [[] for _ in items]
-        queue = iter(enumerate(items))
 
-        async def runner() -> None:
+        async def runner(queue: Iterator[tuple[int, Item]]) -> None:
             for n, (i, item) in queue:  # the shared iterator hands each item to one runner
                 try:
                     results = await (fn(item) if timeout is None else asyncio.wait_for(fn(item), timeout))
@@ -238,8 +265,14 @@ class SliceExecutor:
                 except Exception as e:  # noqa: BLE001 - user code: charged to its record
                     self._fail(i, node, e)
 
-        runners = min(max(1, self.max_concurrency), len(items))
-        await (runner() if runners == 1 else asyncio.gather(*(runner() for _ in range(runners))))
+        per_task: dict[int, list[tuple[int, Item]]] = {}
+        for n, ix in enumerate(items):
+            per_task.setdefault(self._segment(ix[0]), []).append((n, ix))
+        runners = []
+        for task_items in per_task.values():
+            queue = iter(task_items)
+            runners += [runner(queue) for _ in range(min(max(1, self.max_concurrency), len(task_items)))]
+        await (runners[0] if len(runners) == 1 else asyncio.gather(*runners))
         return [ix for part in done for ix in part]
 
 

@@ -14,22 +14,24 @@ Nothing here imports Spark.
 
 from __future__ import annotations
 
+import bisect
 import gc
+import heapq
 import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from elasticity.api.context import TaskContext
-from elasticity.api.executor import SliceExecutor, SliceResult
+from elasticity.api.executor import SliceExecutor
 from elasticity.api.stream import ApplicationDescriptor, Message, OutputStream, load_application
 from elasticity.batch.exactly_once import staging_root
 from elasticity.batch.reader import SlotReads
@@ -89,6 +91,8 @@ class ProcessContext:
     stage_kafka: bool = False  # processing.guarantee=exactly_once: Kafka outputs wait for the commit's transaction
 
 
+U = TypeVar("U")
+R = TypeVar("R")
 _apps: dict[tuple[str | None, tuple[SystemStream, ...]], ApplicationDescriptor] = {}
 _apps_lock = threading.Lock()
 
@@ -188,36 +192,37 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
     )
     names = table.column("task_name").to_pylist()
     bounds = [0] + [i for i in range(1, len(names)) if names[i] != names[i - 1]] + [len(names)]
-    columns = _Columns.of(table)  # once per slot: a column's values per slice cost more than the slice's records
-    slices = [(names[a], columns.part(table, a, b)) for a, b in zip(bounds, bounds[1:], strict=False)]
+    records = _Records.of(table)
+    tasks = [_Slice(names[a], a, b) for a, b in zip(bounds, bounds[1:], strict=False)]
+    app = _application(ctx)
     outputs = _Outputs(ctx)
-    tables = SlotTables(ctx.tables, _application(ctx).tables, slot) if ctx.tables else None  # caught up before any slice
+    tables = SlotTables(ctx.tables, app.tables, slot) if ctx.tables else None  # caught up before any slice
     container = None
     markers: dict[TaskName, Markers] = {}
-    sinks: dict[str, _SliceSinks] = {}  # task -> what it leaves for the slot's files
-
-    def run(name: str, part: _Part) -> dict[str, Any]:
-        """A virtual task restores its stores as its slice starts, and snapshots them and starts their upload
-        as it ends, so that the slot's other tasks run meanwhile (each task checkpoints on its own)."""
-        task = TaskName(name)
-        if container is not None:
-            container.restore(task)
-        row, sinks[name] = _run_slice(ctx, task, part, outputs, container, tables)
-        if container is not None and not row["stopped"]:
-            assert ctx.state is not None
-            markers[task] = container.commit(container.snapshot(ctx.state.checkpoint_id, task))
-        return row
-
     # Samza's job.container.thread.pool.size: 0 = no pool, the slices run one after another
-    pool = min(ctx.thread_pool_size, len(slices))
+    pool = min(ctx.thread_pool_size, len(tasks))
+    units = _units(tasks, max(1, pool), alone=bool(app.windows))
+
+    def run(unit: tuple[_Slice, ...]) -> _UnitRun:
+        """The unit's virtual tasks restore their stores as it starts, and snapshot them and start their
+        upload as it ends, so that the slot's other units run meanwhile (each task checkpoints on its own)."""
+        if container is not None:
+            for t in unit:
+                container.restore(TaskName(t.name))
+        ran = _run_unit(ctx, unit, records, outputs, container, tables)
+        if container is not None:
+            assert ctx.state is not None
+            for row in ran.rows:
+                if not row["stopped"]:
+                    task = TaskName(row["task_name"])
+                    markers[task] = container.commit(container.snapshot(ctx.state.checkpoint_id, task))
+        return ran
+
     try:
-        container = open_container(ctx.state, _application(ctx).stores.values(), slot) if ctx.state else None
-        if pool <= 1:
-            rows = [run(n, t) for n, t in slices]
-        else:
-            # the longest slices first: their stores open before the others' (the opens take the GIL in turn)
-            rows = _side_by_side(run, sorted(slices, key=lambda nt: -nt[1].table.num_rows), pool)
-        _write_slot_files(ctx, slot, [sinks[name] for name, _ in slices])
+        container = open_container(ctx.state, app.stores.values(), slot) if ctx.state else None
+        ran = [run(u) for u in units] if pool <= 1 else _side_by_side(run, units, pool)
+        _write_slot_files(ctx, slot, table, ran)
+        rows = sorted((r for u in ran for r in u.rows), key=lambda r: r["task_name"])
         if container is not None:
             assert ctx.state is not None
             for r in rows:
@@ -237,6 +242,36 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
     return rows
 
 
+@dataclass(frozen=True)
+class _Slice:
+    """A virtual task's records: rows [start, end) of the slot's sorted records."""
+
+    name: str
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+def _units(tasks: list[_Slice], threads: int, alone: bool) -> list[tuple[_Slice, ...]]:
+    """The slices dealt into at most `threads` units, each run as one pass of the operator graph on one thread,
+    the largest first: at thousands of small virtual tasks a pass per slice cost more than its records. Dealt
+    longest first to the unit with the fewest records so far, which bounds a unit of I/O-bound tasks as the
+    pool's threads taking slice after slice would. A window's timer fires per task (`alone`): a slice a unit."""
+    if alone or len(tasks) <= threads:
+        return [(t,) for t in sorted(tasks, key=lambda t: -t.size)]
+    bins: list[list[_Slice]] = [[] for _ in range(threads)]
+    loads = [(0, i) for i in range(threads)]
+    for t in sorted(tasks, key=lambda t: -t.size):
+        load, i = heapq.heappop(loads)
+        bins[i].append(t)
+        heapq.heappush(loads, (load + t.size, i))
+    units = [tuple(sorted(b, key=lambda t: t.start)) for b in bins if b]
+    return sorted(units, key=lambda u: -sum(t.size for t in u))
+
+
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
@@ -253,62 +288,109 @@ def _threads(size: int) -> ThreadPoolExecutor:
         return _pool
 
 
-def _side_by_side(run: Any, slices: list[tuple[str, _Part]], threads: int) -> list[dict[str, Any]]:
-    """`run` over the slices on `threads` threads, each taking the next slice as it finishes one (in the given
-    order); every slice runs, and the first failure in that order is raised once all have ended."""
-    rows: list[Any] = [None] * len(slices)
-    errors: list[BaseException | None] = [None] * len(slices)
-    queue = iter(enumerate(slices))
+def _side_by_side(run: Callable[[U], R], units: list[U], threads: int) -> list[R]:
+    """`run` over the units on `threads` threads, each taking the next unit as it finishes one (in the given
+    order); every unit runs, and the first failure in that order is raised once all have ended."""
+    done: list[Any] = [None] * len(units)
+    errors: list[BaseException | None] = [None] * len(units)
+    queue = iter(enumerate(units))
     lock = threading.Lock()
 
     def runner() -> None:
         while True:
             with lock:
-                i, (name, part) = next(queue, (-1, (None, None)))
-            if i < 0:
+                i = next(queue, None)
+            if i is None:
                 return
             try:
-                rows[i] = run(name, part)
-            except BaseException as e:  # noqa: BLE001 - raised below, after the other slices
-                errors[i] = e
+                done[i[0]] = run(i[1])
+            except BaseException as e:  # noqa: BLE001 - raised below, after the other units
+                errors[i[0]] = e
 
-    for f in [_threads(threads).submit(runner) for _ in range(threads)]:
+    for f in [_threads(threads).submit(runner) for _ in range(min(threads, len(units)))]:
         f.result()
     failure = next((e for e in errors if e is not None), None)
     if failure is not None:
         raise failure
-    return rows
+    return done
 
 
 @dataclass(frozen=True)
-class _SliceSinks:
-    """What a slice leaves for its slot's files, as plain values: an Arrow table per slice and sink costs more
-    than a small slice's rows, and at thousands of virtual tasks most slices hold a record or two."""
+class _Records:
+    """The slot's records, sorted by virtual task, SSP and offset: the table, and its columns as Python lists,
+    taken once (a column's values per slice cost more than a small slice's records)."""
 
-    outputs: dict[str, list[tuple[Any, ...]]]  # Parquet output root -> rows in OUTPUT_SCHEMA's file order
-    kept: pa.Table  # the routed records the batch keeps: their audit rows
-    failed: frozenset[int]  # positions in `kept` that were dead-lettered
-    dead: list[dict[str, Any]]  # DEAD_LETTER_SCHEMA rows
+    table: pa.Table
+    systems: list[str]
+    streams: list[str]
+    partitions: list[int]
+    offsets: list[int]
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    timestamps: list[int]
+
+    @classmethod
+    def of(cls, table: pa.Table) -> _Records:
+        names = ("system", "stream", "partition", "offset", "key", "value", "timestamp")
+        return cls(table, *(table.column(c).to_pylist() for c in names))
+
+    def source(self, row: int) -> Source:
+        return self.systems[row], self.streams[row], self.partitions[row], self.offsets[row]
 
 
-def _write_slot_files(ctx: ProcessContext, slot: int, parts: list[_SliceSinks]) -> None:
+@dataclass
+class _UnitRun:
+    """What a unit of virtual tasks leaves: a summary row per task, and for the slot's files each sink's rows
+    (by the first slot row of the task they belong to, so that files list tasks in order), the slot rows the
+    batch keeps and which of those were dead-lettered."""
+
+    rows: list[dict[str, Any]]
+    outputs: dict[str, list[tuple[int, list[tuple[Any, ...]]]]]  # root -> (task's first row, rows in OUTPUT_SCHEMA's order)
+    kept: list[tuple[int, int]]  # slot rows [start, end) the batch keeps, a range per task
+    failed: set[int]  # slot rows of those that were dead-lettered
+    dead: list[tuple[int, dict[str, Any]]]  # (task's first row, DEAD_LETTER_SCHEMA row)
+
+
+def _sink_roots(ctx: ProcessContext) -> dict[OutputStream, str | None]:
+    """Each output's root for the slot's files: a Parquet output's, or an exactly-once Kafka output's staging
+    root; None for a Kafka output sent at-least-once."""
+    out: dict[OutputStream, str | None] = {}
+    for o in _application(ctx).outputs.values():
+        if o.kind == "parquet":
+            out[o] = f"{ctx.output_path.rstrip('/')}/{o.name}"
+        else:
+            out[o] = staging_root(ctx.output_path, o.system, o.name) if ctx.stage_kafka else None
+    return out
+
+
+def _write_slot_files(ctx: ProcessContext, slot: int, table: pa.Table, units: list[_UnitRun]) -> None:
     """Each sink's rows of the slot's virtual tasks, in task order, as one file per (batch, slot), which a retry
     of the batch overwrites (a retry placed differently finds the batch's folder emptied first: `delete_batches`).
     Every Parquet output and the audit get their file, empty or not; dead letters only when there are some."""
     name = f"slot-{slot}"
-    for root in parts[0].outputs if parts else ():
-        rows = [r for p in parts for r in p.outputs[root]]
+    for root in (r for r in _sink_roots(ctx).values() if r is not None):
+        pieces = sorted((p for u in units for p in u.outputs.get(root, ())), key=lambda p: p[0])
+        rows = [r for _, rs in pieces for r in rs]
         columns = zip(*rows, strict=True) if rows else [()] * len(in_file(OUTPUT_SCHEMA))
         write_batch_file(root, ctx.batch_id, name, _table(list(columns), in_file(OUTPUT_SCHEMA)))
-    kept = pa.concat_tables(p.kept for p in parts).combine_chunks()
-    seq = [i for p in parts for i in range(p.kept.num_rows)]
-    status = ["dead_letter" if i in p.failed else "processed" for p in parts for i in range(p.kept.num_rows)]
+    ranges = sorted(r for u in units for r in u.kept)
+    failed = set().union(*(u.failed for u in units))
+    if sum(b - a for a, b in ranges) == table.num_rows:
+        kept = table
+    else:
+        kept = table.take(pa.array([g for a, b in ranges for g in range(a, b)], pa.int64()))
+    seq = [i for a, b in ranges for i in range(b - a)]
+    status = ["dead_letter" if g in failed else "processed" for a, b in ranges for g in range(a, b)] if failed else None
     audit = _table(
-        [*(kept.column(n) for n in ("system", "stream", "partition", "offset", "key", "task_name")), seq, status],
+        [
+            *(kept.column(n) for n in ("system", "stream", "partition", "offset", "key", "task_name")),
+            seq,
+            status if status is not None else pa.array(["processed"] * kept.num_rows, pa.string()),
+        ],
         in_file(AUDIT_SCHEMA),
     )
     write_batch_file(ctx.audit_path, ctx.batch_id, name, audit)
-    dead = [d for p in parts for d in p.dead]
+    dead = [d for _, d in sorted((d for u in units for d in u.dead), key=lambda d: d[0])]
     if dead:
         write_batch_file(ctx.dead_letter_path, ctx.batch_id, name, pa.Table.from_pylist(dead, schema=DEAD_LETTER_SCHEMA))
 
@@ -321,190 +403,158 @@ def _table(columns: list[Any], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _run_slice(
+def _run_unit(
     ctx: ProcessContext,
-    task: TaskName,
-    part: _Part,
+    unit: tuple[_Slice, ...],
+    records: _Records,
     outputs: _Outputs,
     container: ContainerState | None,
     tables: SlotTables | None,
-) -> tuple[dict[str, Any], _SliceSinks]:
-    """One virtual task's slice run through the app; its summary row says what the driver's checkpoint needs,
-    and its outputs, audit and dead letters go to the slot's files."""
-    ran = _execute(ctx, task, part, container, tables)
-    sent, files = _write_outputs(ctx, ran, outputs)
-    dead = _dead_letters(ctx, ran)
-    failed = frozenset(i for i in ran.result.failures if i < ran.kept)
-    stopped, error = _where_stopped(ran)
-    return {
-        "task_name": task.name,
-        "records": ran.records,
-        "processed": ran.kept
-        - sum(1 for i in ran.result.failures if i < ran.kept),  # late records count: other branches processed them
-        "dead_lettered": len(dead),
-        "outputs": sent,
-        "process_ns": ran.result.process_ns,
-        "stopped": json.dumps(stopped) if stopped else None,
-        "error": error,
-    }, _SliceSinks(files, ran.table.slice(0, ran.kept), failed, dead)
+) -> _UnitRun:
+    """The unit's virtual tasks' slices through the app's operator graph in one pass (Samza's process() per
+    message, here operator at a time), each task's messages with its own context (its stores; the container's
+    tables), each task stopping on its own; then what each task keeps: its summary row, outputs, audit rows and
+    dead letters."""
+    app = _application(ctx)
+    messages, failed, ends = _messages(ctx, unit, records, container, tables)
+    result = SliceExecutor(app, ctx.max_concurrency, ctx.callback_timeout_ms, ctx.policy).run(messages, failed, ends)
+    n = len(messages)
+    slot_row = [g for t in unit for g in range(t.start, t.end)]  # a message's row in the slot's records
+    starts = [0, *ends[:-1]]
+    # where each task's kept records end: all of them, or those before its stop; a stopped task with stores keeps
+    # none (its stores saw records past the stop, operator at a time: only its last checkpoint's state is
+    # consistent with its offsets)
+    kept_end = [
+        end if j not in result.stops else (start if container is not None else result.stops[j])
+        for j, (start, end) in enumerate(zip(starts, ends, strict=True))
+    ]
 
+    def task_of(i: int) -> int:
+        return bisect.bisect_right(ends, i) if i < n else len(unit) - 1  # a closed window: the unit's one task
 
-@dataclass(frozen=True)
-class _SliceRun:
-    """A slice after the app ran over it: what the sinks and the summary are written from."""
+    def kept(i: int) -> bool:
+        """A record before its task's stop, or a closed window of a task that did not stop."""
+        j = task_of(i)
+        return i < kept_end[j] if i < n else j not in result.stops
 
-    task: TaskName
-    table: pa.Table  # the routed records, in offset order
-    coordinates: _Coordinates  # the same records' coordinates, as Python lists
-    result: SliceResult
-    kept: int  # records the batch keeps, from the first (see `_kept`)
-
-    @property
-    def records(self) -> int:
-        return self.table.num_rows
-
-    @property
-    def whole(self) -> bool:
-        """The task did not stop: every record is kept, and so are the windows closed at the slice's end."""
-        return self.result.stopped_at is None
-
-    def source(self, i: int) -> Source:
+    def source(i: int) -> Source:
         """The input record an output or a dead letter comes from; for a closed window, the last record folded into it."""
-        if i < self.records:
-            c = self.coordinates
-            return c.systems[i], c.streams[i], c.partitions[i], c.offsets[i]
-        return self.result.timers[i].source
+        return records.source(slot_row[i]) if i < n else result.timers[i].source
 
-    def raw(self, i: int) -> tuple[bytes | None, bytes | None]:
-        """Record i's key and value as read (for its dead letter)."""
-        return self.table.column("key")[i].as_py(), self.table.column("value")[i].as_py()
+    sent = [0] * len(unit)
+    files: dict[str, list[tuple[int, list[tuple[Any, ...]]]]] = {}
+    for out, root in _sink_roots(ctx).items():
+        produced = [p for p in result.outputs.get(out, ()) if kept(p[0])]
+        for p in produced:
+            sent[task_of(p[0])] += 1
+        if root is None:
+            _send(ctx, outputs, out, produced)
+            continue
+        serdes = (
+            (ctx.key_serdes.get(out.system, "string"), ctx.msg_serdes.get(out.system, "json")) if out.kind == "kafka" else None
+        )
+        by_task: dict[int, list[tuple[Any, ...]]] = {}
+        for i, k, v in produced:
+            j = task_of(i)
+            task_rows = by_task.setdefault(j, [])
+            system, stream, partition, offset = source(i)
+            if serdes is not None:  # made by its system's serdes, as the at-least-once producer makes them
+                key, value = serialize(serdes[0], k), serialize(serdes[1], v)
+            else:
+                key, value = k if isinstance(k, bytes) else serialize("string", k), serialize("json", v)
+            task_rows.append((key, value, unit[j].name, len(task_rows), partition, offset, system, stream))
+        files[root] = [(unit[j].start, r) for j, r in by_task.items()]
+
+    dead: list[tuple[int, dict[str, Any]]] = []
+    dead_count, failed_kept = [0] * len(unit), [0] * len(unit)
+    failed_rows = set()
+
+    def dead_letter_of(i: int, key: bytes | None, value: bytes | None, error: str) -> None:
+        j = task_of(i)
+        dead_count[j] += 1
+        dead.append((unit[j].start, dead_letter(source(i), key, value, TaskName(unit[j].name), ctx.batch_id, error)))
+
+    for i, err in sorted(result.failures.items()):
+        if i < n and kept(i):
+            failed_kept[task_of(i)] += 1
+            failed_rows.add(slot_row[i])
+            dead_letter_of(i, records.keys[slot_row[i]], records.values[slot_row[i]], err)
+    for i, reasons in sorted(
+        result.late.items()
+    ):  # late for a window: dropped by that window only, the record itself was processed
+        if i < n and kept(i):
+            for reason in reasons:
+                dead_letter_of(i, records.keys[slot_row[i]], records.values[slot_row[i]], reason)
+    for i, err in sorted(result.failures.items()):  # closed windows that failed downstream, when their task did not stop
+        if i >= n and kept(i):
+            pane = result.timers[i].pane
+            key = serialize("string", pane.key) if not isinstance(pane.key, bytes) else pane.key
+            dead_letter_of(i, key, serialize("json", pane.as_dict()), err)
+
+    rows = []
+    for j, t in enumerate(unit):
+        stopped: dict[str, int] = {}
+        error = None
+        if j in result.stops:
+            stop = result.stops[j]
+            stopped, error = _where_stopped(
+                records, t, kept_end[j] - starts[j], stop, source(stop) if stop < n else None, result.failures[stop]
+            )
+        rows.append(
+            {
+                "task_name": t.name,
+                "records": t.size,
+                "processed": kept_end[j] - starts[j] - failed_kept[j],  # late records count: other branches processed them
+                "dead_lettered": dead_count[j],
+                "outputs": sent[j],
+                "process_ns": result.process_ns * t.size // max(1, n),  # the unit's pass, by the task's share of its records
+                "stopped": json.dumps(stopped) if stopped else None,
+                "error": error,
+            }
+        )
+    kept_ranges = [(t.start, t.start + kept_end[j] - starts[j]) for j, t in enumerate(unit)]
+    return _UnitRun(rows, files, kept_ranges, failed_rows, dead)
 
 
-@dataclass(frozen=True)
-class _Coordinates:
-    """Where each record of a slice comes from, column by column (no Python row per record)."""
-
-    systems: list[str]
-    streams: list[str]
-    partitions: list[int]
-    offsets: list[int]
-
-
-@dataclass(frozen=True)
-class _Part:
-    """A virtual task's slice of the slot's records: as Arrow, and its columns as Python lists."""
-
-    table: pa.Table
-    coordinates: _Coordinates
-    keys: list[bytes | None]
-    values: list[bytes | None]
-    timestamps: list[int]
-
-
-@dataclass(frozen=True)
-class _Columns:
-    """The slot's records' columns as Python lists, taken once and cut per slice."""
-
-    lists: tuple[list[Any], ...]  # system, stream, partition, offset, key, value, timestamp
-
-    @classmethod
-    def of(cls, table: pa.Table) -> _Columns:
-        names = ("system", "stream", "partition", "offset", "key", "value", "timestamp")
-        return cls(tuple(table.column(c).to_pylist() for c in names))
-
-    def part(self, table: pa.Table, a: int, b: int) -> _Part:
-        systems, streams, partitions, offsets, keys, values, timestamps = (c[a:b] for c in self.lists)
-        return _Part(table.slice(a, b - a), _Coordinates(systems, streams, partitions, offsets), keys, values, timestamps)
-
-
-def _execute(
-    ctx: ProcessContext,
-    task: TaskName,
-    part: _Part,
-    container: ContainerState | None,
-    tables: SlotTables | None,
-) -> _SliceRun:
-    """The slice through the app's operator graph (Samza's process() per message, here operator at a time),
-    with the task's stores and the container's tables in reach of its operators."""
-    context = TaskContext(task, partial(container.store, task) if container else None, tables.table if tables else None)
-    messages, failed = _messages(ctx, part, context)
-    result = SliceExecutor(_application(ctx), ctx.max_concurrency, ctx.callback_timeout_ms, ctx.policy).run(messages, failed)
-    records = part.table.num_rows
-    return _SliceRun(
-        task, part.table, part.coordinates, result, _kept(result.stopped_at, records, stateful=container is not None)
-    )
-
-
-def _messages(ctx: ProcessContext, part: _Part, context: TaskContext) -> tuple[list[Message], dict[int, str]]:
-    """Each record decoded with its system's serdes, column by column; one its serde cannot read fails alone (a
-    dead letter), not the slice."""
-    c, keys, values, timestamps = part.coordinates, part.keys, part.values, part.timestamps
-    messages, failed = [], {}
+def _messages(
+    ctx: ProcessContext, unit: tuple[_Slice, ...], records: _Records, container: ContainerState | None, tables: SlotTables | None
+) -> tuple[list[Message], dict[int, str], list[int]]:
+    """Each record of the unit's tasks decoded with its system's serdes, column by column; one its serde cannot
+    read fails alone (a dead letter), not the slice. Returns the messages, those that failed, and where each
+    task's messages end."""
+    messages: list[Message] = []
+    failed: dict[int, str] = {}
+    ends: list[int] = []
     ssps: dict[tuple[str, str, int], SystemStreamPartition] = {}
     serdes: dict[str, tuple[str, str]] = {}
-    for i, (system, stream, partition, offset) in enumerate(zip(c.systems, c.streams, c.partitions, c.offsets, strict=True)):
-        ssp = ssps.get((system, stream, partition))
-        if ssp is None:
-            ssp = ssps[(system, stream, partition)] = SystemStreamPartition(system, stream, partition)
-            serdes[system] = (ctx.key_serdes.get(system, "string"), ctx.msg_serdes.get(system, "json"))
-        key_serde, msg_serde = serdes[system]
-        try:
-            key = deserialize(key_serde, keys[i], "key")
-            value = deserialize(msg_serde, values[i], "value")
-        except RecordSerdeError as e:
-            key, value, failed[i] = None, None, f"deserialize: {e}"
-        messages.append(Message(key, value, ssp, offset, timestamps[i], context))
-    return messages, failed
-
-
-def _kept(stopped_at: int | None, records: int, stateful: bool) -> int:
-    """How many records the batch keeps: all, or those before the stop (task.dead.letter.policy=fail). A stopped
-    task with stores keeps none: its stores saw records past the stop (operator at a time), and only its last
-    checkpoint's state is consistent with its offsets."""
-    if stopped_at is None:
-        return records
-    return 0 if stateful else stopped_at
-
-
-def _write_outputs(ctx: ProcessContext, ran: _SliceRun, outputs: _Outputs) -> tuple[int, dict[str, list[tuple[Any, ...]]]]:
-    """Each output stream's messages from the kept records: a Parquet output's rows for the slot's file, a Kafka
-    output's staged for the commit's transaction (exactly-once) or sent (at-least-once). Returns how many there
-    were, and the rows for the slot's files by root."""
-    sent, files = 0, {}
-    for out in _application(ctx).outputs.values():
-        produced = _kept_outputs(ran, out)
-        sent += len(produced)
-        if out.kind == "parquet":
-            files[f"{ctx.output_path.rstrip('/')}/{out.name}"] = _output_rows(ran, produced)
-        elif ctx.stage_kafka:
-            serdes = ctx.key_serdes.get(out.system, "string"), ctx.msg_serdes.get(out.system, "json")
-            files[staging_root(ctx.output_path, out.system, out.name)] = _output_rows(ran, produced, serdes)
-        else:
-            _send(ctx, outputs, out, produced)
-    return sent, files
-
-
-def _kept_outputs(ran: _SliceRun, out: OutputStream) -> list[tuple[int, Any, Any]]:
-    """What the kept records produced on `out`; closed windows (indices past the slice) come out only when the
-    whole slice is kept, as they fold records past any stop."""
-    return [p for p in ran.result.outputs.get(out, []) if p[0] < ran.kept or (ran.whole and p[0] >= ran.records)]
-
-
-def _output_rows(
-    ran: _SliceRun, produced: list[tuple[int, Any, Any]], kafka_serdes: tuple[str, str] | None = None
-) -> list[tuple[Any, ...]]:
-    """An output's rows (OUTPUT_SCHEMA's columns but the batch's id, which its folder names), each with its place
-    in the task's output order and the input record it comes from; a Kafka output's key and value are made by
-    its system's serdes, as the at-least-once producer makes them."""
-    rows = []
-    for seq, (i, k, v) in enumerate(produced):
-        system, stream, partition, offset = ran.source(i)
-        if kafka_serdes is not None:
-            key, value = serialize(kafka_serdes[0], k), serialize(kafka_serdes[1], v)
-        else:
-            key, value = k if isinstance(k, bytes) else serialize("string", k), serialize("json", v)
-        rows.append((key, value, ran.task.name, seq, partition, offset, system, stream))
-    return rows
+    r = records
+    for t in unit:
+        task = TaskName(t.name)
+        context = TaskContext(task, partial(container.store, task) if container else None, tables.table if tables else None)
+        a, b = t.start, t.end
+        for system, stream, partition, offset, k, v, ts in zip(
+            r.systems[a:b],
+            r.streams[a:b],
+            r.partitions[a:b],
+            r.offsets[a:b],
+            r.keys[a:b],
+            r.values[a:b],
+            r.timestamps[a:b],
+            strict=True,
+        ):
+            ssp = ssps.get((system, stream, partition))
+            if ssp is None:
+                ssp = ssps[(system, stream, partition)] = SystemStreamPartition(system, stream, partition)
+                serdes[system] = (ctx.key_serdes.get(system, "string"), ctx.msg_serdes.get(system, "json"))
+            key_serde, msg_serde = serdes[system]
+            try:
+                key = deserialize(key_serde, k, "key")
+                value = deserialize(msg_serde, v, "value")
+            except RecordSerdeError as e:
+                key, value, failed[len(messages)] = None, None, f"deserialize: {e}"
+            messages.append(Message(key, value, ssp, offset, ts, context))
+        ends.append(len(messages))
+    return messages, failed, ends
 
 
 def _send(ctx: ProcessContext, outputs: _Outputs, out: OutputStream, produced: list[tuple[int, Any, Any]]) -> None:
@@ -515,41 +565,15 @@ def _send(ctx: ProcessContext, outputs: _Outputs, out: OutputStream, produced: l
         producer.send(out.name, key=serialize(key_serde, k), value=serialize(msg_serde, v))
 
 
-def _dead_letters(ctx: ProcessContext, ran: _SliceRun) -> list[dict[str, Any]]:
-    """The kept records that failed, those late for a window and, when the whole slice is kept, the closed
-    windows that failed downstream."""
-    result = ran.result
-    dead = [
-        dead_letter(ran.source(i), *ran.raw(i), ran.task, ctx.batch_id, err)
-        for i, err in sorted(result.failures.items())
-        if i < ran.kept
-    ]
-    dead += [  # late for a window: dropped by that window only, the record itself was processed
-        dead_letter(ran.source(i), *ran.raw(i), ran.task, ctx.batch_id, reason)
-        for i, reasons in sorted(result.late.items())
-        if i < ran.kept
-        for reason in reasons
-    ]
-    if ran.whole:
-        dead += [_window_dead_letter(ctx, ran, i, err) for i, err in sorted(result.failures.items()) if i >= ran.records]
-    return dead
-
-
-def _window_dead_letter(ctx: ProcessContext, ran: _SliceRun, i: int, error: str) -> dict[str, Any]:
-    """A closed window that failed downstream: its last record's coordinates, the window as the value."""
-    pane = ran.result.timers[i].pane
-    key = serialize("string", pane.key) if not isinstance(pane.key, bytes) else pane.key
-    return dead_letter(ran.source(i), key, serialize("json", pane.as_dict()), ran.task, ctx.batch_id, error)
-
-
-def _where_stopped(ran: _SliceRun) -> tuple[dict[str, int], str | None]:
-    """For a stopped task: per SSP and key bucket, the first offset not kept (where its checkpoint stops), and why."""
-    stop = ran.result.stopped_at
-    if stop is None:
-        return {}, None
-    at = f"{ran.source(stop)[1]}-{ran.source(stop)[2]}@{ran.source(stop)[3]}" if stop < ran.records else "a closed window"
+def _where_stopped(
+    records: _Records, task: _Slice, kept: int, stop: int, stop_source: Source | None, error: str
+) -> tuple[dict[str, int], str]:
+    """For a stopped task: per SSP and key bucket, the first offset not kept (where its checkpoint stops), and why
+    (`stop_source`: the record it stopped at; None for a closed window)."""
+    at = f"{stop_source[1]}-{stop_source[2]}@{stop_source[3]}" if stop_source is not None else "a closed window"
+    buckets = records.table.column("key_bucket")
     stopped: dict[str, int] = {}
-    for r in ran.table.slice(ran.kept).to_pylist():
-        sspkb = SystemStreamPartition(r["system"], r["stream"], r["partition"], r["key_bucket"])
-        stopped.setdefault(ssp_to_key(sspkb), r["offset"])
-    return stopped, f"{ran.task.name} stopped at {at}: {ran.result.failures[stop]}"
+    for g in range(task.start + kept, task.end):
+        sspkb = SystemStreamPartition(records.systems[g], records.streams[g], records.partitions[g], buckets[g].as_py())
+        stopped.setdefault(ssp_to_key(sspkb), records.offsets[g])
+    return stopped, f"{task.name} stopped at {at}: {error}"
