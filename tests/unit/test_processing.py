@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import threading
+import time
 
 import pyarrow as pa
 import pytest
@@ -245,3 +246,52 @@ def test_virtual_tasks_run_together_leave_what_each_would_alone(tmp_path_factory
     # the slot's files list the tasks in order, each task's rows in its own order
     audit = read_table(str(together / "audit"), AUDIT_SCHEMA).to_pylist()
     assert [(r["task_name"], r["seq"]) for r in audit] == sorted((r["task_name"], r["seq"]) for r in audit)
+
+
+def test_the_drivers_summary_row_has_the_summary_schemas_columns_in_order():
+    from elasticity.batch.processing import SUMMARY_SCHEMA, TaskSummary
+
+    assert list(TaskSummary._fields) == SUMMARY_SCHEMA.names
+
+
+def busy_app(app):
+    def burn(m):
+        _threads[m.key] = threading.get_ident()
+        end = time.thread_time() + 0.002
+        while time.thread_time() < end:  # computes: the GIL runs one thread at a time
+            pass
+        return m.value
+
+    app.input("kafka.orders").map(burn).send_to("parquet.burnt")
+
+
+def test_an_app_that_computes_runs_on_the_slots_own_thread_after_a_pass_that_kept_the_pool_busy(tmp_path):
+    _threads.clear()
+    context = dataclasses.replace(ctx(tmp_path), app_class="tests.unit.test_processing:busy_app", thread_pool_size=64)
+    batch = rows(*((f"Partition_0-{t}-8", t, t, b"1") for t in range(8)))
+    process_slot(context, 0, batch)  # on the pool: its threads were busy, never waiting
+    assert threading.get_ident() not in set(_threads.values())
+    _threads.clear()
+    summary = process_slot(context, 0, batch)
+    assert set(_threads.values()) == {threading.get_ident()} and sum(r["processed"] for r in summary) == 8
+
+
+def test_an_app_that_waits_keeps_the_pool():
+    from elasticity.batch.processing import PassHistory
+
+    h = PassHistory()
+    h.observe(single=False, cpu_ns=10, wall_ns=100)  # 10 % busy: waiting, side by side
+    assert not h.single
+    h.observe(single=False, cpu_ns=95, wall_ns=100)  # the pool kept busy: try one thread
+    assert h.single
+    h.observe(single=True, cpu_ns=30, wall_ns=100)  # one thread waited 70 % of the time: back to the pool
+    assert not h.single and h.pool_passes == 8
+    for _ in range(8):
+        h.observe(single=False, cpu_ns=95, wall_ns=100)
+    assert not h.single  # backing off
+    h.observe(single=False, cpu_ns=95, wall_ns=100)
+    assert h.single
+    h.observe(single=True, cpu_ns=30, wall_ns=100)
+    assert h.pool_passes == 16  # twice as long before the next try
+    h.observe(single=False, cpu_ns=95, wall_ns=100)
+    assert h.pool_passes == 15

@@ -122,4 +122,5 @@ def _advanced(
     cp: TaskCheckpoint, ends: Mapping[SystemStreamPartition, int], stopped: Mapping[SystemStreamPartition, int]
 ) -> TaskCheckpoint:
     offsets = {s: max(o, stopped.get(s, ends.get(s.without_key_bucket(), o))) for s, o in cp.offsets.items()}
-    return TaskCheckpoint(cp.task_name, offsets, cp.watermarks).collapsed()
+    advanced = TaskCheckpoint(cp.task_name, offsets, cp.watermarks)
+    return advanced.collapsed() if advanced.watermarks else advanced

@@ -75,7 +75,24 @@ class SystemStreamPartition:
         return _ssp(self.system, self.stream, self.partition, key_bucket)
 
     def without_key_bucket(self) -> SystemStreamPartition:
-        return self.with_key_bucket(NO_KEY_BUCKET)
+        """Kept on the object (as its hash): every batch asks each SSPKb of every checkpoint for its partition."""
+        base = self.__dict__.get("_base")
+        if base is None:
+            base = self if self.key_bucket == NO_KEY_BUCKET else self.with_key_bucket(NO_KEY_BUCKET)
+            object.__setattr__(self, "_base", base)
+        return base
+
+    def __hash__(self) -> int:
+        """Computed once per object: SSPs key the dicts of every batch's plan, routes and checkpoints, thousands a
+        batch at thousands of virtual tasks. Kept out of pickles (`__reduce__`): string hashes differ per process."""
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.system, self.stream, self.partition, self.key_bucket))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, int, int]]:
+        return SystemStreamPartition, (self.system, self.stream, self.partition, self.key_bucket)
 
     def __str__(self) -> str:
         """Samza's toString: the bucket appears only when there is one."""
@@ -96,6 +113,9 @@ class TaskName:
 
     def __str__(self) -> str:
         return self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)  # the name's own, which Python keeps with the string: no tuple per lookup
 
 
 class TaskMode(StrEnum):

@@ -9,6 +9,7 @@ wrote still loads, and what we write loads in Samza.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -43,8 +44,10 @@ def ssp_from_dict(d: dict[str, Any]) -> SystemStreamPartition:
         raise SerdeError(f"not a SystemStreamPartition: {d!r} ({e})") from e
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def ssp_to_key(ssp: SystemStreamPartition) -> str:
-    """Map-key form: `system.stream.partition`, plus `.keyBucket` only for an SSPKb."""
+    """Map-key form: `system.stream.partition`, plus `.keyBucket` only for an SSPKb (made once per SSP: each
+    batch's summary keys its lag and offsets by it, thousands at thousands of virtual tasks)."""
     base = f"{ssp.system}.{ssp.stream}.{ssp.partition}"
     return f"{base}.{ssp.key_bucket}" if ssp.has_key_bucket else base
 

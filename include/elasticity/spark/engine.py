@@ -16,17 +16,19 @@ on the upload thread while the next batch runs (async commit); the job's lease i
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import logging
 import os
 import socket
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from functools import cached_property, partial
 from typing import Any
 
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from elasticity import faults
@@ -35,8 +37,8 @@ from elasticity.batch.async_commit import AsyncCommitter
 from elasticity.batch.coordinator import JobCoordinator
 from elasticity.batch.exactly_once import ExactlyOnceOutputs, StagedOutput, staging_root
 from elasticity.batch.lease import held_lease
-from elasticity.batch.planning import advance_all, plan_ranges, start_offsets
-from elasticity.batch.processing import SUMMARY_SCHEMA, ProcessContext, run_slots
+from elasticity.batch.planning import advance_all, plan_ranges
+from elasticity.batch.processing import SUMMARY_SCHEMA, ProcessContext, TaskSummary, run_slots
 from elasticity.batch.reader import Owner, RouteTable, SlotReads, chunks
 from elasticity.batch.sink_identity import guard_sinks
 from elasticity.batch.sinks import delete_batches, output_roots
@@ -68,6 +70,21 @@ class BatchFailed(RuntimeError):
     """Some virtual tasks stopped on a bad record (task.dead.letter.policy=fail); the rest committed."""
 
 
+_frozen = False
+
+
+def _freeze_long_lived() -> None:
+    """The driver's long-lived objects (its modules, the Spark Connect client, the store's engine) frozen out of
+    the cyclic GC, once per process: a full collection scanned them all in the middle of a batch, 100 ms and
+    more at thousands of virtual tasks (one batch in four here). What is alive as the first run starts is
+    long-lived; the checkpoints and summaries of each batch are not frozen and are collected as before."""
+    global _frozen
+    if not _frozen:
+        _frozen = True
+        gc.collect()
+        gc.freeze()
+
+
 def default_batch_owner() -> str:
     return f"batch@{socket.gethostname()}:{os.getpid()}"
 
@@ -84,6 +101,7 @@ class MicroBatchEngine:
         self.coordinator = JobCoordinator(config, self.store, self.inputs, self.reporters)
         self.job = config.job_name
         self._placed: tuple[int, DataFrame] | None = None
+        self._recent_executors: deque[set[str]] | None = None  # the executors of the job's recent batches
 
     @cached_property
     def app(self) -> ApplicationDescriptor:
@@ -208,6 +226,7 @@ class MicroBatchEngine:
         cap = self.config.batch_max_records if max_records is None else max_records
         master = spark_master(self.spark)
         check_master(master)  # a Connect server whose master is down: fail now, naming it
+        _freeze_long_lived()
         check_shared_paths(self.config, master, blobs=self.storage is not None and BLOB_STORE_FACTORY in self._factories())
         started = time.monotonic()
         summaries: list[BatchSummary] = []
@@ -384,21 +403,29 @@ class MicroBatchEngine:
             self.job, generation.number, ranges, owner, after=after, side_inputs=self._side_input_offsets()
         ), high
 
-    def _read_and_process(self, plan: BatchPlan, generation: Generation, cps: dict[TaskName, TaskCheckpoint]) -> list[Row]:
+    def _read_and_process(
+        self, plan: BatchPlan, generation: Generation, cps: dict[TaskName, TaskCheckpoint]
+    ) -> list[TaskSummary]:
         """One Spark job of one stage over the placed slots: each slot reads, routes and processes its own
         records. Returns each virtual task's summary row."""
         slots = len(generation.job_model.containers) * self.config.container_process_count
         work = partial(run_slots, self._context(plan, generation, cps), self._slot_reads(plan, generation, cps))
         if self._placed is None or self._placed[0] != slots:
             self._placed = slots, placed_slots(self.spark, slots)  # its cache checked once per engine (a call on Connect)
-        rows = self._placed[1].mapInArrow(work, SUMMARY_TYPE).collect()
-        recent = {e for m in self.store.metrics(self.job, limit=RECENT_BATCHES) for e in m["metrics"].get("executors", ())}
-        if rebalance(self.spark, slots, {r.executor for r in rows}, recent):
+        rows = TaskSummary.of(self._placed[1].mapInArrow(work, SUMMARY_TYPE).toArrow())
+        used = {r.executor for r in rows}
+        if self._recent_executors is None:  # read once per engine: at thousands of virtual tasks a batch's metrics are large
+            self._recent_executors = deque(
+                (set(m["metrics"].get("executors", ())) for m in self.store.metrics(self.job, limit=RECENT_BATCHES)),
+                maxlen=RECENT_BATCHES,
+            )
+        if rebalance(self.spark, slots, used, set().union(*self._recent_executors)):
             self._placed = None
+        self._recent_executors.append(used)
         return rows
 
     def _new_checkpoints(
-        self, plan: BatchPlan, cps: dict[TaskName, TaskCheckpoint], rows: list[Row]
+        self, plan: BatchPlan, cps: dict[TaskName, TaskCheckpoint], rows: list[TaskSummary]
     ) -> dict[TaskName, TaskCheckpoint]:
         """Each virtual task's checkpoint after the batch: past its ranges, or at the first offset it did not
         keep where it stopped; with the state snapshot it took, for a job with stores."""
@@ -412,7 +439,7 @@ class MicroBatchEngine:
         self,
         durations: dict[str, float],
         new_cps: dict[TaskName, TaskCheckpoint],
-        rows: list[Row],
+        rows: list[TaskSummary],
     ) -> dict[str, Any]:
         """SEP-32's batch metrics, the stores' and the per-task figures of the job page."""
         metrics: dict[str, Any] = {
@@ -537,10 +564,17 @@ class MicroBatchEngine:
         durations: dict[str, float],
         metrics: dict[str, Any],
     ) -> BatchSummary:
-        lag = {}
-        for cp in cps.values():
+        lag: dict[str, int] = {}
+        committed: dict[str, dict[str, int]] = {}
+        starts: dict[SystemStreamPartition, int] = {}  # per input partition, its slowest virtual task's offset
+        for name, cp in cps.items():  # one pass: thousands of virtual tasks
+            offsets = committed[name.name] = {}
             for ssp, offset in cp.offsets.items():
-                lag[ssp_to_key(ssp)] = max(0, high.get(ssp.without_key_bucket(), offset) - offset)
+                key, base = ssp_to_key(ssp), ssp.without_key_bucket()
+                lag[key] = max(0, high.get(base, offset) - offset)
+                offsets[key] = offset
+                if offset < starts.get(base, offset + 1):
+                    starts[base] = offset
         metrics["task-count"] = len(cps)
         metrics["lag"] = lag
         return BatchSummary(
@@ -549,17 +583,15 @@ class MicroBatchEngine:
             generation=generation.number,
             factor=generation.factor,
             task_count=len(cps),
-            offsets_committed={n.name: {ssp_to_key(s): o for s, o in cp.offsets.items()} for n, cp in cps.items()}
-            if plan
-            else {},
-            lag_left=_lag_left(cps, high),
+            offsets_committed=committed if plan else {},
+            lag_left=sum(max(0, high.get(b, o) - o) for b, o in starts.items()),  # from the slowest virtual task
             lag_per_sspkb=lag,
             durations_ms=durations,
             metrics=metrics,
         )
 
 
-def _count(summary: BatchSummary, rows: list[Row]) -> None:
+def _count(summary: BatchSummary, rows: list[TaskSummary]) -> None:
     """The batch's record counts: read from the tasks' buckets and skipped as already processed, processed,
     dead-lettered and output, and why tasks stopped."""
     summary.records_read = sum(r.read for r in rows)
@@ -571,7 +603,7 @@ def _count(summary: BatchSummary, rows: list[Row]) -> None:
 
 
 def _with_state(
-    new_cps: dict[TaskName, TaskCheckpoint], cps: dict[TaskName, TaskCheckpoint], rows: list[Row]
+    new_cps: dict[TaskName, TaskCheckpoint], cps: dict[TaskName, TaskCheckpoint], rows: list[TaskSummary]
 ) -> dict[TaskName, TaskCheckpoint]:
     """Each task's new checkpoint with its snapshot of this batch; a task that took none (no records
     here, or stopped) keeps the state of the checkpoint it started from."""
@@ -579,14 +611,14 @@ def _with_state(
     out = {}
     for name, cp in new_cps.items():
         r = snapped.get(name)
-        if r is not None:
+        if r is not None and r.checkpoint_id and r.state_markers:
             out[name] = replace(cp, checkpoint_id=CheckpointId.parse(r.checkpoint_id), state_markers=json.loads(r.state_markers))
         else:
             out[name] = replace(cp, checkpoint_id=cps[name].checkpoint_id, state_markers=cps[name].state_markers)
     return out
 
 
-def _state_metrics(cps: dict[TaskName, TaskCheckpoint], rows: list[Row]) -> dict[str, Any]:
+def _state_metrics(cps: dict[TaskName, TaskCheckpoint], rows: list[TaskSummary]) -> dict[str, Any]:
     """Per store, this batch's metrics summed over its virtual tasks ("store-metrics"), and per virtual
     task and store its checkpoint id, markers, size and restore source ("stores"), for the summary and
     the job page."""
@@ -616,11 +648,6 @@ def _state_metrics(cps: dict[TaskName, TaskCheckpoint], rows: list[Row]) -> dict
         "bytes": sum(t.get("restore-bytes", 0) for t in totals.values()),
     }
     return {"store-metrics": totals, "stores": stores, "state-restores": restores}
-
-
-def _lag_left(cps: dict[TaskName, TaskCheckpoint], high: dict[SystemStreamPartition, int]) -> int:
-    """Offsets left to read per SSP: from the slowest virtual task to the high watermark."""
-    return sum(max(0, high.get(b, o) - o) for b, o in start_offsets(cps.values()).items())
 
 
 def _ms(start: float) -> float:
