@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import psutil
@@ -185,6 +186,15 @@ def engine_run(
     avg = {k: round(sum(x.durations_ms.get(k, 0) for x in summaries) / len(summaries)) for k in keys}
     print(f"  {app}: {len(summaries)} batches, ms per batch on average: {json.dumps(avg)}", flush=True)
     print(f"  {app}: CPU-s by process: {json.dumps({k: round(v, 2) for k, v in by.items()})}", flush=True)
+    sources = Counter(
+        m["restored-from"]
+        for x in summaries
+        for stores in x.metrics.get("stores", {}).values()
+        for m in stores.values()
+        if "restored-from" in m
+    )
+    if sources:  # "open": a warm batch found the store open in its process; others reopened or rebuilt it
+        print(f"  {app}: stores per (task, batch), where each batch found them: {json.dumps(dict(sources))}", flush=True)
     print(
         f"  {app}: JVM CPU-s by thread: {json.dumps({k: round(v, 2) for k, v in sorted(jvm.items(), key=lambda kv: -kv[1])})}",
         flush=True,

@@ -36,6 +36,7 @@ from elasticity.api.stream import ApplicationDescriptor, Message, OutputStream, 
 from elasticity.batch.exactly_once import staging_root
 from elasticity.batch.reader import SlotReads
 from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, Source, dead_letter, in_file, write_batch_file
+from elasticity.batch.slot_claims import claim
 from elasticity.config import elasticity_home
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskName
 from elasticity.jobmodel.object_mapper import ssp_to_key
@@ -117,6 +118,8 @@ class ProcessContext:
     state: BatchState | None = None  # a job with stores
     tables: SideInputBatch | None = None  # a job with tables: their side inputs and this batch's read-up-to offsets
     stage_kafka: bool = False  # processing.guarantee=exactly_once: Kafka outputs wait for the commit's transaction
+    slot_claims: str | None = None  # a local master's batch token: tasks claim the slot their process holds (slot_claims)
+    slots: int = 0  # the job's process slots (with slot_claims)
 
 
 U = TypeVar("U")
@@ -158,6 +161,7 @@ class _Outputs:
 
 
 _slots_started = 0
+_last_slot: dict[str, int] = {}  # job -> the process slot this Python worker ran last (its stores are open here)
 
 
 def _freeze_long_lived() -> None:
@@ -177,7 +181,12 @@ def run_slots(ctx: ProcessContext, reads: SlotReads, batches: Iterator[pa.Record
     records are read, routed and processed here, in one Spark task."""
     _freeze_long_lived()
     for b in batches:
-        for slot in b.column(0).to_pylist():
+        for partition in b.column(0).to_pylist():
+            slot = partition
+            if ctx.slot_claims is not None:  # a local master: the slot whose stores this process holds
+                folder = elasticity_home() / "slot-claims" / ctx.slot_claims
+                slot = claim(folder, partition, ctx.slots, _last_slot.get(ctx.job_name))
+                _last_slot[ctx.job_name] = slot
             start = time.perf_counter_ns()
             table, counts = reads.read(slot)
             read_ns = time.perf_counter_ns() - start

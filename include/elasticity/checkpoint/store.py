@@ -20,6 +20,7 @@ import operator
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -101,6 +102,8 @@ checkpoints = Table(
     Column("created_ms", BigInteger, nullable=False),
     Index("ix_elasticity_checkpoints_task", "job_name", "generation", "task_name", "version", "id"),
 )
+
+CHECKPOINT_COLUMNS = ("job_name", "generation", "task_name", "version", "payload", "watermarks", "batch_id", "created_ms")
 
 batches = Table(
     "elasticity_batches",
@@ -686,43 +689,36 @@ class CheckpointStore:
         task_checkpoints: Iterable[TaskCheckpoint],
         write_versions: tuple[int, ...],
         batch_id: int | None,
-    ) -> list[dict]:
-        """The rows of the checkpoints, each version's payload in Samza's JSON (from a template per task's SSPs)."""
+    ) -> list[tuple[Any, ...]]:
+        """The rows of the checkpoints (CHECKPOINT_COLUMNS), each version's payload in Samza's JSON (from a template
+        per task's SSPs): tuples, built before the commit's transaction and its write lock."""
         now = self.clock()
         rows = []
+        v1, v2 = 1 in write_versions, 2 in write_versions
         for cp in task_checkpoints:
             marks = watermarks_to_json(cp.watermarks) if cp.watermarks else None
-            for version in write_versions:
-                if version == 1:
-                    payload = offsets_json(cp.offsets, 1)
-                else:
-                    payload = v2_json(cp.checkpoint_id or CheckpointId.create(), cp.offsets, cp.state_markers)
-                rows.append(
-                    {
-                        "job_name": job,
-                        "generation": generation,
-                        "task_name": cp.task_name.name,
-                        "version": version,
-                        "payload": payload,
-                        "watermarks": marks,
-                        "batch_id": batch_id,
-                        "created_ms": now,
-                    }
-                )
+            name = cp.task_name.name
+            if v1:
+                rows.append((job, generation, name, 1, offsets_json(cp.offsets, 1), marks, batch_id, now))
+            if v2:
+                payload = v2_json(cp.checkpoint_id or CheckpointId.create(), cp.offsets, cp.state_markers)
+                rows.append((job, generation, name, 2, payload, marks, batch_id, now))
         return rows
 
     @staticmethod
-    def _insert_rows(conn: Connection, rows: list[dict]) -> None:
+    def _insert_rows(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
         """One executemany of the driver's own statement: SQLAlchemy's per-row parameter processing took longer
         than SQLite's inserts at thousands of virtual tasks."""
         if not rows:
             return
-        statement = insert(checkpoints).compile(dialect=conn.dialect, column_keys=list(rows[0]))
-        if statement.positional:
-            row = operator.itemgetter(*(statement.positiontup or ()))
-            conn.exec_driver_sql(str(statement), [row(r) for r in rows])
-        else:
+        statement = insert(checkpoints).compile(dialect=conn.dialect, column_keys=list(CHECKPOINT_COLUMNS))
+        if not statement.positional:
+            conn.exec_driver_sql(str(statement), [dict(zip(CHECKPOINT_COLUMNS, r, strict=True)) for r in rows])
+        elif tuple(statement.positiontup or ()) == CHECKPOINT_COLUMNS:
             conn.exec_driver_sql(str(statement), rows)
+        else:
+            order = operator.itemgetter(*(CHECKPOINT_COLUMNS.index(c) for c in statement.positiontup or ()))
+            conn.exec_driver_sql(str(statement), [order(r) for r in rows])
 
     def _insert_checkpoints(
         self,

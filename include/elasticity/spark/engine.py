@@ -22,6 +22,7 @@ import logging
 import os
 import socket
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -102,6 +103,7 @@ class MicroBatchEngine:
         self.job = config.job_name
         self._placed: tuple[int, DataFrame] | None = None
         self._recent_executors: deque[set[str]] | None = None  # the executors of the job's recent batches
+        self._master: str | None = None  # the session's master, read as a run starts
 
     @cached_property
     def app(self) -> ApplicationDescriptor:
@@ -224,7 +226,7 @@ class MicroBatchEngine:
         lands (from the upload thread, for async commits)."""
         owner = owner or default_batch_owner()
         cap = self.config.batch_max_records if max_records is None else max_records
-        master = spark_master(self.spark)
+        master = self._master = spark_master(self.spark)
         check_master(master)  # a Connect server whose master is down: fail now, naming it
         _freeze_long_lived()
         check_shared_paths(self.config, master, blobs=self.storage is not None and BLOB_STORE_FACTORY in self._factories())
@@ -507,6 +509,9 @@ class MicroBatchEngine:
                 create_topic(
                     client_settings(c, o.system, "admin"), o.name, partitions
                 )  # intermediate streams get the inputs' width
+        if self._master is None:
+            self._master = spark_master(self.spark)
+        local = self._master.startswith("local")
         return ProcessContext(
             job_name=c.job_name,
             batch_id=plan.batch_id,
@@ -525,6 +530,8 @@ class MicroBatchEngine:
             state=self._batch_state(generation, cps),
             tables=self._table_batch(plan),
             stage_kafka=bool(self.staged_outputs),
+            slot_claims=uuid.uuid4().hex if local and (self.storage is not None or self.tables) else None,
+            slots=len(generation.job_model.containers) * c.container_process_count,
         )
 
     def _batch_state(self, generation: Generation, cps: dict[TaskName, TaskCheckpoint]) -> BatchState | None:
