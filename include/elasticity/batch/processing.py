@@ -249,22 +249,19 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
         upload as it ends, so that the slot's other units run meanwhile (each task checkpoints on its own)."""
         started = time.thread_time_ns()
         try:
-            return _restore_run_snapshot(unit)
+            if container is not None:
+                for t in unit:
+                    container.restore(TaskName(t.name))
+            ran = _run_unit(ctx, unit, records, outputs, container, tables)
+            if container is not None:
+                assert ctx.state is not None
+                for row in ran.rows:
+                    if not row["stopped"]:
+                        task = TaskName(row["task_name"])
+                        markers[task] = container.commit(container.snapshot(ctx.state.checkpoint_id, task))
+            return ran
         finally:
             cpu_ns.append(time.thread_time_ns() - started)
-
-    def _restore_run_snapshot(unit: tuple[_Slice, ...]) -> _UnitRun:
-        if container is not None:
-            for t in unit:
-                container.restore(TaskName(t.name))
-        ran = _run_unit(ctx, unit, records, outputs, container, tables)
-        if container is not None:
-            assert ctx.state is not None
-            for row in ran.rows:
-                if not row["stopped"]:
-                    task = TaskName(row["task_name"])
-                    markers[task] = container.commit(container.snapshot(ctx.state.checkpoint_id, task))
-        return ran
 
     try:
         container = open_container(ctx.state, app.stores.values(), slot) if ctx.state else None
@@ -467,13 +464,9 @@ def _write_slot_files(ctx: ProcessContext, slot: int, table: pa.Table, units: li
     else:
         kept = table.take(pa.array([g for a, b in ranges for g in range(a, b)], pa.int64()))
     seq = [i for a, b in ranges for i in range(b - a)]
-    status = ["dead_letter" if g in failed else "processed" for a, b in ranges for g in range(a, b)] if failed else None
+    status = ["dead_letter" if g in failed else "processed" for a, b in ranges for g in range(a, b)]
     audit = _table(
-        [
-            *(kept.column(n) for n in ("system", "stream", "partition", "offset", "key", "task_name")),
-            seq,
-            status if status is not None else pa.array(["processed"] * kept.num_rows, pa.string()),
-        ],
+        [*(kept.column(n) for n in ("system", "stream", "partition", "offset", "key", "task_name")), seq, status],
         in_file(AUDIT_SCHEMA),
     )
     write_batch_file(ctx.audit_path, ctx.batch_id, name, audit)
