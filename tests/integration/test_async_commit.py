@@ -131,3 +131,35 @@ def test_upload_errors_surface_at_the_next_commit(setup):
         with pytest.raises(faults.InjectedFault):
             committer.flush()
     assert store.pending_plan(job) == p1  # nothing half-written; the batch replays
+
+
+def test_an_upload_commits_once_the_next_plan_is_written_or_after_the_gates_wait(setup):
+    """The next batch's plan goes first: the commit, on the upload thread, waits for the gate the engine
+    sets once that plan is written; with no gate set it goes after GATE_S all the same."""
+    import threading
+
+    from elasticity.batch import async_commit
+
+    store, job, task = setup
+    done: list[float] = []
+    gate = threading.Event()
+    committer = AsyncCommitter(
+        store, (1, 2), "me", 10_000, 10_000, on_committed=lambda *a: done.append(time.monotonic()), gate=gate
+    )
+    p1 = store.plan_batch(job, 1, (OffsetRange(SSP, 0, 10),), "me")
+    committer.submit(p1, cp(task, 10))
+    time.sleep(0.3)
+    assert not done and store.checkpoints(job, 1)[task].offsets[SSP] == 0  # waiting for the next plan
+    store.plan_batch(job, 1, (OffsetRange(SSP, 10, 20),), "me", after=p1.batch_id)
+    opened = time.monotonic()
+    gate.set()
+    committer.flush()
+    assert done and done[0] >= opened and store.checkpoints(job, 1)[task].offsets[SSP] == 10
+
+    gate.clear()
+    (p2,) = [p for p in [store.pending_plan(job)] if p is not None]
+    start = time.monotonic()
+    committer.submit(p2, cp(task, 20))
+    committer.close()  # nobody sets the gate: the commit goes after GATE_S
+    assert async_commit.GATE_S <= time.monotonic() - start < async_commit.GATE_S + 5
+    assert store.checkpoints(job, 1)[task].offsets[SSP] == 20
