@@ -143,11 +143,9 @@ def test_an_upload_commits_once_the_next_plan_is_written_or_after_the_gates_wait
     store, job, task = setup
     done: list[float] = []
     gate = threading.Event()
-    committer = AsyncCommitter(
-        store, (1, 2), "me", 10_000, 10_000, on_committed=lambda *a: done.append(time.monotonic()), gate=gate
-    )
+    committer = AsyncCommitter(store, (1, 2), "me", 10_000, 10_000, on_committed=lambda *a: done.append(time.monotonic()))
     p1 = store.plan_batch(job, 1, (OffsetRange(SSP, 0, 10),), "me")
-    committer.submit(p1, cp(task, 10))
+    committer.submit(p1, cp(task, 10), gate)
     time.sleep(0.3)
     assert not done and store.checkpoints(job, 1)[task].offsets[SSP] == 0  # waiting for the next plan
     store.plan_batch(job, 1, (OffsetRange(SSP, 10, 20),), "me", after=p1.batch_id)
@@ -156,10 +154,9 @@ def test_an_upload_commits_once_the_next_plan_is_written_or_after_the_gates_wait
     committer.flush()
     assert done and done[0] >= opened and store.checkpoints(job, 1)[task].offsets[SSP] == 10
 
-    gate.clear()
     (p2,) = [p for p in [store.pending_plan(job)] if p is not None]
     start = time.monotonic()
-    committer.submit(p2, cp(task, 20))
+    committer.submit(p2, cp(task, 20), threading.Event())
     committer.close()  # nobody sets the gate: the commit goes after GATE_S
     assert async_commit.GATE_S <= time.monotonic() - start < async_commit.GATE_S + 5
     assert store.checkpoints(job, 1)[task].offsets[SSP] == 20

@@ -48,15 +48,11 @@ class AsyncCommitter:
         await_state: AwaitState | None = None,
         on_failure: Callable[[BaseException], None] | None = None,
         before_commit: BeforeCommit | None = None,
-        gate: threading.Event | None = None,
     ) -> None:
         """`await_state`: for jobs with stores, whose snapshots upload in the workers: the
         checkpoint is written only once its markers are durable, within task.commit.timeout.ms.
         `on_failure`: told at once when a commit fails, while the next batch may be running on it.
-        `before_commit`: the Kafka transaction of exactly-once outputs, right before the store's commit.
-        `gate`: set by the caller once the next batch's plan is written (or none will be): an upload waits for it,
-        at most GATE_S, so that the plan, which the next batch waits for, does not wait for the commit's write
-        lock (at 4,096 virtual tasks a commit inserts 8,192 rows)."""
+        `before_commit`: the Kafka transaction of exactly-once outputs, right before the store's commit."""
         self.store = store
         self.write_versions = write_versions
         self.owner = owner
@@ -66,7 +62,6 @@ class AsyncCommitter:
         self.await_state = await_state
         self.on_failure = on_failure
         self.before_commit = before_commit
-        self.gate = gate
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="commit-upload")
         self._running: Future | None = None
         self._started = 0.0
@@ -76,8 +71,11 @@ class AsyncCommitter:
         self.skips = 0
         self.waits = 0
 
-    def submit(self, plan: BatchPlan, checkpoints: Iterable[TaskCheckpoint]) -> str:
-        """Hand over a snapshot; returns uploading | skipped | waited."""
+    def submit(self, plan: BatchPlan, checkpoints: Iterable[TaskCheckpoint], gate: threading.Event | None = None) -> str:
+        """Hand over a snapshot; returns uploading | skipped | waited. `gate`: set by the caller once the next
+        batch's plan is written (or none will be): the upload's commit waits for it, at most GATE_S, so that the
+        plan, which the next batch waits for, does not wait for the commit's write lock (at 4,096 virtual tasks
+        a commit inserts 8,192 rows)."""
         if self._failed is not None:
             raise self._failed
         cps = list(checkpoints)
@@ -97,15 +95,17 @@ class AsyncCommitter:
             self._deferred = None
         covers, self._skipped = tuple(self._skipped), []
         self._started = time.monotonic()
-        self._running = self._pool.submit(self._upload, plan, cps, covers)
+        self._running = self._pool.submit(self._upload, plan, cps, covers, gate)
         return outcome
 
-    def _upload(self, plan: BatchPlan, cps: list[TaskCheckpoint], covers: tuple[int, ...]) -> None:
+    def _upload(
+        self, plan: BatchPlan, cps: list[TaskCheckpoint], covers: tuple[int, ...], gate: threading.Event | None = None
+    ) -> None:
         start = time.perf_counter_ns()
         try:
             faults.point("commit.upload")  # the state uploads run meanwhile; the checkpoint waits for them
-            if self.gate is not None:
-                self.gate.wait(GATE_S)
+            if gate is not None:
+                gate.wait(GATE_S)
             if self.await_state is not None:
                 self.await_state(cps, self.timeout_ms / 1000)
             if self.before_commit is not None:

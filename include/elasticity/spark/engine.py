@@ -105,7 +105,7 @@ class MicroBatchEngine:
         self._placed: tuple[int, DataFrame] | None = None
         self._recent_executors: deque[set[str]] | None = None  # the executors of the job's recent batches
         self._master: str | None = None  # the session's master, read as a run starts
-        self._planned: threading.Event | None = None  # a run's: the next batch's plan is written
+        self._planned: threading.Event | None = None  # the running upload's gate: set once the next plan is written
 
     @cached_property
     def app(self) -> ApplicationDescriptor:
@@ -260,9 +260,6 @@ class MicroBatchEngine:
                     exactly_once.commit(plan, cps, covers)
                     faults.point("commit.kafka_committed")
 
-            # set once the next batch's plan is written: an upload's commit waits for it (the plan goes first)
-            planned = self._planned = threading.Event()
-            planned.set()
             committer = AsyncCommitter(
                 self.store,
                 self.config.checkpoint_write_versions,
@@ -273,7 +270,6 @@ class MicroBatchEngine:
                 self._await_state,
                 self._cancel_running,
                 before_commit,
-                planned,
             )
             try:
                 if exactly_once is not None:
@@ -290,8 +286,9 @@ class MicroBatchEngine:
                         break
                     by_batch[plan.batch_id] = summary
                     if until_caught_up and not summary.replayed and not summary.errors:
-                        planned.clear()
-                        summary.metrics["commit"] = committer.submit(plan, new_cps.values())
+                        # the upload's commit waits for the next batch's plan (set in run_one): the plan goes first
+                        self._planned = threading.Event()
+                        summary.metrics["commit"] = committer.submit(plan, new_cps.values(), self._planned)
                         snapshot = (plan, new_cps)
                     else:
                         committer.flush()
@@ -308,11 +305,10 @@ class MicroBatchEngine:
                     out_of_time = max_seconds is not None and time.monotonic() - started >= max_seconds
                     if not until_caught_up or summary.lag_left == 0 or out_of_time:
                         break
-                planned.set()  # no next plan
+                self._open_gate()  # no next plan
                 committer.flush()
             finally:
-                planned.set()
-                self._planned = None
+                self._open_gate()
                 try:
                     committer.close()
                 finally:
@@ -339,8 +335,7 @@ class MicroBatchEngine:
         plan, high = self._plan(
             generation, cps, pending, max_records, owner, after=snapshot[0].batch_id if snapshot else None, high=high
         )
-        if self._planned is not None:
-            self._planned.set()
+        self._open_gate()
         if plan is None:
             return self._summary(generation, None, cps, high, {"plan": _ms(t0)}, {}), None, cps, high
         self._clean_batch(*self.store.batches_with_status(self.job, "abandoned"))
@@ -364,6 +359,12 @@ class MicroBatchEngine:
         summary.durations_ms["total"] = _ms(t0)
         summary.finished_ms = int(time.time() * 1000)
         return summary, plan, new_cps, high
+
+    def _open_gate(self) -> None:
+        """The previous batch's upload may commit now: the next plan is written, or none will be."""
+        if self._planned is not None:
+            self._planned.set()
+            self._planned = None
 
     # --- steps of a batch ------------------------------------------------------
 
