@@ -512,9 +512,8 @@ def _run_unit(
     def task_of(i: int) -> int:
         return bisect.bisect_right(ends, i) if i < n else len(unit) - 1  # a closed window: the unit's one task
 
-    def kept(i: int) -> bool:
-        """A record before its task's stop, or a closed window of a task that did not stop."""
-        j = task_of(i)
+    def kept(i: int, j: int) -> bool:
+        """Item i of task j: a record before its task's stop, or a closed window of a task that did not stop."""
         return i < kept_end[j] if i < n else j not in result.stops
 
     def source(i: int) -> Source:
@@ -524,18 +523,20 @@ def _run_unit(
     sent = [0] * len(unit)
     files: dict[str, list[tuple[int, list[tuple[Any, ...]]]]] = {}
     for out, root in _sink_roots(ctx).items():
-        produced = [p for p in result.outputs.get(out, ()) if kept(p[0])]
-        for p in produced:
-            sent[task_of(p[0])] += 1
+        produced = []  # (task, item) of what the kept records produced
+        for p in result.outputs.get(out, ()):
+            j = task_of(p[0])
+            if kept(p[0], j):
+                produced.append((j, p))
+                sent[j] += 1
         if root is None:
-            _send(ctx, outputs, out, produced)
+            _send(ctx, outputs, out, [p for _, p in produced])
             continue
         serdes = (
             (ctx.key_serdes.get(out.system, "string"), ctx.msg_serdes.get(out.system, "json")) if out.kind == "kafka" else None
         )
         by_task: dict[int, list[tuple[Any, ...]]] = {}
-        for i, k, v in produced:
-            j = task_of(i)
+        for j, (i, k, v) in produced:
             task_rows = by_task.setdefault(j, [])
             system, stream, partition, offset = source(i)
             if serdes is not None:  # made by its system's serdes, as the at-least-once producer makes them
@@ -555,18 +556,17 @@ def _run_unit(
         dead.append((unit[j].start, dead_letter(source(i), key, value, TaskName(unit[j].name), ctx.batch_id, error)))
 
     for i, err in sorted(result.failures.items()):
-        if i < n and kept(i):
+        if i < n and kept(i, task_of(i)):
             failed_kept[task_of(i)] += 1
             failed_rows.add(slot_row[i])
             dead_letter_of(i, records.keys[slot_row[i]], records.values[slot_row[i]], err)
-    for i, reasons in sorted(
-        result.late.items()
-    ):  # late for a window: dropped by that window only, the record itself was processed
-        if i < n and kept(i):
+    # late for a window: dropped by that window only, the record itself was processed
+    for i, reasons in sorted(result.late.items()):
+        if i < n and kept(i, task_of(i)):
             for reason in reasons:
                 dead_letter_of(i, records.keys[slot_row[i]], records.values[slot_row[i]], reason)
     for i, err in sorted(result.failures.items()):  # closed windows that failed downstream, when their task did not stop
-        if i >= n and kept(i):
+        if i >= n and kept(i, task_of(i)):
             pane = result.timers[i].pane
             key = serialize("string", pane.key) if not isinstance(pane.key, bytes) else pane.key
             dead_letter_of(i, key, serialize("json", pane.as_dict()), err)

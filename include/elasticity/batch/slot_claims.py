@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 
 STALE_S = 600.0  # claim folders of earlier batches older than this are removed
+SWEEP_EVERY_S = 60.0  # at most this often per process: a sweep lists every batch's folder of the last STALE_S
+_swept = 0.0
 
 
 def claim(folder: Path, partition: int, slots: int, prefer: int | None) -> int:
@@ -41,8 +43,11 @@ def claim(folder: Path, partition: int, slots: int, prefer: int | None) -> int:
 
 
 def _sweep(root: Path) -> None:
-    if not root.is_dir():
+    global _swept
+    now = time.monotonic()
+    if now - _swept < SWEEP_EVERY_S or not root.is_dir():
         return
+    _swept = now
     cutoff = time.time() - STALE_S
     for d in root.iterdir():
         with contextlib.suppress(OSError):

@@ -104,7 +104,6 @@ class MicroBatchEngine:
         self.job = config.job_name
         self._placed: tuple[int, DataFrame] | None = None
         self._recent_executors: deque[set[str]] | None = None  # the executors of the job's recent batches
-        self._master: str | None = None  # the session's master, read as a run starts
         self._planned: threading.Event | None = None  # the running upload's gate: set once the next plan is written
 
     @cached_property
@@ -112,6 +111,11 @@ class MicroBatchEngine:
         return load_application(
             self.config.app_class, self.config.inputs
         )  # on the driver too: a bad app.class fails before any work
+
+    @cached_property
+    def _local_master(self) -> bool:
+        """Every slot runs on this host (local[N]): a slot's task may claim the slot its Python worker holds."""
+        return spark_master(self.spark).startswith("local")
 
     @cached_property
     def storage(self) -> StorageConfig | None:
@@ -228,7 +232,7 @@ class MicroBatchEngine:
         lands (from the upload thread, for async commits)."""
         owner = owner or default_batch_owner()
         cap = self.config.batch_max_records if max_records is None else max_records
-        master = self._master = spark_master(self.spark)
+        master = spark_master(self.spark)
         check_master(master)  # a Connect server whose master is down: fail now, naming it
         _freeze_long_lived()
         check_shared_paths(self.config, master, blobs=self.storage is not None and BLOB_STORE_FACTORY in self._factories())
@@ -522,9 +526,7 @@ class MicroBatchEngine:
                 create_topic(
                     client_settings(c, o.system, "admin"), o.name, partitions
                 )  # intermediate streams get the inputs' width
-        if self._master is None:
-            self._master = spark_master(self.spark)
-        local = self._master.startswith("local")
+        local = self._local_master
         return ProcessContext(
             job_name=c.job_name,
             batch_id=plan.batch_id,
