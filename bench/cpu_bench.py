@@ -3,7 +3,8 @@ Python stream library doing the same work on the same broker, measured side by s
 
   1. the demo app without its store (`enrichment:build`) and the stateful demo app (`enrichment:build_stateful`:
      running totals per user in RocksDB backed up to the blob store), the lookup at 0 ms: records/s and
-     CPU-seconds per 1,000 records, warm (a first backlog warms the job's Connect session and Python workers)
+     CPU-seconds per 1,000 records, warm (a first backlog of 100 batches warms the job's Connect session, its
+     Python workers and the server's JIT compiler)
   2. the same stateful job on Quix Streams (bench/quix_peer.py, in .venv/quix: `make bench-quix`), CPU-bound
      (0 ms) and I/O-bound (--io-ms, a sleep per record), against the engine on the same data
 
@@ -232,7 +233,11 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--records", type=int, default=30_000, help="records of each CPU-bound run (0 ms lookup)")
     p.add_argument(
-        "--warm", type=int, default=30_000, help="records of the warm-up backlog before each engine run (the JIT settles)"
+        "--warm",
+        type=int,
+        default=300_000,
+        help="records of the warm-up backlog before each engine run: 100 of the job's batches, the server's JIT settles "
+        "(a fresh server's C1 compiled for about 50 batches; after 10, its threads still took 0.15-0.62 CPU-s of the run)",
     )
     p.add_argument("--io-ms", type=float, default=20, help="the lookup of the I/O-bound comparison (0: none)")
     p.add_argument("--io-records", type=int, default=3_000, help="records of the I/O-bound comparison")

@@ -1,10 +1,9 @@
 """What each process slot reads and keeps: its own virtual tasks' records, each exactly once over all slots."""
 
-import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from elasticity.batch.reader import RECORD_SCHEMA, Chunk, ReadCounts, RouteTable, SlotReads, route_batch
+from elasticity.batch.reader import ROUTED_SCHEMA, Chunk, Columns, ReadCounts, Routed, RouteTable, SlotReads, route
 from elasticity.checkpoint.task_checkpoint import Watermark
 from elasticity.jobmodel.keybucket import record_hash
 
@@ -15,20 +14,13 @@ def _chunk(start: int, end: int, partition: int = 0) -> Chunk:
     return Chunk("127.0.0.1:9092", "kafka", "orders", partition, start, end)
 
 
-def _batch(records: list[tuple[bytes | None, int]]) -> pa.RecordBatch:
-    n = len(records)
-    return pa.RecordBatch.from_pydict(
-        {
-            "system": ["kafka"] * n,
-            "stream": ["orders"] * n,
-            "partition": [0] * n,
-            "offset": [o for _, o in records],
-            "key": [k for k, _ in records],
-            "value": [b"v"] * n,
-            "timestamp": [0] * n,
-        },
-        schema=RECORD_SCHEMA,
-    )
+def _columns(records: list[tuple[bytes | None, int]]) -> Columns:
+    return {
+        "offset": [o for _, o in records],
+        "key": [k for k, _ in records],
+        "value": [b"v"] * len(records),
+        "timestamp": [0] * len(records),
+    }
 
 
 def test_a_slot_reads_only_the_ssps_its_tasks_own_from_their_lowest_offset():
@@ -59,8 +51,14 @@ def test_each_record_is_kept_by_exactly_the_slot_of_its_task_unless_already_proc
     kept: dict[int, list[tuple[int, str]]] = {}
     counts = {}
     for slot in (0, 1):
-        counts[slot] = ReadCounts()
-        out = route_batch(table, _chunk(0, len(records)), _batch(records), slot, counts[slot])
+        counts[slot], routed = ReadCounts(), Routed()
+        half = len(records) // 2  # two reads of the partition into one slot's records
+        for part in (records[:half], records[half:]):
+            route(table, _chunk(0, len(records)), _columns(part), slot, counts[slot], routed)
+        out = routed.table()
+        assert out.schema == ROUTED_SCHEMA
+        assert set(out.column("partition").to_pylist()) <= {0}
+        assert all(keys[o] == k for o, k in zip(out.column("offset").to_pylist(), out.column("key").to_pylist(), strict=True))
         kept[slot] = list(zip(out.column("offset").to_pylist(), out.column("task_name").to_pylist(), strict=True))
         assert out.column("offset").to_pylist() == sorted(out.column("offset").to_pylist())  # read order kept
     for key, offset in records:

@@ -42,7 +42,8 @@ LIBRDKAFKA_DEFAULTS = {
     "fetch.max.bytes": 64 * 1024 * 1024,
     "log.connection.close": False,  # an idle connection the broker closes between batches is not an error
 }
-ROWS_PER_ARROW_BATCH = 10_000
+ROWS_PER_READ = 10_000  # records a read hands on at once (an Arrow batch of read_chunk, or to the route)
+Columns = dict[str, list]  # records read from one chunk: "offset", "key", "value" and "timestamp", as Python lists
 STALL_TIMEOUT_S = 30.0
 
 
@@ -162,6 +163,12 @@ def _assigned(chunk: Chunk) -> Iterator[tuple[Poll, Position]]:
 
 
 def read_chunk(chunk: Chunk) -> Iterator[pa.RecordBatch]:
+    """The chunk's records as Arrow batches (RECORD_SCHEMA)."""
+    for cols in _chunk_columns(chunk):
+        yield _batch(chunk, cols)
+
+
+def _chunk_columns(chunk: Chunk) -> Iterator[Columns]:
     with _assigned(chunk) as (poll, consumer_position):
         position, cols, last_progress = chunk.start, _empty(), time.monotonic()
         while position < chunk.end:
@@ -177,8 +184,8 @@ def read_chunk(chunk: Chunk) -> Iterator[pa.RecordBatch]:
                 cols["value"].append(value)
                 cols["timestamp"].append(timestamp)
                 position = offset + 1
-                if len(cols["offset"]) >= ROWS_PER_ARROW_BATCH:
-                    yield _batch(chunk, cols)
+                if len(cols["offset"]) >= ROWS_PER_READ:
+                    yield cols
                     cols = _empty()
             if polled:
                 last_progress = time.monotonic()
@@ -190,13 +197,13 @@ def read_chunk(chunk: Chunk) -> Iterator[pa.RecordBatch]:
                     f"no records after offset {position} for {STALL_TIMEOUT_S:.0f}s"
                 )
         if cols["offset"]:
-            yield _batch(chunk, cols)
+            yield cols
 
 
-def read_chunks(chunks: Iterable[Chunk]) -> Iterator[tuple[Chunk, pa.RecordBatch]]:
-    """The records of every chunk, each with its chunk. A system librdkafka can read is read in one assignment
-    of all its chunks' partitions (one fetch for them all, not an assign, a fetch and an unassign per partition
-    one after another); the others chunk by chunk."""
+def read_chunks(chunks: Iterable[Chunk]) -> Iterator[tuple[Chunk, Columns]]:
+    """The records of every chunk, each with its chunk, as columns (routed before any Arrow array is made). A
+    system librdkafka can read is read in one assignment of all its chunks' partitions (one fetch for them all,
+    not an assign, a fetch and an unassign per partition one after another); the others chunk by chunk."""
     by_bootstrap: dict[Kafka, list[Chunk]] = {}
     for c in chunks:
         by_bootstrap.setdefault(c.bootstrap, []).append(c)
@@ -204,12 +211,12 @@ def read_chunks(chunks: Iterable[Chunk]) -> Iterator[tuple[Chunk, pa.RecordBatch
         fast = _fast_consumer(bootstrap) if len(group) > 1 else None
         if fast is None:
             for c in group:
-                yield from ((c, b) for b in read_chunk(c))
+                yield from ((c, cols) for cols in _chunk_columns(c))
         else:
             yield from _read_together(fast, group)
 
 
-def _read_together(fast: Consumer, group: list[Chunk]) -> Iterator[tuple[Chunk, pa.RecordBatch]]:
+def _read_together(fast: Consumer, group: list[Chunk]) -> Iterator[tuple[Chunk, Columns]]:
     """`read_chunk`'s rules over several partitions at once: a partition's chunks (contiguous, as `chunks` cuts
     a range) read as one span, records below a span's position skipped, and a span done at its end, or when the
     consumer's position passes it (markers, aborted records); a partition done is paused."""
@@ -224,14 +231,14 @@ def _read_together(fast: Consumer, group: list[Chunk]) -> Iterator[tuple[Chunk, 
         elif c.start == span.end:
             span.end = c.end
         else:  # not contiguous: read apart
-            yield from ((c, b) for b in read_chunk(c))
+            yield from ((c, cols) for cols in _chunk_columns(c))
     assigned = [Partition(stream, partition, span.position) for (stream, partition), span in spans.items()]
     fast.assign(assigned)
     fast.resume(assigned)  # librdkafka keeps a partition paused by an earlier read across its unassign
     try:
         open_, last_progress = {k for k, s in spans.items() if s.position < s.end}, time.monotonic()
         while open_:
-            progressed = False
+            progressed, done = False, []
             for m in fast.consume(num_messages=min(sum(spans[k].end - spans[k].position for k in open_), 5000), timeout=0.5):
                 if (error := m.error()) is not None:
                     if error.fatal():
@@ -247,12 +254,12 @@ def _read_together(fast: Consumer, group: list[Chunk]) -> Iterator[tuple[Chunk, 
                 progressed = True
                 if offset < span.end:
                     span.add(offset, m.key(), m.value(), m.timestamp()[1])
-                    if len(span.cols["offset"]) >= ROWS_PER_ARROW_BATCH:
-                        yield span.chunk, span.flush()
+                    if len(span.cols["offset"]) >= ROWS_PER_READ:
+                        yield span.chunk, span.take()
                 span.position = min(offset + 1, span.end) if offset < span.end else span.end
                 if span.position >= span.end:
                     open_.discard(key)
-                    fast.pause([Partition(*key)])
+                    done.append(Partition(*key))
             if not progressed and open_:
                 waiting = sorted(open_)
                 for key, at in zip(waiting, fast.position([Partition(*k) for k in waiting]), strict=True):
@@ -261,7 +268,9 @@ def _read_together(fast: Consumer, group: list[Chunk]) -> Iterator[tuple[Chunk, 
                         span.position, progressed = min(at.offset, span.end), True
                         if span.position >= span.end:
                             open_.discard(key)
-                            fast.pause([Partition(*key)])
+                            done.append(Partition(*key))
+            if done:  # one call: each pause waits for librdkafka's broker thread, about a millisecond, holding the GIL
+                fast.pause(done)
             if progressed:
                 last_progress = time.monotonic()
             elif time.monotonic() - last_progress > STALL_TIMEOUT_S:
@@ -273,7 +282,7 @@ def _read_together(fast: Consumer, group: list[Chunk]) -> Iterator[tuple[Chunk, 
                 )
         for span in spans.values():
             if span.cols["offset"]:
-                yield span.chunk, span.flush()
+                yield span.chunk, span.take()
     finally:
         fast.resume(assigned)  # a paused partition would stay paused for the consumer's next read
         fast.unassign()  # no fetching past the chunks while the consumer waits for the next batch
@@ -286,7 +295,7 @@ class _Span:
     chunk: Chunk
     position: int
     end: int
-    cols: dict[str, list] = field(default_factory=lambda: _empty())
+    cols: Columns = field(default_factory=lambda: _empty())
 
     def add(self, offset: int, key: bytes | None, value: bytes | None, timestamp: int) -> None:
         self.cols["offset"].append(offset)
@@ -294,16 +303,16 @@ class _Span:
         self.cols["value"].append(value)
         self.cols["timestamp"].append(timestamp)
 
-    def flush(self) -> pa.RecordBatch:
-        batch, self.cols = _batch(self.chunk, self.cols), _empty()
-        return batch
+    def take(self) -> Columns:
+        cols, self.cols = self.cols, _empty()
+        return cols
 
 
-def _empty() -> dict[str, list]:
+def _empty() -> Columns:
     return {"offset": [], "key": [], "value": [], "timestamp": []}
 
 
-def _batch(chunk: Chunk, cols: dict[str, list]) -> pa.RecordBatch:
+def _batch(chunk: Chunk, cols: Columns) -> pa.RecordBatch:
     n = len(cols["offset"])
     return pa.RecordBatch.from_arrays(
         [
@@ -339,34 +348,51 @@ class ReadCounts:
     hash_ns: int = 0
 
 
-def route_batch(table: RouteTable, chunk: Chunk, batch: pa.RecordBatch, slot: int, counts: ReadCounts) -> pa.RecordBatch:
-    """The records of `batch` that slot `slot` processes, with their key bucket and virtual task: those of its
-    tasks' buckets that the task has not processed yet (below its offset, or under one of its watermarks)."""
+class Routed:
+    """A slot's kept records, column by column (ROUTED_SCHEMA) in read order: one Arrow table per slot and batch,
+    not a batch per partition read (at thousands of virtual tasks a slot reads a hundred partitions and more)."""
+
+    def __init__(self) -> None:
+        self.cols: dict[str, list] = {name: [] for name in ROUTED_SCHEMA.names}
+
+    def table(self) -> pa.Table:
+        return pa.Table.from_pydict(self.cols, schema=ROUTED_SCHEMA)
+
+
+def route(table: RouteTable, chunk: Chunk, cols: Columns, slot: int, counts: ReadCounts, out: Routed) -> None:
+    """The records of `cols` (read from `chunk`) that slot `slot` processes, appended to `out` with their key bucket
+    and virtual task: those of its tasks' buckets that the task has not processed yet (below its offset, or under
+    one of its watermarks)."""
     owners = table.owners[(chunk.system, chunk.stream, chunk.partition)]
-    offsets, keys = batch.column("offset").to_pylist(), batch.column("key").to_pylist()
+    offsets, keys, values, timestamps = cols["offset"], cols["key"], cols["value"], cols["timestamp"]
     start = time.perf_counter_ns()
     hashes = [record_hash(k, o) for k, o in zip(keys, offsets, strict=True)]
     counts.hash_ns += time.perf_counter_ns() - start
     factor = table.factor
-    keep, tasks, buckets = [], [], []
+    o = out.cols
+    kept_offsets, kept_keys, kept_values, kept_timestamps = o["offset"], o["key"], o["value"], o["timestamp"]
+    tasks, buckets = o["task_name"], o["key_bucket"]
     read, skipped = counts.read, counts.skipped
-    for i, (h, o) in enumerate(zip(hashes, offsets, strict=True)):
+    before = len(kept_offsets)
+    for i, (h, offset) in enumerate(zip(hashes, offsets, strict=True)):
         b = h % factor if factor > 1 else NO_KEY_BUCKET
         name, first, marks, owner_slot = owners[b]
         if owner_slot != slot:
             continue
         read[name] += 1
-        if o < first or (marks and any(w.covers(h, o) for w in marks)):
+        if offset < first or (marks and any(w.covers(h, offset) for w in marks)):
             skipped[name] += 1
             continue
-        keep.append(i)
+        kept_offsets.append(offset)
+        kept_keys.append(keys[i])
+        kept_values.append(values[i])
+        kept_timestamps.append(timestamps[i])
         tasks.append(name)
         buckets.append(b)
-    kept = batch.take(pa.array(keep, pa.int64()))
-    return pa.RecordBatch.from_arrays(
-        [*kept.columns, pa.array(buckets, pa.int32()), pa.array(tasks, pa.string())],
-        names=[*batch.schema.names, "key_bucket", "task_name"],
-    )
+    n = len(kept_offsets) - before
+    o["system"] += [chunk.system] * n
+    o["stream"] += [chunk.stream] * n
+    o["partition"] += [chunk.partition] * n
 
 
 @dataclass(frozen=True)
@@ -393,8 +419,7 @@ class SlotReads:
 
     def read(self, slot: int) -> tuple[pa.Table, ReadCounts]:
         """The slot's records to process, routed, and what it read per virtual task."""
-        counts = ReadCounts()
-        batches = [
-            route_batch(self.route, chunk, records, slot, counts) for chunk, records in read_chunks(self.chunks.get(slot, ()))
-        ]
-        return (pa.Table.from_batches(batches) if batches else ROUTED_SCHEMA.empty_table()), counts
+        counts, out = ReadCounts(), Routed()
+        for chunk, cols in read_chunks(self.chunks.get(slot, ())):
+            route(self.route, chunk, cols, slot, counts, out)
+        return out.table(), counts

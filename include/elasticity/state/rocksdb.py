@@ -96,10 +96,9 @@ def write_checkpoint_id(folder: Path, checkpoint_id: CheckpointId) -> None:
 
 
 def create_checkpoint(db: Rdict, target: Path, checkpoint_id: CheckpointId) -> Path:
-    """Flush the memtable and take a RocksDB checkpoint (hard links), then seal it."""
+    """A RocksDB checkpoint (hard links; it flushes the memtable first), then sealed."""
     if target.exists():  # a leftover of a crash with the same id: never trusted
         shutil.rmtree(target)
-    db.flush(True)
     Checkpoint(db).create_checkpoint(str(target))
     write_checkpoint_id(target, checkpoint_id)
     return target
