@@ -1,7 +1,7 @@
 """Virtual-task and factor sweeps: the engine's own cost per virtual task and per batch, and how much of what
 the data allows each factor reaches. Every figure is measured side by side in one run and printed as a ratio.
 
-  1. virtual-task sweep: the same 12,000 records of a 0 ms app (identity) in batches of 3,000, at 8 (4
+  1. virtual-task sweep: the same 24,000 records of a 0 ms app (identity) in batches of 3,000, at 8 (4
      partitions x factor 2), 256 (32 x 8) and 4,096 (128 x 32) virtual tasks: per batch (the median of its
      batches) the plan, the Spark job, the process stage, the new checkpoints, the commit and the files
      written; then a run with nothing to read, and a rescale to twice the factor.
@@ -10,7 +10,7 @@ the data allows each factor reaches. Every figure is measured side by side in on
      key, each beside its slowest-task limit (per batch, its busiest virtual task's lookups one after another:
      per-key order bounds a batch by it); the highest factor again with each pool size of --pools.
 
-usage: python bench/vtask_bench.py [--records 12000] [--warm 300000] [--vtasks 8,256,4096] [--factors 2,4,8,16,32,64] [--pools 64]
+usage: python bench/vtask_bench.py [--records 12000] [--vtask-records 24000] [--warm 300000] [--vtasks 8,256,4096] [--factors 2,4,8,16,32,64] [--pools 64]
        [--skip-vtasks] [--skip-factors] [--profile DIR]
 --profile: py-spy (`.venv/bin/pip install py-spy`) on the driver (every thread, idle ones too: where a batch waits)
 and the Python workers (holding the GIL) during each measured run of the virtual-task sweep, as raw collapsed stacks.
@@ -217,7 +217,8 @@ def factor_sweep(b: Bench, records: int, factors: list[int], pools: list[int]) -
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--records", type=int, default=12_000)
+    p.add_argument("--records", type=int, default=12_000, help="records of each factor sweep run")
+    p.add_argument("--vtask-records", type=int, default=24_000, help="records of each virtual-task sweep run (8 batches)")
     p.add_argument(
         "--warm",
         type=int,
@@ -241,7 +242,7 @@ def main() -> int:
     rows: list[tuple[str, str, str]] = []
     try:
         if not args.skip_vtasks:
-            rows += vtask_sweep(b, args.records, [int(n) for n in args.vtasks.split(",")], args.warm, args.profile)
+            rows += vtask_sweep(b, args.vtask_records, [int(n) for n in args.vtasks.split(",")], args.warm, args.profile)
         if not args.skip_factors:
             pools = [int(n) for n in args.pools.split(",") if n]
             rows += factor_sweep(b, args.records, [int(f) for f in args.factors.split(",")], pools)

@@ -167,6 +167,10 @@ def _v1_fields(names: tuple[str, ...]) -> tuple[str, ...]:
 def offsets_json(offsets: Mapping[SystemStreamPartition, int], version: int) -> str:
     """A checkpoint's offsets as CheckpointV1's JSON (version 1) or CheckpointV2's `input-offsets` object (2), the
     same text as `v1_to_json` and `v2_to_json` write, from a template per set of SSPs."""
+    if len(offsets) == 1:  # a virtual task of one SSPKb, the most common: thousands a commit
+        ((ssp, offset),) = offsets.items()
+        head, tail = _offsets_template((ssp,), version)[0]
+        return f'{head}"{offset}"{tail}'
     ssps = tuple(sorted(offsets))
     pieces, takes = _offsets_template(ssps, version)
     return "".join(f'{p}"{offsets[ssps[i]]}"' for p, i in zip(pieces, takes, strict=False)) + pieces[-1]

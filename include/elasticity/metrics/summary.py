@@ -3,9 +3,10 @@ carries, the store keeps with SEP-32's metrics, and the job page charts."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
+
+import orjson
 
 
 @dataclass
@@ -30,10 +31,11 @@ class BatchSummary:
     metrics: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
 
-    def to_json(self, **kw: Any) -> str:
+    def to_json(self) -> str:
         """Its fields as they are (a deep copy first, as `asdict` makes, took longer than the dump at
-        thousands of virtual tasks)."""
-        return json.dumps({f.name: getattr(self, f.name) for f in fields(self)}, default=asdict, **kw)
+        thousands of virtual tasks), by orjson: a summary holds a lag and an offset per virtual task, and the
+        standard library took 5-10 ms a batch to dump them at 4,096."""
+        return orjson.dumps({f.name: getattr(self, f.name) for f in fields(self)}, default=asdict).decode()
 
     def line(self) -> str:
         """One human line for logs and the demo."""

@@ -72,21 +72,6 @@ class BatchFailed(RuntimeError):
     """Some virtual tasks stopped on a bad record (task.dead.letter.policy=fail); the rest committed."""
 
 
-_frozen = False
-
-
-def _freeze_long_lived() -> None:
-    """The driver's long-lived objects (its modules, the Spark Connect client, the store's engine) frozen out of
-    the cyclic GC, once per process: a full collection scanned them all in the middle of a batch, 100 ms and
-    more at thousands of virtual tasks (one batch in four here). What is alive as the first run starts is
-    long-lived; the checkpoints and summaries of each batch are not frozen and are collected as before."""
-    global _frozen
-    if not _frozen:
-        _frozen = True
-        gc.collect()
-        gc.freeze()
-
-
 def default_batch_owner() -> str:
     return f"batch@{socket.gethostname()}:{os.getpid()}"
 
@@ -105,6 +90,19 @@ class MicroBatchEngine:
         self._placed: tuple[int, DataFrame] | None = None
         self._recent_executors: deque[set[str]] | None = None  # the executors of the job's recent batches
         self._planned: threading.Event | None = None  # the running upload's gate: set once the next plan is written
+        self._frozen = False
+
+    def _freeze_long_lived(self) -> None:
+        """After the engine's first batch, what is alive is frozen out of the cyclic GC (after a collection): the
+        job model, its virtual tasks' names and SSPs, the client's and the store's caches. At 4,096 virtual tasks
+        they were some 150,000 objects, and each batch's new checkpoints set off a full collection over them
+        every batch or two, 40-65 ms in the middle of a batch. Frozen objects are still freed when the last
+        reference goes (the checkpoints the next batch replaces); only a cycle among them would stay, hence once
+        per engine, after a collection."""
+        if not self._frozen:
+            self._frozen = True
+            gc.collect()
+            gc.freeze()
 
     @cached_property
     def app(self) -> ApplicationDescriptor:
@@ -234,7 +232,6 @@ class MicroBatchEngine:
         cap = self.config.batch_max_records if max_records is None else max_records
         master = spark_master(self.spark)
         check_master(master)  # a Connect server whose master is down: fail now, naming it
-        _freeze_long_lived()
         check_shared_paths(self.config, master, blobs=self.storage is not None and BLOB_STORE_FACTORY in self._factories())
         started = time.monotonic()
         summaries: list[BatchSummary] = []
@@ -284,6 +281,7 @@ class MicroBatchEngine:
                 while True:
                     lease.check()  # no batch is started that its commit would be fenced from
                     summary, plan, new_cps, high = self.run_one(cap, owner, snapshot, high)
+                    self._freeze_long_lived()
                     summary.owner = owner
                     summaries.append(summary)
                     if plan is None:
