@@ -121,10 +121,7 @@ def advance_all(
 def _advanced(
     cp: TaskCheckpoint, ends: Mapping[SystemStreamPartition, int], stopped: Mapping[SystemStreamPartition, int]
 ) -> TaskCheckpoint:
-    if stopped:
-        offsets = {s: max(o, stopped.get(s, ends.get(s.without_key_bucket(), o))) for s, o in cp.offsets.items()}
-    else:
-        offsets = {s: max(o, ends.get(s.without_key_bucket(), o)) for s, o in cp.offsets.items()}
+    offsets = {s: max(o, stopped.get(s, ends.get(s.without_key_bucket(), o))) for s, o in cp.offsets.items()}
     if cp.watermarks:
         return TaskCheckpoint(cp.task_name, offsets, cp.watermarks).collapsed()
     return TaskCheckpoint.of_offsets(cp.task_name, offsets)
