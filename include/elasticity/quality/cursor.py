@@ -25,6 +25,14 @@ class Cursor:
     positions: pd.DataFrame
 
 
+def validated_batch(folder: Path) -> int:
+    """The last batch an incremental data-quality run passed (0: none yet): what retention may expire up to."""
+    try:
+        return int(json.loads((folder / "validated.json").read_text())["last_batch"])
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
 def load(folder: Path) -> Cursor | None:
     try:
         doc = json.loads((folder / "validated.json").read_text())
