@@ -264,3 +264,67 @@ def test_a_kafka_output_read_committed_passes_and_each_of_its_checks_fails_on_it
     rewrite(bootstrap, out, records)
     checks, message = kafka_checks(config, store, tmp, "again")
     assert all(c.success for c in checks.values()), message
+
+
+def test_incremental_kafka_checks_read_from_the_edge_and_catch_what_crosses_it(spark, kafka_bootstrap, tmp_path):
+    """An incremental run reads the Kafka output and commit topics from where the last one stopped: its checks
+    count the new batches' outputs only, a key's order continues from its last validated output, and an output of
+    a validated batch written again past the edge fails kafka_unique."""
+    import os
+
+    from confluent_kafka import Producer
+
+    from elasticity.batch.exactly_once import provenance
+    from elasticity.kafka.transactions import read_committed
+
+    os.environ["KAFKA_BOOTSTRAP_SERVERS"] = kafka_bootstrap
+    topic = fresh_topic(kafka_bootstrap, "dqke", 2, records=200, keys=20, seed=16)
+    config = validate(job_props(f"dqke-{topic}", topic, tmp_path, **{"app.class": "elasticity.apps.identity:build_kafka"}))
+    engine = MicroBatchEngine(config, spark)
+    engine.run(max_records=100, until_caught_up=True)
+
+    def incremental(name):
+        result, _ = run_quality(config, engine.store, KafkaInputs(config), incremental=True, run_name=name)
+        return {c.name: c for c in result.checks}, result.failure_message()
+
+    first, message = incremental("first")
+    assert all(c.success for c in first.values()) and first["kafka_unique"].rows == 200, message
+    send(kafka_bootstrap, topic, demo_records(90, keys=20, seed=17))
+    JobCoordinator(config, engine.store, engine.inputs).rescale(3)
+    engine.run(max_records=50, until_caught_up=True)
+    second, message = incremental("second")
+    assert all(c.success for c in second.values()), message
+    assert second["kafka_unique"].rows == 90 and second["kafka_no_loss"].rows == len(engine.store.plans(config.job_name)) - 2
+
+    reports = tmp_path / "report"
+    positions_file = reports / json.loads((reports / "validated.json").read_text())["kafka_positions"]
+    positions = pd.read_parquet(positions_file)
+    send(kafka_bootstrap, topic, demo_records(60, keys=20, seed=18))
+    new = [s.batch_id for s in engine.run(max_records=50, until_caught_up=True)]
+    copies = [r for r in read_committed(kafka_bootstrap, f"{topic}-copy") if r.key is not None]
+    keys_in_new = {r.key for r in copies if int(provenance(r.headers)["batch_id"]) in new}
+    victim = positions.index[positions["key"].isin(keys_in_new)][0]
+    moved = positions.copy()
+    moved.loc[victim, "source_offset"] = 10**9  # the key's last validated output now comes from a later input
+    moved.to_parquet(positions_file, index=False)
+    checks, message = incremental("order")
+    assert {n for n, c in checks.items() if not c.success} == {"kafka_key_order"}, message
+    positions.to_parquet(positions_file, index=False)
+    checks, message = incremental("fixed")
+    assert all(c.success for c in checks.values()) and checks["kafka_unique"].rows == 60, message
+
+    old = copies[0]  # an output of the first, validated batch, written again
+    p = Producer({"bootstrap.servers": kafka_bootstrap})
+    p.produce(f"{topic}-copy", key=old.key, value=old.value, partition=old.partition, headers=list(old.headers))
+    assert p.flush(30) == 0
+    send(kafka_bootstrap, topic, demo_records(30, keys=20, seed=19))
+    engine.run(max_records=50, until_caught_up=True)
+    checks, message = incremental("again")
+    assert {n for n, c in checks.items() if not c.success} == {"kafka_unique", "kafka_key_order"}, (
+        message
+    )  # late, so out of order
+    source = provenance(old.headers)
+    assert (
+        f"key={old.key.decode()} from {topic}-{source['source_partition']}@{source['source_offset']}"
+        in checks["kafka_unique"].examples[0]
+    )

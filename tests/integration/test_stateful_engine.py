@@ -393,3 +393,56 @@ def test_data_quality_reads_newer_checkpoints_when_commits_delete_the_snapshots_
     state = next(c for c in result.checks if c.name == "state")
     assert result.success and state.rows > 0, result.failure_message()
     assert max(engine.store.batches_with_status(config.job_name, "committed")) > pinned[0]
+
+
+def test_incremental_state_check_folds_only_the_new_batches_into_the_edge(spark, kafka_bootstrap, job):
+    """An incremental run compares the stores with the edge's expected values folded over the new batches alone: it
+    passes across a rescale with the validated batches' audit gone (as retention leaves it), and fails on an edge
+    value the new batches never touch and on a wrong stored value, naming the key."""
+    import pandas as pd
+
+    from elasticity.batch.sinks import delete_batches
+
+    topic, props, tmp_path = job
+    feed(kafka_bootstrap, topic, 200, seed=31)
+    config = validate(props)
+    engine = MicroBatchEngine(config, spark)
+    engine.run(max_records=100, until_caught_up=True)
+
+    def incremental(name: str) -> dict:
+        result, _ = run_quality(config, engine.store, engine.inputs, incremental=True, run_name=name)
+        return {c.name: c for c in result.checks} | {"success": result.success, "message": result.failure_message()}
+
+    first = incremental("first")
+    assert first["success"] and first["state"].rows > 0, first["message"]
+    validated = engine.store.batches_with_status(config.job_name, "committed")
+    delete_batches(config.get("job.audit.path"), validated)  # a recomputation from the first batch is impossible now
+
+    feed(kafka_bootstrap, topic, 150, seed=32)
+    JobCoordinator(config, engine.store, engine.inputs).rescale(3)
+    engine.run(max_records=60, until_caught_up=True)
+    second = incremental("second")
+    assert second["success"] and second["state"].rows == first["state"].rows, second["message"]
+
+    reports = tmp_path / "reports"
+    edge_file = reports / json.loads((reports / "validated.json").read_text())["state"]
+    edge = pd.read_parquet(edge_file)
+    feed(kafka_bootstrap, topic, 40, seed=33)
+    new = [s.batch_id for s in engine.run(max_records=60, until_caught_up=True)]
+    touched = set(read_table(config.get("job.audit.path"), AUDIT_SCHEMA, new).column("key").to_pylist())
+    victim = edge.index[~edge["key"].isin(touched)][0]
+    wrong = edge.copy()
+    value = json.loads(wrong.loc[victim, "value"])
+    wrong.loc[victim, "value"] = json.dumps({**value, "count": value["count"] + 1}).encode()
+    wrong.to_parquet(edge_file, index=False)
+    across = incremental("edge")
+    assert not across["state"].success and across["state"].unexpected == 1, across["message"]
+    assert wrong.loc[victim, "key"].decode() in across["state"].examples[0]
+    edge.to_parquet(edge_file, index=False)
+    assert incremental("fixed")["success"]  # the failed run left the edge where it was
+
+    feed(kafka_bootstrap, topic, 40, seed=34)
+    engine.run(max_records=60, until_caught_up=True)
+    tamper(config, engine.store, tmp_path)
+    stored = incremental("tampered")
+    assert not stored["state"].success and stored["state"].unexpected == 1 and "user-" in stored["state"].examples[0]

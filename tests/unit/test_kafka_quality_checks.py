@@ -4,8 +4,11 @@ record, a batch whose commit record predates the counts) and what they catch."""
 from __future__ import annotations
 
 import pandas as pd
+from hypothesis import given
+from hypothesis import strategies as st
 
 from elasticity.quality.checks import KAFKA_COLUMNS, QualityInputs, kafka_loss_table, kafka_order_table, kafka_unique_table
+from elasticity.quality.runner import _kafka_positions
 
 
 def _topic(*rows: tuple) -> pd.DataFrame:
@@ -42,3 +45,28 @@ def test_each_committed_batch_has_its_counted_records_or_at_least_its_commit_rec
     assert t["complete"].tolist() == [True, False, True, False]
     assert t["record"].tolist()[1] == "batch 2 to out: 1 visible, 2 sent"
     assert t["record"].tolist()[3] == "batch 4 to out: 0 visible, no commit record visible"
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 1), st.sampled_from([b"a", b"b", b"c"]), st.integers(0, 30)), min_size=1, max_size=40),
+    st.integers(0, 40),
+)
+def test_an_incremental_run_flags_the_same_outputs_out_of_order_as_a_full_one(outputs, cut):
+    """Outputs (output partition, key, source offset) in log order, validated up to `cut` and then from the edge
+    with each key's last validated output: the second run flags exactly the rows of the window a full run flags."""
+    rows = [(p, i, k, so, 1 if i < cut else 2, i) for i, (p, k, so) in enumerate(outputs)]
+    full = kafka_order_table(_inputs(_topic(*rows)))
+    before, window = [r for r in rows if r[4] == 1], [r for r in rows if r[4] == 2]
+    edge = _kafka_positions(None, _topic(*before)) if before else None
+    q = QualityInputs(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), {}, 1, {}, kafka=_topic(*window), kafka_positions=edge)
+    incremental = kafka_order_table(q)
+    assert dict(zip(incremental["record"], incremental["in_order"], strict=True)) == {
+        r: ok for r, ok in zip(full["record"], full["in_order"], strict=True) if r in set(incremental["record"])
+    }
+    assert len(incremental) == len([r for r in window if r[2] is not None])
+
+
+def test_an_output_of_a_validated_batch_read_past_the_edge_is_a_duplicate():
+    topic = _topic((0, 7, b"a", 5, 2, 0), (0, 8, b"b", 1, 1, 0))  # batch 1 was validated: its output is written again
+    q = QualityInputs(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), {}, 1, {}, kafka=topic, validated_batch=1)
+    assert kafka_unique_table(q).duplicated(["source_offset", "nth"]).sum() == 1

@@ -157,7 +157,7 @@ class ApplicationDescriptor:
         self.stores: dict[str, StoreDescriptor] = {}
         self.tables: dict[str, TableDescriptor] = {}
         self.windows: set[str] = set()
-        self.references: dict[str, Callable[[Iterable[Message]], dict[Any, Any]]] = {}
+        self.references: dict[str, Callable[..., dict[Any, Any]]] = {}
         self._ids = 0
 
     def _next_id(self) -> int:
@@ -193,9 +193,12 @@ class ApplicationDescriptor:
             raise ValueError(f"table {table.name!r} is declared twice, differently")
         return self.tables.setdefault(table.name, table)
 
-    def state_reference(self, store: str, fold: Callable[[Iterable[Message]], dict[Any, Any]]) -> None:
+    def state_reference(self, store: str, fold: Callable[..., dict[Any, Any]]) -> None:
         """How to recompute store `store` from the processed input records (in offset order per
-        partition): the `state` data-quality check compares the committed store with it."""
+        partition): the `state` data-quality check compares the committed store with it. A fold
+        `fold(messages, start=None)` that takes the store's expected contents before `messages`
+        as `start` is applied to each run's new batches only (its cost flat in the job's age);
+        `fold(messages)` is recomputed from the job's first batch every run."""
         if store not in self.stores:
             raise ValueError(f"state_reference({store!r}): the app declares no such store ({sorted(self.stores)})")
         self.references[store] = fold

@@ -70,9 +70,10 @@ def running_totals(m: Message) -> KV:
     return KV(m.key, {**m.value, **totals})
 
 
-def totals_of(messages: Iterable[Message]) -> dict[str, dict[str, Any]]:
-    """What the store must hold after these orders: the `state` data-quality check's reference."""
-    out: dict[str, dict[str, Any]] = {}
+def totals_of(messages: Iterable[Message], start: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
+    """What the store must hold after these orders, from `start` (what it held before them): the `state`
+    data-quality check's reference, which folds only the batches since the last validated one."""
+    out = dict(start or {})
     for m in messages:
         if m.key is not None:
             out[m.key] = _add(out.get(m.key), m.value)

@@ -330,9 +330,10 @@ class CheckpointStore:
             return None
         return Lease(job, row.lease_owner, row.lease_expires_ms)
 
-    def plans(self, job: str, status: str | None = None) -> list[BatchPlan]:
-        """Batch plans in batch order, optionally only those with `status`."""
-        query = select(batches).where(batches.c.job_name == job).order_by(batches.c.batch_id)
+    def plans(self, job: str, status: str | None = None, after: int = 0) -> list[BatchPlan]:
+        """Batch plans in batch order, optionally only those with `status`, and only those after batch `after`
+        (what an incremental reader has not seen: its cost by the new batches, not the job's age)."""
+        query = select(batches).where(batches.c.job_name == job, batches.c.batch_id > after).order_by(batches.c.batch_id)
         if status:
             query = query.where(batches.c.status == status)
         with self.engine.connect() as conn:

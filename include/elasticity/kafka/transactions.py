@@ -15,7 +15,7 @@ records behind an earlier run's abort, as it would records of the same producer 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -150,6 +150,15 @@ def _committed(partition: int, m: Message) -> CommittedRecord:
 def read_committed(kafka: Kafka, topic: str, tail: int | None = None) -> list[CommittedRecord]:
     """What a read_committed consumer sees of `topic` (all of it, or the last `tail` offsets of each partition),
     partition by partition in log order; empty while the topic does not exist."""
+    return read_committed_from(kafka, topic, tail=tail)[0]
+
+
+def read_committed_from(
+    kafka: Kafka, topic: str, starts: Mapping[int, int] | None = None, tail: int | None = None
+) -> tuple[list[CommittedRecord], dict[int, int]]:
+    """What a read_committed consumer sees of `topic` from `starts` (partition -> offset; a partition not named
+    from its start), and per partition the offset read up to: everything below it is decided (committed or
+    aborted), so a later read from there misses nothing. Empty while the topic does not exist."""
     from confluent_kafka import Consumer, TopicPartition
 
     config = settings(kafka).librdkafka(**{"group.id": "elasticity-read-committed", "enable.auto.commit": False})
@@ -157,16 +166,21 @@ def read_committed(kafka: Kafka, topic: str, tail: int | None = None) -> list[Co
         raise TopicError(f"reading {topic} from {kafka} needs settings librdkafka takes (a SASL login is kafka-python's only)")
     c = Consumer({**config, "isolation.level": "read_committed"})
     out: list[CommittedRecord] = []
+    ends: dict[int, int] = {}
     try:
         found = c.list_topics(topic, timeout=_TIMEOUT_S).topics.get(topic)
         if found is None or found.error is not None:
-            return []
+            return [], {}
         for p in sorted(found.partitions):
             tp = TopicPartition(topic, p)
             low, high = c.get_watermark_offsets(tp, timeout=_TIMEOUT_S, cached=False)
-            if high <= low:
+            start = max(low, (starts or {}).get(p, low) if tail is None else high - tail)
+            if start > high:  # the log is shorter than the edge knew: made again, so read it all
+                start = low
+            ends[p] = high
+            if high <= start:
                 continue
-            c.assign([TopicPartition(topic, p, low if tail is None else max(low, high - tail))])
+            c.assign([TopicPartition(topic, p, start)])
             deadline = time.monotonic() + _TIMEOUT_S
             while c.position([tp])[0].offset < high:  # past transaction markers and aborted records too
                 if time.monotonic() > deadline:
@@ -175,6 +189,6 @@ def read_committed(kafka: Kafka, topic: str, tail: int | None = None) -> list[Co
                 if got:
                     deadline = time.monotonic() + _TIMEOUT_S
                 out += [_committed(p, m) for m in got if m.error() is None]
-        return out
+        return out, ends
     finally:
         c.close()

@@ -50,9 +50,11 @@ class QualityInputs:
     kafka: pd.DataFrame | None = None  # exactly-once Kafka outputs as read read_committed: KAFKA_COLUMNS
     kafka_batches: pd.DataFrame | None = None  # the window's committed batches x Kafka outputs: batch_id, output,
     # recorded (a commit record of the batch is visible), sent (the records it counts; missing: not counted)
+    kafka_positions: pd.DataFrame | None = None  # per key and input partition, its last validated output (KAFKA_COLUMNS)
+    validated_batch: int = 0  # the last batch validated before the window (incremental runs)
 
 
-KAFKA_COLUMNS = [  # an output record: where it is, its key, and its provenance headers
+KAFKA_COLUMNS = [  # an output record: where it is, its key, and its provenance headers (and a key's edge position)
     "output",
     "partition",
     "offset",
@@ -189,18 +191,25 @@ def _kafka(q: QualityInputs) -> pd.DataFrame:
 def kafka_unique_table(q: QualityInputs) -> pd.DataFrame:
     """Each output with the input record it comes from and its place among that record's outputs on the topic
     (`nth`: 0 for a map's one output; a flatMap's outputs of one record count up in their task's order). An input
-    record relayed twice, by a replay or a transaction seen twice, has two outputs with the same place."""
+    record relayed twice, by a replay or a transaction seen twice, has two outputs with the same place. An output
+    of a batch validated before, found past the edge an incremental run reads from, was written again: it counts
+    twice."""
     t = _kafka(q)
     source = ["output", "source_system", "source_stream", "source_partition", "source_offset"]
     t = t.assign(nth=t.groupby([*source, "batch_id", "task_name"], dropna=False)["seq"].rank(method="dense") - 1)
+    if q.validated_batch:
+        t = pd.concat([t, t[t["batch_id"] <= q.validated_batch]], ignore_index=True)
     t["record"] = [_kafka_record(r) for r in t.itertuples(index=False)]
     return t[[*source, "nth", "record"]]
 
 
 def kafka_order_table(q: QualityInputs) -> pd.DataFrame:
     """Per key and input partition, in each output partition's log order: a later output comes from a later input
-    record (or from the same record, later in its task's output order)."""
-    t = _kafka(q)
+    record (or from the same record, later in its task's output order); each key's last validated output (an
+    incremental run's edge) comes first."""
+    t = _kafka(q).assign(edge=False)
+    if q.kafka_positions is not None and len(q.kafka_positions):
+        t = pd.concat([q.kafka_positions.assign(edge=True), t], ignore_index=True)
     t = t[t["key"].notna()]
     group = t.groupby(["output", "partition", "key", "source_system", "source_stream", "source_partition"], sort=False)
     prev = {c: group[c].shift() for c in ("source_offset", "batch_id", "task_name", "seq")}
@@ -208,6 +217,7 @@ def kafka_order_table(q: QualityInputs) -> pd.DataFrame:
     same = (t["source_offset"] == prev["source_offset"]) & (t["batch_id"] == prev["batch_id"])
     same &= (t["task_name"] == prev["task_name"]) & (t["seq"] > prev["seq"])
     t = t.assign(in_order=prev["source_offset"].isna() | later | same)
+    t = t[~t["edge"].astype(bool)]
     t["record"] = [_kafka_record(r) for r in t.itertuples(index=False)]
     return t[["record", "in_order"]]
 

@@ -9,11 +9,13 @@ ranges. A manual window (from/to batch) validates any range of batches."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import os
 import time
-from dataclasses import asdict
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,7 @@ from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import JobConfig
 from elasticity.jobmodel.model import SystemStreamPartition
 from elasticity.kafka.admin import client_settings
-from elasticity.kafka.transactions import commit_topic, read_commit_tail, read_committed
+from elasticity.kafka.transactions import commit_topic, read_committed_from
 from elasticity.quality import cursor, state_check
 from elasticity.quality.checks import KAFKA_COLUMNS, Done, QualityInputs
 from elasticity.quality.history import run_summaries
@@ -47,11 +49,15 @@ class QualityFailed(AssertionError):
     pass
 
 
+KEYS = ("system", "stream", "partition", "offset", "key")
+WITH_VALUES = (*KEYS, "value", "timestamp")
+
+
 def _read_inputs(
     config: JobConfig,
     starts: dict[SystemStreamPartition, int],
     ends: dict[SystemStreamPartition, int],
-    columns: tuple[str, ...] = ("system", "stream", "partition", "offset", "key"),
+    columns: tuple[str, ...] = KEYS,
 ) -> pd.DataFrame:
     rows = []
     names = list(columns)  # a list: pandas reads a tuple as one column's name
@@ -65,15 +71,36 @@ def _read_inputs(
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=names)
 
 
+def _folds_from_edge(app: ApplicationDescriptor) -> bool:
+    """Every state reference takes `start` (the expected store at the edge): the check folds only the new batches."""
+    return all("start" in inspect.signature(fold).parameters for fold in app.references.values())
+
+
 def _expected_state(
-    config: JobConfig, app: ApplicationDescriptor, stored: Stored, committed: list[int], audit: pd.DataFrame | None
-) -> pd.DataFrame | None:
-    """The `state` check's table: the stores' committed values beside what the app's references recompute
-    from every record the committed batches processed; `audit`: theirs, when already read."""
+    config: JobConfig,
+    app: ApplicationDescriptor,
+    stored: Stored,
+    *,
+    since: cursor.Cursor | None,
+    window: pd.DataFrame,
+    records: pd.DataFrame,
+    history: Callable[[], pd.DataFrame],
+) -> tuple[pd.DataFrame | None, cursor.State | None]:
+    """The `state` check's table (the stores' committed values beside what the app's references compute) and
+    the expected stores themselves. From an edge that carries the expected stores, the references fold the
+    window's processed records into them (`window`: its audit, `records`: its input with values); otherwise
+    they recompute from every record the committed batches processed, read again."""
     if stored is None:
-        return None
-    if audit is None:
-        audit = read_table(config.path("job.audit.path", "audit"), AUDIT_SCHEMA, committed).to_pandas()
+        return None, None
+    if since is not None and since.state is not None and _folds_from_edge(app):
+        messages = state_check.processed_messages(config, window, records)
+        expected = {name: fold(messages, start=dict(since.state.get(name, {}))) for name, fold in app.references.items()}
+        return state_check.state_table(stored, expected), expected
+    if since is not None:
+        log.info(
+            "data quality recomputes the state from the job's first batch (no expected state at the edge, or a reference without `start`)"
+        )
+    audit = history()
     done = audit[audit["status"] == "processed"]
     starts = {
         SystemStreamPartition(s, t, int(p)): int(o)
@@ -83,35 +110,74 @@ def _expected_state(
         SystemStreamPartition(s, t, int(p)): int(o) + 1
         for (s, t, p), o in done.groupby(["system", "stream", "partition"])["offset"].max().items()
     }
-    records = _read_inputs(config, starts, ends, ("system", "stream", "partition", "offset", "key", "value", "timestamp"))
+    records = _read_inputs(config, starts, ends, WITH_VALUES)
     messages = state_check.processed_messages(config, done, records)
     expected = {name: fold(messages) for name, fold in app.references.items()}
-    return state_check.state_table(stored, expected)
+    return state_check.state_table(stored, expected), expected
+
+
+def _audit_through(config: JobConfig, store: CheckpointStore, last: int) -> pd.DataFrame:
+    """The audit of every committed batch up to `last` (the pinned ones): what a recomputation from the first
+    batch reads."""
+    ids = [b for b in store.batches_with_status(config.job_name, "committed") if b <= last]
+    return read_table(config.path("job.audit.path", "audit"), AUDIT_SCHEMA, ids).to_pandas()
+
+
+@dataclass(frozen=True)
+class KafkaOutputs:
+    """The job's exactly-once Kafka outputs as a read_committed reader sees them (KAFKA_COLUMNS, from each
+    record's provenance headers), per committed batch of the window and output how many records its commit record
+    says it sent (`recorded`: a commit record of the batch is visible; `sent` None: written before the counts),
+    and where each topic's partitions were read up to for the batches after the window (the next edge)."""
+
+    records: pd.DataFrame
+    batches: pd.DataFrame
+    edges: dict[str, dict[int, int]]
+
+
+def _edges(read: Iterable[tuple[int, int, int]], ends: dict[int, int], last: int) -> dict[int, int]:
+    """Per partition, where the next incremental read starts (`read`: partition, offset and batch of each record):
+    the first record of a batch after `last`, else the end read up to (batches commit in order, one transaction
+    each, so nothing of a later batch lies before it)."""
+    edges = dict(ends)
+    for partition, offset, batch in read:
+        if batch > last:
+            edges[partition] = min(edges[partition], offset)
+    return edges
 
 
 def _kafka_outputs(
-    config: JobConfig, app: ApplicationDescriptor, window: list[int]
-) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
-    """The job's exactly-once Kafka outputs as a read_committed reader sees them (KAFKA_COLUMNS, from each
-    record's provenance headers), and per committed batch of the window and output how many records its commit
-    record says it sent (`recorded`: a commit record of the batch is visible; `sent` None: it has no counts,
-    written before they were). (None, None): the job has none."""
+    config: JobConfig, app: ApplicationDescriptor, window: list[int], since: cursor.Cursor | None
+) -> KafkaOutputs | None:
+    """Read from the edge (incremental) or whole. None: the job has no exactly-once Kafka output."""
     if config.processing_guarantee != "exactly_once":
-        return None, None
+        return None
     outputs = sorted({(o.system, o.name) for o in app.outputs.values() if o.kind == "kafka"})
     if not outputs:
-        return None, None
+        return None
     kafka = client_settings(config, outputs[0][0])
-    rows = [
-        {"output": name, "partition": r.partition, "offset": r.offset, "key": r.key, **provenance(r.headers)}
-        for _, name in outputs
-        for r in read_committed(kafka, name)
-    ]
+    last = window[-1] if window else since.last_batch if since else 0
+    edges_before = since.kafka_edges if since else {}
+    rows, edges = [], {}
+    for _, name in outputs:
+        read, ends = read_committed_from(kafka, name, edges_before.get(name))
+        found = [
+            {"output": name, "partition": r.partition, "offset": r.offset, "key": r.key, **provenance(r.headers)} for r in read
+        ]
+        edges[name] = _edges(((r.partition, r.offset, int(provenance(r.headers).get("batch_id", 0))) for r in read), ends, last)
+        rows += found
     records = pd.DataFrame(rows, columns=KAFKA_COLUMNS)
     for c in ("source_partition", "source_offset", "batch_id", "seq"):
         records[c] = pd.to_numeric(records[c]).astype("Int64")
+    if since is not None:  # later batches are the next run's
+        records = records[records["batch_id"].isna() | (records["batch_id"] <= last)]
+    commits = commit_topic(config.job_name, config.job_id)
+    parts, ends = read_committed_from(kafka, commits, edges_before.get(commits))
+    edges[commits] = _edges(
+        ((r.partition, r.offset, max(json.loads(r.value or b"{}").get("batches") or [0])) for r in parts), ends, last
+    )
     sent: dict[int, dict[str, int] | None] = {}
-    for record in complete_records(read_commit_tail(kafka, commit_topic(config.job_name, config.job_id), None), config.job_name):
+    for record in complete_records([r.value or b"" for r in parts], config.job_name):
         sent |= {b: record.outputs.get(b) for b in record.batch_ids}  # None: a record written before the counts
     batches = pd.DataFrame(
         [
@@ -126,30 +192,38 @@ def _kafka_outputs(
         ],
         columns=["batch_id", "output", "recorded", "sent"],
     )
-    return records, batches.astype({"batch_id": "Int64", "sent": "Float64"})
+    return KafkaOutputs(records, batches.astype({"batch_id": "Int64", "sent": "Float64"}), edges)
 
 
-def _consistent_state(store: CheckpointStore, coordinator: JobCoordinator, attempts: int = 20):
-    """The committed batches and the checkpoints that include exactly them: batches keep
+def _kafka_positions(previous: pd.DataFrame | None, records: pd.DataFrame) -> pd.DataFrame:
+    """Per key and input partition of each output partition, its last validated output: where its order goes on."""
+    keyed = records[records["key"].notna()]
+    merged = pd.concat([previous, keyed], ignore_index=True) if previous is not None and len(previous) else keyed
+    group = ["output", "partition", "key", "source_system", "source_stream", "source_partition"]
+    return merged.drop_duplicates(group, keep="last")[KAFKA_COLUMNS]
+
+
+def _consistent_state(store: CheckpointStore, coordinator: JobCoordinator, after: int, attempts: int = 20):
+    """The committed batches after `after` and the checkpoints that include exactly them: batches keep
     committing while data quality runs, so read until no commit landed in between."""
     for _ in range(attempts):
-        committed = store.plans(coordinator.job, "committed")
+        committed = store.plans(coordinator.job, "committed", after=after)
         generation = coordinator.current()
         cps = coordinator.checkpoints(generation) if generation else {}
-        if [p.batch_id for p in store.plans(coordinator.job, "committed")] == [p.batch_id for p in committed]:
+        if [p.batch_id for p in store.plans(coordinator.job, "committed", after=after)] == [p.batch_id for p in committed]:
             return committed, generation, cps
         time.sleep(0.5)
     raise RuntimeError(f"job {coordinator.job!r}: batches kept committing while data quality read the checkpoints")
 
 
-def _pinned_state(config: JobConfig, store: CheckpointStore, coordinator: JobCoordinator, app: ApplicationDescriptor):
-    """The committed batches, their checkpoints and (for the `state` check) the stores' values those checkpoints
-    commit, read together, before the slow reads. Each commit deletes the blob-store snapshots beyond
+def _pinned_state(config: JobConfig, store: CheckpointStore, coordinator: JobCoordinator, app: ApplicationDescriptor, after: int):
+    """The committed batches (after `after`), their checkpoints and (for the `state` check) the stores' values those
+    checkpoints commit, read together, before the slow reads. Each commit deletes the blob-store snapshots beyond
     `stores.<store>.blob.retain`, so a snapshot that vanishes while it is restored was superseded by a newer
     commit: read again from the newer checkpoints. Gone twice under the same checkpoints, it is lost."""
     missing = None
     for _ in range(PIN_ATTEMPTS):
-        committed, generation, cps = _consistent_state(store, coordinator)
+        committed, generation, cps = _consistent_state(store, coordinator, after)
         if not app.references or generation is None:
             return committed, generation, cps, None
         faults.point("quality.state.pinned")
@@ -164,6 +238,16 @@ def _pinned_state(config: JobConfig, store: CheckpointStore, coordinator: JobCoo
     raise RuntimeError(f"job {coordinator.job!r}: snapshots kept being superseded while data quality restored them")
 
 
+@dataclass(frozen=True)
+class Loaded:
+    """What a run checks, what it covers, and the edge it leaves when it passes (incremental runs)."""
+
+    inputs: QualityInputs
+    span: str
+    window: list[int]
+    edge: cursor.Cursor | None
+
+
 def load_inputs(
     config: JobConfig,
     store: CheckpointStore,
@@ -171,21 +255,23 @@ def load_inputs(
     from_batch: int | None,
     to_batch: int | None,
     since: cursor.Cursor | None = None,
-) -> tuple[QualityInputs, str, list[int]]:
-    """The window's facts; with `since`, the batches after its last one, checked against its edge."""
+) -> Loaded:
+    """The window's facts; with `since`, the batches after its last one, checked against its edge and read from it:
+    their plans, audit, sink files and input ranges, the Kafka outputs and commit records past the edge, and the
+    stores' expected values folded on from the edge's."""
     coordinator = JobCoordinator(config, store, inputs)
     app = load_application(config.app_class, config.inputs)
-    committed, generation, cps, stored = _pinned_state(config, store, coordinator, app)
-    if since is not None:
-        window = [p for p in committed if p.batch_id > since.last_batch]
-    else:
-        window = [
-            p
-            for p in committed
-            if (from_batch is None or p.batch_id >= from_batch) and (to_batch is None or p.batch_id <= to_batch)
-        ]
-    ids = [p.batch_id for p in window] if since is not None else [p.batch_id for p in committed]
-    audit = read_table(config.path("job.audit.path", "audit"), AUDIT_SCHEMA, ids).to_pandas()
+    committed, generation, cps, stored = _pinned_state(config, store, coordinator, app, since.last_batch if since else 0)
+    window = [
+        p
+        for p in committed
+        if since is not None
+        or ((from_batch is None or p.batch_id >= from_batch) and (to_batch is None or p.batch_id <= to_batch))
+    ]
+    ids = [p.batch_id for p in window]
+    # a manual window's order, routing and loss are checked against every committed batch's audit
+    audit = read_table(config.path("job.audit.path", "audit"), AUDIT_SCHEMA, ids if since else [p.batch_id for p in committed])
+    audit = audit.to_pandas()
 
     starts: dict[SystemStreamPartition, int] = {}
     ends: dict[SystemStreamPartition, int] = {}
@@ -198,30 +284,54 @@ def load_inputs(
             base = ssp.without_key_bucket()
             if base in starts:
                 ends[base] = max(offset, ends[base])
-    records = _read_inputs(config, starts, ends)
+    records = _read_inputs(config, starts, ends, WITH_VALUES if stored is not None else KEYS)
 
     sinks = []
     for root in output_roots(config.path("job.output.path", "output")):
         name = root.rsplit("/", 1)[1]
-        sinks.append(read_table(root, OUTPUT_SCHEMA, [p.batch_id for p in window]).to_pandas().assign(output=name))
+        sinks.append(read_table(root, OUTPUT_SCHEMA, ids).to_pandas().assign(output=name))
     sink = pd.concat(sinks, ignore_index=True) if sinks else pd.DataFrame()
 
-    span = f"batches {window[0].batch_id}..{window[-1].batch_id}" if window else "no new committed batch"
-    if since is not None:
-        span += f" (new since batch {since.last_batch})" if since.last_batch else " (the first validation)"
+    state, expected = _expected_state(
+        config,
+        app,
+        stored,
+        since=since,
+        window=audit,
+        records=records,
+        history=lambda: audit if since is None else _audit_through(config, store, ids[-1] if ids else since.last_batch),
+    )
+    kafka = _kafka_outputs(config, app, ids, since)
+    generation_of_batch = {p.batch_id: p.generation for p in committed}
     q = QualityInputs(
         audit,
-        records,
+        records[list(KEYS)],
         sink,
-        {p.batch_id: p.generation for p in committed},
+        generation_of_batch,
         generation.factor if generation else 1,
         cps,
         since.done if since else None,
         since.positions if since else None,
-        _expected_state(config, app, stored, [p.batch_id for p in committed], audit if since is None else None),
-        *_kafka_outputs(config, app, [p.batch_id for p in window]),
+        state,
+        kafka.records if kafka else None,
+        kafka.batches if kafka else None,
+        since.kafka_positions if since and kafka else None,
+        since.last_batch if since and kafka and since.kafka_edges else 0,  # an edge of an earlier version read none
     )
-    return q, span, [p.batch_id for p in window]
+    span = f"batches {ids[0]}..{ids[-1]}" if ids else "no new committed batch"
+    edge = None
+    if since is not None:
+        span += f" (new since batch {since.last_batch})" if since.last_batch else " (the first validation)"
+        if ids:
+            edge = cursor.Cursor(
+                ids[-1],
+                Done(q.factor, cps),
+                cursor.next_positions(since.positions, audit, generation_of_batch),
+                expected,
+                _kafka_positions(since.kafka_positions, kafka.records) if kafka else None,
+                kafka.edges if kafka else {},
+            )
+    return Loaded(q, span, ids, edge)
 
 
 def run_quality(
@@ -237,12 +347,10 @@ def run_quality(
     """Validate and report; returns the result and the run's summary.html. An incremental
     run that passes moves the job's validated edge to its last batch."""
     root = Path(report_dir or config.path("job.report.path", "reports"))
-    since = (
-        (cursor.load(root) or cursor.Cursor(0, Done(1, {}), pd.DataFrame(columns=cursor.POSITION_COLUMNS)))
-        if incremental
-        else None
-    )
-    q, span, window = load_inputs(config, store, inputs, from_batch, to_batch, since)
+    stores = load_application(config.app_class, config.inputs).stores
+    since = (cursor.load(root, stores) or cursor.start()) if incremental else None
+    loaded = load_inputs(config, store, inputs, from_batch, to_batch, since)
+    q, span, window = loaded.inputs, loaded.span, loaded.window
     name = run_name or time.strftime("%Y%m%dT%H%M%S")
     folder = root / "runs" / "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
     result = run_suites(q, folder, config.job_name, name, span)
@@ -258,8 +366,8 @@ def run_quality(
     }
     (folder / "summary.html").write_text(summary_html(config.job_name, result, metrics, f"Run {name}, window: {span}"))
     (folder / "summary.json").write_text(json.dumps(summary, indent=2))
-    if incremental and result.success and window:
-        cursor.advance(root, since, window[-1], Done(q.factor, q.checkpoints), q.audit, q.generation_of_batch)
+    if loaded.edge is not None and result.success:
+        cursor.save(root, loaded.edge, stores)
     runs = run_summaries(root)
     (root / "summary.json").write_text(json.dumps({**summary, "folder": str(folder.relative_to(root))}, indent=2))
     (root / "summary.html").write_text(index_html(config.job_name, runs, metrics))

@@ -161,7 +161,7 @@ def run_suites(q: checks.QualityInputs, report_dir: str | Path, job: str, run_na
     run_id = RunIdentifier(run_name=f"{run_name} {window}".strip(), run_time=datetime.now(UTC))
     results = []
     for check in (c for c in _expectations() if c.applies(q)):
-        table = check.table(q)
+        table = check.table(q).reset_index(drop=True)  # GX names failing rows by index label: make labels positions
         asset = check.asset
         batch = source.add_dataframe_asset(asset).add_batch_definition_whole_dataframe("all")
         suite = ctx.suites.add(gx.ExpectationSuite(name=check.name, expectations=[check.expectation()]))
