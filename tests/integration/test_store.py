@@ -246,9 +246,7 @@ def rescale_to(store, job, factor, offset):
     return m
 
 
-def test_old_generations_lose_their_checkpoints_and_later_their_rows_never_the_first_current_or_previous(
-    store, job_name, clock
-):
+def test_old_generations_lose_their_checkpoints_and_later_their_rows_never_the_first_current_or_previous(store, job_name, clock):
     first_generation(store, job_name, model(2), offset=1)
     for n, factor in enumerate((4, 8, 2, 4), start=2):
         clock.now += DAY
