@@ -3,7 +3,8 @@ checkpoint store and the report folder and returns what each removed; the mainte
 
 A step gets the job's config, store, the time and the batch data quality validated last (the edge: what a
 step may expire up to, so the next data-quality window still finds its batches), and returns a count, or a
-frozen dataclass of counts. No Airflow and no Spark here."""
+frozen dataclass of counts. No Airflow and no Spark here; the data-quality modules (the [quality] extra) are
+imported by the steps that read the report folder."""
 
 from __future__ import annotations
 
@@ -14,8 +15,6 @@ from pathlib import Path
 
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import JobConfig
-from elasticity.quality import cursor, history
-from elasticity.quality.report import write_index
 
 log = logging.getLogger(__name__)
 INDEX_METRICS = 200  # batches charted on the rolling data-quality page, as a data-quality run charts them
@@ -45,6 +44,9 @@ Step = Callable[[Maintenance], object]
 
 def _report_runs(m: Maintenance) -> int:
     """Run folders beyond `quality.report.retain.*`, then the rolling page again, so it links no removed run."""
+    from elasticity.quality import history  # the [quality] extra's: its reports exist only where it is installed
+    from elasticity.quality.report import write_index
+
     removed = history.expire_runs(
         m.report_folder, keep=m.config.quality_retain_runs, keep_failed=m.config.quality_retain_failed_runs
     )
@@ -100,6 +102,8 @@ def maintain(
     config: JobConfig, store: CheckpointStore, *, now_ms: int, steps: tuple[tuple[str, Step], ...] = STEPS
 ) -> MaintenanceReport:
     """Run every step; one that fails does not keep the others from running, and fails the whole afterwards."""
+    from elasticity.quality import cursor
+
     m = Maintenance(config, store, now_ms, cursor.validated_batch(Path(config.path("job.report.path", "reports"))))
     removed: dict[str, int] = {}
     failed = []
