@@ -7,9 +7,10 @@ manually over any window of batches (params from_batch / to_batch). Great
 Expectations suites over the audit rows and a re-read of the committed input
 ranges prove: no loss, per-key order across rescales, correct routing, no
 duplicates in the exactly-once sink. It publishes GX Data Docs and a one-page
-summary per run (`runs/<run id>/`) and a rolling `summary.html` linking them all
-to the job's report folder, and fails naming the offending
-keys and offsets when any expectation fails.
+summary per run (`runs/<run id>/`), `runs.jsonl` and a rolling `summary.html` linking
+the latest runs to the job's report folder (runs beyond `quality.report.retain.runs`,
+failed ones beyond `quality.report.retain.failed.runs`, are removed), and fails
+naming the offending keys and offsets when any expectation fails.
 """
 
 from __future__ import annotations

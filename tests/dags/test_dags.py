@@ -65,9 +65,13 @@ def test_every_dag_imports_and_is_documented(world):
     job, _ = world
     bag = dagbag()
     assert bag.import_errors == {}
-    assert {f"elastic_microbatch__{job}", "elastic_rescale", "elastic_scale_schedule", f"elastic_data_quality__{job}"} <= set(
-        bag.dag_ids
-    )
+    assert {
+        f"elastic_microbatch__{job}",
+        "elastic_rescale",
+        "elastic_scale_schedule",
+        f"elastic_data_quality__{job}",
+        f"elastic_maintenance__{job}",
+    } <= set(bag.dag_ids)
     for dag in bag.dags.values():
         assert dag.tags and "elasticity" in dag.tags, dag.dag_id
         assert dag.doc_md and len(dag.doc_md) > 100, dag.dag_id
@@ -152,6 +156,64 @@ def test_scale_schedule_applies_the_configured_factor(world):
     assert run.state == "success"
     after = open_job(job)[2].current()
     assert (after.factor, after.origin) == (3, "schedule") and "elastic_scale_schedule run" in after.reason
+
+
+def test_maintenance_expires_what_is_past_retention_and_the_next_batch_plans_the_next_id(world):
+    """A month-old history (300 batches, their metrics and closed transactional ids, 130 data-quality runs) beside
+    the recent one: the maintenance DAG removes what is past its retention, keeps the latest of each and every
+    pending plan, and the next micro-batch plans the batch after the latest."""
+    import time
+
+    from elasticity.airflow.tasks import open_job
+    from elasticity.checkpoint.store import CheckpointStore
+    from elasticity.quality import history
+
+    job, tmp = world
+    config, store, coordinator = open_job(job)
+    generation = coordinator.current()
+    cps = coordinator.checkpoints(generation)
+    recent = [p.batch_id for p in store.plans(job)]
+    template = store.metrics(job, limit=1)[0]
+    month_ago = int(time.time() * 1000) - 30 * 86_400_000
+    old = CheckpointStore(config.checkpoint_store_url(), config.checkpoint_history_size, clock=lambda: month_ago)
+    for _ in range(300):
+        plan = old.plan_batch(job, generation.number, ())
+        old.commit_batch(plan, cps.values(), config.checkpoint_write_versions)
+        old.record_metrics(job, plan.batch_id, generation.number, json.dumps({**template, "batch_id": plan.batch_id}))
+        old.open_transactional_id(job, f"old-{plan.batch_id}", "kafka")
+        old.close_transactional_ids(job, [f"old-{plan.batch_id}"])
+    latest = plan.batch_id
+    report = tmp / "report"
+    for n in range(1, 131):
+        folder = f"old-{n:03d}"
+        summary = {"run": folder, "window": "-", "success": n % 40 != 0, "finished_ms": month_ago, "checks": []}
+        (report / "runs" / folder).mkdir(parents=True)
+        (report / "runs" / folder / "summary.json").write_text(json.dumps(summary))
+        history.record_run(report, summary, folder)
+    runs = history.run_page(report, limit=10_000).runs
+    kept = {r["folder"] for r in runs[:100]} | {r["folder"] for r in runs[100:] if not r["success"]}
+    assert len(runs) > len(kept) > 100  # the latest 100, and the failed runs of the earlier tests
+    validated = json.loads((report / "validated.json").read_text())
+    (report / "validated.json").write_text(json.dumps({**validated, "last_batch": latest}))
+    assert store.checkpoints(job, 1)  # generation 1 (factor 2): two generations before the current one (3)
+
+    run = dagbag().dags[f"elastic_maintenance__{job}"].test()
+    assert run.state == "success"
+    assert [p.batch_id for p in store.plans(job)] == [*recent, latest]  # the recent ones and the latest
+    assert [m["batch_id"] for m in store.metrics(job, limit=1000)][-2:] == [recent[-1], latest]
+    assert len(store.metrics(job, limit=1000)) == len(recent) + 1
+    assert not [t for t, _ in store.open_transactional_ids(job) if t.startswith("old-")]
+    assert store.checkpoints(job, 1) == {} and store.checkpoints(job, generation.number) == cps
+    assert [g.number for g in store.generations(job)] == [1, 2, 3]  # a month's retention: all recent
+    assert {r["folder"] for r in history.run_page(report, limit=10_000).runs} == kept
+    assert {p.name for p in (report / "runs").iterdir()} == kept
+    index = (report / "summary.html").read_text()
+    assert all(f"runs/{r['folder']}/" not in index for r in runs if r["folder"] not in kept)
+
+    send(kafka_bootstrap_of(job), topic_of(tmp), demo_records(50, keys=20, seed=23))
+    after = dagbag().dags[f"elastic_microbatch__{job}"].test()
+    assert after.state == "success"
+    assert [m["batch_id"] for m in store.metrics(job) if m["owner"] == after.run_id] == [latest + 1]
 
 
 def test_no_silent_yarn(world, monkeypatch):

@@ -177,3 +177,102 @@ def test_v1_only_job_upgrades_to_v2_and_rolls_back(store, job_name, clock):
     store.commit_batch(plan, cps_at(m, 12).values(), write_versions=(1,))
     assert store.checkpoints(job_name, 1, (2, 1), live_max_age_ms=600_000)[task].offsets[SSP0] == 12
     assert store.checkpoints(job_name, 1, (2, 1), live_max_age_ms=800_000)[task].offsets[SSP0] == 9
+
+
+DAY = 86_400_000
+
+
+def committed_batches(store, job, m, count, offset=0):
+    """`count` batches planned and committed, a day apart on the store's clock; returns their ids."""
+    ids = []
+    for i in range(count):
+        plan = store.plan_batch(job, store.generation(job).number, (OffsetRange(SSP0, offset + i, offset + i + 1),))
+        store.commit_batch(plan, cps_at(m, offset + i + 1).values())
+        store.record_metrics(job, plan.batch_id, plan.generation, f'{{"batch_id": {plan.batch_id}}}')
+        ids.append(plan.batch_id)
+        store.clock.now += DAY
+    return ids
+
+
+def test_retention_keeps_the_latest_plan_pending_plans_and_what_data_quality_has_yet_to_validate(store, job_name, clock):
+    m = model(factor=1, partitions=1)
+    first_generation(store, job_name, m)
+    ids = committed_batches(store, job_name, m, 12)
+    pending = store.plan_batch(job_name, 1, (OffsetRange(SSP0, 12, 13),))
+    week_ago = clock.now - 7 * DAY  # batches 1..5 ended more than a week ago
+    assert store.expire_plans(job_name, before_ms=week_ago, through_batch=3) == 3  # validated through 3: only 1..3
+    assert store.plan(job_name, 3) is None and store.plan(job_name, 4)[1] == "committed"
+    assert store.expire_plans(job_name, before_ms=clock.now + DAY, through_batch=99) == 9  # 4..12: the latest is pending
+    assert [p.batch_id for p in store.plans(job_name)] == [pending.batch_id]
+    assert store.pending_plan(job_name) == pending
+    store.commit_batch(pending, cps_at(m, 13).values())
+    assert store.expire_plans(job_name, before_ms=clock.now + DAY, through_batch=99) == 0  # the latest stays
+    assert store.plan_batch(job_name, 1, ()).batch_id == pending.batch_id + 1 == ids[-1] + 2  # ids keep growing
+
+    assert store.expire_metrics(job_name, before_ms=week_ago) == 5
+    assert [r["batch_id"] for r in store.metrics(job_name)] == ids[5:]
+    assert store.expire_metrics(job_name, before_ms=clock.now + DAY) == 6  # the latest batch's stays (the page's)
+    assert [r["batch_id"] for r in store.metrics(job_name)] == ids[-1:]
+
+
+def test_metrics_and_generations_read_a_page_at_a_time(store, job_name):
+    m = model(factor=1, partitions=1)
+    first_generation(store, job_name, m)
+    committed_batches(store, job_name, m, 7)
+    assert [r["batch_id"] for r in store.metrics(job_name, limit=3)] == [5, 6, 7]
+    assert [r["batch_id"] for r in store.metrics(job_name, limit=3, before=5)] == [2, 3, 4]
+    assert [r["batch_id"] for r in store.metrics(job_name, limit=3, before=2)] == [1]
+    assert [g.number for g in store.generations(job_name, limit=5)] == [1]
+
+
+def test_closed_transactional_ids_expire_open_ones_stay(store, job_name, clock):
+    store.open_transactional_id(job_name, "t-closed-old", "kafka")
+    store.open_transactional_id(job_name, "t-open-old", "kafka")
+    store.close_transactional_ids(job_name, ["t-closed-old"])
+    clock.now += 2 * 3_600_000
+    store.open_transactional_id(job_name, "t-closed-new", "kafka")
+    store.close_transactional_ids(job_name, ["t-closed-new"])
+    assert store.expire_transactional_ids(job_name, before_ms=clock.now - 3_600_000) == 1
+    assert store.open_transactional_ids(job_name) == [("t-open-old", "kafka")]
+    assert store.expire_transactional_ids(job_name, before_ms=clock.now + 1) == 1  # now the newer closed one too
+
+
+def rescale_to(store, job, factor, offset):
+    m = model(factor=factor)
+    expected = store.generation(job).number
+    store.acquire_lease(job, "rescaler", 10_000)
+    store.write_generation(job, expected, factor, m, lambda old: cps_at(m, offset), "rescaler", f"to {factor}")
+    store.release_lease(job, "rescaler")
+    return m
+
+
+def test_old_generations_lose_their_checkpoints_and_later_their_rows_never_the_first_current_or_previous(store, job_name, clock):
+    first_generation(store, job_name, model(2), offset=1)
+    for n, factor in enumerate((4, 8, 2, 4), start=2):
+        clock.now += DAY
+        m = rescale_to(store, job_name, factor, offset=n)
+        store.record_rescale_metrics(job_name, n, "{}")
+    assert store.generation(job_name).number == 5
+    assert store.expire_checkpoints(job_name) > 0  # of generations 1..3
+    assert [bool(store.checkpoints(job_name, g)) for g in range(1, 6)] == [False, False, False, True, True]
+    assert store.checkpoints(job_name, 5) == cps_at(m, 5)
+    assert store.expire_checkpoints(job_name) == 0
+    clock.now += DAY
+    assert store.expire_generations(job_name, before_ms=clock.now - 3 * DAY - 1) == 1  # generation 2 (3 is too young)
+    assert [g.number for g in store.generations(job_name)] == [1, 3, 4, 5]
+    assert store.expire_generations(job_name, before_ms=clock.now) == 1  # 3; never 1 (identity), 4 (previous), 5
+    assert [g.number for g in store.generations(job_name)] == [1, 4, 5]
+    assert store.expire_metrics(job_name, before_ms=clock.now) == 3  # rescale metrics of 2..4, not the latest
+    assert [g for g in store.rescale_metrics(job_name)] == [{}]
+
+
+def test_retention_deletes_in_chunks(store, job_name, clock, monkeypatch):
+    from elasticity.checkpoint import store as store_module
+
+    monkeypatch.setattr(store_module, "DELETE_CHUNK", 4)
+    m = model(factor=1, partitions=1)
+    first_generation(store, job_name, m)
+    committed_batches(store, job_name, m, 11)
+    assert store.expire_plans(job_name, before_ms=clock.now, through_batch=99) == 10
+    assert store.expire_metrics(job_name, before_ms=clock.now) == 10
+    assert [p.batch_id for p in store.plans(job_name)] == [11]

@@ -141,7 +141,14 @@ def session(browser, af: AirflowStandalone, user: str, offline: bool = False):
 def test_anonymous_calls_get_401_and_the_json_has_the_job(job, airflow):
     name, _, generation = job
     af, api = airflow
-    for path in (f"api/jobs/{name}", f"jobs/{name}", f"api/jobs/{name}/plan?factor=8", f"reports/{name}/summary.html"):
+    for path in (
+        f"api/jobs/{name}",
+        f"jobs/{name}",
+        f"api/jobs/{name}/plan?factor=8",
+        f"api/jobs/{name}/metrics",
+        f"api/jobs/{name}/quality",
+        f"reports/{name}/summary.html",
+    ):
         assert requests.get(f"{af.base}/elasticity/{path}", timeout=30).status_code == 401, path
     data = requests.get(
         f"{af.base}/elasticity/api/jobs/{name}", headers={"Authorization": f"Bearer {api.token}"}, timeout=30
@@ -152,6 +159,25 @@ def test_anonymous_calls_get_401_and_the_json_has_the_job(job, airflow):
     assert data["quality"]["success"] is True and data["quality_runs"][0]["run"] == "manual__ui_test"
     policy = data["policy"]
     assert policy["kind"] == "schedule" and [r["factor"] for r in policy["rules"]] == [3, 2] and policy["hold_factor"] == 4
+
+    def get(path: str) -> dict:
+        r = requests.get(f"{af.base}/elasticity/{path}", headers={"Authorization": f"Bearer {api.token}"}, timeout=30)
+        r.raise_for_status()
+        return r.json()
+
+    ids = [b["batch_id"] for b in data["batches"]]
+    latest = get(f"api/jobs/{name}/metrics?limit=1")
+    assert [b["batch_id"] for b in latest["batches"]] == ids[-1:] and latest["older"] == ids[-1]
+    older = get(f"api/jobs/{name}/metrics?limit=1000&before={latest['older']}")
+    assert [b["batch_id"] for b in older["batches"]] == ids[:-1] and older["older"] is None
+    assert [b["batch_id"] for b in get(f"api/jobs/{name}?limit=1")["batches"]] == ids[-1:]
+    assert [r["run"] for r in get(f"api/jobs/{name}/quality")["runs"]] == ["manual__ui_test"]
+    assert (
+        requests.get(
+            f"{af.base}/elasticity/api/jobs/{name}/metrics?limit=0", headers={"Authorization": f"Bearer {api.token}"}, timeout=30
+        ).status_code
+        == 422
+    )
 
 
 def test_page_shows_charts_tasks_policy_and_quality_in_chromium(job, airflow, browser):

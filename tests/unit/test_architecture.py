@@ -28,6 +28,7 @@ LAYERS = (
     "batch",
     "scaling",
     "quality",
+    "maintenance",
     "views",
     "spark",
     "airflow",

@@ -102,3 +102,25 @@ def test_data_docs_pages_lose_their_cdn_links():
     assert "https://" not in out
     assert '<link rel="stylesheet" href="../../static/offline.css"><script src="../../static/offline.js"></script>' in out
     assert 'src="../../static/images/logo-long.png"' in out
+
+
+def test_the_page_reads_a_page_of_batches_and_of_data_quality_runs(tmp_path):
+    from tests.unit.test_maintenance import finish_run
+
+    config, store = job(tmp_path, factor=2)
+    record_batches(store, JobCoordinator(config, store, Inputs()), 4, 7)  # batches 1..10
+    for n in range(1, 14):
+        finish_run(tmp_path / "reports", n)
+    view = build_view(config, store, Inputs(), limit=4)
+    assert [b["batch_id"] for b in view.batches] == [7, 8, 9, 10] and view.older_batches == 7
+    assert len(view.quality_runs) == 10 and view.quality_runs[0]["run"] == "run0013" and view.older_runs == 4
+    page = render(view)
+    assert "id=batches-older href='?before=7#batches'" in page and "batches-newest" not in page
+    assert "id=runs-older href='?runs_before=4#quality'" in page
+    older = build_view(config, store, Inputs(), limit=4, before=7, runs_before=4)
+    assert [b["batch_id"] for b in older.batches] == [3, 4, 5, 6] and older.older_batches == 3
+    assert [r["run"] for r in older.quality_runs] == ["run0003", "run0002", "run0001"] and older.older_runs is None
+    assert older.quality["run"] == "run0013"  # the card still says the latest verdict
+    assert all(t.rate is not None for t in older.tasks)  # rates of the latest batches, whatever the page
+    page = render(older)
+    assert "id=batches-newest href='?runs_before=4#batches'" in page and "runs-older" not in page

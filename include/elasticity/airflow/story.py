@@ -150,6 +150,6 @@ def _quality(api, config, step, airflow: AirflowStandalone) -> int:
             f"   (the last run, {last['window']}; rows are the window's records, and key_order also counts each key's "
             "last validated record before the window; routing counts keys per generation)"
         )
-    _say(f"Report: {report / 'summary.html'} (every run, with Great Expectations Data Docs per run)")
+    _say(f"Report: {report / 'summary.html'} (the latest runs, with Great Expectations Data Docs per run)")
     _say(f"The UI over these runs: `make airflow`, then {airflow.base} (login admin, password {airflow.password()})")
     return 1 if failed or not docs else 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -172,3 +173,16 @@ def quality(
         "data_docs": result.data_docs,
         "checks": json.loads(summary.with_suffix(".json").read_text())["checks"],
     }
+
+
+def maintenance(job: str, now: datetime | None = None) -> dict[str, Any]:
+    """The job's retention (`elasticity.maintenance.maintain`); returns what each step removed (a few counts)."""
+    from elasticity.maintenance import maintain
+
+    config, store, _ = open_job(job)
+    try:
+        report = maintain(config, store, now_ms=int((now or datetime.now(UTC)).timestamp() * 1000))
+    finally:
+        store.close()
+    log.info("%s", report.line())
+    return asdict(report)

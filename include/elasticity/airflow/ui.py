@@ -15,17 +15,19 @@ from fastapi.responses import FileResponse, HTMLResponse
 
 from elasticity.config import MAX_ELASTICITY_FACTOR, ConfigError
 from elasticity.jobmodel.grouping import GroupingError
-from elasticity.views.jobview import JobView, build_view, preview_rescale
+from elasticity.quality.history import run_page
+from elasticity.views.jobview import BATCHES, MAX_BATCHES, QUALITY_RUNS, JobView, build_view, preview_rescale
 from elasticity.views.page import RESCALE_DAG, render
 
 
-def job_view(job: str) -> JobView:
+def job_view(job: str, *, limit: int = BATCHES, before: int | None = None, runs_before: int | None = None) -> JobView:
     from elasticity.airflow.health import engine_health, run_in_progress
     from elasticity.airflow.operators import spark_target
     from elasticity.airflow.tasks import open_job, policy_view
 
     config, store, coordinator = open_job(job)
-    view = build_view(config, store, coordinator.inputs, policy_view(job) if coordinator.current() else None)
+    policy = policy_view(job) if coordinator.current() else None
+    view = build_view(config, store, coordinator.inputs, policy, limit=limit, before=before, runs_before=runs_before)
     target = spark_target("spark_default", config, f"{job}.properties")
     view.engine = engine_health(target.value) if target.kind == "connect" else None
     view.run = run_in_progress(job, config)
@@ -54,8 +56,10 @@ def _authenticated():
 
 
 def make_app() -> FastAPI:
-    """Mounted by the plugin at /elasticity: `/jobs/<job>` (page), `/api/jobs`, `/api/jobs/<job>` and
-    `/api/jobs/<job>/plan?factor=G` (JSON), `/reports/<job>/...` (the data-quality report files)."""
+    """Mounted by the plugin at /elasticity: `/jobs/<job>` (page), `/api/jobs`, `/api/jobs/<job>`,
+    `/api/jobs/<job>/metrics`, `/api/jobs/<job>/quality` and `/api/jobs/<job>/plan?factor=G` (JSON),
+    `/reports/<job>/...` (the data-quality report files). Histories come a page at a time: `limit` entries below
+    `before` (a batch id, or a data-quality run's `seq`; none: the latest), and `older` asks for the next page."""
     from elasticity.airflow.hooks import job_configs
 
     app = FastAPI(title="Elastic jobs", description=__doc__)
@@ -70,9 +74,34 @@ def make_app() -> FastAPI:
     def jobs() -> list[str]:
         return sorted(job_configs())
 
+    limit_q = Query(BATCHES, ge=1, le=MAX_BATCHES)
+    before_q = Query(None, ge=1)
+
     @router.get("/api/jobs/{job}")
-    def job_json(job: str) -> dict[str, Any]:
-        return asdict(job_view(known(job)))
+    def job_json(
+        job: str, limit: int = limit_q, before: int | None = before_q, runs_before: int | None = before_q
+    ) -> dict[str, Any]:
+        return asdict(job_view(known(job), limit=limit, before=before, runs_before=runs_before))
+
+    @router.get("/api/jobs/{job}/metrics")
+    def metrics(job: str, limit: int = limit_q, before: int | None = before_q) -> dict[str, Any]:
+        """A page of the batches' metrics, oldest first, and `older`: the `before` of the page before it."""
+        from elasticity.airflow.tasks import open_job
+
+        store = open_job(known(job))[1]
+        batches = store.metrics(job, limit=limit, before=before)
+        return {"batches": batches, "older": batches[0]["batch_id"] if len(batches) == limit else None}
+
+    @router.get("/api/jobs/{job}/quality")
+    def quality(
+        job: str, limit: int = Query(QUALITY_RUNS, ge=1, le=MAX_BATCHES), before: int | None = before_q
+    ) -> dict[str, Any]:
+        """A page of the kept data-quality runs, newest first, and `older`: the `before` of the next page."""
+        from elasticity.airflow.tasks import open_job
+
+        config = open_job(known(job))[0]
+        page = run_page(Path(config.path("job.report.path", "reports")), limit=limit, before=before)
+        return {"runs": list(page.runs), "older": page.older}
 
     @router.get("/api/jobs/{job}/plan")
     def plan(job: str, factor: int = Query(ge=1, le=MAX_ELASTICITY_FACTOR)) -> dict[str, Any]:
@@ -88,8 +117,16 @@ def make_app() -> FastAPI:
             raise HTTPException(422, str(e)) from e
 
     @router.get("/jobs/{job}", response_class=HTMLResponse)
-    def job_page(job: str, request: Request, page: int = 1) -> str:
-        return render(job_view(known(job)), page, _may_trigger_rescale(request))
+    def job_page(
+        job: str,
+        request: Request,
+        page: int = 1,
+        limit: int = limit_q,
+        before: int | None = before_q,
+        runs_before: int | None = before_q,
+    ) -> str:
+        view = job_view(known(job), limit=limit, before=before, runs_before=runs_before)
+        return render(view, page, _may_trigger_rescale(request))
 
     @router.get("/reports/{job}/{path:path}")
     def report_file(job: str, path: str) -> FileResponse:

@@ -3,7 +3,8 @@
 It keeps, per job: the JobModel generations (factor and model of each), each
 virtual task's checkpoint history (the last N per version; a commit in N prunes
 what is older, so a task holds at most 2N - 1 rows), the write-ahead batch plans,
-and a lease with expiry.
+and a lease with expiry. The `expire_*` methods are the retention rules (run by
+`elasticity.maintenance`): each deletes in statements of at most DELETE_CHUNK rows.
 
 Every write opens with an UPDATE of the job row guarded by the generation the
 writer planned under. That statement both fences (a stale writer matches no
@@ -199,6 +200,8 @@ def _now_ms() -> int:
 
 
 CONNECT_TIMEOUT_S = 5
+DELETE_CHUNK = 1000
+"""Most rows one retention statement deletes."""
 
 
 def make_engine(url: str) -> Engine:
@@ -288,14 +291,12 @@ class CheckpointStore:
             row.origin or "manual",
         )
 
-    def generations(self, job: str) -> list[Generation]:
+    def generations(self, job: str, limit: int | None = None) -> list[Generation]:
+        """The job's generations, oldest first; with `limit`, only the latest that many."""
+        query = select(generations.c.generation).where(generations.c.job_name == job).order_by(generations.c.generation.desc())
         with self.engine.connect() as conn:
-            numbers = list(
-                conn.execute(
-                    select(generations.c.generation).where(generations.c.job_name == job).order_by(generations.c.generation)
-                ).scalars()
-            )
-        return [g for n in numbers if (g := self.generation(job, n))]
+            numbers = list(conn.execute(query if limit is None else query.limit(limit)).scalars())
+        return [g for n in reversed(numbers) if (g := self.generation(job, n))]
 
     def checkpoints(
         self, job: str, generation: int, read_versions: tuple[int, ...] = (1,), live_max_age_ms: int = 600_000
@@ -348,17 +349,17 @@ class CheckpointStore:
     def record_metrics(self, job: str, batch_id: int, generation: int, metrics_json: str) -> None:
         self._put_metrics(batch_metrics, batch_metrics.c.batch_id, job, batch_id, metrics_json, generation=generation)
 
-    def metrics(self, job: str, limit: int = 100) -> list[dict]:
-        """The latest batches' metrics, oldest first."""
-        return self._latest_metrics(batch_metrics, batch_metrics.c.batch_id, job, limit)
+    def metrics(self, job: str, limit: int = 100, before: int | None = None) -> list[dict]:
+        """The latest batches' metrics (with `before`, of the batches below that id), oldest first."""
+        return self._latest_metrics(batch_metrics, batch_metrics.c.batch_id, job, limit, before)
 
     def record_rescale_metrics(self, job: str, generation: int, metrics_json: str) -> None:
         """What the rescale that wrote `generation` measured (one row per generation)."""
         self._put_metrics(rescale_metrics, rescale_metrics.c.generation, job, generation, metrics_json)
 
-    def rescale_metrics(self, job: str, limit: int = 100) -> list[dict]:
-        """The latest rescales' metrics, oldest first."""
-        return self._latest_metrics(rescale_metrics, rescale_metrics.c.generation, job, limit)
+    def rescale_metrics(self, job: str, limit: int = 100, before: int | None = None) -> list[dict]:
+        """The latest rescales' metrics (with `before`, of the generations below that number), oldest first."""
+        return self._latest_metrics(rescale_metrics, rescale_metrics.c.generation, job, limit, before)
 
     def _put_metrics(self, table: Table, key: Column, job: str, number: int, metrics_json: str, **extra: int) -> None:
         """One row per job and batch (or generation), replaced when recorded again."""
@@ -368,12 +369,86 @@ class CheckpointStore:
                 insert(table).values(job_name=job, **{key.name: number}, **extra, created_ms=self.clock(), metrics=metrics_json)
             )
 
-    def _latest_metrics(self, table: Table, key: Column, job: str, limit: int) -> list[dict]:
+    def _latest_metrics(self, table: Table, key: Column, job: str, limit: int, before: int | None) -> list[dict]:
+        query = select(table.c.metrics).where(table.c.job_name == job).order_by(key.desc()).limit(limit)
+        if before is not None:
+            query = query.where(key < before)
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(table.c.metrics).where(table.c.job_name == job).order_by(key.desc()).limit(limit)
-            ).scalars()
-            return [json.loads(r) for r in reversed(list(rows))]
+            return [json.loads(r) for r in reversed(list(conn.execute(query).scalars()))]
+
+    # --- retention: each rule deletes in statements of at most DELETE_CHUNK rows --------
+
+    def expire_plans(self, job: str, *, before_ms: int, through_batch: int) -> int:
+        """Committed and abandoned plans that ended before `before_ms`, up to `through_batch` (what data quality
+        validated: its next window reads the plans after it). Never a pending plan, nor the latest one, whose id
+        the next plan's is counted from."""
+        with self.engine.connect() as conn:
+            latest = conn.execute(select(func.max(batches.c.batch_id)).where(batches.c.job_name == job)).scalar() or 0
+        return self._delete_chunks(
+            batches,
+            batches.c.batch_id,
+            job,
+            batches.c.status.in_(("committed", "abandoned")),
+            batches.c.batch_id <= through_batch,
+            batches.c.batch_id < latest,
+            func.coalesce(batches.c.committed_ms, batches.c.planned_ms) < before_ms,
+        )
+
+    def expire_metrics(self, job: str, *, before_ms: int) -> int:
+        """Batch and rescale metrics recorded before `before_ms`, but the latest of each (the page's last batch)."""
+        removed = 0
+        for table, key in ((batch_metrics, batch_metrics.c.batch_id), (rescale_metrics, rescale_metrics.c.generation)):
+            with self.engine.connect() as conn:
+                latest = conn.execute(select(func.max(key)).where(table.c.job_name == job)).scalar() or 0
+            removed += self._delete_chunks(table, key, job, table.c.created_ms < before_ms, key < latest)
+        return removed
+
+    def expire_transactional_ids(self, job: str, *, before_ms: int) -> int:
+        """Closed transactional ids recorded before `before_ms`: no run reads them again (open ones are fenced first)."""
+        return self._delete_chunks(
+            transactions,
+            transactions.c.transactional_id,
+            job,
+            transactions.c.state == "closed",
+            transactions.c.created_ms < before_ms,
+        )
+
+    def expire_checkpoints(self, job: str) -> int:
+        """Checkpoints of the generations before the previous one: a batch reads the current generation's, a
+        rescale reads the current one's to write the next, and the previous stays for the operator."""
+        current = self._current_generation(job)
+        if current < 3:
+            return 0
+        return self._delete_chunks(checkpoints, checkpoints.c.id, job, checkpoints.c.generation < current - 1)
+
+    def expire_generations(self, job: str, *, before_ms: int) -> int:
+        """Generations written before `before_ms`, with their checkpoints, never the first (the job's identity in
+        its sinks), the current or the previous one."""
+        current = self._current_generation(job)
+        if current < 3:
+            return 0
+        old = (generations.c.generation > 1, generations.c.generation < current - 1, generations.c.created_ms < before_ms)
+        with self.engine.connect() as conn:
+            numbers = list(conn.execute(select(generations.c.generation).where(generations.c.job_name == job, *old)).scalars())
+        for n in numbers:  # at most one per rescale since the last maintenance
+            self._delete_chunks(checkpoints, checkpoints.c.id, job, checkpoints.c.generation == n)
+        return self._delete_chunks(generations, generations.c.generation, job, *old)
+
+    def _current_generation(self, job: str) -> int:
+        with self.engine.connect() as conn:
+            return conn.execute(select(jobs.c.generation).where(jobs.c.job_name == job)).scalar() or 0
+
+    def _delete_chunks(self, table: Table, key: Column, job: str, *where: Any) -> int:
+        """Delete the job's rows matching `where`, oldest key first, DELETE_CHUNK at a time, each chunk its own
+        short transaction (a batch's commit waits for one chunk at most); returns how many."""
+        removed = 0
+        while True:
+            chunk = select(key).where(table.c.job_name == job, *where).order_by(key).limit(DELETE_CHUNK)
+            with self.engine.begin() as conn:
+                count = conn.execute(delete(table).where(table.c.job_name == job, key.in_(chunk))).rowcount
+            removed += count
+            if count < DELETE_CHUNK:
+                return removed
 
     # --- lease ---------------------------------------------------------------
 

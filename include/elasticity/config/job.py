@@ -229,6 +229,50 @@ class JobConfig:
     report_path: str | None = key(
         "job.report.path", nonempty, None, "Folder of the data-quality reports (default $ELASTICITY_HOME/<job>/reports)."
     )
+    batches_retention_ms: int = key(
+        "job.batches.retention.ms",
+        int_range(0),
+        "604800000",
+        "Committed and abandoned batch plans older than this (default 7 days) are deleted, up to the last batch data "
+        "quality validated; the latest plan and pending ones always stay (batch ids keep growing).",
+    )
+    generations_retention_ms: int = key(
+        "job.generations.retention.ms",
+        int_range(0),
+        "2592000000",
+        "Generations (the rescale history) older than this (default 30 days) are deleted, never the first (the "
+        "job's identity), the current or the previous one; checkpoints are kept for the current and previous only.",
+    )
+    transactions_retention_ms: int = key(
+        "job.transactions.retention.ms",
+        int_range(0),
+        "3600000",
+        "Closed Kafka transactional ids older than this (default an hour) are deleted; open ones stay until a run fences them.",
+    )
+    metrics_retention_ms: int = key(
+        "metrics.retention.ms",
+        int_range(0),
+        "604800000",
+        "Batch and rescale metrics in the checkpoint store older than this (default 7 days) are deleted; the latest of each stays.",
+    )
+    quality_retain_runs: int = key(
+        "quality.report.retain.runs",
+        int_range(1),
+        "100",
+        "Data-quality runs whose report folder is kept: the latest ones; an older run's folder is removed whole.",
+    )
+    quality_retain_failed_runs: int = key(
+        "quality.report.retain.failed.runs",
+        int_range(0),
+        "1000",
+        "Failed data-quality runs kept besides those, the latest first.",
+    )
+    maintenance_schedule: str = key(
+        "airflow.maintenance.schedule",
+        nonempty,
+        "0 * * * *",
+        "Cron schedule of the job's elastic_maintenance DAG, which applies the retention keys (default hourly).",
+    )
 
     # --- running the tasks ---
     processing_guarantee: str = key(

@@ -19,6 +19,7 @@ SECTIONS: tuple[tuple[str, str], ...] = (  # first part of a key's name -> headi
     ("batch", "Micro-batches (`batch.*`)"),
     ("processing", "Processing guarantees (`processing.*`)"),
     ("app", "The application (`app.*`)"),
+    ("quality", "Data quality (`quality.*`)"),
     ("airflow", "Airflow (`airflow.*`)"),
     ("spark", "Spark (`spark.*`)"),
     ("stores", "State stores (`stores.*`)"),

@@ -1,7 +1,8 @@
 """Runs the data-quality suites for a job over a window of committed batches and
 writes its report: `runs/<run>/` (Great Expectations Data Docs, `summary.html`,
-`summary.json`) per run, and at the report root a rolling `summary.html` that
-links every run, plus `summary.json` of the latest.
+`summary.json`) per run, and at the report root `runs.jsonl` (a line per kept run), a rolling
+`summary.html` that links the latest runs, and `summary.json` of the latest. Each run applies the report's
+retention (`quality.report.retain.*`), so the folder stays bounded however long the job runs.
 
 Incremental (what the Asset and rescales trigger): the batches committed since
 the last validated one, reading only their audit and sink files and their input
@@ -33,10 +34,9 @@ from elasticity.config import JobConfig
 from elasticity.jobmodel.model import SystemStreamPartition
 from elasticity.kafka.admin import client_settings
 from elasticity.kafka.transactions import commit_topic, read_committed_from
-from elasticity.quality import cursor, state_check
+from elasticity.quality import cursor, history, state_check
 from elasticity.quality.checks import KAFKA_COLUMNS, Done, QualityInputs
-from elasticity.quality.history import run_summaries
-from elasticity.quality.report import index_html, summary_html
+from elasticity.quality.report import summary_html, write_index
 from elasticity.quality.suite import QualityResult, run_suites
 from elasticity.state.backends.blob_manager import BlobNotFound
 
@@ -368,7 +368,8 @@ def run_quality(
     (folder / "summary.json").write_text(json.dumps(summary, indent=2))
     if loaded.edge is not None and result.success:
         cursor.save(root, loaded.edge, stores)
-    runs = run_summaries(root)
+    history.record_run(root, summary, folder.name)
+    history.expire_runs(root, keep=config.quality_retain_runs, keep_failed=config.quality_retain_failed_runs)
     (root / "summary.json").write_text(json.dumps({**summary, "folder": str(folder.relative_to(root))}, indent=2))
-    (root / "summary.html").write_text(index_html(config.job_name, runs, metrics))
+    write_index(root, config.job_name, metrics)
     return result, folder / "summary.html"

@@ -16,10 +16,12 @@ from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import JobConfig
 from elasticity.jobmodel.object_mapper import ssp_to_key
 from elasticity.metrics.rates import task_rates
-from elasticity.quality.history import run_summaries
+from elasticity.quality.history import run_page
 
 BATCHES = 50  # recent batches charted
+MAX_BATCHES = 1000  # the most batches one page may ask for
 QUALITY_RUNS = 10  # data-quality runs listed
+RESCALES = 50  # generations listed
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,10 @@ class JobView:
     policy: PolicyView | None = None
     quality: dict[str, Any] | None = None  # the latest data-quality run
     quality_runs: list[dict[str, Any]] = field(default_factory=list)  # newest first
+    before: int | None = None  # the page of batches shown: those below this batch id (None: the latest)
+    older_batches: int | None = None  # `before` that asks for the page of older batches (None: no older one)
+    runs_before: int | None = None  # the page of data-quality runs shown: those below this run (None: the latest)
+    older_runs: int | None = None  # `runs_before` that asks for older data-quality runs (None: no older one)
     engine: EngineHealth | None = None  # None: not probed (no Spark Connect server, or not inside Airflow)
     run: RunInProgress | None = None
 
@@ -125,25 +131,42 @@ class JobView:
         return sum(self.records_behind_per_partition.values())
 
 
-def build_view(config: JobConfig, store: CheckpointStore, inputs: Inputs, policy: PolicyView | None = None) -> JobView:
+def build_view(
+    config: JobConfig,
+    store: CheckpointStore,
+    inputs: Inputs,
+    policy: PolicyView | None = None,
+    *,
+    limit: int = BATCHES,
+    before: int | None = None,
+    runs_before: int | None = None,
+) -> JobView:
+    """The page's data; its histories are pages (`limit` batches below batch `before`, the data-quality runs below
+    run `runs_before`; None: the latest), so a request reads the same amount whatever the job's age."""
     coordinator = JobCoordinator(config, store, inputs)
     current = coordinator.current()
     job = config.job_name
     view = JobView(job, current.number if current else None, current.factor if current else None, policy=policy)
+    view.before, view.runs_before = before, runs_before
     reports = Path(config.path("job.report.path", "reports"))
-    view.quality_runs = run_summaries(reports)[::-1][:QUALITY_RUNS]
-    view.quality = view.quality_runs[0] if view.quality_runs else None
+    runs = run_page(reports, limit=QUALITY_RUNS, before=runs_before)
+    view.quality_runs, view.older_runs = list(runs.runs), runs.older
+    latest = view.quality_runs if runs_before is None else list(run_page(reports, limit=1).runs)
+    view.quality = latest[0] if latest else None
     if current is None:
         return view
     view.created_ms = current.created_ms
-    view.batches = store.metrics(job, limit=BATCHES)
+    limit = min(max(1, limit), MAX_BATCHES)
+    view.batches = store.metrics(job, limit=limit, before=before)
+    view.older_batches = view.batches[0]["batch_id"] if len(view.batches) == limit else None
+    recent = view.batches if before is None else store.metrics(job, limit=BATCHES)
     try:  # the current model's checkpoints against fresh high watermarks
         view.lag_per_sspkb = lag_report(config, store, inputs).per_sspkb
     except (ConnectionError, OSError, RuntimeError) as e:
         view.lag_error = str(e)
     rates: dict[str, float] = {}
     sizes: dict[tuple[str, str], int] = {}
-    for m in view.batches:  # the latest rate of each task that had records, the latest size of each store
+    for m in recent:  # the latest rate of each task that had records, the latest size of each store
         rates.update(task_rates(m))
         for task, stores in m["metrics"].get("stores", {}).items():
             sizes.update({(task, s): v["disk-usage-bytes"] for s, v in stores.items() if "disk-usage-bytes" in v})
@@ -179,7 +202,7 @@ def build_view(config: JobConfig, store: CheckpointStore, inputs: Inputs, policy
                 behind[partition] = max(behind.get(partition, 0), row.lag or 0)
     view.rescales = [
         {"generation": g.number, "factor": g.factor, "reason": g.reason, "created_ms": g.created_ms, "origin": g.origin}
-        for g in store.generations(job)
+        for g in store.generations(job, limit=RESCALES)
     ]
     return view
 

@@ -208,7 +208,7 @@ def _check(c: dict) -> str:
 
 def _quality(view: JobView) -> str:
     if not view.quality_runs:
-        return '<p class="muted">No data-quality run yet.</p>'
+        return '<p class="muted">No data-quality run yet.</p>' + _runs_pager(view)
     base = f"../reports/{urllib.parse.quote(view.job)}"
     rows = []
     for r in view.quality_runs:
@@ -220,8 +220,37 @@ def _quality(view: JobView) -> str:
             f"<a class=docs href='{run}/data_docs/index.html'>Data Docs</a></td></tr>"
         )
     return (
-        f"<p><a href='{base}/summary.html'>All runs</a></p><table id=quality><tr><th>finished</th><th>run</th><th>window</th>"
+        f"<p><a href='{base}/summary.html'>Latest runs</a></p>{_runs_pager(view)}<table id=quality><tr><th>finished</th><th>run</th><th>window</th>"
         f"<th>verdict</th><th>checks</th><th>reports</th></tr>{''.join(rows)}</table>"
+    )
+
+
+def _pager(newer: str | None, older: str | None, ident: str) -> str:
+    """Links to the newest page and to the next older one of a history, when there are such pages."""
+    links = [
+        f"<a id={ident}-newest href='{newer}'>newest</a>" if newer else "",
+        f"<a id={ident}-older href='{older}'>older</a>" if older else "",
+    ]
+    return f"<div class=pager>{''.join(links)}</div>" if any(links) else ""
+
+
+def _query(**params: int | None) -> str:
+    return "?" + urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
+
+
+def _batches_pager(view: JobView) -> str:
+    return _pager(
+        _query(runs_before=view.runs_before) + "#batches" if view.before is not None else None,
+        _query(before=view.older_batches, runs_before=view.runs_before) + "#batches" if view.older_batches is not None else None,
+        "batches",
+    )
+
+
+def _runs_pager(view: JobView) -> str:
+    return _pager(
+        _query(before=view.before) + "#quality" if view.runs_before is not None else None,
+        _query(before=view.before, runs_before=view.older_runs) + "#quality" if view.older_runs is not None else None,
+        "runs",
     )
 
 
@@ -282,7 +311,7 @@ data-can-trigger="{"true" if can_trigger else "false"}"><label>New factor <input
     )
     return f"""{head}<div class=cards>{cards}</div>{_health(view)}
 <section><h2>Effect of scaling</h2>{lag_note}<div class=charts>{"".join(svg(c) for c in charts(view.batches))}</div></section>
-<section><h2>Recent batches</h2>{_batches(view)}</section>
+<section><h2>Recent batches</h2>{_batches_pager(view)}{_batches(view)}</section>
 <section><h2>Rescale</h2>{form}</section>
 <section><h2>Scale policy</h2>{_policy(view.policy)}</section>
 <section><h2>Virtual tasks and checkpoints</h2>{_tasks(view, page)}</section>
