@@ -258,7 +258,7 @@ class JobConfig:
     quality_retain_runs: int = key(
         "quality.report.retain.runs",
         int_range(1),
-        "100",
+        "50",
         "Data-quality runs whose report folder is kept: the latest ones; an older run's folder is removed whole.",
     )
     quality_retain_failed_runs: int = key(
