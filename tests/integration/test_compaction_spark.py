@@ -16,7 +16,7 @@ def test_spark_reads_a_compacted_root_as_the_library_does(spark, tmp_path):
         for b in (1, 2):
             write_legacy(tmp_path / sink, schema, b, [2, 1])
         for b in range(3, 9):
-            write(tmp_path / sink, schema, b, 0, [3, 2])
+            write(tmp_path / sink, schema, b, slots=[3, 2])
     props = {
         "job.name": "j",
         "task.inputs": "kafka.orders",

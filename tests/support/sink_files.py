@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 from elasticity.batch.sinks import DEAD_LETTER_SCHEMA, in_file, write_batch_file
 
 
-def rows(schema: pa.Schema, batch: int, attempt: int, slot: int, n: int) -> list[dict[str, Any]]:
+def rows(schema: pa.Schema, *, batch: int, attempt: int, slot: int, n: int) -> list[dict[str, Any]]:
     """n rows of a sink, each telling its batch, attempt, slot and place apart from every other written."""
     tag = f"{batch}.{attempt}.{slot}"
     out = []
@@ -29,12 +29,12 @@ def rows(schema: pa.Schema, batch: int, attempt: int, slot: int, n: int) -> list
     return out
 
 
-def write(root: Path, schema: pa.Schema, batch: int, attempt: int, slots: list[int]) -> list[dict[str, Any]]:
+def write(root: Path, schema: pa.Schema, batch: int, *, slots: list[int], attempt: int = 0) -> list[dict[str, Any]]:
     """A batch's files as the process stage writes them (dead letters with `batch_id`, the others without);
     the rows as a reader must see them."""
     expected = []
     for slot, n in enumerate(slots):
-        part = rows(schema, batch, attempt, slot, n)
+        part = rows(schema, batch=batch, attempt=attempt, slot=slot, n=n)
         if schema is DEAD_LETTER_SCHEMA:
             table = pa.Table.from_pylist([{**r, "batch_id": -1} for r in part], schema=schema)
         else:
@@ -50,7 +50,7 @@ def write_legacy(root: Path, schema: pa.Schema, batch: int, slots: list[int]) ->
     folder.mkdir(parents=True, exist_ok=True)
     expected = []
     for slot, n in enumerate(slots):
-        part = rows(schema, batch, 0, slot, n)
+        part = rows(schema, batch=batch, attempt=0, slot=slot, n=n)
         pq.write_table(pa.Table.from_pylist(part, schema=in_file(schema)), folder / f"slot-{slot}.parquet")
         expected += [{**r, "batch_id": batch} for r in part]
     return expected

@@ -115,7 +115,7 @@ def test_any_history_of_writes_retries_compactions_and_crashes_reads_each_batch_
                 expected[sink][b] = write_legacy(folder / sink, schema, b, [2, 1])
         committed, batch, attempt, current = legacy, legacy + 1, 0, [1, 1]
         for sink, schema in SINKS.items():
-            expected[sink][batch] = write(folder / sink, schema, batch, attempt, current)
+            expected[sink][batch] = write(folder / sink, schema, batch, slots=current, attempt=attempt)
         for kind, arg in steps:
             if kind == "commit":
                 committed, batch, attempt, current = batch, batch + 1, 0, arg
@@ -127,7 +127,7 @@ def test_any_history_of_writes_retries_compactions_and_crashes_reads_each_batch_
                 attempt += 1
             if kind != "compact":
                 for sink, schema in SINKS.items():
-                    expected[sink][batch] = write(folder / sink, schema, batch, attempt, current)
+                    expected[sink][batch] = write(folder / sink, schema, batch, slots=current, attempt=attempt)
             else:
                 behind, point, nth, crash = arg
                 through = max(committed - behind, 0)  # the caller's validated batch: committed, never written again
@@ -154,7 +154,7 @@ def scenario(folder: Path) -> dict[str, dict[int, list[dict[str, Any]]]]:
         for b in (1, 2):
             expected[sink][b] = write_legacy(root, schema, b, [2, 1])
         for b in range(3, 10):
-            expected[sink][b] = write(root, schema, b, 0, [3, 2])
+            expected[sink][b] = write(root, schema, b, slots=[3, 2])
         for f in root.rglob("*.parquet"):
             os.utime(f, ns=((NOW_MS - 20 * DAY_MS) * 10**6,) * 2)
     compact_sinks(config(folder, 1500), through_batch=5, now_ms=NOW_MS - 20 * DAY_MS)
@@ -215,7 +215,7 @@ def test_a_compacted_file_keeps_its_batches_times_and_spans_a_tenth_of_the_reten
     retention files are not merged across more than a tenth of it (else a small file would never expire)."""
     root = tmp_path / "dlq"
     for b in range(1, 21):
-        write(root, DEAD_LETTER_SCHEMA, b, 0, [1])
+        write(root, DEAD_LETTER_SCHEMA, b, slots=[1])
         os.utime(root / f"batch-{b:012d}-slot-0.parquet", ns=((NOW_MS - (40 - b) * DAY_MS) * 10**6,) * 2)
     kw = {"sink": "dead-letter", "target_bytes": 1 << 30, "retention_ms": 30 * DAY_MS}
     compact_root(str(root), DEAD_LETTER_SCHEMA, through_batch=20, now_ms=NOW_MS - 19 * DAY_MS, **kw)
@@ -248,7 +248,7 @@ def test_files_are_bin_packed_to_the_target_and_large_ones_left_alone(tmp_path):
 def test_only_batches_up_to_the_given_one_are_touched(tmp_path):
     root = tmp_path / "audit"
     for b in range(1, 6):
-        write(root, AUDIT_SCHEMA, b, 0, [1, 1])
+        write(root, AUDIT_SCHEMA, b, slots=[1, 1])
     compact_root(str(root), AUDIT_SCHEMA, sink="audit", through_batch=3, now_ms=NOW_MS, target_bytes=1 << 20, retention_ms=0)
     assert sorted(p.name for p in root.iterdir()) == [f"batch-{b:012d}-slot-{s}.parquet" for b in (4, 5) for s in (0, 1)]
     compact_root(str(root), AUDIT_SCHEMA, sink="audit", through_batch=4, now_ms=NOW_MS, target_bytes=1 << 20, retention_ms=None)
@@ -258,7 +258,7 @@ def test_only_batches_up_to_the_given_one_are_touched(tmp_path):
 
 def test_a_compacted_batch_is_never_deleted_as_a_retry_s(tmp_path):
     root = tmp_path / "audit"
-    write(root, AUDIT_SCHEMA, 1, 0, [1])
+    write(root, AUDIT_SCHEMA, 1, slots=[1])
     compact_root(str(root), AUDIT_SCHEMA, sink="audit", through_batch=1, now_ms=NOW_MS, target_bytes=1 << 20, retention_ms=None)
     with pytest.raises(ValueError, match="compacted already"):
         delete_batches(str(root), [1])
@@ -267,7 +267,7 @@ def test_a_compacted_batch_is_never_deleted_as_a_retry_s(tmp_path):
 def test_overlapping_compacted_files_fail_the_read_rather_than_guess(tmp_path):
     root = tmp_path / "audit"
     for b in (1, 2, 3):
-        write(root, AUDIT_SCHEMA, b, 0, [1])
+        write(root, AUDIT_SCHEMA, b, slots=[1])
     compact_root(str(root), AUDIT_SCHEMA, sink="audit", through_batch=2, now_ms=NOW_MS, target_bytes=1 << 20, retention_ms=None)
     pq.write_table(read_table(str(root), AUDIT_SCHEMA, [2, 3]), root / "compacted-000000000002-000000000003.parquet")
     with pytest.raises(ValueError, match="overlap"):
@@ -282,7 +282,7 @@ def test_after_compaction_pyarrow_and_pandas_read_the_root_as_one_dataset(tmp_pa
         for b in (1, 2):
             write_legacy(tmp_path / sink, schema, b, [2, 1])
         for b in range(3, 8):
-            write(tmp_path / sink, schema, b, 0, [3, 2])
+            write(tmp_path / sink, schema, b, slots=[3, 2])
     compact_sinks(config(tmp_path, 2500, audit="-1", dead_letter="-1"), through_batch=5, now_ms=NOW_MS)
     for sink, schema in SINKS.items():
         root = tmp_path / sink

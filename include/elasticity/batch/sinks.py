@@ -143,7 +143,7 @@ class Listing:
     root: str
     live: tuple[SinkFile, ...]
     covered: tuple[SinkFile, ...]
-    temporary: tuple[SinkFile, ...]  # half-written files under a `.` name (kind and batches meaningless)
+    temporary: tuple[SinkFile, ...]  # half-written files, `.<uuid>.tmp` (kind and batches meaningless)
 
     @property
     def files(self) -> tuple[SinkFile, ...]:
@@ -184,7 +184,7 @@ def list_root(root: str) -> Listing:
         if info.type != pafs.FileType.File:
             continue
         rel = info.path[len(base) + 1 :]
-        if rel.startswith(".") and "/" not in rel:
+        if rel.startswith(".") and rel.endswith(".tmp") and "/" not in rel:
             temporary.append(SinkFile(info.path, "batch", -1, -1, info.size or 0, (info.mtime_ns or 0) // 1_000_000))
         if any(p.startswith((".", "_")) for p in rel.split("/")):
             continue
