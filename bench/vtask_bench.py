@@ -84,7 +84,7 @@ class Bench:
 def files_per_batch(config, batch_id: int) -> int:
     roots = [Path(config.get("job.audit.path")), Path(config.get("job.dead.letter.path"))]
     roots += [p for p in Path(config.get("job.output.path")).iterdir() if p.is_dir()]
-    return sum(len(list((r / f"batch_id={batch_id}").glob("*.parquet"))) for r in roots)
+    return sum(len(list(r.glob(f"batch-{batch_id:012d}-*.parquet"))) for r in roots)
 
 
 SHAPES = {8: (4, 2), 256: (32, 8), 4096: (128, 32)}  # virtual tasks: partitions x factor

@@ -131,24 +131,42 @@ def test_batches_and_rescales_lose_nothing_and_keep_key_order(spark, kafka_boots
     assert all("keyhash-compute-ns" in m["metrics"] and "lag" in m["metrics"] for m in metrics)
 
 
-def test_the_sinks_read_as_one_dataset_with_pyarrow_pandas_and_spark(spark, kafka_bootstrap, job):
-    """A file per (batch, process slot), the virtual task and the batch as columns: the ecosystem's readers take
-    a sink's root as it is, and see exactly what the engine's own reader sees."""
+def test_compacted_sinks_keep_each_record_once_and_read_as_one_dataset_with_pyarrow_pandas_and_spark(spark, kafka_bootstrap, job):
+    """A file per (batch, process slot), the virtual task and the batch as columns; batches, a compaction up to
+    the last committed batch, more batches, another compaction: every input record's output once in the
+    exactly-once sink, and the ecosystem's readers take a sink's root as it is and see what the engine's own
+    reader sees."""
     import pandas as pd
     import pyarrow.parquet as pq
 
+    from elasticity.batch.compaction import compact_sinks
+
     topic, props, tmp_path = job
+    props["job.output.compaction.target.bytes"] = "20000"  # a few compacted files, not one
     feed(kafka_bootstrap, topic, 300, seed=5)
     config = validate(props)
     engine = MicroBatchEngine(config, spark)
+    engine.run(max_records=100)
+    engine.run(max_records=100)
+    for root in (tmp_path / "out" / "enriched", tmp_path / "audit"):
+        assert {f.name.split("-slot-")[0] for f in root.glob("*.parquet")} == {"batch-000000000001", "batch-000000000002"}
+        assert all(f.name.endswith(("-slot-0.parquet", "-slot-1.parquet")) for f in root.glob("*.parquet"))  # 2 slots
+    first = compact_sinks(config, through_batch=max(engine.store.batches_with_status(config.job_name, "committed")), now_ms=0)
+    assert [s.batches_compacted for s in first.sinks][:2] == [2, 2]  # dead letters: those of batches with bad records
+    feed(kafka_bootstrap, topic, 200, seed=6)
     engine.run(max_records=150)
     engine.run(until_caught_up=True)
-    audit, sink = assert_exactly_once_in_order(engine.store, config, kafka_bootstrap)
+    last = max(engine.store.batches_with_status(config.job_name, "committed"))
+    assert last >= 4
+    audit, sink = assert_exactly_once_in_order(engine.store, config, kafka_bootstrap)  # before the second compaction
+    assert len(audit) == 500 + 2 * len(MALFORMED)
+    report = compact_sinks(config, through_batch=last, now_ms=0)
+    assert report.files_after < report.files_before and report.files_expired == 0
+    assert assert_exactly_once_in_order(engine.store, config, kafka_bootstrap) == (audit, sink)
     dead = read_table(str(tmp_path / "dlq"), DEAD_LETTER_SCHEMA).to_pylist()
+    assert len(dead) == 2 * len(MALFORMED)
     for root, ours in ((tmp_path / "out" / "enriched", sink), (tmp_path / "audit", audit), (tmp_path / "dlq", dead)):
-        batches = [b for b in root.iterdir() if b.is_dir()]
-        assert batches and all(b.name.startswith("batch_id=") for b in batches)
-        assert all({f.name for f in b.iterdir()} <= {"slot-0.parquet", "slot-1.parquet"} for b in batches)  # 2 slots, 6 tasks
+        assert all(f.name.startswith("compacted-") for f in root.glob("*.parquet"))
         expected = sorted((r["batch_id"], r["task_name"], r["offset" if "offset" in r else "seq"]) for r in ours)
         for read in (
             pq.read_table(root).to_pylist(),

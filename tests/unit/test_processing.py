@@ -88,10 +88,10 @@ def test_fail_policy_reports_where_each_task_stopped(tmp_path):
 def test_a_sink_file_that_cannot_be_read_fails_the_read_naming_it(tmp_path):
     process_slot(ctx(tmp_path), 0, rows(("Partition_0-0-2", 0, 1, b'{"n": 1}'), ("Partition_0-1-2", 1, 2, b'{"n": 2}')))
     root = tmp_path / "out" / "doubled"
-    damaged = root / "batch_id=7" / "slot-0.parquet"
+    damaged = root / "batch-000000000007-slot-0.parquet"
     damaged.write_bytes(damaged.read_bytes()[:20])  # not a row fewer: the reader (data quality, the tests) must know
     for batches in (None, [7]):
-        with pytest.raises(pa.ArrowInvalid, match="batch_id=7/slot-0.parquet"):
+        with pytest.raises(pa.ArrowInvalid, match="batch-000000000007-slot-0.parquet"):
             read_table(str(root), OUTPUT_SCHEMA, batches)
 
 
@@ -112,15 +112,17 @@ def test_a_slot_writes_one_file_per_sink_read_as_one_dataset_by_pyarrow_and_pand
     for sink, n in (("out/doubled", 16), ("audit", 17), ("dlq", 1)):
         root = tmp_path / sink
         assert sorted(f.relative_to(root).as_posix() for f in root.rglob("*.parquet")) == [
-            "batch_id=7/slot-3.parquet",
-            "batch_id=8/slot-3.parquet",
+            "batch-000000000007-slot-3.parquet",
+            "batch-000000000008-slot-3.parquet",
         ]  # not a file per virtual task (16 of them)
         for read in (pq.read_table(root).to_pylist(), pd.read_parquet(root).to_dict("records")):
             assert len(read) == 2 * n and {r["batch_id"] for r in read} == {7, 8}
             assert len({r["task_name"] for r in read}) == min(n, 16)  # the virtual task, a column
 
 
-def test_files_an_earlier_version_wrote_per_virtual_task_are_read_and_deleted_as_before(tmp_path):
+def test_folders_earlier_versions_wrote_are_read_and_deleted_as_before(tmp_path):
+    """Hive folders (`batch_id=<n>/`): of a file per (batch, slot), `batch_id` from the folder only, and earlier of a
+    file per virtual task, `batch_id` in the file as well."""
     import pyarrow.parquet as pq
 
     from elasticity.batch.sinks import delete_batches
@@ -130,15 +132,19 @@ def test_files_an_earlier_version_wrote_per_virtual_task_are_read_and_deleted_as
     old = tmp_path / "audit" / "batch_id=3"  # a file per virtual task, batch_id a column as well as the folder
     old.mkdir()
     pq.write_table(new.set_column(6, "batch_id", pa.array([3], pa.int64())), old / "Partition_0-0-2-0a1b2c3d.parquet")
-    assert sorted(r["batch_id"] for r in read_table(str(tmp_path / "audit"), AUDIT_SCHEMA).to_pylist()) == [3, 7]
+    older = tmp_path / "audit" / "batch_id=5"  # a file per (batch, slot)
+    older.mkdir()
+    pq.write_table(new.drop_columns(["batch_id"]), older / "slot-0.parquet")
+    assert sorted(r["batch_id"] for r in read_table(str(tmp_path / "audit"), AUDIT_SCHEMA).to_pylist()) == [3, 5, 7]
     assert [r["batch_id"] for r in read_table(str(tmp_path / "audit"), AUDIT_SCHEMA, [3, 7]).to_pylist()] == [3, 7]
-    delete_batches(str(tmp_path / "audit"), [3, 7])
+    delete_batches(str(tmp_path / "audit"), [3, 5, 7])
+    assert not list((tmp_path / "audit").iterdir())
     assert read_table(str(tmp_path / "audit"), AUDIT_SCHEMA).num_rows == 0
 
 
 def test_a_retry_on_fewer_slots_leaves_only_its_own_files(tmp_path):
     """A retried batch may be placed on other slots (the process count changed): the engine empties the batch's
-    folders first, so no file of the first attempt stays beside the retry's."""
+    files first, so no file of the first attempt stays beside the retry's."""
     from elasticity.batch.sinks import delete_batches
 
     first = [rows(("Partition_0-0-2", 0, 1, b'{"n": 1}')), rows(("Partition_0-1-2", 1, 2, b'{"n": 2}'))]
@@ -147,7 +153,7 @@ def test_a_retry_on_fewer_slots_leaves_only_its_own_files(tmp_path):
     for root in ("audit", "out/doubled"):
         delete_batches(str(tmp_path / root), [7])
     process_slot(ctx(tmp_path), 0, pa.concat_tables(first))
-    assert [f.name for f in (tmp_path / "audit" / "batch_id=7").iterdir()] == ["slot-0.parquet"]
+    assert [f.name for f in (tmp_path / "audit").iterdir()] == ["batch-000000000007-slot-0.parquet"]
     assert sorted(r["value"] for r in read_table(str(tmp_path / "out" / "doubled"), OUTPUT_SCHEMA).to_pylist()) == [b"2", b"4"]
 
 

@@ -3,7 +3,7 @@ checkpoint commits.
 
 The protocol (Kafka Streams' way of committing offsets in the transaction of the outputs):
 1. The slots do not produce. They stage each Kafka output's records like a Parquet output, one file per batch
-   and slot (`<job.output.path>/_kafka/<system>.<topic>/batch_id=<n>/slot-<i>.parquet`), which a retry overwrites.
+   and slot (`<job.output.path>/_kafka/<system>.<topic>/batch-<n>-slot-<i>.parquet`), which a retry overwrites.
 2. The commit runs one Kafka transaction on the run's transactional producer: the staged records of every batch
    it covers, in batch order, each with its provenance headers (`PROVENANCE`), then the commit record (the
    checkpoints and each batch's record counts, `checkpoint.commit_record`) to the job's commit topic. Then the

@@ -449,7 +449,7 @@ def _sink_roots(ctx: ProcessContext) -> dict[OutputStream, str | None]:
 
 def _write_slot_files(ctx: ProcessContext, slot: int, table: pa.Table, units: list[_UnitRun]) -> None:
     """Each sink's rows of the slot's virtual tasks, in task order, as one file per (batch, slot), which a retry
-    of the batch overwrites (a retry placed differently finds the batch's folder emptied first: `delete_batches`).
+    of the batch overwrites (a retry placed differently finds the batch's files deleted first: `delete_batches`).
     Every Parquet output and the audit get their file, empty or not; dead letters only when there are some."""
     name = f"slot-{slot}"
     for root in (r for r in _sink_roots(ctx).values() if r is not None):

@@ -45,6 +45,7 @@ from elasticity.config.parsers import (
     nonempty,
     parse_factories,
     reporter_names,
+    retention_ms,
     store_url,
 )
 from elasticity.config.properties import parse_properties
@@ -175,6 +176,37 @@ class JobConfig:
     )
     dead_letter_path: str | None = key(
         "job.dead.letter.path", nonempty, None, "Parquet dead-letter dataset (default $ELASTICITY_HOME/<job>/dead-letter)."
+    )
+    compaction_target_bytes: int = key(
+        "job.output.compaction.target.bytes",
+        int_range(1),
+        "134217728",
+        "Size compaction merges the small files of validated batches to, in every Parquet sink (outputs, audit, "
+        "dead letters): compacted-<first>-<last>.parquet files of about this many bytes (default 128 MiB).",
+        samza="none in Samza; the target file size of Spark/Delta's OPTIMIZE and Iceberg's write.target-file-size-bytes",
+    )
+    output_retention_ms: int | None = key(
+        "job.output.retention.ms",
+        retention_ms,
+        "-1",
+        "How long the Parquet outputs of a validated batch are kept after it was written; -1: for ever (they are "
+        "the job's results; compacted, never expired unless set).",
+        samza="Kafka's topic retention.ms, -1 for no limit",
+    )
+    audit_retention_ms: int | None = key(
+        "job.audit.retention.ms",
+        retention_ms,
+        "604800000",
+        "How long the audit rows of a batch data quality has validated are kept after the batch was written "
+        "(default 7 days); -1: for ever. Rows of a batch not yet validated are never expired.",
+        samza="Kafka's topic retention.ms (its default, 7 days), -1 for no limit",
+    )
+    dead_letter_retention_ms: int | None = key(
+        "job.dead.letter.retention.ms",
+        retention_ms,
+        "2592000000",
+        "How long the dead letters of a validated batch are kept after the batch was written (default 30 days); -1: for ever.",
+        samza="Kafka's topic retention.ms, -1 for no limit",
     )
 
     # --- choosing the factor, and the Airflow DAGs ---

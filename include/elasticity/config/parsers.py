@@ -110,6 +110,19 @@ def _callback_timeout(text: str) -> int | None:
 
 callback_timeout = Parser(_callback_timeout, "-1 (no timeout) or an integer >= 1 (ms)")
 
+
+def _retention_ms(text: str) -> int | None:
+    """Kafka's `retention.ms`: -1 keeps forever (None here), else how long in ms."""
+    v = int(text.strip())
+    if v == -1:
+        return None
+    if v < 0:
+        raise ValueError
+    return v
+
+
+retention_ms = Parser(_retention_ms, "-1 (keep forever) or an integer >= 0 (ms)")
+
 STORE_BACKENDS = ("sqlite", "postgresql")
 
 
