@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 
+from elasticity.batch.compaction import compact_sinks
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import JobConfig
 
@@ -55,7 +56,15 @@ def _report_runs(m: Maintenance) -> int:
     return removed
 
 
+def _sinks(m: Maintenance) -> int:
+    """The Parquet sinks' compaction and retention (outputs, audit rows, dead letters) up to the validated batch:
+    the files it removed, net of those it wrote."""
+    done = compact_sinks(m.config, through_batch=m.validated_batch, now_ms=m.now_ms)
+    return done.files_before - done.files_after
+
+
 STEPS: tuple[tuple[str, Step], ...] = (
+    ("sink_files", _sinks),
     (
         "batch_plans",
         lambda m: m.store.expire_plans(

@@ -8,8 +8,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
+from elasticity.batch.sinks import AUDIT_SCHEMA, read_table, write_batch_file
 from elasticity.checkpoint.batch_plan import OffsetRange
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
@@ -114,7 +116,7 @@ class Clock:
 
 
 def test_maintain_runs_every_step_with_the_configured_retention_and_the_validated_edge(tmp_path):
-    config = config_for(tmp_path)
+    config = config_for(tmp_path, **{"job.audit.path": str(tmp_path / "audit")})
     clock = Clock()
     store = CheckpointStore(config.checkpoint_store_url(), clock=clock)
     model = build_job_model(config, {S: 1})
@@ -128,6 +130,8 @@ def test_maintain_runs_every_step_with_the_configured_retention_and_the_validate
         store.record_metrics("kept", plan.batch_id, 1, json.dumps({"batch_id": plan.batch_id}))
         store.open_transactional_id("kept", f"tid-{b}", "kafka")
         store.close_transactional_ids("kept", [f"tid-{b}"])
+        row = {"system": "kafka", "stream": "in", "partition": 0, "offset": b, "key": b"k", "task_name": "Partition 0"}
+        write_batch_file(str(tmp_path / "audit"), b, "slot-0", pa.Table.from_pylist([{**row, "seq": 0, "status": "processed"}]))
         clock.now += DAY
     reports = tmp_path / "reports"
     for n in range(1, 7):
@@ -138,6 +142,7 @@ def test_maintain_runs_every_step_with_the_configured_retention_and_the_validate
     assert report.validated_batch == 20
     # a week of plans stays (batches 24..30 ended within it); up to the validated batch 20 only
     assert report.removed == {
+        "sink_files": 19,  # the audit files of the validated batches 1..20, compacted into one
         "batch_plans": 20,
         "metrics": 23,
         "transactional_ids": 30,
@@ -149,6 +154,7 @@ def test_maintain_runs_every_step_with_the_configured_retention_and_the_validate
     assert [m["batch_id"] for m in store.metrics("kept")] == list(range(24, 31))
     assert [r["run"] for r in history.run_page(reports, limit=10).runs] == ["run0006", "run0005", "run0004", "run0002"]
     assert store.plan_batch("kept", 1, ()).batch_id == 31
+    assert read_table(str(tmp_path / "audit"), AUDIT_SCHEMA).column("batch_id").to_pylist() == list(range(1, 31))
     assert set(maintain(config, store, now_ms=clock.now).removed.values()) == {0}
 
 
@@ -177,6 +183,7 @@ def test_a_step_returns_a_count_or_a_dataclass_of_counts_and_one_failing_does_no
         maintain(config, store, now_ms=0, steps=steps)
     assert ran == [0]  # no data-quality run yet: nothing validated
     assert [name for name, _ in STEPS] == [
+        "sink_files",
         "batch_plans",
         "metrics",
         "transactional_ids",
