@@ -191,8 +191,9 @@ def test_maintenance_expires_what_is_past_retention_and_the_next_batch_plans_the
         (report / "runs" / folder / "summary.json").write_text(json.dumps(summary))
         history.record_run(report, summary, folder)
     runs = history.run_page(report, limit=10_000).runs
-    kept = {r["folder"] for r in runs[:100]} | {r["folder"] for r in runs[100:] if not r["success"]}
-    assert len(runs) > len(kept) > 100  # the latest 100, and the failed runs of the earlier tests
+    keep = config.quality_retain_runs
+    kept = {r["folder"] for r in runs[:keep]} | {r["folder"] for r in runs[keep:] if not r["success"]}
+    assert len(runs) > len(kept) > keep  # the latest ones, and the failed runs of the earlier tests
     validated = json.loads((report / "validated.json").read_text())
     (report / "validated.json").write_text(json.dumps({**validated, "last_batch": latest}))
     assert store.checkpoints(job, 1)  # generation 1 (factor 2): two generations before the current one (3)
