@@ -12,7 +12,7 @@ from elasticity.jobmodel.keybucket import key_hash
 from elasticity.jobmodel.model import TaskModel, TaskName
 from elasticity.state import ContainerStorageManager, StorageConfig, WrongBucketError
 from elasticity.state.handover import PARKING
-from elasticity.state.rocksdb import KEEP_LOG_FILE_NUM
+from elasticity.state.rocksdb import KEEP_LOG_FILE_NUM, MAX_LOG_FILE_SIZE, MAX_MANIFEST_FILE_SIZE
 from tests.support.state_job import reference, run
 
 BASE = {"job.name": "j", "task.inputs": "kafka.in", "task.checkpoint.read.versions": "2,1"}
@@ -276,3 +276,20 @@ def test_local_only_job_survives_restarts(tmp_path):
     props = {"job.state.dir": str(tmp_path / "state")}
     run(tmp_path / "w", 2, props)
     assert run(tmp_path / "w", 4, props) == reference(4)
+
+
+def test_a_store_that_stays_open_keeps_its_info_log_and_manifest_bounded(tmp_path):
+    """A store that stays open in its worker logs every flush and checkpoint to one LOG, and records each in its
+    MANIFEST: both roll at a size, so what the live folder holds does not grow with the job's age."""
+    csm = container(tmp_path)
+    task = TaskName("Partition 0")
+    csm.restore({})
+    store = csm.store(task, "counts")
+    live = csm.tasks[task]["counts"].dirs.live
+    for i in range(400):  # about 7.5 KB of LOG a commit: 3 MB without the limit
+        store.put(f"k{i % 50}", i)
+        commit(csm)
+    logs = sum(f.stat().st_size for f in live.iterdir() if f.name.startswith("LOG"))
+    manifests = sum(f.stat().st_size for f in live.iterdir() if f.name.startswith("MANIFEST"))
+    assert logs <= (KEEP_LOG_FILE_NUM + 1) * MAX_LOG_FILE_SIZE and manifests <= 2 * MAX_MANIFEST_FILE_SIZE
+    csm.close()

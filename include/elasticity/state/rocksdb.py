@@ -30,6 +30,11 @@ from elasticity.jobmodel.model import TaskName
 CHECKPOINT_ID_FILE = "CHECKPOINT-ID"
 _SKIPPED = {"LOCK", CHECKPOINT_ID_FILE}  # never copied nor uploaded: per process or rewritten
 KEEP_LOG_FILE_NUM = 2  # Samza's rocksdb.keep.log.file.num default: each open starts a new info LOG
+MAX_LOG_FILE_SIZE = 1 << 20
+"""An info LOG rolls at this size (Samza's rocksdb.max.log.file.size is 64 MB, for a container's few stores):
+a store that stays open in its worker logs each flush and checkpoint, about 7.5 KB a batch, so without a
+limit its LOG grows with the job's age, in every virtual task's store."""
+MAX_MANIFEST_FILE_SIZE = 1 << 20  # RocksDB's default is 1 GB; the MANIFEST gains some 160 bytes a batch
 
 
 def open_db(path: Path) -> Rdict:
@@ -40,6 +45,8 @@ def open_db(path: Path) -> Rdict:
     options = Options(raw_mode=True)
     options.create_if_missing(True)
     options.set_keep_log_file_num(KEEP_LOG_FILE_NUM)
+    options.set_max_log_file_size(MAX_LOG_FILE_SIZE)
+    options.set_max_manifest_file_size(MAX_MANIFEST_FILE_SIZE)
     options.set_max_file_opening_threads(1)
     db = Rdict(str(path), options)
     write = WriteOptions()
