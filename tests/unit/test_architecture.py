@@ -30,6 +30,7 @@ LAYERS = (
     "quality",
     "maintenance",
     "views",
+    "testing",
     "spark",
     "airflow",
     "cli",

@@ -1,0 +1,514 @@
+"""Run an app on a list of records, with no broker and no Spark: the test harness of
+Kafka Streams' TopologyTestDriver and Flink's operator test harnesses, for this engine.
+
+    run = TestRun("my_app:build", inputs=["kafka.orders"], factor=4)
+    result = run.process([("user-1", {"amount": 5})], stream="kafka.orders", partitions=2)
+    result.outputs["parquet.enriched"], result.stores["totals"], result.dead_letters
+
+A `process` call is one micro-batch through the engine's own process stage
+(`batch.processing.process_slot`): the job's config validated by
+`elasticity.config.validate`, its job model built by the groupers, each record
+partitioned by Kafka's murmur2 of its key bytes, routed to its virtual task by
+`batch.reader.route` (SEP-32's key bucket), decoded by the job's serdes, run
+through `SliceExecutor` under `task.dead.letter.policy` and
+`task.max.concurrency`, with real RocksDB stores restored from and snapshotted
+to local checkpoints, and windows closed by the watermark as between batches.
+What the harness does itself is the driver's part: the Kafka log (in memory),
+the batch's offsets, the checkpoints it carries from batch to batch, and
+reading back what the sinks wrote. Kafka outputs are staged as files, as under
+`processing.guarantee=exactly_once`, and read from there.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+from kafka.partitioner.default import murmur2
+from rocksdict import AccessType, Options, Rdict
+
+from elasticity.api.descriptors import StoreDescriptor
+from elasticity.api.stream import KV, ApplicationDescriptor, OutputStream, load_application
+from elasticity.batch.exactly_once import staging_root
+from elasticity.batch.processing import ProcessContext, process_slot
+from elasticity.batch.reader import Chunk, ReadCounts, Routed, RouteTable, route
+from elasticity.batch.sinks import batch_file_name
+from elasticity.checkpoint.task_checkpoint import CheckpointId, CheckpointV2
+from elasticity.config import JobConfig, validate
+from elasticity.jobmodel.grouping import build_job_model
+from elasticity.jobmodel.model import JobModel, SystemStream, SystemStreamPartition, TaskName
+from elasticity.jobmodel.object_mapper import ssp_from_key
+from elasticity.serializers import deserialize, serialize
+from elasticity.state.handover import PARKING
+from elasticity.state.rocksdb import StoreDirs, raw_items
+from elasticity.state.store_config import StorageConfig, local_state_dir
+from elasticity.state.table import SideInputBatch, SideInputTable, TableBatch, TableSource, _processor, resolve_tables
+from elasticity.state.worker import BatchState
+from elasticity.state.worker import _containers as _worker_containers
+
+__all__ = ["DeadLetter", "Emitted", "Record", "Result", "TaskRun", "TestRun"]
+
+_NO_BROKER = "testing"  # the bootstrap a staged or in-memory stream names: nothing connects to it
+
+
+@dataclass(frozen=True)
+class Record:
+    """An input record as a producer sends it: `key` and `value` are encoded with the system's serdes unless
+    they are bytes already (bytes a serde cannot read take the engine's dead-letter path). Without a
+    `partition`, Kafka's default partitioner places it (murmur2 of the key; round robin for a null key).
+    `timestamp` is the Kafka timestamp in ms, the event time of a window without `event_time`."""
+
+    key: Any
+    value: Any
+    partition: int | None = None
+    timestamp: int = 0
+
+
+@dataclass(frozen=True)
+class Emitted:
+    """An output record with where it came from: its virtual task and the input record (for a closed window,
+    the last record folded into it)."""
+
+    key: Any
+    value: Any
+    task: str
+    stream: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A row of the dead-letter sink: the record's bytes as read, and why (the engine's reason)."""
+
+    key: bytes | None
+    value: bytes | None
+    error: str
+    task: str
+    stream: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    """A virtual task's summary row of the batch (the driver's `TaskSummary`, its counts and error)."""
+
+    task: str
+    records: int
+    processed: int
+    dead_lettered: int
+    outputs: int
+    error: str | None
+
+
+@dataclass(frozen=True)
+class Result:
+    """One micro-batch: its outputs (decoded, per output in the order its sink holds them: each virtual task's
+    in input order), its dead letters, per task its summary, and every store's state after it (all tasks'
+    committed snapshots merged)."""
+
+    batch_id: int
+    outputs: dict[str, list[KV]]
+    emitted: dict[str, list[Emitted]]
+    dead_letters: list[DeadLetter]
+    stores: dict[str, dict[Any, Any]]
+    by_task: dict[str, TaskRun]
+
+
+@dataclass
+class _Log:
+    """One partition of a stream in memory: offset i is the list's item i."""
+
+    keys: list[bytes | None] = field(default_factory=list)
+    values: list[bytes | None] = field(default_factory=list)
+    timestamps: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+class _LogTable(SideInputTable):
+    """A side-input table caught up from the in-memory log instead of a Kafka consumer (the rest is the engine's)."""
+
+    logs: Mapping[tuple[str, str, int], _Log] = {}
+
+    def _read(  # type: ignore[override]  # the engine's is static: it needs no state, the log does
+        self, bootstrap: Any, ssp: SystemStreamPartition, start: int, end: int
+    ) -> list[tuple[int, bytes | None, bytes | None, int]]:
+        log = self.logs[(ssp.system, ssp.stream, ssp.partition)]
+        return [(o, log.keys[o], log.values[o], log.timestamps[o]) for o in range(start, end)]
+
+
+class TestRun:
+    """An app run batch by batch on records given in the test, as the engine runs it in a job.
+
+    `app` is `module:factory` (as `app.class`), the factory itself, or None for `config`'s `app.class`.
+    `config` holds any job keys; the harness adds the job name, `task.inputs`, `job.elasticity.factor` and
+    its own folders where they are not given, and `task.checkpoint.read.versions=2,1` (stores need
+    CheckpointV2). `partitions`: each stream's partition count, one for all or per `system.stream`."""
+
+    __test__ = False  # a harness, not a pytest test class
+
+    def __init__(
+        self,
+        app: str | Callable[[ApplicationDescriptor], None] | None = None,
+        *,
+        inputs: Sequence[str] = (),
+        factor: int = 1,
+        partitions: int | Mapping[str, int] = 1,
+        config: Mapping[str, str] | None = None,
+        folder: str | Path | None = None,
+    ) -> None:
+        self._own_folder = folder is None
+        self.folder = Path(tempfile.mkdtemp(prefix="elasticity-test-")) if folder is None else Path(folder)
+        props = {
+            "job.name": "test",
+            "job.elasticity.factor": str(factor),
+            "task.checkpoint.read.versions": "2,1",
+            "job.state.dir": str(self.folder / "state"),
+            "job.output.path": str(self.folder / "output"),
+            "job.audit.path": str(self.folder / "audit"),
+            "job.dead.letter.path": str(self.folder / "dead-letter"),
+            "blob.store.uri": str(self.folder / "blobs"),
+            **({"task.inputs": ",".join(inputs)} if inputs else {}),
+            **({"app.class": _app_class(app)} if app is not None else {}),
+            **(config or {}),
+        }
+        self.config: JobConfig = validate(props)
+        if not self.config.app_class:
+            raise ValueError("no app: pass TestRun(app=...) or app.class in config")
+        self.app = load_application(self.config.app_class, self.config.inputs)
+        stores = list(self.app.stores.values())
+        self.storage = StorageConfig.of(self.config, stores) if stores else None
+        self.tables: tuple[TableSource, ...] = resolve_tables(self.config, self.app.tables) if self.app.tables else ()
+        self._partitions = partitions
+        self._counts: dict[SystemStream, int] = {}
+        self._logs: dict[tuple[str, str, int], _Log] = {}
+        self._round_robin: dict[SystemStream, int] = {}
+        self._offsets: dict[SystemStreamPartition, int] = {}  # SSPKb -> next offset its task processes
+        self._checkpoints: dict[str, CheckpointV2] = {}  # task -> its last state snapshot
+        self._model: JobModel | None = None
+        self._slots: dict[int, tuple[tuple[str, int], ...]] = {}
+        self.batch_id = 0
+
+    # --- input ---------------------------------------------------------------------
+
+    def append(self, stream: str, records: Iterable[Record | tuple[Any, Any]], *, partitions: int | None = None) -> None:
+        """Produce records to an input or side-input stream; the next `process` reads them."""
+        ss = SystemStream.parse(stream)
+        side = {s for t in self.tables for s in t.streams}
+        if ss not in self.config.inputs and ss not in side:
+            known = sorted(map(str, (*self.config.inputs, *side)))
+            raise ValueError(f"{stream}: neither in task.inputs nor a table's side input ({known})")
+        n = self._count(ss, partitions)
+        key_serde, msg_serde = self.config.serde(ss.system, "key"), self.config.serde(ss.system, "msg")
+        for r in records:
+            rec = r if isinstance(r, Record) else Record(*r)
+            key, value = _encode(key_serde, rec.key), _encode(msg_serde, rec.value)
+            partition = rec.partition
+            if partition is None:
+                if key is None:
+                    partition = self._round_robin.get(ss, 0) % n
+                    self._round_robin[ss] = partition + 1
+                else:
+                    partition = (murmur2(key) & 0x7FFFFFFF) % n  # Kafka's default partitioner
+            if not 0 <= partition < n:
+                raise ValueError(f"{stream}: partition {partition} of a stream of {n}")
+            log = self._logs.setdefault((ss.system, ss.stream, partition), _Log())
+            log.keys.append(key)
+            log.values.append(value)
+            log.timestamps.append(rec.timestamp)
+
+    def _count(self, ss: SystemStream, partitions: int | None) -> int:
+        if partitions is None and ss in self._counts:
+            return self._counts[ss]
+        if partitions is None:
+            p = self._partitions
+            partitions = p if isinstance(p, int) else p.get(str(ss), 1)
+        known = self._counts.setdefault(ss, partitions)
+        if known != partitions:
+            raise ValueError(f"{ss}: {partitions} partitions, but it has {known} (the harness does not repartition)")
+        return known
+
+    # --- a batch -------------------------------------------------------------------
+
+    def process(
+        self, records: Iterable[Record | tuple[Any, Any]] = (), *, stream: str | None = None, partitions: int | None = None
+    ) -> Result:
+        """One micro-batch over every record appended since the last (`records` are appended to `stream` first,
+        by default the job's only input); state and open windows carry over to the next."""
+        records = list(records)
+        if records or stream is not None:
+            if stream is None:
+                if len(self.config.inputs) != 1:
+                    raise ValueError(
+                        f"process(records, stream=...): the job has several inputs {sorted(map(str, self.config.inputs))}"
+                    )
+                stream = str(self.config.inputs[0])
+            self.append(stream, records, partitions=partitions)
+        self.batch_id += 1
+        model = self._job_model()
+        owners = self._owners(model)
+        route_table = RouteTable(self.config.elasticity_factor, owners)
+        side_batch = self._side_inputs()
+        state = self._batch_state(model) if self.storage is not None else None
+        ctx = self._context(state, side_batch, len(self._slots))
+        by_task: dict[str, TaskRun] = {}
+        for slot in sorted(self._slots):
+            routed, read = Routed(), ReadCounts()
+            ends: dict[SystemStreamPartition, int] = {}
+            for (system, stream_name, partition), log in sorted(self._logs.items()):
+                buckets = owners.get((system, stream_name, partition))
+                mine = [first for _, first, _, s in (buckets or {}).values() if s == slot]
+                if not mine or min(mine) >= len(log):
+                    continue
+                start = min(mine)
+                chunk = Chunk(_NO_BROKER, system, stream_name, partition, start, len(log))
+                cols: dict[str, list[Any]] = {
+                    "offset": list(range(start, len(log))),
+                    "key": log.keys[start:],
+                    "value": log.values[start:],
+                    "timestamp": log.timestamps[start:],
+                }
+                route(route_table, chunk, cols, slot, read, routed)
+                for bucket, (_, _, _, s) in (buckets or {}).items():
+                    if s == slot:
+                        ends[SystemStreamPartition(system, stream_name, partition, bucket)] = len(log)
+            if side_batch is not None:
+                self._catch_up(side_batch, slot)
+            rows = process_slot(ctx, slot, routed.table())
+            self._offsets.update(ends)
+            for row in rows:
+                if row["stopped"]:  # task.dead.letter.policy=fail: its next batch starts where it stopped
+                    self._offsets.update({ssp_from_key(k): o for k, o in json.loads(row["stopped"]).items()})
+                if row.get("checkpoint_id"):
+                    self._checkpoints[row["task_name"]] = CheckpointV2(
+                        CheckpointId.parse(row["checkpoint_id"]), {}, json.loads(row["state_markers"])
+                    )
+                by_task[row["task_name"]] = TaskRun(
+                    row["task_name"], row["records"], row["processed"], row["dead_lettered"], row["outputs"], row["error"]
+                )
+        emitted = {spec: self._read_output(out) for spec, out in sorted(self.app.outputs.items())}
+        return Result(
+            self.batch_id,
+            {spec: [KV(e.key, e.value) for e in es] for spec, es in emitted.items()},
+            emitted,
+            self._read_dead_letters(),
+            self.stores(),
+            by_task,
+        )
+
+    def _job_model(self) -> JobModel:
+        for ss in self.config.inputs:
+            self._count(ss, None)
+        counts = {ss: self._counts[ss] for ss in self.config.inputs}
+        model = build_job_model(self.config, counts)
+        if self._model is not None and model != self._model:
+            raise ValueError("the job model changed between batches (a stream's partition count)")
+        self._model = model
+        per = self.config.container_process_count
+        slots: dict[int, list[tuple[str, int]]] = {}
+        for ci, c in enumerate(model.containers):  # the engine's placement: a container's tasks round robin over its slots
+            for ti, t in enumerate(c.tasks):
+                slots.setdefault(ci * per + ti % per, []).append((t.task_name.name, t.changelog_partition))
+        self._slots = {s: tuple(sorted(ts)) for s, ts in slots.items()}
+        return model
+
+    def _owners(self, model: JobModel) -> dict[tuple[str, str, int], dict[int, Any]]:
+        """Per input partition and key bucket: its task, the offset that task starts at, and the task's slot."""
+        slot_of = {name: s for s, ts in self._slots.items() for name, _ in ts}
+        owners: dict[tuple[str, str, int], dict[int, Any]] = {}
+        for t in model.tasks():
+            name = t.task_name.name
+            for ssp in t.system_stream_partitions:
+                first = self._offsets.get(ssp, 0)
+                owners.setdefault((ssp.system, ssp.stream, ssp.partition), {})[ssp.key_bucket] = (name, first, (), slot_of[name])
+        return owners
+
+    def _batch_state(self, model: JobModel) -> BatchState:
+        assert self.storage is not None
+        return BatchState(
+            storage=self.storage,
+            checkpoint_id=CheckpointId.create(),
+            slots=self._slots,
+            start=dict(self._checkpoints),
+            written=dict(self._checkpoints),
+            changelog_partitions=len(model.tasks()),
+        )
+
+    def _context(self, state: BatchState | None, tables: SideInputBatch | None, slots: int) -> ProcessContext:
+        c = self.config
+        systems = {s.system for s in c.inputs} | {o.system for o in self.app.outputs.values() if o.kind == "kafka"}
+        return ProcessContext(
+            job_name=c.job_name,
+            batch_id=self.batch_id,
+            app_class=c.app_class,
+            job_inputs=c.inputs,
+            key_serdes={s: c.serde(s, "key") for s in systems},
+            msg_serdes={s: c.serde(s, "msg") for s in systems},
+            output_path=c.path("job.output.path", "output"),
+            audit_path=c.path("job.audit.path", "audit"),
+            dead_letter_path=c.path("job.dead.letter.path", "dead-letter"),
+            output_bootstraps={},
+            policy=c.dead_letter_policy,
+            max_concurrency=c.max_concurrency,
+            callback_timeout_ms=c.callback_timeout_ms,
+            thread_pool_size=c.thread_pool_size,
+            state=state,
+            tables=tables,
+            stage_kafka=True,  # Kafka outputs to files, as under exactly-once: no broker to send to
+            slots=slots,
+        )
+
+    # --- side inputs ---------------------------------------------------------------
+
+    def _side_inputs(self) -> SideInputBatch | None:
+        """The batch's tables read up to each side-input partition's end now (the driver's replay rule)."""
+        if not self.tables:
+            return None
+        out = []
+        for t in self.tables:
+            targets = []
+            for ss in t.streams:
+                for p in range(self._count(ss, None)):
+                    log = self._logs.get((ss.system, ss.stream, p))
+                    targets.append((SystemStreamPartition(ss.system, ss.stream, p), len(log) if log else 0))
+            serdes = tuple(
+                sorted({(s.system, self.config.serde(s.system, "key"), self.config.serde(s.system, "msg")) for s in t.streams})
+            )
+            bootstraps = tuple((s, _NO_BROKER) for s in sorted({s.system for s in t.streams}))
+            out.append(TableBatch(t.name, tuple(targets), bootstraps, serdes, t.processor_factory))
+        return SideInputBatch(self.config.job_name, self.config.job_state_dir, tuple(out))
+
+    def _catch_up(self, batch: SideInputBatch, slot: int) -> None:
+        """Each table's folder of the slot caught up from the in-memory log before `process_slot` opens it,
+        which then finds nothing to read."""
+        for tb in batch.tables:
+            d = self.app.tables[tb.name]
+            folder = local_state_dir(batch.state_dir, batch.job_name) / "side-inputs" / tb.name / f"slot-{slot}"
+            table = _LogTable(folder, d, tb, _processor(d, tb.processor_factory))
+            table.logs = self._logs
+            try:
+                table.catch_up()
+            finally:
+                table.close()
+
+    # --- what the batch left -------------------------------------------------------
+
+    def _read_output(self, out: OutputStream) -> list[Emitted]:
+        c = self.config
+        root = c.path("job.output.path", "output").rstrip("/")
+        if out.kind == "parquet":
+            folder, serdes = f"{root}/{out.name}", ("string", "json")
+        else:
+            folder, serdes = staging_root(root, out.system, out.name), (c.serde(out.system, "key"), c.serde(out.system, "msg"))
+        emitted = []
+        for row in self._batch_rows(folder):
+            emitted.append(
+                Emitted(
+                    _decode(serdes[0], row["key"]),
+                    deserialize(serdes[1], row["value"], "value"),
+                    row["task_name"],
+                    f"{row['source_system']}.{row['source_stream']}",
+                    row["source_partition"],
+                    row["source_offset"],
+                )
+            )
+        return emitted
+
+    def _read_dead_letters(self) -> list[DeadLetter]:
+        rows = self._batch_rows(self.config.path("job.dead.letter.path", "dead-letter"))
+        return [
+            DeadLetter(
+                r["key"], r["value"], r["error"], r["task_name"], f"{r['system']}.{r['stream']}", r["partition"], r["offset"]
+            )
+            for r in rows
+        ]
+
+    def _batch_rows(self, root: str) -> list[dict[str, Any]]:
+        """The batch's rows of a sink, slot by slot, each slot's file in the order the engine wrote it."""
+        rows: list[dict[str, Any]] = []
+        for slot in sorted(self._slots):
+            path = Path(root) / batch_file_name(self.batch_id, f"slot-{slot}")
+            if path.exists():
+                rows += pq.read_table(path).to_pylist()
+        return rows
+
+    def stores(self) -> dict[str, dict[Any, Any]]:
+        """Every store's committed state, all virtual tasks merged (read from their last snapshots). A window's
+        store holds its operator's entries (open windows, timers, marks) under byte keys."""
+        out: dict[str, dict[Any, Any]] = {}
+        state_dir = local_state_dir(self.storage.state_dir if self.storage else None, self.config.job_name)
+        for name, d in sorted(self.app.stores.items()):
+            merged = out[name] = {}
+            for task, cp in sorted(self._checkpoints.items()):
+                folder = StoreDirs.of(state_dir, TaskName(task), name).valid_checkpoint(cp.checkpoint_id)
+                if folder is None:
+                    raise RuntimeError(f"store {name!r} of task {task!r}: no local snapshot {cp.checkpoint_id}")
+                for k, v in _snapshot(folder, d):
+                    if k in merged:
+                        raise AssertionError(f"store {name!r}: key {k!r} is held by two virtual tasks")
+                    merged[k] = v
+        return out
+
+    # --- the end -------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the stores the batches left open (parked, as a Spark Python worker keeps them) and remove the
+        harness's folder when it made it."""
+        if self.storage is not None:
+            for tasks in self._slots.values():
+                container = _worker_containers.pop((self.storage, tasks), None)
+                if container is None:
+                    continue
+                for stores in container.csm.tasks.values():
+                    for ts in stores.values():
+                        PARKING.take(ts)
+                for q in container._queues.values():
+                    q.shutdown(wait=True)
+                container.csm.close()
+        if self._own_folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __enter__(self) -> TestRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _app_class(app: str | Callable[[ApplicationDescriptor], None]) -> str:
+    if isinstance(app, str):
+        return app
+    spec = f"{app.__module__}:{app.__qualname__}"
+    if "<" in app.__qualname__ or "." in app.__qualname__:
+        raise ValueError(f"app {spec}: a factory at a module's top level, which Python workers can import by name")
+    return spec
+
+
+def _encode(serde: str, v: Any) -> bytes | None:
+    return v if isinstance(v, bytes) or v is None else serialize(serde, v)
+
+
+def _decode(serde: str, raw: bytes | None) -> Any:
+    """A sink's key as the serde reads it; a Parquet output's key text as str, other bytes as they are."""
+    try:
+        return deserialize(serde, raw, "key")
+    except ValueError:
+        return raw
+
+
+def _snapshot(folder: Path, d: StoreDescriptor) -> list[tuple[Any, Any]]:
+    """A store's entries in a local RocksDB checkpoint, opened read-only (the checkpoint stays as it is)."""
+    db = Rdict(str(folder), Options(raw_mode=True), access_type=AccessType.read_only())
+    try:
+        return [(d.key_from(k), d.value_from(v)) for k, v in raw_items(db)]
+    finally:
+        db.close()
