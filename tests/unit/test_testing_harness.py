@@ -15,6 +15,7 @@ from elasticity.apps import enrichment, sessions
 from elasticity.config import ConfigError
 from elasticity.jobmodel.model import SystemStreamPartition
 from elasticity.testing import Record, TestRun
+from tests.support.examples import examples
 
 STATEFUL = "elasticity.apps.enrichment:build_stateful"
 
@@ -159,7 +160,9 @@ def test_sessions_join_their_users_table_and_close_as_the_watermark_passes():
 keys = st.sampled_from([f"user-{i}" for i in range(6)])
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(
     batches=st.lists(st.lists(st.tuples(keys, st.integers(1, 50)), max_size=12), min_size=1, max_size=3),
     partitions=st.integers(1, 3),
@@ -175,3 +178,11 @@ def test_per_key_order_and_the_final_state_do_not_depend_on_the_factor(batches, 
             assert [v["amount"] for v in values] == [a for b in batches for kk, a in b if kk == k]
     assert finals[0] == finals[1] == finals[2]
     assert finals[0]["totals"] == enrichment.totals_of(messages([order(k, a) for b in batches for k, a in b]))
+
+
+def test_the_documented_example_is_a_test_here():
+    import inspect
+    from pathlib import Path
+
+    page = (Path(__file__).parents[2] / "docs" / "apps" / "testing.md").read_text()
+    assert inspect.getsource(test_running_totals_per_user).strip() in page
