@@ -148,6 +148,9 @@ def svg(jobs: list[Job], every: int, path: Path) -> None:
     width, height, pad = 720, 250, 46
     colors = ["#1f77b4", "#d62728"]
 
+    def label(v: float) -> str:
+        return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
+
     def panel(y0: int, title: str, series: list[tuple[str, list[tuple[float, float]]]], unit: str) -> str:
         xs = [x for _, pts in series for x, _ in pts] or [1]
         ys = [y for _, pts in series for _, y in pts] or [1]
@@ -160,7 +163,7 @@ def svg(jobs: list[Job], every: int, path: Path) -> None:
         out.append(f'<polyline fill="none" stroke="#999" points="{at(0, ymax)} {at(0, 0)} {at(xmax, 0)}"/>')
         for frac in (0, 0.5, 1):
             out.append(
-                f'<text x="4" y="{at(0, ymax / 1.15 * frac).split(",")[1]}" font-size="11">{ymax / 1.15 * frac:.3g}{unit}</text>'
+                f'<text x="4" y="{at(0, ymax / 1.15 * frac).split(",")[1]}" font-size="11">{label(ymax / 1.15 * frac)}{unit}</text>'
             )
             out.append(
                 f'<text x="{at(xmax * frac, 0).split(",")[0]}" y="{y0 + height - pad + 16}" font-size="11">{xmax * frac:,.0f}</text>'
