@@ -161,11 +161,9 @@ def _kafka_outputs(
     rows, edges = [], {}
     for _, name in outputs:
         read, ends = read_committed_from(kafka, name, edges_before.get(name))
-        found = [
-            {"output": name, "partition": r.partition, "offset": r.offset, "key": r.key, **provenance(r.headers)} for r in read
-        ]
-        edges[name] = _edges(((r.partition, r.offset, int(provenance(r.headers).get("batch_id", 0))) for r in read), ends, last)
-        rows += found
+        found = [(r, provenance(r.headers)) for r in read]
+        edges[name] = _edges(((r.partition, r.offset, int(p.get("batch_id", 0))) for r, p in found), ends, last)
+        rows += [{"output": name, "partition": r.partition, "offset": r.offset, "key": r.key, **p} for r, p in found]
     records = pd.DataFrame(rows, columns=KAFKA_COLUMNS)
     for c in ("source_partition", "source_offset", "batch_id", "seq"):
         records[c] = pd.to_numeric(records[c]).astype("Int64")
