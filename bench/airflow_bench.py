@@ -27,14 +27,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "include"))
 os.environ.setdefault("ELASTICITY_PROJECT_DIR", str(REPO))  # the checkout's dags/ and plugins/, wherever it runs from
 
-from elasticity.airflow.standalone import AirflowStandalone, connections  # noqa: E402
 from elasticity.apps.demo_feed import demo_records  # noqa: E402
 from elasticity.checkpoint.store import CheckpointStore  # noqa: E402
-from elasticity.daemon import free_port  # noqa: E402
 from elasticity.kafka.admin import create_topic  # noqa: E402
-from elasticity.kafka.broker import EmbeddedBroker  # noqa: E402
 from elasticity.kafka.producer import send  # noqa: E402
-from elasticity.spark.server import SparkConnectServer  # noqa: E402
+from elasticity.local.broker import EmbeddedBroker  # noqa: E402
+from elasticity.local.connect_server import SparkConnectServer  # noqa: E402
+from elasticity.local.daemon import free_port  # noqa: E402
+from elasticity.local.standalone import AirflowStandalone, connections  # noqa: E402
 
 JOB = "bench"
 PARTITIONS = 4

@@ -33,9 +33,9 @@ sys.path.insert(0, str(REPO / "include"))
 from elasticity.apps.demo_feed import demo_records  # noqa: E402
 from elasticity.config import validate  # noqa: E402
 from elasticity.kafka.admin import create_topic  # noqa: E402
-from elasticity.kafka.broker import EmbeddedBroker, free_port  # noqa: E402
 from elasticity.kafka.producer import send  # noqa: E402
-from elasticity.spark.cluster import ClusterState, LocalCluster  # noqa: E402
+from elasticity.local.broker import EmbeddedBroker, free_port  # noqa: E402
+from elasticity.local.cluster import ClusterState, LocalCluster  # noqa: E402
 
 PARTITIONS = 4
 

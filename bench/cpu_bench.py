@@ -38,11 +38,11 @@ sys.path.insert(0, str(REPO / "include"))
 
 from elasticity.apps.demo_feed import demo_records  # noqa: E402
 from elasticity.config import validate  # noqa: E402
-from elasticity.daemon import free_port  # noqa: E402
 from elasticity.kafka.admin import create_topic  # noqa: E402
-from elasticity.kafka.broker import EmbeddedBroker  # noqa: E402
 from elasticity.kafka.producer import send  # noqa: E402
-from elasticity.spark.server import SparkConnectServer  # noqa: E402
+from elasticity.local.broker import EmbeddedBroker  # noqa: E402
+from elasticity.local.connect_server import SparkConnectServer  # noqa: E402
+from elasticity.local.daemon import free_port  # noqa: E402
 
 PARTITIONS = 4
 USERS = 3000

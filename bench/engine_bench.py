@@ -33,8 +33,8 @@ from elasticity.apps.demo_feed import demo_records  # noqa: E402
 from elasticity.config import validate  # noqa: E402
 from elasticity.jobmodel.model import SystemStreamPartition  # noqa: E402
 from elasticity.kafka.admin import create_topic  # noqa: E402
-from elasticity.kafka.broker import EmbeddedBroker, free_port  # noqa: E402
 from elasticity.kafka.producer import send  # noqa: E402
+from elasticity.local.broker import EmbeddedBroker, free_port  # noqa: E402
 
 
 def job(topic: str, tmp: str, factor: int, **extra: str):

@@ -24,8 +24,8 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 from elasticity.apps.demo_feed import demo_records  # noqa: E402
 from elasticity.config import validate  # noqa: E402
 from elasticity.kafka.admin import create_topic  # noqa: E402
-from elasticity.kafka.broker import EmbeddedBroker, free_port  # noqa: E402
 from elasticity.kafka.producer import send  # noqa: E402
+from elasticity.local.broker import EmbeddedBroker, free_port  # noqa: E402
 
 
 def drain(spark, topic: str, tmp: str, guarantee: str, batch: int) -> tuple[float, list[float], int]:

@@ -40,10 +40,10 @@ sys.path[:0] = [str(REPO / "include"), str(REPO / "bench")]
 
 from elasticity.apps.demo_feed import demo_records  # noqa: E402
 from elasticity.config import JobConfig, validate  # noqa: E402
-from elasticity.daemon import free_port  # noqa: E402
 from elasticity.kafka.admin import create_topic  # noqa: E402
-from elasticity.kafka.broker import EmbeddedBroker  # noqa: E402
-from elasticity.spark.server import SparkConnectServer  # noqa: E402
+from elasticity.local.broker import EmbeddedBroker  # noqa: E402
+from elasticity.local.connect_server import SparkConnectServer  # noqa: E402
+from elasticity.local.daemon import free_port  # noqa: E402
 
 PARTITIONS = 4
 USERS = 300

@@ -20,7 +20,7 @@ broker's logs), the faults injected and the time each took to heal (from the fau
 first batch committed after it ended; a rescale heals at the first batch of its generation).
 
 With `--cluster` (`make soak CLUSTER=1 MINUTES=60`) the jobs run on the local cluster
-(`elasticity.spark.cluster`: a master, two workers, the S3 server as the sinks' and blobs'
+(`elasticity.local.cluster`: a master, two workers, the S3 server as the sinks' and blobs'
 storage, the Connect server as the driver) under its supervisor, Airflow's metadata on a
 second private PostgreSQL with the LocalExecutor, and every 1 to 3 minutes a fault drawn
 from: an executor, a worker, the driver or the master SIGKILLed (the supervisor starts the
@@ -53,20 +53,21 @@ os.environ.setdefault("ELASTICITY_PROJECT_DIR", str(REPO))  # the checkout's dag
 from kafka import KafkaProducer  # noqa: E402
 from sqlalchemy import select  # noqa: E402
 
-from elasticity.airflow.standalone import AirflowApi, AirflowDb, AirflowStandalone, connections  # noqa: E402
 from elasticity.batch.lag import lag_report  # noqa: E402
 from elasticity.batch.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, read_table  # noqa: E402
 from elasticity.checkpoint import store as st  # noqa: E402
 from elasticity.checkpoint.store import CheckpointStore  # noqa: E402
 from elasticity.config import load_config  # noqa: E402
-from elasticity.daemon import free_port  # noqa: E402
 from elasticity.jobmodel.model import SystemStreamPartition  # noqa: E402
 from elasticity.kafka.admin import create_topic  # noqa: E402
-from elasticity.kafka.broker import EmbeddedBroker  # noqa: E402
 from elasticity.kafka.consumer import KafkaInputs  # noqa: E402
-from elasticity.spark.cluster import LocalCluster  # noqa: E402
-from elasticity.spark.server import SparkConnectServer  # noqa: E402
-from elasticity.spark.supervisor import SupervisorStatus, status_file, supervise  # noqa: E402
+from elasticity.local.airflow_api import AirflowApi  # noqa: E402
+from elasticity.local.broker import EmbeddedBroker  # noqa: E402
+from elasticity.local.cluster import LocalCluster  # noqa: E402
+from elasticity.local.connect_server import SparkConnectServer  # noqa: E402
+from elasticity.local.daemon import free_port  # noqa: E402
+from elasticity.local.standalone import AirflowDb, AirflowStandalone, connections  # noqa: E402
+from elasticity.local.supervisor import SupervisorStatus, status_file, supervise  # noqa: E402
 
 JOB = "soak"
 TOPIC = "soak-orders"

@@ -53,9 +53,9 @@ from elasticity.config import validate
 from elasticity.jobmodel.grouping import build_job_model
 from elasticity.jobmodel.keybucket import key_hash
 from elasticity.jobmodel.model import SystemStream, TaskModel, TaskName
-from elasticity.kafka.broker import EmbeddedBroker, free_port
+from elasticity.local.broker import EmbeddedBroker, free_port
+from elasticity.local.s3server import SeaweedS3
 from elasticity.state import ContainerStorageManager, StorageConfig, rescale
-from elasticity.state.backends.s3server import SeaweedS3
 from elasticity.state.bucketscan import ScanJob, ScanWorkers
 from elasticity.state.rescale import move_state
 from elasticity.state.rocksdb import snapshot_files

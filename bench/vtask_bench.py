@@ -38,9 +38,9 @@ from elasticity.apps.demo_feed import demo_records  # noqa: E402
 from elasticity.batch.coordinator import JobCoordinator  # noqa: E402
 from elasticity.config import validate  # noqa: E402
 from elasticity.kafka.admin import create_topic  # noqa: E402
-from elasticity.kafka.broker import EmbeddedBroker, free_port  # noqa: E402
 from elasticity.kafka.producer import send  # noqa: E402
-from elasticity.spark.server import SparkConnectServer  # noqa: E402
+from elasticity.local.broker import EmbeddedBroker, free_port  # noqa: E402
+from elasticity.local.connect_server import SparkConnectServer  # noqa: E402
 from elasticity.spark.target import SparkTarget  # noqa: E402
 
 LOOKUP_MS = 20.0  # the enrichment app's default lookup

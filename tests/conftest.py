@@ -55,7 +55,7 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> str:
     if external:
         yield external
         return
-    from elasticity.kafka.broker import EmbeddedBroker, free_port
+    from elasticity.local.broker import EmbeddedBroker, free_port
 
     broker = EmbeddedBroker(tmp_path_factory.mktemp("elasticity-home"))
     state = broker.start(port=free_port())
@@ -71,8 +71,8 @@ def spark_connect_server(tmp_path_factory: pytest.TempPathFactory):
     its state file under its own ELASTICITY_HOME (`home`)."""
     from types import SimpleNamespace
 
-    from elasticity.daemon import free_port
-    from elasticity.spark.server import SparkConnectServer
+    from elasticity.local.connect_server import SparkConnectServer
+    from elasticity.local.daemon import free_port
 
     home = tmp_path_factory.mktemp("spark-connect-home")
     server = SparkConnectServer(home)
@@ -142,7 +142,7 @@ def job_name(request) -> str:
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory: pytest.TempPathFactory):
     """A real S3-protocol server (SeaweedFS from its wheel) on a free loopback port."""
-    from elasticity.state.backends.s3server import SeaweedS3
+    from elasticity.local.s3server import SeaweedS3
 
     with SeaweedS3(tmp_path_factory.mktemp("seaweedfs")) as server:
         yield server

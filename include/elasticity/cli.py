@@ -18,7 +18,7 @@ from elasticity.jobmodel.grouping import build_job_model
 from elasticity.jobmodel.model import JobModel, SystemStream
 from elasticity.jobmodel.object_mapper import SerdeError, job_model_to_json
 from elasticity.kafka.admin import BrokerUnreachable, TopicError, client_settings, create_topic, partition_counts
-from elasticity.kafka.broker import BrokerError, EmbeddedBroker
+from elasticity.local.broker import BrokerError, EmbeddedBroker
 
 
 def _parse_partitions(items: Sequence[str]) -> dict[SystemStream, int]:
@@ -269,7 +269,7 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
 
 
 def cmd_spark(args: argparse.Namespace) -> int:
-    from elasticity.spark.server import SparkConnectServer
+    from elasticity.local.connect_server import SparkConnectServer
 
     server = SparkConnectServer()
     return _service(
@@ -282,8 +282,8 @@ def cmd_spark(args: argparse.Namespace) -> int:
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
-    from elasticity.spark.cluster import ClusterState, LocalCluster
-    from elasticity.spark.supervisor import SupervisorStatus, status_file, supervise
+    from elasticity.local.cluster import ClusterState, LocalCluster
+    from elasticity.local.supervisor import SupervisorStatus, status_file, supervise
 
     cluster = LocalCluster()
     if args.action == "stop":
@@ -316,7 +316,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 
 def cmd_airflow(args: argparse.Namespace) -> int:
-    from elasticity.airflow.standalone import airflow_db, init, on_local_cluster, serve
+    from elasticity.local.standalone import airflow_db, init, on_local_cluster, serve
 
     db = airflow_db(args.db)
     if args.init_only:
@@ -326,7 +326,7 @@ def cmd_airflow(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from elasticity.airflow.story import run_story
+    from elasticity.local.story import run_story
 
     return run_story(args.records)
 

@@ -14,13 +14,13 @@ import uuid
 
 import pytest
 
-from elasticity.airflow.standalone import AirflowStandalone, connections
 from elasticity.apps.demo_feed import demo_records
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import parse_properties
-from elasticity.daemon import free_port
 from elasticity.kafka.producer import send
-from elasticity.spark.supervisor import SupervisorStatus, status_file, supervise
+from elasticity.local.daemon import free_port
+from elasticity.local.standalone import AirflowStandalone, connections
+from elasticity.local.supervisor import SupervisorStatus, status_file, supervise
 from tests.integration.test_cluster import CLUSTER_JOB, cluster  # noqa: F401 (a fixture)
 from tests.support.airflow_runs import finished, wait_for
 from tests.support.helpers import fresh_topic, write_properties

@@ -12,8 +12,8 @@ import time
 import pytest
 
 from elasticity.config import validate
-from elasticity.kafka.broker import EmbeddedBroker, free_port
-from elasticity.spark.cluster import LocalCluster
+from elasticity.local.broker import EmbeddedBroker, free_port
+from elasticity.local.cluster import LocalCluster
 from elasticity.spark.engine import MicroBatchEngine
 from elasticity.spark.session import session
 from tests.chaos.test_cluster_faults import _report

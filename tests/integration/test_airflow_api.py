@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from elasticity.airflow.standalone import AirflowApi, ApiError
+from elasticity.local.airflow_api import AirflowApi, ApiError
 
 
 class Api(BaseHTTPRequestHandler):

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from elasticity.daemon import free_port, port_open
-from elasticity.spark.server import SparkConnectServer
+from elasticity.local.connect_server import SparkConnectServer
+from elasticity.local.daemon import free_port, port_open
 from tests.conftest import REPO
 
 

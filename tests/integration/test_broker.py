@@ -17,7 +17,7 @@ from elasticity.config import validate
 from elasticity.jobmodel.grouping import build_job_model
 from elasticity.jobmodel.model import SystemStream
 from elasticity.kafka.admin import BrokerUnreachable, TopicError, create_topic, partition_counts, probe
-from elasticity.kafka.broker import EmbeddedBroker, free_port
+from elasticity.local.broker import EmbeddedBroker, free_port
 
 ELASTICITY = str(Path(sys.executable).with_name("elasticity"))
 

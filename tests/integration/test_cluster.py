@@ -24,22 +24,22 @@ import pyarrow as pa
 import pytest
 import requests
 
-from elasticity.airflow.standalone import AirflowStandalone, connections
 from elasticity.apps.demo_feed import demo_records
 from elasticity.batch.coordinator import JobCoordinator
 from elasticity.batch.sink_identity import IdentityMismatch, guard_sinks
 from elasticity.batch.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, output_roots, read_table, write_batch_file
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import ConfigError, parse_properties, validate
-from elasticity.daemon import free_port
 from elasticity.jobmodel.model import SystemStream
 from elasticity.kafka.consumer import KafkaInputs
 from elasticity.kafka.producer import send
+from elasticity.local.cluster import LocalCluster
+from elasticity.local.daemon import free_port
+from elasticity.local.standalone import AirflowStandalone, connections
+from elasticity.local.supervisor import SupervisorStatus, status_file, supervise
 from elasticity.quality.runner import run_quality
-from elasticity.spark.cluster import LocalCluster
 from elasticity.spark.engine import MicroBatchEngine
 from elasticity.spark.session import session
-from elasticity.spark.supervisor import SupervisorStatus, status_file, supervise
 from elasticity.state.backends.blob_manager import BlobNotFound, UploadFailed
 from tests.conftest import REPO
 from tests.integration import test_windows_rescale as windows

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import yaml
 
-from elasticity.airflow.standalone import (
+from elasticity.cli import build_parser
+from elasticity.config import load_config
+from elasticity.local.standalone import (
     EXECUTOR,
     METADATA_DATABASE,
     STORE_DATABASE,
@@ -26,8 +28,6 @@ from elasticity.airflow.standalone import (
     airflow_db,
     connections,
 )
-from elasticity.cli import build_parser
-from elasticity.config import load_config
 from tests.conftest import REPO
 
 COMPOSE = shutil.which("docker-compose")

@@ -23,10 +23,10 @@ from elasticity.apps.demo_feed import demo_records
 from elasticity.batch.lag import lag_report
 from elasticity.checkpoint.store import CheckpointStore, StoreError
 from elasticity.config import validate
-from elasticity.daemon import free_port
 from elasticity.kafka.admin import BrokerUnreachable, create_topic
 from elasticity.kafka.consumer import KafkaInputs
 from elasticity.kafka.producer import send
+from elasticity.local.daemon import free_port
 from tests.conftest import REPO
 from tests.support.helpers import job_props, write_properties
 
@@ -269,7 +269,7 @@ def test_a_connect_server_that_does_not_answer_fails_run_batch_within_30s_naming
 def test_a_connect_server_killed_mid_batch_fails_the_run_within_30s_naming_it(tmp_path, kafka_bootstrap):
     """The driver SIGKILLed while a run goes on: the run ends within 30 s of the kill, in one line naming the
     server; what it had committed stays committed."""
-    from elasticity.spark.server import SparkConnectServer
+    from elasticity.local.connect_server import SparkConnectServer
 
     server = SparkConnectServer(tmp_path / "spark")
     state = server.start(port=free_port(), master="local[1]")

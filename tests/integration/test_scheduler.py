@@ -18,13 +18,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from elasticity.airflow.standalone import AirflowStandalone, connections
 from elasticity.apps.demo_feed import demo_records
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config.properties import parse_properties
-from elasticity.daemon import free_port
 from elasticity.kafka.producer import send
 from elasticity.kafka.transactions import read_committed
+from elasticity.local.daemon import free_port
+from elasticity.local.standalone import AirflowStandalone, connections
 from tests.conftest import REPO
 from tests.support.airflow_runs import finished, wait_for
 from tests.support.helpers import fresh_topic, job_props, write_properties

@@ -23,7 +23,13 @@ from types import SimpleNamespace
 import pytest
 from sqlalchemy import create_engine, text
 
-from elasticity.airflow.standalone import (
+from elasticity.batch.sinks import AUDIT_SCHEMA, read_table
+from elasticity.checkpoint.store import CheckpointStore
+from elasticity.config import parse_properties
+from elasticity.local.connect_server import SparkConnectServer
+from elasticity.local.daemon import free_port
+from elasticity.local.s3server import ACCESS_KEY, SECRET_KEY
+from elasticity.local.standalone import (
     EXECUTOR,
     LOCAL_POSTGRES,
     AirflowDb,
@@ -31,12 +37,6 @@ from elasticity.airflow.standalone import (
     MetadataDbError,
     connections,
 )
-from elasticity.batch.sinks import AUDIT_SCHEMA, read_table
-from elasticity.checkpoint.store import CheckpointStore
-from elasticity.config import parse_properties
-from elasticity.daemon import free_port
-from elasticity.spark.server import SparkConnectServer
-from elasticity.state.backends.s3server import ACCESS_KEY, SECRET_KEY
 from tests.conftest import REPO
 from tests.support.airflow_runs import finished, wait_for
 from tests.support.helpers import fresh_topic, write_properties

@@ -14,13 +14,13 @@ from urllib.parse import urlparse
 import pytest
 import requests
 
-from elasticity.airflow.standalone import AirflowStandalone
 from elasticity.apps.demo_feed import demo_records
 from elasticity.batch.coordinator import JobCoordinator
 from elasticity.config import parse_properties, validate
-from elasticity.kafka.broker import free_port
 from elasticity.kafka.consumer import KafkaInputs
 from elasticity.kafka.producer import send
+from elasticity.local.broker import free_port
+from elasticity.local.standalone import AirflowStandalone
 from elasticity.quality.runner import run_quality
 from elasticity.spark.engine import MicroBatchEngine
 from tests.conftest import REPO

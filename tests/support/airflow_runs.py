@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from elasticity.airflow.standalone import AirflowStandalone
+from elasticity.local.standalone import AirflowStandalone
 
 
 def wait_for(predicate, timeout_s: float, what: str, airflow: AirflowStandalone):

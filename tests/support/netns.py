@@ -11,7 +11,7 @@ import subprocess
 import uuid
 from dataclasses import dataclass, field
 
-from elasticity.spark.cluster import WorkerHost
+from elasticity.local.cluster import WorkerHost
 
 
 def _ip(*args: str, netns: str | None = None) -> None:

@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from elasticity.kafka.broker import _binary, free_port
+from elasticity.local.broker import _binary, free_port
 
 CLONE_NEWNET = 0x40000000
 

@@ -3,8 +3,8 @@ the clear error for anything else (no server is contacted here)."""
 
 import pytest
 
-from elasticity.airflow.standalone import LOCAL_POSTGRES, AirflowDb, MetadataDbError, airflow_db
 from elasticity.cli import build_parser
+from elasticity.local.standalone import LOCAL_POSTGRES, AirflowDb, MetadataDbError, airflow_db
 
 
 def test_sqlite_is_airflows_own_default():

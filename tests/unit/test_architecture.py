@@ -1,5 +1,6 @@
 """The package tree is the architecture: imports go down the layers below, never up
-and never in a circle, and only `spark/` and `airflow/` touch Spark and Airflow.
+and never in a circle, only `spark/` and `airflow/` touch Spark and Airflow, and
+only the command line uses the local stack (`local/`).
 Read from the source (ast), so a violation fails here before it tangles anything."""
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from tests.support.library import PACKAGE, REPO, library_modules
 # Bottom to top: a unit may import itself and the units before it.
 LAYERS = (
     "faults",
-    "daemon",
     "serializers",
     "jobmodel",
     "config",
@@ -33,6 +33,7 @@ LAYERS = (
     "testing",
     "spark",
     "airflow",
+    "local",
     "cli",
     "__main__",
 )
@@ -102,6 +103,19 @@ def test_no_import_cycle():
         if m not in seen:
             visit(m, [m])
     assert cycles == []
+
+
+def test_production_code_is_free_of_the_local_stack():
+    """The broker, servers and clusters this machine starts are the local stack's; the engine, checkpoints,
+    state, quality and the Airflow operators find them by their state files, never by importing it."""
+    wrong = sorted(
+        f"{m} imports {d}"
+        for m, deps in GRAPH.items()
+        if _unit(m) not in ("local", "cli", "__main__")
+        for d in deps
+        if d.startswith("elasticity.local")
+    )
+    assert wrong == []
 
 
 def test_spark_and_airflow_are_imported_only_in_their_packages():

@@ -1,6 +1,6 @@
 """`pip install elasticity` must bring what the library imports: read every third-party import
 of `include/elasticity` (ast, lazy imports inside functions too) and check it against pyproject's
-lists. The core (everything outside `spark/`, `airflow/` and `quality/`) must work with
+lists. The core (everything outside `spark/`, `airflow/`, `quality/` and `local/`) must work with
 `dependencies` alone; a package with an extra may use the core's and its extra's, and an extra
 reaching another package's code must include that package's extra. Imports are mapped to
 distributions as installed here (`importlib.metadata`), so a renamed import (`kafka` is
@@ -26,7 +26,7 @@ from packaging.version import Version
 from tests.support.library import REPO, library_modules
 
 PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-EXTRA_PACKAGES = ("spark", "airflow", "quality")  # elasticity.<p> -> the extra named p
+EXTRA_PACKAGES = ("spark", "airflow", "quality", "local")  # elasticity.<p> -> the extra named p
 OPTIONAL = {"fsspec": "fsspec"}  # imported by the core only behind a feature: the extra that brings it
 DYNAMIC = {"import_module", "find_spec", "files"}  # importlib calls whose literal argument is an import too
 

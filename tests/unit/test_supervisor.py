@@ -1,7 +1,7 @@
 """The local cluster's supervisor keeps supervising when a start fails, whatever the error says."""
 
-from elasticity.spark.cluster import LocalCluster
-from elasticity.spark.supervisor import Supervisor, SupervisorStatus, status_file
+from elasticity.local.cluster import LocalCluster
+from elasticity.local.supervisor import Supervisor, SupervisorStatus, status_file
 
 
 class MasterGoneMidStart(LocalCluster):

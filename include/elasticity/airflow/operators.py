@@ -194,7 +194,7 @@ class MicroBatchOperator(BaseOperator):
             raise AirflowException(f"batch failed after committing what succeeded: {e}") from e
 
     def _submit(self, target: SparkTarget, hook: ElasticityHook, run_id: str, max_seconds: int) -> None:
-        from elasticity.spark.server import log4j_options
+        from elasticity.spark.jvm_logging import log4j_options
 
         kwargs: dict[str, Any] = {
             "name": f"elasticity-{self.job}",

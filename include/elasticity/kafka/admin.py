@@ -20,8 +20,8 @@ from kafka.admin import KafkaAdminClient, NewTopic
 
 from elasticity.config import ConfigError, JobConfig
 from elasticity.config.kafka_clients import ENV_PROPERTIES, KafkaClientSettings, SystemClients, settings_for
+from elasticity.config.services import BROKER, running_service
 from elasticity.jobmodel.model import SystemStream
-from elasticity.kafka.broker import EmbeddedBroker
 
 PROBE_TIMEOUT_S = 3.0
 
@@ -40,9 +40,9 @@ def resolve_bootstrap(config: JobConfig | None = None, system: str = "kafka") ->
     found = config.bootstrap_servers(system) if config else os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if found:
         return found
-    running = EmbeddedBroker().status()
+    running = running_service(BROKER)
     if running:
-        return running.bootstrap
+        return running.address
     raise BrokerUnreachable(
         f"no Kafka broker for system {system!r}: set KAFKA_BOOTSTRAP_SERVERS or "
         f"systems.{system}.consumer.bootstrap.servers, or start the embedded one with `elasticity broker start`"

@@ -1,4 +1,5 @@
-"""The micro-batch engine on Spark: read offset ranges and route records to virtual
-tasks in one Python stage, shuffle by process slot, process virtual-task slices
-in Python workers, sink, commit.
+"""The micro-batch engine on Spark: one Spark stage per batch, a task per process
+slot pinned to its executor (placement), each reading its own SSPs' offset
+ranges, routing records to virtual tasks and processing their slices in a Python
+worker (no shuffle); then sinks and the commit on the driver.
 The only part of the library that imports pyspark."""

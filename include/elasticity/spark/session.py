@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import SparkSession
 
 from elasticity.config import ConfigError, JobConfig
-from elasticity.spark.server import log4j_options
+from elasticity.spark.jvm_logging import log4j_options
 from elasticity.spark.target import SparkTarget, resolve_target, with_session_id
 
 if TYPE_CHECKING:

@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass
 
 from elasticity.config import ConfigError, JobConfig
+from elasticity.config.services import CONNECT_SERVER, running_service
 
 _MASTER = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]|spark://.+|yarn|k8s://.+)$")
 _LOOPBACK = ("sc://127.0.0.1", "sc://localhost", "sc://[::1]")
@@ -63,9 +64,7 @@ def resolve_target(config: JobConfig, source: str = "the job config") -> SparkTa
         return SparkTarget("connect", remote, f"spark.remote in {source}")
     if master := config.get("spark.master"):
         return SparkTarget("master", check_master(master, f"spark.master in {source}"), f"spark.master in {source}")
-    from elasticity.spark.server import SparkConnectServer
-
-    running = SparkConnectServer().status()
+    running = running_service(CONNECT_SERVER)
     if running:
-        return SparkTarget("connect", running.remote, "the embedded Spark Connect server")
+        return SparkTarget("connect", f"sc://{running.address}", "the embedded Spark Connect server")
     return SparkTarget("master", "local[*]", "the default (no spark.remote, no spark.master, no embedded server)")

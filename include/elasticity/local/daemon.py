@@ -10,59 +10,46 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
-HOST = "127.0.0.1"
+from elasticity.config.services import HOST, DaemonState, alive, port_open, read_state, state_file
 
 
 class DaemonError(RuntimeError):
     pass
 
 
-@dataclass(frozen=True)
-class DaemonState:
-    pid: int
-    port: int
-    data_dir: str
-    log_file: str
-    host: str = HOST
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def free_port(host: str = HOST) -> int:
-    with socket.socket() as s:
+    """A free port below the kernel's ephemeral range. A service restarted on its old address must find it
+    free: a port from the ephemeral range can meanwhile be any process's bound or outgoing port, or a
+    client retrying it can connect to itself (TCP simultaneous open) and hold it."""
+    low = min(_ephemeral_low(), 32768)
+    for _ in range(100):
+        port = random.randrange(max(1024, low - 12000), low)
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            if not port_open(port, timeout=0.1, host=host):
+                return port
+    with socket.socket() as s:  # a crowded machine: any free port
         s.bind((host, 0))
         return s.getsockname()[1]
-
-
-def port_open(port: int, timeout: float = 0.5, host: str = HOST) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie child of ours is not alive
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
-        return True
 
 
 def tail(path: str | Path, lines: int = 20) -> str:
@@ -81,7 +68,7 @@ class Daemon:
         self.name = name
         self.host = host  # the address it listens on
         self.home = home / name
-        self.state_file = self.home / f"{name}.json"
+        self.state_file = state_file(home, name)
         self.log_file = self.home / f"{name}.log"
         self.data_dir = self.home / "data"
         self.port_file = self.home / "port"
@@ -95,11 +82,7 @@ class Daemon:
             return None
 
     def status(self) -> DaemonState | None:
-        try:
-            state = DaemonState(**json.loads(self.state_file.read_text()))
-        except (OSError, ValueError, TypeError):
-            return None
-        return state if alive(state.pid) and port_open(state.port, host=state.host) else None
+        return read_state(self.state_file)
 
     def start(self, command: Sequence[str], port: int, timeout_s: float, env: dict[str, str] | None = None) -> DaemonState:
         """Run `command` (which must listen on host:port) unless this service already runs."""

@@ -13,7 +13,8 @@ from importlib.resources import files
 from pathlib import Path
 
 from elasticity.config import elasticity_home
-from elasticity.daemon import HOST, Daemon, DaemonError, DaemonState, free_port
+from elasticity.config.services import BROKER
+from elasticity.local.daemon import HOST, Daemon, DaemonError, DaemonState, free_port
 
 DEFAULT_PORT = 9092
 __all__ = ["DEFAULT_PORT", "HOST", "BrokerError", "BrokerState", "EmbeddedBroker", "free_port"]
@@ -41,7 +42,7 @@ class EmbeddedBroker:
     """One broker per state folder (default `$ELASTICITY_HOME`)."""
 
     def __init__(self, home: Path | None = None, host: str = HOST) -> None:
-        self.daemon = Daemon("broker", home or elasticity_home(), host=host)
+        self.daemon = Daemon(BROKER, home or elasticity_home(), host=host)
 
     def status(self) -> BrokerState | None:
         state = self.daemon.status()

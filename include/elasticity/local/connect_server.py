@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elasticity.config import elasticity_home
-from elasticity.daemon import HOST, Daemon, DaemonError, DaemonState
+from elasticity.config.services import CONNECT_SERVER
+from elasticity.local.daemon import HOST, Daemon, DaemonError, DaemonState
+from elasticity.spark.jvm_logging import log4j_options
 
 DEFAULT_PORT = 15002
-LOG4J = Path(__file__).with_name("log4j2.properties")
 CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
@@ -37,11 +38,6 @@ def spark_home() -> Path:
     return Path(spec.origin).parent
 
 
-def log4j_options() -> str:
-    """JVM options that put Spark's own logging at WARN."""
-    return f"-Dlog4j2.configurationFile=file:{LOG4J}"
-
-
 # The JIT's first tier only: the server's own work per batch is small (plan, schedule, pass Arrow batches), while
 # C2 went on compiling batch after batch (warm, 30,000 records of the stateful demo: 1.0 of the JVM's 2.0 CPU-s
 # in its compiler threads; with C1 alone the JVM spent 0.98 CPU-s in all, bench/cpu_bench.py).
@@ -52,7 +48,7 @@ class SparkConnectServer:
     """One server per state folder, like the embedded broker."""
 
     def __init__(self, home: Path | None = None, host: str = HOST) -> None:
-        self.daemon = Daemon("spark-connect", home or elasticity_home(), host=host)
+        self.daemon = Daemon(CONNECT_SERVER, home or elasticity_home(), host=host)
 
     def status(self) -> SparkServerState | None:
         state = self.daemon.status()

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elasticity.config import elasticity_home
-from elasticity.daemon import HOST, Daemon, DaemonError, free_port
-from elasticity.spark.server import SparkConnectServer, log4j_options, spark_home
-from elasticity.state.backends.s3server import ACCESS_KEY, BUCKET, SECRET_KEY, wait_ready, weed_command
+from elasticity.local.connect_server import SparkConnectServer, log4j_options, spark_home
+from elasticity.local.daemon import HOST, Daemon, DaemonError, free_port
+from elasticity.local.s3server import ACCESS_KEY, BUCKET, SECRET_KEY, wait_ready, weed_command
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -81,7 +81,7 @@ class LocalCluster:
         self.master = Daemon("master", self.root, host=host)
         self.s3 = Daemon("s3", self.root, host=host)
         self.connect = SparkConnectServer(self.root, host)
-        self.supervisor = Daemon("supervisor", self.root)  # elasticity.spark.supervisor, when one was started
+        self.supervisor = Daemon("supervisor", self.root)  # elasticity.local.supervisor, when one was started
 
     def worker(self, i: int) -> Daemon:
         where = self.worker_hosts.get(i)

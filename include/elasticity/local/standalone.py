@@ -1,8 +1,7 @@
 """Airflow as users run it, on the embedded default: `airflow standalone` (api-server,
 scheduler, dag-processor, triggerer) on 127.0.0.1 only, the connections of the
-embedded broker, Spark Connect server and checkpoint store, and a small REST
-client (the UI's own API) for the tests and benchmarks that drive it the way a
-person clicking in the UI does.
+embedded broker, Spark Connect server and checkpoint store; `api()` gives the
+REST client (`airflow_api.py`) that drives it as a person clicking in the UI does.
 
 The metadata database is SQLite under AIRFLOW_HOME by default, or, as production
 runs Airflow (docker-compose.yaml), PostgreSQL with the LocalExecutor: a database
@@ -24,16 +23,14 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import requests
 
 from elasticity.airflow.project import JOBS_ENV, ProjectError, airflow_folders, jobs_dir
+from elasticity.local.airflow_api import AirflowApi
 
 log = logging.getLogger(__name__)
 BIN = Path(sys.executable).parent
@@ -274,107 +271,12 @@ def _session_members(sid: int) -> list[int]:
     return members
 
 
-API_ATTEMPTS = 4
-
-
-class ApiError(RuntimeError):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-@dataclass
-class AirflowApi:
-    """Airflow's REST API with a bearer token: what the UI's buttons call."""
-
-    base: str
-    token: str
-
-    def _call(self, method: str, path: str, retry_on: tuple[int, ...] = (), **kw: Any) -> Any:
-        """One request; a GET (and a call naming `retry_on` statuses, which must be idempotent) is retried a few
-        times on a 5xx: on SQLite the API answers "Database error" while the scheduler holds the write lock."""
-        retry = (500, 502, 503, 504) if method == "GET" else retry_on
-        for attempt in range(API_ATTEMPTS):
-            r = requests.request(
-                method, f"{self.base}/api/v2{path}", headers={"Authorization": f"Bearer {self.token}"}, timeout=30, **kw
-            )
-            if r.status_code not in retry or attempt == API_ATTEMPTS - 1:
-                break
-            log.warning("%s %s: %s %s; retrying", method, path, r.status_code, r.text[:200])
-            time.sleep(0.5 * (attempt + 1))
-        if r.status_code >= 400:
-            raise ApiError(r.status_code, f"{method} {path}: {r.status_code} {r.text[:500]}")
-        return r.json() if r.content else None
-
-    def dag(self, dag_id: str) -> dict:
-        return self._call("GET", f"/dags/{dag_id}")
-
-    def wait_dag(self, dag_id: str, timeout_s: float = 180) -> dict:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                return self.dag(dag_id)
-            except RuntimeError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(2)
-
-    def unpause(self, dag_id: str, paused: bool = False) -> None:
-        self._call("PATCH", f"/dags/{dag_id}", json={"is_paused": paused})
-
-    def trigger(self, dag_id: str, conf: dict | None = None) -> str:
-        """As the trigger form does: a run now with its params. The run id is chosen here, so a retried
-        trigger is idempotent: a 409 after a 5xx means the first attempt created the run."""
-        run_id = f"manual__{datetime.now(UTC).isoformat()}__{uuid.uuid4().hex[:6]}"
-        body = {"dag_run_id": run_id, "logical_date": None, "conf": conf or {}}
-        try:
-            return self._call("POST", f"/dags/{dag_id}/dagRuns", retry_on=(500, 503), json=body)["dag_run_id"]
-        except ApiError as e:
-            if e.status == 409 and self.run(dag_id, run_id)["dag_run_id"] == run_id:
-                return run_id
-            raise
-
-    def runs(self, dag_id: str) -> list[dict]:
-        return self._call("GET", f"/dags/{dag_id}/dagRuns", params={"order_by": "-start_date", "limit": 100})["dag_runs"]
-
-    def run(self, dag_id: str, run_id: str) -> dict:
-        return self._call("GET", f"/dags/{dag_id}/dagRuns/{run_id}")
-
-    def task_instances(self, dag_id: str, run_id: str) -> list[dict]:
-        return self._call("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")["task_instances"]
-
-    def wait_run(self, dag_id: str, run_id: str, timeout_s: float = 300) -> dict:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            run = self.run(dag_id, run_id)
-            if run["state"] in ("success", "failed"):
-                return run
-            time.sleep(2)
-        raise TimeoutError(f"{dag_id} run {run_id} not finished within {timeout_s:.0f}s")
-
-    def wait_idle(self, dag_id: str, timeout_s: float = 900) -> None:
-        """Until no run of the DAG is queued or running."""
-        deadline = time.monotonic() + timeout_s
-        while [r for r in self.runs(dag_id) if r["state"] in ("queued", "running")]:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{dag_id} still busy after {timeout_s:.0f}s")
-            time.sleep(2)
-
-    def log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
-        r = requests.get(
-            f"{self.base}/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}",
-            headers={"Authorization": f"Bearer {self.token}", "Accept": "application/x-ndjson"},
-            timeout=30,
-        )
-        return r.text
-
-
 def embedded_services(home: Path, store_url: str | None = None, spark_remote: str | None = None) -> dict[str, str]:
     """Start (or find) the embedded broker and, unless `spark_remote` names another one (a cluster's), the
     Spark Connect server; the connections that point at them and at the store (default: SQLite in `home`)."""
-    from elasticity.daemon import DaemonError, free_port
-    from elasticity.kafka.broker import EmbeddedBroker
-    from elasticity.spark.server import SparkConnectServer
+    from elasticity.local.broker import EmbeddedBroker
+    from elasticity.local.connect_server import SparkConnectServer
+    from elasticity.local.daemon import DaemonError, free_port
 
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if not bootstrap:
@@ -423,7 +325,7 @@ def on_local_cluster(home: Path) -> str:
     """`make airflow CLUSTER=1`: Airflow's tasks run on the local cluster (`elasticity cluster start`): its
     Connect server is spark_default, every Airflow process gets its shared storage's AWS_* variables, and the
     job configs are those of `include/jobs/cluster` (sinks and blobs on that storage). Returns the Connect URL."""
-    from elasticity.spark.cluster import LocalCluster
+    from elasticity.local.cluster import LocalCluster
 
     state = LocalCluster(home).status()
     if state is None or state.connect is None or state.s3_endpoint is None:

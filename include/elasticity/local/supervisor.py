@@ -23,8 +23,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from elasticity.daemon import HOST, Daemon, free_port
-from elasticity.spark.cluster import LocalCluster
+from elasticity.local.cluster import LocalCluster
+from elasticity.local.daemon import HOST, Daemon, free_port
 
 CHECK_EVERY_S = 1.0
 BACKOFF_MAX_S = 60.0
@@ -73,7 +73,7 @@ def supervise(cluster: LocalCluster, workers: int, cores: int, memory: str, time
     if cluster.supervisor.status() is not None:
         return
     port = cluster.supervisor.last_port() or free_port()
-    command = [sys.executable, "-m", "elasticity.spark.supervisor", "--home", str(cluster.root.parent), "--port", str(port)]
+    command = [sys.executable, "-m", "elasticity.local.supervisor", "--home", str(cluster.root.parent), "--port", str(port)]
     command += ["--workers", str(workers), "--cores", str(cores), "--memory", memory]
     cluster.supervisor.start(command, port, timeout_s, dict(os.environ))
 

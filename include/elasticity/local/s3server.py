@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from elasticity.local.daemon import free_port
 
 ACCESS_KEY, SECRET_KEY, BUCKET = "elasticity", "elasticity-secret", "state"
 _PORTS = (
@@ -30,16 +31,10 @@ _PORTS = (
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def weed_command(folder: Path, host: str = "127.0.0.1", s3_port: int | None = None) -> tuple[list[str], int]:
     """`weed mini` on `host` (loopback by default) with its S3 port `s3_port` (the one its clients know) and
     every other port chosen free; returns the command and its S3 port."""
-    ports = {p: _free_port() for p in _PORTS}
+    ports = {p: free_port() for p in _PORTS}
     if s3_port:
         ports["s3.port"] = s3_port
     args = [

@@ -12,13 +12,13 @@ import os
 import time
 from pathlib import Path
 
-from elasticity.airflow.standalone import AirflowStandalone, demo_config_file, embedded_services
 from elasticity.apps.demo_feed import demo_records
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import elasticity_home, load_config
-from elasticity.daemon import free_port, port_open
 from elasticity.kafka.admin import create_topic
 from elasticity.kafka.producer import send
+from elasticity.local.daemon import free_port, port_open
+from elasticity.local.standalone import AirflowStandalone, demo_config_file, embedded_services
 
 JOB = "demo"
 USERS = 3000  # with a few hundred, the busiest of 32 virtual tasks holds so many that factor 8 gains little over 2
