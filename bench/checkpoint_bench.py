@@ -36,7 +36,8 @@ def drifted_checkpoints(m) -> list[TaskCheckpoint]:
     """Offsets that differ per bucket, as slow virtual tasks leave them."""
     return [
         TaskCheckpoint(
-            t.task_name, {s: 1_000_000 + 37 * s.partition + 11 * max(s.key_bucket, 0) for s in t.system_stream_partitions}
+            task_name=t.task_name,
+            offsets={s: 1_000_000 + 37 * s.partition + 11 * max(s.key_bucket, 0) for s in t.system_stream_partitions},
         )
         for t in m.tasks()
     ]
@@ -61,10 +62,18 @@ def bench_store(url: str, repeat: int) -> dict[str, float]:
     def rescale_once():
         job = f"bench-{uuid.uuid4().hex[:8]}"
         store.acquire_lease(job, "bench", 60_000)
-        store.write_generation(job, 0, 8, old_model, lambda _: {c.task_name: c for c in old_cps}, "bench", "first")
+        store.write_generation(
+            job, 0, 8, model=old_model, compute=lambda _: {c.task_name: c for c in old_cps}, owner="bench", reason="first"
+        )
         start = time.perf_counter()
         store.write_generation(
-            job, 1, 16, new_model, lambda old: migrate(8, old.values(), new_model, 16, {}).checkpoints, "bench", "split"
+            job,
+            1,
+            16,
+            model=new_model,
+            compute=lambda old: migrate(8, old.values(), new_model, new_factor=16, new_ssp_offsets={}).checkpoints,
+            owner="bench",
+            reason="split",
         )
         return (time.perf_counter() - start) * 1000
 
@@ -75,7 +84,7 @@ def bench_store(url: str, repeat: int) -> dict[str, float]:
     cps = drifted_checkpoints(m)
     job = f"bench-{uuid.uuid4().hex[:8]}"
     store.acquire_lease(job, "bench", 60_000)
-    store.write_generation(job, 0, 8, m, lambda _: {c.task_name: c for c in cps}, "bench", "first")
+    store.write_generation(job, 0, 8, model=m, compute=lambda _: {c.task_name: c for c in cps}, owner="bench", reason="first")
     store.release_lease(job, "bench")
     ranges = tuple(OffsetRange(s, 0, 1) for s in {s.without_key_bucket() for t in m.tasks() for s in t.system_stream_partitions})
     for versions in ((1, 2), (2,)):
@@ -104,7 +113,7 @@ def main() -> None:
     for g in (16, 4, 6, 1):
         new_model = model(1250, g)
         pure[f"migrate 10,000 vtasks 8->{g} (pure)"] = timed(
-            lambda nm=new_model, g=g: migrate(8, old_cps, nm, g, {}), args.repeat
+            lambda nm=new_model, g=g: migrate(8, old_cps, nm, new_factor=g, new_ssp_offsets={}), args.repeat
         )
 
     with tempfile.TemporaryDirectory() as tmp:

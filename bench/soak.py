@@ -254,7 +254,7 @@ class Soak:
         extra: dict[str, str | None] = {}
         if self.local is not None and self.metadata is not None:
             state = self.local.start(workers=WORKERS, cores=1, memory="1g")
-            supervise(self.local, WORKERS, 1, "1g")  # what the soak kills comes back without it
+            supervise(self.local, WORKERS, 1, memory="1g")  # what the soak kills comes back without it
             remote = state.connect or ""
             os.environ.update(state.env())  # the report reads the sinks on the shared storage
             extra |= state.env()

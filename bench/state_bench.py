@@ -158,7 +158,7 @@ def rescale_rows(tmp: Path, s3: SeaweedS3, keys: int) -> list[tuple[str, str, st
     cp_id = CheckpointId.create()
     markers = csm.upload(csm.snapshot(cp_id))
     csm.close()
-    cps = {n: TaskCheckpoint(n, {}, checkpoint_id=cp_id, state_markers=markers[n]) for n in names}
+    cps = {n: TaskCheckpoint(task_name=n, offsets={}, checkpoint_id=cp_id, state_markers=markers[n]) for n in names}
     rows = [(f"load {keys:,} keys over 8 tasks, commit to S3", f"{time.perf_counter() - t:.1f} s", "(setup)")]
 
     def restore(m, cps) -> Path:
@@ -176,7 +176,12 @@ def rescale_rows(tmp: Path, s3: SeaweedS3, keys: int) -> list[tuple[str, str, st
         workers = ScanWorkers(min(os.cpu_count() or 1, len(folders)))
         try:
             with ThreadPoolExecutor(len(folders)) as pool:
-                jobs = [ScanJob(str(f), factor, dict.fromkeys(range(factor)), STORE.name, f.parts[-3]) for f in folders]
+                jobs = [
+                    ScanJob(
+                        folder=str(f), factor=factor, outputs=dict.fromkeys(range(factor)), store=STORE.name, source=f.parts[-3]
+                    )
+                    for f in folders
+                ]
                 results = list(pool.map(workers.run, jobs))
         finally:
             workers.close()
@@ -191,9 +196,13 @@ def rescale_rows(tmp: Path, s3: SeaweedS3, keys: int) -> list[tuple[str, str, st
         scanned.run(lambda: scan_once(restored, new))  # noqa: B023
         m_new = model(new)
         took = Meter(s3)
-        move = took.run(lambda: move_state(storage, [STORE], m_old, old, 1, cps_old, m_new, new))  # noqa: B023
+        moving = {"old_factor": old, "from_generation": 1, "old_cps": cps_old, "new_model": m_new, "new_factor": new}
+        move = took.run(lambda: move_state(storage, [STORE], m_old, **moving))  # noqa: B023
         assert sum(t.keys for t in move.transfers) == keys
-        generations[new] = (m_new, move.apply({t.task_name: TaskCheckpoint(t.task_name, {}) for t in m_new.tasks()}))
+        generations[new] = (
+            m_new,
+            move.apply({t.task_name: TaskCheckpoint(task_name=t.task_name, offsets={}) for t in m_new.tasks()}),
+        )
         rows.append(
             (
                 f"state rescale {old} -> {new} of {keys:,} keys vs a full restore + one scan",
@@ -211,7 +220,7 @@ def rescale_rows(tmp: Path, s3: SeaweedS3, keys: int) -> list[tuple[str, str, st
         if (old, new) == (8, 16):
             with patch.object(rescale, "_scan_workers", lambda *a: None):
                 inproc = Meter(s3)
-                inproc.run(lambda: move_state(storage, [STORE], m_old, old, 1, cps_old, m_new, new))  # noqa: B023
+                inproc.run(lambda: move_state(storage, [STORE], m_old, **moving))  # noqa: B023
             rows.append(
                 (
                     "  the same move, scan in this process vs in workers",

@@ -48,10 +48,10 @@ def record_batches(store: CheckpointStore, coordinator: JobCoordinator, first: i
     for b in range(first, first + count):
         lag = {ssp_to_key(s): HIGH - o + 97 * (first + count - b) for cp in cps.values() for s, o in cp.offsets.items()}
         summary = BatchSummary(
-            "bench-ui",
-            b,
-            generation.number,
-            generation.factor,
+            job="bench-ui",
+            batch_id=b,
+            generation=generation.number,
+            factor=generation.factor,
             finished_ms=int(time.time() * 1000) - (60 - b) * 60_000,
             records_read=5000 + 40 * b,
             task_count=len(tasks),
@@ -72,7 +72,8 @@ def drift(coordinator: JobCoordinator) -> None:
     coordinator.replace_checkpoints(
         [
             TaskCheckpoint(
-                t.task_name, {s: HIGH - 1000 - 37 * s.partition - 11 * max(s.key_bucket, 0) for s in t.system_stream_partitions}
+                task_name=t.task_name,
+                offsets={s: HIGH - 1000 - 37 * s.partition - 11 * max(s.key_bucket, 0) for s in t.system_stream_partitions},
             )
             for t in generation.job_model.tasks()
         ]

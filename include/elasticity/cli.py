@@ -185,7 +185,9 @@ def _samza_topic(args: argparse.Namespace, coordinator: JobCoordinator) -> int:
         generation = coordinator.current()
         if generation is None:
             raise StoreError(f"job {coordinator.job!r} has no checkpoints yet in {masked(coordinator.store.url)}")
-        cps = samza_topic.at_factor_1(coordinator.checkpoints(generation).values(), generation.factor, args.allow_reprocessing)
+        cps = samza_topic.at_factor_1(
+            coordinator.checkpoints(generation).values(), generation.factor, allow_reprocessing=args.allow_reprocessing
+        )
         records = samza_topic.to_samza_messages(cps, config.grouper, config.checkpoint_write_versions)
         create_topic(client_settings(config, topic.system, "admin"), topic.stream, 1)  # Samza's has one partition
         send(client_settings(config, topic.system, "producer"), topic.stream, records)
@@ -240,7 +242,14 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
     lag = lag_report(config, store, KafkaInputs(config))  # broker and store answer before Spark starts
     if not lag.has_work:
         print(
-            BatchSummary(config.job_name, None, lag.generation, lag.factor, lag_left=0, lag_per_sspkb=lag.per_sspkb).to_json(),
+            BatchSummary(
+                job=config.job_name,
+                batch_id=None,
+                generation=lag.generation,
+                factor=lag.factor,
+                lag_left=0,
+                lag_per_sspkb=lag.per_sspkb,
+            ).to_json(),
             flush=True,
         )
         return 0
@@ -292,7 +301,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     state: ClusterState | None = None
     if args.action == "start":
         state = cluster.start(args.workers, args.cores, args.memory)
-        supervise(cluster, args.workers, args.cores, args.memory)  # what dies from now on is started again
+        supervise(cluster, args.workers, args.cores, memory=args.memory)  # what dies from now on is started again
     else:
         state = cluster.status()
     if state is None:

@@ -270,14 +270,16 @@ class TestRun:
                 if not mine or min(mine) >= len(log):
                     continue
                 start = min(mine)
-                chunk = Chunk(_NO_BROKER, system, stream_name, partition, start, len(log))
+                chunk = Chunk(
+                    bootstrap=_NO_BROKER, system=system, stream=stream_name, partition=partition, start=start, end=len(log)
+                )
                 cols: dict[str, list[Any]] = {
                     "offset": list(range(start, len(log))),
                     "key": log.keys[start:],
                     "value": log.values[start:],
                     "timestamp": log.timestamps[start:],
                 }
-                route(route_table, chunk, cols, slot, read, routed)
+                route(route_table, chunk, cols, slot=slot, counts=read, out=routed)
                 for bucket, (_, _, _, s) in (buckets or {}).items():
                     if s == slot:
                         ends[SystemStreamPartition(system, stream_name, partition, bucket)] = len(log)
@@ -384,7 +386,15 @@ class TestRun:
                 sorted({(s.system, self.config.serde(s.system, "key"), self.config.serde(s.system, "msg")) for s in t.streams})
             )
             bootstraps = tuple((s, _NO_BROKER) for s in sorted({s.system for s in t.streams}))
-            out.append(TableBatch(t.name, tuple(targets), bootstraps, serdes, t.processor_factory))
+            out.append(
+                TableBatch(
+                    name=t.name,
+                    targets=tuple(targets),
+                    bootstraps=bootstraps,
+                    serdes=serdes,
+                    processor_factory=t.processor_factory,
+                )
+            )
         return SideInputBatch(self.config.job_name, self.config.job_state_dir, tuple(out))
 
     def _catch_up(self, batch: SideInputBatch, slot: int) -> None:

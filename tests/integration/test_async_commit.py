@@ -26,14 +26,20 @@ def setup(store_url, job_name):
     (task,) = model.tasks()
     store.acquire_lease(job_name, "me", 60_000)
     store.write_generation(
-        job_name, 0, 1, model, lambda _: {task.task_name: TaskCheckpoint(task.task_name, {SSP: 0})}, "me", "first"
+        job_name,
+        0,
+        1,
+        model=model,
+        compute=lambda _: {task.task_name: TaskCheckpoint(task_name=task.task_name, offsets={SSP: 0})},
+        owner="me",
+        reason="first",
     )
     yield store, job_name, task.task_name
     store.close()
 
 
 def cp(task, offset):
-    return [TaskCheckpoint(task, {SSP: offset})]
+    return [TaskCheckpoint(task_name=task, offsets={SSP: offset})]
 
 
 def slow_uploads(seconds):
@@ -52,12 +58,12 @@ def test_skipped_commits_fold_into_the_next_upload(setup):
         on_committed=lambda plan, covers, ns: done.append((plan.batch_id, covers)),
     )
     with slow_uploads(0.4):
-        p1 = store.plan_batch(job, 1, (OffsetRange(SSP, 0, 10),), "me")
+        p1 = store.plan_batch(job, 1, (OffsetRange(SSP, 0, 10),), owner="me")
         assert committer.submit(p1, cp(task, 10)) == "uploading"
-        p2 = store.plan_batch(job, 1, (OffsetRange(SSP, 10, 20),), "me", after=p1.batch_id)
+        p2 = store.plan_batch(job, 1, (OffsetRange(SSP, 10, 20),), owner="me", after=p1.batch_id)
         assert p2.batch_id == p1.batch_id + 1
         assert committer.submit(p2, cp(task, 20)) == "skipped"
-        p3 = store.plan_batch(job, 1, (OffsetRange(SSP, 20, 30),), "me", after=p2.batch_id)
+        p3 = store.plan_batch(job, 1, (OffsetRange(SSP, 20, 30),), owner="me", after=p2.batch_id)
         assert committer.submit(p3, cp(task, 30)) == "skipped"
         committer.close()
     assert done == [(p1.batch_id, ()), (p3.batch_id, (p2.batch_id,))]
@@ -69,9 +75,9 @@ def test_an_upload_older_than_max_delay_makes_the_next_commit_wait(setup):
     store, job, task = setup
     committer = AsyncCommitter(store, (2,), "me", max_delay_ms=0, timeout_ms=10_000)
     with slow_uploads(0.3):
-        p1 = store.plan_batch(job, 1, (OffsetRange(SSP, 0, 10),), "me")
+        p1 = store.plan_batch(job, 1, (OffsetRange(SSP, 0, 10),), owner="me")
         committer.submit(p1, cp(task, 10))
-        p2 = store.plan_batch(job, 1, (OffsetRange(SSP, 10, 20),), "me", after=p1.batch_id)
+        p2 = store.plan_batch(job, 1, (OffsetRange(SSP, 10, 20),), owner="me", after=p1.batch_id)
         assert committer.submit(p2, cp(task, 20)) == "waited"
         committer.close()
     assert committer.waits == 1 and store.checkpoints(job, 1, (2,))[task].offsets[SSP] == 20
@@ -79,12 +85,12 @@ def test_an_upload_older_than_max_delay_makes_the_next_commit_wait(setup):
 
 def test_chained_plans_replay_in_order_after_a_crash(setup):
     store, job, task = setup
-    p1 = store.plan_batch(job, 1, (OffsetRange(SSP, 0, 10),), "me")
-    p2 = store.plan_batch(job, 1, (OffsetRange(SSP, 10, 20),), "me", after=p1.batch_id)
+    p1 = store.plan_batch(job, 1, (OffsetRange(SSP, 0, 10),), owner="me")
+    p2 = store.plan_batch(job, 1, (OffsetRange(SSP, 10, 20),), owner="me", after=p1.batch_id)
     # the process died with both uploads outstanding: a new run replays the earliest first
-    assert store.plan_batch(job, 1, (OffsetRange(SSP, 0, 99),), "me") == p1
+    assert store.plan_batch(job, 1, (OffsetRange(SSP, 0, 99),), owner="me") == p1
     store.commit_batch(p1, cp(task, 10), owner="me")
-    assert store.plan_batch(job, 1, (OffsetRange(SSP, 10, 99),), "me") == p2
+    assert store.plan_batch(job, 1, (OffsetRange(SSP, 10, 99),), owner="me") == p2
 
 
 def test_nothing_commits_behind_a_failed_upload(setup):
@@ -96,11 +102,11 @@ def test_nothing_commits_behind_a_failed_upload(setup):
             raise RuntimeError("batch 1's upload was lost")
 
     committer = AsyncCommitter(store, (2,), "me", max_delay_ms=10_000, timeout_ms=10_000, await_state=lost)
-    p1 = store.plan_batch(job, 1, (OffsetRange(SSP, 0, 10),), "me")
+    p1 = store.plan_batch(job, 1, (OffsetRange(SSP, 0, 10),), owner="me")
     assert committer.submit(p1, cp(task, 10)) == "uploading"
-    p2 = store.plan_batch(job, 1, (OffsetRange(SSP, 10, 20),), "me", after=p1.batch_id)
+    p2 = store.plan_batch(job, 1, (OffsetRange(SSP, 10, 20),), owner="me", after=p1.batch_id)
     assert committer.submit(p2, cp(task, 20)) == "skipped"
-    p3 = store.plan_batch(job, 1, (OffsetRange(SSP, 20, 30),), "me", after=p2.batch_id)
+    p3 = store.plan_batch(job, 1, (OffsetRange(SSP, 20, 30),), owner="me", after=p2.batch_id)
     assert committer.submit(p3, cp(task, 30)) == "skipped"
     with pytest.raises(RuntimeError, match="lost"):
         committer.flush()  # the run's last commit hears of the failure
@@ -113,8 +119,8 @@ def test_nothing_commits_behind_a_failed_upload(setup):
 
 def test_a_batch_cannot_commit_before_an_earlier_pending_one(setup):
     store, job, task = setup
-    p1 = store.plan_batch(job, 1, (OffsetRange(SSP, 0, 10),), "me")
-    p2 = store.plan_batch(job, 1, (OffsetRange(SSP, 10, 20),), "me", after=p1.batch_id)
+    p1 = store.plan_batch(job, 1, (OffsetRange(SSP, 0, 10),), owner="me")
+    p2 = store.plan_batch(job, 1, (OffsetRange(SSP, 10, 20),), owner="me", after=p1.batch_id)
     with pytest.raises(BatchStateError, match=f"before batch {p1.batch_id}"):
         store.commit_batch(p2, cp(task, 20), owner="me")
     assert store.checkpoints(job, 1)[task].offsets[SSP] == 0 and store.pending_plan(job) == p1
@@ -125,7 +131,7 @@ def test_a_batch_cannot_commit_before_an_earlier_pending_one(setup):
 def test_upload_errors_surface_at_the_next_commit(setup):
     store, job, task = setup
     committer = AsyncCommitter(store, (2,), "me", max_delay_ms=0, timeout_ms=10_000)
-    p1 = store.plan_batch(job, 1, (OffsetRange(SSP, 0, 10),), "me")
+    p1 = store.plan_batch(job, 1, (OffsetRange(SSP, 0, 10),), owner="me")
     with faults.raise_at("commit.plan_marked"):
         committer.submit(p1, cp(task, 10))
         with pytest.raises(faults.InjectedFault):
@@ -143,12 +149,14 @@ def test_an_upload_commits_once_the_next_plan_is_written_or_after_the_gates_wait
     store, job, task = setup
     done: list[float] = []
     gate = threading.Event()
-    committer = AsyncCommitter(store, (1, 2), "me", 10_000, 10_000, on_committed=lambda *a: done.append(time.monotonic()))
-    p1 = store.plan_batch(job, 1, (OffsetRange(SSP, 0, 10),), "me")
+    committer = AsyncCommitter(
+        store, (1, 2), "me", max_delay_ms=10_000, timeout_ms=10_000, on_committed=lambda *a: done.append(time.monotonic())
+    )
+    p1 = store.plan_batch(job, 1, (OffsetRange(SSP, 0, 10),), owner="me")
     committer.submit(p1, cp(task, 10), gate)
     time.sleep(0.3)
     assert not done and store.checkpoints(job, 1)[task].offsets[SSP] == 0  # waiting for the next plan
-    store.plan_batch(job, 1, (OffsetRange(SSP, 10, 20),), "me", after=p1.batch_id)
+    store.plan_batch(job, 1, (OffsetRange(SSP, 10, 20),), owner="me", after=p1.batch_id)
     opened = time.monotonic()
     gate.set()
     committer.flush()

@@ -70,10 +70,16 @@ def test_a_chunk_reads_exactly_its_offsets_with_librdkafka_on_a_reused_consumer(
     producer.flush()
     producer.close()
     chunks = [
-        reader.Chunk(kafka_bootstrap, "kafka", topic, 1, 5, 17),
-        reader.Chunk(kafka_bootstrap, "kafka", topic, 0, 0, 40),  # up to the high watermark
-        reader.Chunk(kafka_bootstrap, "kafka", topic, 2, 39, 40),  # its last record alone
-        reader.Chunk(kafka_bootstrap, "kafka", topic, 1, 17, 30),  # back to a partition read before
+        reader.Chunk(bootstrap=kafka_bootstrap, system="kafka", stream=topic, partition=1, start=5, end=17),
+        reader.Chunk(
+            bootstrap=kafka_bootstrap, system="kafka", stream=topic, partition=0, start=0, end=40
+        ),  # up to the high watermark
+        reader.Chunk(
+            bootstrap=kafka_bootstrap, system="kafka", stream=topic, partition=2, start=39, end=40
+        ),  # its last record alone
+        reader.Chunk(
+            bootstrap=kafka_bootstrap, system="kafka", stream=topic, partition=1, start=17, end=30
+        ),  # back to a partition read before
     ]
     try:
         for c in chunks:

@@ -30,7 +30,9 @@ def test_each_entry_goes_to_the_file_of_its_bucket_in_a_worker_as_in_process(tmp
     folder = snapshot(tmp / "db", entries)
     results = []
     for where in ("inproc", "worker"):
-        job = ScanJob(folder, factor, {b: str(tmp / where / f"{b}.sst") for b in range(factor)}, "s", "t")
+        job = ScanJob(
+            folder=folder, factor=factor, outputs={b: str(tmp / where / f"{b}.sst") for b in range(factor)}, store="s", source="t"
+        )
         results.append(scan(job) if where == "inproc" else workers.run(job))
         for b in range(factor):
             want = {k: v for k, v in entries.items() if key_bucket(k, 0, factor) == b}
@@ -43,14 +45,16 @@ def test_each_entry_goes_to_the_file_of_its_bucket_in_a_worker_as_in_process(tmp
 def test_a_key_of_a_bucket_the_job_does_not_expect_is_an_error_naming_store_task_and_key(tmp_path, workers):
     folder = snapshot(tmp_path / "db", {b"alice": b"1", b"bob": b"2"})
     wrong = 1 - key_bucket(b"alice", 0, 2)
-    result = workers.run(ScanJob(folder, 2, {wrong: str(tmp_path / "out.sst")}, "totals", "Partition 0_1"))
+    result = workers.run(
+        ScanJob(folder=folder, factor=2, outputs={wrong: str(tmp_path / "out.sst")}, store="totals", source="Partition 0_1")
+    )
     assert result.error is not None
     assert "store 'totals' of task 'Partition 0_1' holds key b'alice'" in result.error or "holds key b'bob'" in result.error
 
 
 def test_the_dry_run_counts_and_writes_no_file(tmp_path, workers):
     folder = snapshot(tmp_path / "db", {f"k{i}".encode(): b"v" for i in range(50)})
-    job = ScanJob(folder, 3, dict.fromkeys(range(3)), "s", "t")
+    job = ScanJob(folder=folder, factor=3, outputs=dict.fromkeys(range(3)), store="s", source="t")
     result = workers.run(job)
     assert sum(result.keys.values()) == 50 and result == scan(job)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["db"]
@@ -65,6 +69,6 @@ def test_a_worker_that_died_fails_the_scan_naming_it_and_does_not_hang(tmp_path)
         proc.wait()
         for _ in range(2):  # the dead worker goes back to the idle queue: the next job fails too, it does not wait forever
             with pytest.raises(RuntimeError, match=rf"bucket scan worker {proc.pid} exited with -9"):
-                w.run(ScanJob(folder, 1, {0: str(tmp_path / "o.sst")}, "s", "t"))
+                w.run(ScanJob(folder=folder, factor=1, outputs={0: str(tmp_path / "o.sst")}, store="s", source="t"))
     finally:
         w.close()

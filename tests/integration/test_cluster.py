@@ -374,7 +374,7 @@ def test_reset_sinks_moves_old_outputs_on_the_shared_storage_aside(cluster, tmp_
     def start(store_file: str, reset: bool = False):
         config = validate({**props, "task.checkpoint.store.url": f"sqlite:///{tmp_path / store_file}"})
         store = CheckpointStore(config.checkpoint_store_url())
-        return guard_sinks(config, store, JobCoordinator(config, store, inputs).initialize, reset), config
+        return guard_sinks(config, store, JobCoordinator(config, store, inputs).initialize, reset=reset), config
 
     _, config = start("a.db")
     old = pa.Table.from_pylist([{"key": b"k", "value": b"{}", "batch_id": 1}], schema=OUTPUT_SCHEMA)

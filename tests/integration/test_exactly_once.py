@@ -32,7 +32,13 @@ def job(kafka_bootstrap, tmp_path):
     model = build_job_model(validate({"job.name": name, "task.inputs": str(IN)}), {IN: 1})
     store.acquire_lease(name, "me", 60_000)
     store.write_generation(
-        name, 0, 1, model, lambda old: {t.task_name: TaskCheckpoint(t.task_name, {SSP: 0}) for t in model.tasks()}, "me", "first"
+        name,
+        0,
+        1,
+        model=model,
+        compute=lambda old: {t.task_name: TaskCheckpoint(task_name=t.task_name, offsets={SSP: 0}) for t in model.tasks()},
+        owner="me",
+        reason="first",
     )
     staged = StagedOutput(out, staging_root(str(tmp_path / "output"), "kafka", out))
     yield name, out, store, staged, model
@@ -41,14 +47,23 @@ def job(kafka_bootstrap, tmp_path):
 
 def _run(kafka_bootstrap, job) -> ExactlyOnceOutputs:
     name, _, store, staged, _ = job
-    return ExactlyOnceOutputs(name, "1", "kafka", lambda system: kafka_bootstrap, (staged,), store, (1, 2), "me")
+    return ExactlyOnceOutputs(
+        job_name=name,
+        job_id="1",
+        system="kafka",
+        kafka_for=lambda system: kafka_bootstrap,
+        outputs=(staged,),
+        store=store,
+        write_versions=(1, 2),
+        owner="me",
+    )
 
 
 def _batch(job, start: int, end: int, after: int | None = None):
     """Plan a batch over input offsets [start, end) (chained `after` a pending one) and stage its outputs: one
     per input, keyed by user."""
     name, _, store, staged, model = job
-    plan = store.plan_batch(name, 1, (OffsetRange(SSP, start, end),), "me", after=after)
+    plan = store.plan_batch(name, 1, (OffsetRange(SSP, start, end),), owner="me", after=after)
     task = next(iter(model.tasks())).task_name
     rows = {
         "key": [f"u{o % 3}".encode() for o in range(start, end)],
@@ -62,7 +77,7 @@ def _batch(job, start: int, end: int, after: int | None = None):
         "source_stream": [SSP.stream] * (end - start),
     }
     write_batch_file(staged.root, plan.batch_id, "slot-0", pa.table(rows, schema=OUTPUT_SCHEMA))
-    return plan, [TaskCheckpoint(task, {SSP: end})]
+    return plan, [TaskCheckpoint(task_name=task, offsets={SSP: end})]
 
 
 def _visible(bootstrap: str, topic: str) -> dict[bytes, list[int]]:
@@ -85,7 +100,7 @@ def test_outputs_show_once_whichever_side_of_the_kafka_commit_a_run_dies(kafka_b
     assert run.start() == []
     plan, cps = _batch(job, 0, 10)
     assert run.commit(plan, cps, ()) == 10
-    store.commit_batch(plan, cps, (1, 2), "me")
+    store.commit_batch(plan, cps, (1, 2), owner="me")
     # it commits batch 2 [10, 20) in Kafka and dies before the store's commit
     plan, cps = _batch(job, 10, 20)
     run.commit(plan, cps, ())
@@ -109,7 +124,7 @@ def test_outputs_show_once_whichever_side_of_the_kafka_commit_a_run_dies(kafka_b
     plan3, cps3 = _batch(job, 20, 30)
     assert plan3.batch_id == 3  # the same plan, replayed
     run.commit(plan3, cps3, ())
-    store.commit_batch(plan3, cps3, (1, 2), "me")
+    store.commit_batch(plan3, cps3, (1, 2), owner="me")
     run.close()
     assert store.open_transactional_ids(name) == []
     seen = _visible(kafka_bootstrap, out)
@@ -126,7 +141,7 @@ def test_a_commit_covering_skipped_batches_carries_their_outputs_in_order(kafka_
     p2, cps2 = _batch(job, 5, 9, after=p1.batch_id)
     assert p2.batch_id == 2
     assert run.commit(p2, cps2, (1,)) == 9
-    store.commit_batch(p2, cps2, (1, 2), "me", (1,))
+    store.commit_batch(p2, cps2, (1, 2), owner="me", covers=(1,))
     run.close()
     seen = _visible(kafka_bootstrap, out)
     assert sorted(v for vs in seen.values() for v in vs) == list(range(9)) and all(vs == sorted(vs) for vs in seen.values())

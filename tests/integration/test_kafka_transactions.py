@@ -71,7 +71,9 @@ def test_a_chunk_reads_committed_records_only_and_ends_on_a_marker(kafka_bootstr
     try:
 
         def read(start: int, end: int) -> list[tuple[int, bytes]]:
-            chunk = reader.Chunk(kafka_bootstrap, "kafka", transactional_topic, 0, start, end)
+            chunk = reader.Chunk(
+                bootstrap=kafka_bootstrap, system="kafka", stream=transactional_topic, partition=0, start=start, end=end
+            )
             return [(r["offset"], r["value"]) for b in reader.read_chunk(chunk) for r in b.to_pylist()]
 
         assert read(0, 10) == [(0, b"a0"), (1, b"a1"), (2, b"a2"), (7, b"c0"), (8, b"c1")]  # ends on a marker

@@ -175,8 +175,8 @@ def test_a_dual_commit_store_moves_with_a_changelog_image_each_backend_restores_
     entries = {t: {"counts": {**e["counts"], "gone": None} if "gone" in e["counts"] else e["counts"]} for t, e in entries.items()}
     cps = commit(st, old_model, entries)
     assert all(set(cp.state_markers) == {KAFKA, BLOB} for cp in cps.values())
-    move = move_state(st, [COUNTS], old_model, 2, 1, cps, new_model, 3)
-    new_cps = move.apply({t.task_name: TaskCheckpoint(t.task_name, {}) for t in new_model.tasks()})
+    move = move_state(st, [COUNTS], old_model, old_factor=2, from_generation=1, old_cps=cps, new_model=new_model, new_factor=3)
+    new_cps = move.apply({t.task_name: TaskCheckpoint(task_name=t.task_name, offsets={}) for t in new_model.tasks()})
     assert all(set(cp.state_markers) == {KAFKA, BLOB} for cp in new_cps.values())
     expected = {}
     for k, v in values.items():

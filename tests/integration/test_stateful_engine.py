@@ -215,8 +215,8 @@ def tamper(config, store, tmp_path):
         config.job_name,
         gen.number,
         [replace(cps[task], checkpoint_id=cp_id, state_markers=markers)],
-        config.checkpoint_write_versions,
-        None,
+        write_versions=config.checkpoint_write_versions,
+        owner=None,
     )
 
 
@@ -301,8 +301,8 @@ def test_dual_commit_restores_from_each_backend_and_a_missing_marker_falls_back(
         config.job_name,
         gen.number,
         [replace(cp, state_markers={KAFKA: cp.state_markers[KAFKA]}) for cp in cps.values()],
-        config.checkpoint_write_versions,
-        None,
+        write_versions=config.checkpoint_write_versions,
+        owner=None,
     )
     shutil.rmtree(tmp_path / "state")
     props["stores.totals.restore.factories"] = "blobstore,kafka"

@@ -47,13 +47,16 @@ def model(factor=2, partitions=2):
 
 def cps_at(m, offset, marks=None):
     return {
-        t.task_name: TaskCheckpoint(t.task_name, {s: offset for s in t.system_stream_partitions}, marks or {}) for t in m.tasks()
+        t.task_name: TaskCheckpoint(
+            task_name=t.task_name, offsets={s: offset for s in t.system_stream_partitions}, watermarks=marks or {}
+        )
+        for t in m.tasks()
     }
 
 
 def first_generation(store, job, m, offset=0, owner="me"):
     store.acquire_lease(job, owner, 10_000)
-    gen = store.write_generation(job, 0, 2, m, lambda old: cps_at(m, offset), owner, "first")
+    gen = store.write_generation(job, 0, 2, model=m, compute=lambda old: cps_at(m, offset), owner=owner, reason="first")
     store.release_lease(job, owner)
     return gen
 
@@ -89,8 +92,10 @@ def test_a_writer_of_an_older_generation_is_fenced_and_changes_nothing(store, jo
     store.acquire_lease(job_name, "rescaler", 10_000)
     m4 = model(4)
     with pytest.raises(PendingBatchError, match=f"batch {stale_plan.batch_id}"):
-        store.write_generation(job_name, 1, 4, m4, lambda old: cps_at(m4, 3), "rescaler", "rescale")
-    store.write_generation(job_name, 1, 4, m4, lambda old: cps_at(m4, 3), "rescaler", "rescale", abandon_pending=True)
+        store.write_generation(job_name, 1, 4, model=m4, compute=lambda old: cps_at(m4, 3), owner="rescaler", reason="rescale")
+    store.write_generation(
+        job_name, 1, 4, model=m4, compute=lambda old: cps_at(m4, 3), owner="rescaler", reason="rescale", abandon_pending=True
+    )
     store.release_lease(job_name, "rescaler")
     before = store.checkpoints(job_name, 2)
     with pytest.raises(StaleGenerationError, match="generation 1, but the current generation is 2"):
@@ -108,10 +113,10 @@ def test_rescale_needs_the_lease_and_the_expected_generation(store, job_name):
     m = model()
     first_generation(store, job_name, m)
     with pytest.raises(LeaseHeldError):  # nobody holds it: writing a generation requires holding it
-        store.write_generation(job_name, 1, 2, m, lambda old: old, "me", "x")
+        store.write_generation(job_name, 1, 2, model=m, compute=lambda old: old, owner="me", reason="x")
     store.acquire_lease(job_name, "me", 10_000)
     with pytest.raises(StaleGenerationError, match="current generation is 1"):
-        store.write_generation(job_name, 7, 2, m, lambda old: old, "me", "x")
+        store.write_generation(job_name, 7, 2, model=m, compute=lambda old: old, owner="me", reason="x")
     assert store.generation(job_name).number == 1
 
 
@@ -153,7 +158,7 @@ def test_watermarks_survive_the_store(store, job_name):
     m = model(factor=1, partitions=1)
     marks = {SSP0: (Watermark(4, 1, 99),)}
     store.acquire_lease(job_name, "me", 10_000)
-    store.write_generation(job_name, 0, 1, m, lambda old: cps_at(m, 5, marks), "me", "first")
+    store.write_generation(job_name, 0, 1, model=m, compute=lambda old: cps_at(m, 5, marks), owner="me", reason="first")
     for versions in [(1,), (2,)]:
         assert store.checkpoints(job_name, 1, versions)[TaskName("Partition 0")].watermarks == marks
 
@@ -161,7 +166,9 @@ def test_watermarks_survive_the_store(store, job_name):
 def test_v1_only_job_upgrades_to_v2_and_rolls_back(store, job_name, clock):
     m = model(factor=1, partitions=1)
     store.acquire_lease(job_name, "me", 10_000)
-    store.write_generation(job_name, 0, 1, m, lambda old: cps_at(m, 5), "me", "first", write_versions=(1,))
+    store.write_generation(
+        job_name, 0, 1, model=m, compute=lambda old: cps_at(m, 5), owner="me", reason="first", write_versions=(1,)
+    )
     store.release_lease(job_name, "me")
     task = TaskName("Partition 0")
     # upgrade: read 2,1 while only V1 exists -> keeps its place
@@ -241,7 +248,9 @@ def rescale_to(store, job, factor, offset):
     m = model(factor=factor)
     expected = store.generation(job).number
     store.acquire_lease(job, "rescaler", 10_000)
-    store.write_generation(job, expected, factor, m, lambda old: cps_at(m, offset), "rescaler", f"to {factor}")
+    store.write_generation(
+        job, expected, factor, model=m, compute=lambda old: cps_at(m, offset), owner="rescaler", reason=f"to {factor}"
+    )
     store.release_lease(job, "rescaler")
     return m
 

@@ -18,7 +18,10 @@ USERS = TableDescriptor("users", ())
 
 def batch(bootstrap, topic, tmp_path, end):
     tb = TableBatch(
-        "users", ((SystemStreamPartition("kafka", topic, 0), end),), (("kafka", bootstrap),), (("kafka", "string", "json"),)
+        name="users",
+        targets=((SystemStreamPartition("kafka", topic, 0), end),),
+        bootstraps=(("kafka", bootstrap),),
+        serdes=(("kafka", "string", "json"),),
     )
     return SideInputBatch("tables", str(tmp_path), (tb,))
 

@@ -84,7 +84,7 @@ class ReferenceRunner:
             for cp in cps.values()
             for s in map(SystemStreamPartition.without_key_bucket, cp.offsets)
         }
-        plan = c.store.plan_batch(c.job, generation.number, plan_ranges(cps.values(), hws, max_records), owner)
+        plan = c.store.plan_batch(c.job, generation.number, plan_ranges(cps.values(), hws, max_records), owner=owner)
         self.log = [p for p in self.log if p.batch_id != plan.batch_id]  # a retry overwrites its own output, as the sink does
         router = Router(generation.factor, cps.values())
         remaining = dict(budgets or {})
@@ -106,7 +106,7 @@ class ReferenceRunner:
                 self.log.append(Processed(r.ssp, offset, key, t, plan.batch_id))
         new = [advance(cp, plan.ranges, stopped[t]) for t, cp in cps.items()]
         new = self.with_state(cps, new, [p for p in self.log if p.batch_id == plan.batch_id])
-        c.store.commit_batch(plan, new, c.config.checkpoint_write_versions, owner)
+        c.store.commit_batch(plan, new, c.config.checkpoint_write_versions, owner=owner)
         return plan
 
     def with_state(

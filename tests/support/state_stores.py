@@ -71,7 +71,7 @@ def commit(
                 csm.store(task, name).put_all(values)
         cp_id = CheckpointId.create()
         markers = csm.upload(csm.snapshot(cp_id))
-        return {t: TaskCheckpoint(t, {}, checkpoint_id=cp_id, state_markers=markers[t]) for t in csm.tasks}
+        return {t: TaskCheckpoint(task_name=t, offsets={}, checkpoint_id=cp_id, state_markers=markers[t]) for t in csm.tasks}
     finally:
         csm.close()
 

@@ -12,7 +12,10 @@ NOW = 10_000_000
 
 
 def series(factor, lags, records=600, process_s=3.0, step_ms=60_000):
-    return [BatchSample(NOW - (len(lags) - i) * step_ms, factor, records, process_s, lag) for i, lag in enumerate(lags)]
+    return [
+        BatchSample(at_ms=NOW - (len(lags) - i) * step_ms, factor=factor, records=records, process_s=process_s, lag=lag)
+        for i, lag in enumerate(lags)
+    ]
 
 
 def test_scales_up_under_growing_lag():
@@ -45,7 +48,7 @@ def test_holds_when_keeping_up():
 )
 def test_never_outside_bounds(current, lags, records, process_s, lo, hi):
     policy = AutosizePolicy(min_factor=lo, max_factor=hi, cooldown_ms=0)
-    r = recommend(series(current, lags, records, process_s), current, 0, NOW, policy)
+    r = recommend(series(current, lags, records, process_s), current, 0, now_ms=NOW, policy=policy)
     assert lo <= r.factor <= hi
 
 
@@ -67,7 +70,9 @@ def test_headroom_is_applied_exactly():
     r = recommend(series(2, [0, 0, 24_000]), 2, last_change_ms=0, now_ms=NOW, policy=POLICY)
     assert r == Recommendation(8, "lag 0 -> 24000: need factor 7.6")  # 6.1 * 1.25 = 7.625
     no_headroom = AutosizePolicy(min_factor=1, max_factor=16, cooldown_ms=600_000, target_lag_s=60, headroom=1.0)
-    assert recommend(series(2, [0, 0, 24_000]), 2, 0, NOW, no_headroom) == Recommendation(7, "lag 0 -> 24000: need factor 6.1")
+    assert recommend(series(2, [0, 0, 24_000]), 2, 0, now_ms=NOW, policy=no_headroom) == Recommendation(
+        7, "lag 0 -> 24000: need factor 6.1"
+    )
 
 
 @pytest.mark.parametrize(
@@ -79,31 +84,31 @@ def test_headroom_is_applied_exactly():
 )
 def test_scale_down_only_below_the_hysteresis_band(process_s, expected):
     # no lag; need = input 10/s * 1.25 / (600 / process_s / 8) = process_s / 6
-    assert recommend(series(8, [0, 0, 0], records=600, process_s=process_s), 8, 0, NOW, POLICY) == expected
+    assert recommend(series(8, [0, 0, 0], records=600, process_s=process_s), 8, 0, now_ms=NOW, policy=POLICY) == expected
 
 
 def test_a_need_exactly_on_the_band_edge_holds():
     half = AutosizePolicy(min_factor=1, max_factor=16, cooldown_ms=0, target_lag_s=60, scale_down_below=0.5)
     # need = 10/s * 1.25 / (1800 / 72 s / 8) = 4.0 = 0.5 x 8 exactly: not below the band
-    assert recommend(series(8, [0, 0, 0], records=600, process_s=24.0), 8, 0, NOW, half) == Recommendation(
+    assert recommend(series(8, [0, 0, 0], records=600, process_s=24.0), 8, 0, now_ms=NOW, policy=half) == Recommendation(
         8, "need factor 4.0: holding"
     )
-    assert recommend(series(8, [0, 0, 0], records=600, process_s=23.0), 8, 0, NOW, half) == Recommendation(
+    assert recommend(series(8, [0, 0, 0], records=600, process_s=23.0), 8, 0, now_ms=NOW, policy=half) == Recommendation(
         4, "idle: need factor 3.8 of 8"
     )
 
 
 def test_only_the_latest_six_samples_at_the_current_factor_count():
     def at(minute, factor, lag, records=600, process_s=3.0):
-        return BatchSample(NOW - (20 - minute) * 60_000, factor, records, process_s, lag)
+        return BatchSample(at_ms=NOW - (20 - minute) * 60_000, factor=factor, records=records, process_s=process_s, lag=lag)
 
     older = [at(0, 2, 0, records=1, process_s=100.0), at(1, 2, 90_000)]  # would change the rate and the lag trend
     other_factor = [at(2, 4, 10**7, records=10**6, process_s=0.01)]  # another factor's batches say nothing about this one
     latest = [at(3 + i, 2, lag) for i, lag in enumerate([0, 0, 0, 0, 0, 30_000])]
     # 6 batches over 300 s: input (3000 + 30000) / 300 = 110/s; need = (110 + 500) * 1.25 / 100 = 7.6 (5 batches: 7.9)
     expected = Recommendation(8, "lag 0 -> 30000: need factor 7.6")
-    assert recommend(latest, 2, 0, NOW, POLICY) == expected
-    assert recommend(older + latest[:3] + other_factor + latest[3:], 2, 0, NOW, POLICY) == expected
+    assert recommend(latest, 2, 0, now_ms=NOW, policy=POLICY) == expected
+    assert recommend(older + latest[:3] + other_factor + latest[3:], 2, 0, now_ms=NOW, policy=POLICY) == expected
 
 
 def test_the_cooldown_ends_exactly_cooldown_ms_after_the_last_change():

@@ -17,7 +17,9 @@ def test_each_entry_goes_to_the_file_of_its_bucket(tmp_path_factory, keys, facto
     tmp = tmp_path_factory.mktemp("scan")
     entries = {k: k[::-1] + b"!" for k in keys}
     folder = snapshot(tmp / "db", entries)
-    job = ScanJob(folder, factor, {b: str(tmp / "out" / f"{b}.sst") for b in range(factor)}, "s", "t")
+    job = ScanJob(
+        folder=folder, factor=factor, outputs={b: str(tmp / "out" / f"{b}.sst") for b in range(factor)}, store="s", source="t"
+    )
     result = scan(job)
     for b in range(factor):
         want = {k: v for k, v in entries.items() if key_bucket(k, 0, factor) == b}
@@ -29,7 +31,7 @@ def test_each_entry_goes_to_the_file_of_its_bucket(tmp_path_factory, keys, facto
 def test_a_key_of_a_bucket_the_job_does_not_expect_is_an_error_naming_store_task_and_key(tmp_path):
     folder = snapshot(tmp_path / "db", {b"alice": b"1", b"bob": b"2"})
     wrong = 1 - key_bucket(b"alice", 0, 2)
-    job = ScanJob(folder, 2, {wrong: str(tmp_path / "out.sst")}, "totals", "Partition 0_1")
+    job = ScanJob(folder=folder, factor=2, outputs={wrong: str(tmp_path / "out.sst")}, store="totals", source="Partition 0_1")
     for result in (scan(job), ScanResult.from_json(answer(job.to_json()))):
         assert result.error is not None
         assert "store 'totals' of task 'Partition 0_1' holds key b'alice'" in result.error or "holds key b'bob'" in result.error
@@ -37,21 +39,21 @@ def test_a_key_of_a_bucket_the_job_does_not_expect_is_an_error_naming_store_task
 
 def test_a_worker_answers_a_failed_scan_with_its_error(tmp_path):
     """A worker never dies of a bad job: the move gets the error and fails naming it."""
-    job = ScanJob(str(tmp_path / "missing"), 2, {0: None, 1: None}, "s", "t")
+    job = ScanJob(folder=str(tmp_path / "missing"), factor=2, outputs={0: None, 1: None}, store="s", source="t")
     result = ScanResult.from_json(answer(job.to_json()))
     assert result.error is not None and result.error.startswith("bucket scan failed: ")
 
 
 def test_the_dry_run_counts_and_writes_no_file(tmp_path):
     folder = snapshot(tmp_path / "db", {f"k{i}".encode(): b"v" for i in range(50)})
-    job = ScanJob(folder, 3, dict.fromkeys(range(3)), "s", "t")
+    job = ScanJob(folder=folder, factor=3, outputs=dict.fromkeys(range(3)), store="s", source="t")
     result = scan(job)
     assert sum(result.keys.values()) == 50
     assert sorted(p.name for p in tmp_path.iterdir()) == ["db"]
 
 
 def test_json_round_trip():
-    job = ScanJob("/x", 4, {0: "/a.sst", 2: None}, "s", "Partition 1_2")
+    job = ScanJob(folder="/x", factor=4, outputs={0: "/a.sst", 2: None}, store="s", source="Partition 1_2")
     assert ScanJob.from_json(job.to_json()) == job
     result = ScanResult({0: 3}, {0: 40}, None)
     assert ScanResult.from_json(result.to_json()) == result

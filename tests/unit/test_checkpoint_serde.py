@@ -67,7 +67,7 @@ def test_v1_and_v2_round_trip_with_key_buckets():
 
 def test_unbucketed_ssps_are_written_as_samza_writes_them():
     """3-part V2 keys and no keyBucket in V1, byte for byte as Samza's Jackson mappers write them."""
-    cp = TaskCheckpoint(TaskName("Partition 3"), {SSP: 42})
+    cp = TaskCheckpoint(task_name=TaskName("Partition 3"), offsets={SSP: 42})
     assert v1_to_json(to_v1(cp)) == (
         '{"SystemStreamPartition [kafka, orders, 3]":{"system":"kafka","partition":"3","offset":"42","stream":"orders"}}'
     )  # CheckpointV1Serde's HashMap order
@@ -102,7 +102,7 @@ def test_v1_without_key_bucket_and_v2_without_markers():
 
 
 def test_task_checkpoint_to_both_formats():
-    cp = TaskCheckpoint(TaskName("Partition_3-1-2"), {SSP.with_key_bucket(1): 10})
+    cp = TaskCheckpoint(task_name=TaskName("Partition_3-1-2"), offsets={SSP.with_key_bucket(1): 10})
     assert to_v1(cp).offsets == {SSP.with_key_bucket(1): "10"}
     assert to_v2(cp, CheckpointId(5, 6)).input_offsets == {SSP.with_key_bucket(1): "10"}
 
@@ -177,7 +177,7 @@ def test_newer_lower_priority_version_wins_after_live_max_age():
 def test_offsets_from_a_template_are_the_full_encoding(ssps):
     """The commit's templated payloads are byte for byte what the full encoders write, odd names included."""
     offsets = {s: 1000 * i + 7 for i, s in enumerate(ssps)}
-    cp = TaskCheckpoint(TaskName("Partition_0-0-4"), offsets)
+    cp = TaskCheckpoint(task_name=TaskName("Partition_0-0-4"), offsets=offsets)
     assert offsets_json(offsets, 1) == v1_to_json(to_v1(cp))
     cid = CheckpointId.parse("1614147487244-33577")
     markers = {"f.Blob": {"store1": "a;b", "store0": "c"}, "f.Kafka": {"store1": "kafka;changelog;3;50"}}

@@ -41,7 +41,11 @@ def test_lag_keeps_the_top_sspkb_and_sums_the_others():
 def test_chart_has_axes_units_legend_hover_and_marks():
     out = svg(
         Chart(
-            "Lag", "offsets", [3, 4, 5], [Series("kafka.o.0.1", [1, 5, 2]), Series("others", [0, 1, 1])], [(4, "factor 2\u21924")]
+            title="Lag",
+            y_unit="offsets",
+            xs=[3, 4, 5],
+            series=[Series("kafka.o.0.1", [1, 5, 2]), Series("others", [0, 1, 1])],
+            marks=[(4, "factor 2\u21924")],
         )
     )
     assert out.count('class="axis ') == 2 and ">offsets<" in out and "batch (3..5)" in out

@@ -16,7 +16,9 @@ USERS = SystemStreamPartition("kafka", "users", 0)
 
 
 def table(tmp_path, descriptor, records):
-    t = SideInputTable(tmp_path / "t", descriptor, TableBatch(descriptor.name, (), (), ()), descriptor.processor)
+    t = SideInputTable(
+        tmp_path / "t", descriptor, TableBatch(name=descriptor.name, targets=(), bootstraps=(), serdes=()), descriptor.processor
+    )
     t.apply([(i, k, v, 0) for i, (k, v) in enumerate(records)], USERS, "string", "json")
     return t
 

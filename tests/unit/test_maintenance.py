@@ -120,9 +120,12 @@ def test_maintain_runs_every_step_with_the_configured_retention_and_the_validate
     clock = Clock()
     store = CheckpointStore(config.checkpoint_store_url(), clock=clock)
     model = build_job_model(config, {S: 1})
-    cps = {t.task_name: TaskCheckpoint(t.task_name, {s: 0 for s in t.system_stream_partitions}) for t in model.tasks()}
+    cps = {
+        t.task_name: TaskCheckpoint(task_name=t.task_name, offsets={s: 0 for s in t.system_stream_partitions})
+        for t in model.tasks()
+    }
     store.acquire_lease("kept", "me", 10_000)
-    store.write_generation("kept", 0, 1, model, lambda old: cps, "me", "first")
+    store.write_generation("kept", 0, 1, model=model, compute=lambda old: cps, owner="me", reason="first")
     store.release_lease("kept", "me")
     for b in range(1, 31):  # a batch a day for 30 days
         plan = store.plan_batch("kept", 1, (OffsetRange(SSP0, b, b + 1),))

@@ -105,10 +105,10 @@ def test_names_keep_only_statsd_safe_characters():
 
 def test_a_batch_reports_per_message_and_per_task_figures():
     summary = BatchSummary(
-        "j",
-        7,
-        2,
-        2,
+        job="j",
+        batch_id=7,
+        generation=2,
+        factor=2,
         records_read=30,
         processed=25,
         skipped=3,

@@ -96,14 +96,17 @@ def _cps(factor, offsets, partitions=2):
     out = []
     for t in model.tasks():
         out.append(
-            TaskCheckpoint(t.task_name, {s: offsets[(s.partition, max(s.key_bucket, 0))] for s in t.system_stream_partitions})
+            TaskCheckpoint(
+                task_name=t.task_name,
+                offsets={s: offsets[(s.partition, max(s.key_bucket, 0))] for s in t.system_stream_partitions},
+            )
         )
     return out
 
 
 def test_migrate_job_split_names_and_plan():
     old = _cps(2, {(0, 0): 5, (0, 1): 7, (1, 0): 3, (1, 1): 3})
-    m = migrate(2, old, _model(4), 4, {})
+    m = migrate(2, old, _model(4), new_factor=4, new_ssp_offsets={})
     assert m.checkpoints[TaskName("Partition_0-3-4")].offsets == {SystemStreamPartition("kafka", "orders", 0, 3): 7}
     assert "Partition_0-1-2\n  -> Partition_0-1-4" in m.describe()
     assert "Partition_0-3-4" in m.describe()
@@ -111,7 +114,7 @@ def test_migrate_job_split_names_and_plan():
 
 def test_factor_1_turns_elasticity_off_and_names_migrate_back():
     old = _cps(4, {(p, b): 10 + b for p in range(2) for b in range(4)})
-    m = migrate(4, old, _model(1), 1, {})
+    m = migrate(4, old, _model(1), new_factor=1, new_ssp_offsets={})
     cp = m.checkpoints[TaskName("Partition 0")]
     assert cp.offsets == {SystemStreamPartition("kafka", "orders", 0): 10}
     assert cp.watermarks[SystemStreamPartition("kafka", "orders", 0)] == (
@@ -124,17 +127,19 @@ def test_factor_1_turns_elasticity_off_and_names_migrate_back():
 
 def test_new_partitions_start_where_configured_and_old_keep_theirs():
     old = _cps(2, {(p, b): 5 for p in range(2) for b in range(2)})
-    m = migrate(2, old, _model(2, partitions=3), 2, {SystemStreamPartition("kafka", "orders", 2): 77})
+    m = migrate(2, old, _model(2, partitions=3), new_factor=2, new_ssp_offsets={SystemStreamPartition("kafka", "orders", 2): 77})
     assert m.checkpoints[TaskName("Partition_2-1-2")].offsets == {SystemStreamPartition("kafka", "orders", 2, 1): 77}
     assert m.checkpoints[TaskName("Partition_1-1-2")].offsets == {SystemStreamPartition("kafka", "orders", 1, 1): 5}
     assert m.new_ssps == (SystemStreamPartition("kafka", "orders", 2),)
     with pytest.raises(MigrationError, match="no start offset"):
-        migrate(2, old, _model(2, partitions=3), 2, {})
+        migrate(2, old, _model(2, partitions=3), new_factor=2, new_ssp_offsets={})
 
 
 def test_dropped_inputs_are_reported():
     old = _cps(1, {(p, 0): 5 for p in range(2)})
     other = SystemStream("kafka", "other")
     config = validate({"job.name": "j", "task.inputs": str(other)})
-    m = migrate(1, old, build_job_model(config, {other: 1}), 1, {SystemStreamPartition("kafka", "other", 0): 0})
+    m = migrate(
+        1, old, build_job_model(config, {other: 1}), new_factor=1, new_ssp_offsets={SystemStreamPartition("kafka", "other", 0): 0}
+    )
     assert len(m.dropped_ssps) == 2 and "no longer read" in m.describe()

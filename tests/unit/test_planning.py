@@ -15,7 +15,7 @@ def ssp(p: int, bucket: int = -1) -> SystemStreamPartition:
 
 
 def cps(starts: dict[int, int]) -> list[TaskCheckpoint]:
-    return [TaskCheckpoint(TaskName(f"Partition {p}"), {ssp(p): o}) for p, o in starts.items()]
+    return [TaskCheckpoint(task_name=TaskName(f"Partition {p}"), offsets={ssp(p): o}) for p, o in starts.items()]
 
 
 def sizes(ranges) -> dict[int, int]:
@@ -38,8 +38,8 @@ def test_over_the_cap_one_each_then_shared_by_lag():
 
 def test_the_start_is_the_slowest_virtual_task():
     tasks = [
-        TaskCheckpoint(TaskName("Partition_0-0-2"), {ssp(0, 0): 40}),
-        TaskCheckpoint(TaskName("Partition_0-1-2"), {ssp(0, 1): 25}),
+        TaskCheckpoint(task_name=TaskName("Partition_0-0-2"), offsets={ssp(0, 0): 40}),
+        TaskCheckpoint(task_name=TaskName("Partition_0-1-2"), offsets={ssp(0, 1): 25}),
     ]
     assert plan_ranges(tasks, {ssp(0): 50}, 10) == (OffsetRange(ssp(0), 25, 35),)
 
@@ -106,20 +106,26 @@ def test_any_cap_drains_every_partition(lags, cap):
 
 
 def test_advance_moves_finished_tasks_to_the_range_end_and_drops_passed_watermarks():
-    cp = TaskCheckpoint(TaskName("Partition_0-1-2"), {ssp(0, 1): 10}, {ssp(0, 1): (Watermark(4, 1, 15), Watermark(4, 3, 30))})
+    cp = TaskCheckpoint(
+        task_name=TaskName("Partition_0-1-2"),
+        offsets={ssp(0, 1): 10},
+        watermarks={ssp(0, 1): (Watermark(4, 1, 15), Watermark(4, 3, 30))},
+    )
     after = advance(cp, [OffsetRange(ssp(0), 8, 20)])
     assert after.offsets == {ssp(0, 1): 20}
     assert after.watermarks == {ssp(0, 1): (Watermark(4, 3, 30),)}
 
 
 def test_advance_keeps_a_task_ahead_of_the_range():
-    cp = TaskCheckpoint(TaskName("Partition_0-1-2"), {ssp(0, 1): 25})
+    cp = TaskCheckpoint(task_name=TaskName("Partition_0-1-2"), offsets={ssp(0, 1): 25})
     assert advance(cp, [OffsetRange(ssp(0), 8, 20)]).offsets == {ssp(0, 1): 25}
 
 
 def test_advance_of_a_stopped_task_stops_at_its_first_unprocessed_record():
     cp = TaskCheckpoint(
-        TaskName("Partition_0-0-2"), {ssp(0, 0): 10, ssp(1, 0): 4}, {ssp(0, 0): (Watermark(4, 0, 12), Watermark(4, 2, 30))}
+        task_name=TaskName("Partition_0-0-2"),
+        offsets={ssp(0, 0): 10, ssp(1, 0): 4},
+        watermarks={ssp(0, 0): (Watermark(4, 0, 12), Watermark(4, 2, 30))},
     )
     ranges = [OffsetRange(ssp(0), 10, 40), OffsetRange(ssp(1), 4, 9)]
     after = advance(cp, ranges, stopped={ssp(0, 0): 17})
@@ -128,5 +134,5 @@ def test_advance_of_a_stopped_task_stops_at_its_first_unprocessed_record():
 
 
 def test_advance_never_moves_a_stopped_task_backwards():
-    cp = TaskCheckpoint(TaskName("Partition 0"), {ssp(0): 10})
+    cp = TaskCheckpoint(task_name=TaskName("Partition 0"), offsets={ssp(0): 10})
     assert advance(cp, [OffsetRange(ssp(0), 5, 20)], stopped={ssp(0): 7}).offsets == {ssp(0): 10}

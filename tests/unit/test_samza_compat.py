@@ -99,13 +99,15 @@ def test_a_changelog_offset_on_an_unknown_stream_names_the_fix():
 
 def test_snapshot_index_of_samzas_serde_test_reads_and_writes_byte_equal():
     index = SnapshotIndex.from_json(F["snapshot_index"])
-    meta = FileMetadata(0, 0, 0, "owner", "group", "rwxrw-r--")
+    meta = FileMetadata(
+        creation_time_millis=0, last_modified_time_millis=0, size=0, owner="owner", group="group", permissions="rwxrw-r--"
+    )
     assert index == SnapshotIndex(
-        1614147487244,
-        SnapshotMetadata(CID, "job", "123", "task", "store"),
-        tuple(FileIndex(n, (FileBlob(n),), meta, 0) for n in "abz"),
-        (),
-        None,
+        creation_time_millis=1614147487244,
+        metadata=SnapshotMetadata(checkpoint_id=CID, job_name="job", job_id="123", task_name="task", store_name="store"),
+        files_present=tuple(FileIndex(n, (FileBlob(n),), meta, 0) for n in "abz"),
+        files_removed=(),
+        prev_snapshot_index_blob_id=None,
     )
     assert index.to_json() == F["snapshot_index"]
     samza_rules.snapshot_index(index.to_json().encode())
@@ -148,8 +150,8 @@ def test_samza_reads_what_export_writes(inputs, stores, changelog_partition):
         for s, o in stores.items()
     }
     cp = TaskCheckpoint(
-        task,
-        {SystemStreamPartition("kafka", n, p): o + 1 for (n, p), o in inputs.items()},
+        task_name=task,
+        offsets={SystemStreamPartition("kafka", n, p): o + 1 for (n, p), o in inputs.items()},
         checkpoint_id=CID if markers else None,
         state_markers={KAFKA_CHANGELOG_FACTORY: markers} if markers else {},
     )
@@ -175,7 +177,7 @@ SSP0, SSP1 = SystemStreamPartition("kafka", "orders", 0), SystemStreamPartition(
 
 def _at_4(offsets_0, offsets_1):
     return [
-        TaskCheckpoint(TaskName(f"Partition_{p}-{b}-4"), {s.with_key_bucket(b): o})
+        TaskCheckpoint(task_name=TaskName(f"Partition_{p}-{b}-4"), offsets={s.with_key_bucket(b): o})
         for p, (s, offs) in enumerate(((SSP0, offsets_0), (SSP1, offsets_1)))
         for b, o in enumerate(offs)
     ]
@@ -183,7 +185,10 @@ def _at_4(offsets_0, offsets_1):
 
 def test_export_from_factor_4_writes_one_offset_per_partition_that_loses_nothing():
     merged = samza_topic.at_factor_1(_at_4([10, 10, 10, 10], [7, 7, 7, 7]), 4)
-    assert merged == [TaskCheckpoint(TaskName("Partition 0"), {SSP0: 10}), TaskCheckpoint(TaskName("Partition 1"), {SSP1: 7})]
+    assert merged == [
+        TaskCheckpoint(task_name=TaskName("Partition 0"), offsets={SSP0: 10}),
+        TaskCheckpoint(task_name=TaskName("Partition 1"), offsets={SSP1: 7}),
+    ]
     with pytest.raises(SerdeError, match=r"bucket 2 at 14.*slowest at 10.*run-batch --until-caught-up.*--allow-reprocessing"):
         samza_topic.at_factor_1(_at_4([10, 12, 14, 10], [7, 7, 7, 7]), 4)
     allowed = samza_topic.at_factor_1(_at_4([10, 12, 14, 10], [9, 7, 8, 7]), 4, allow_reprocessing=True)
@@ -193,13 +198,19 @@ def test_export_from_factor_4_writes_one_offset_per_partition_that_loses_nothing
 def test_export_from_factor_4_merges_watermarks_too():
     """A bucket left behind a merge with a watermark: the min is its offset, the watermark says more was done."""
     cps = _at_4([10, 10, 10, 10], [7, 7, 7, 7])
-    cps[0] = TaskCheckpoint(cps[0].task_name, {SSP0.with_key_bucket(0): 10}, {SSP0.with_key_bucket(0): (Watermark(8, 4, 12),)})
+    cps[0] = TaskCheckpoint(
+        task_name=cps[0].task_name,
+        offsets={SSP0.with_key_bucket(0): 10},
+        watermarks={SSP0.with_key_bucket(0): (Watermark(8, 4, 12),)},
+    )
     with pytest.raises(SerdeError, match="different offsets"):
         samza_topic.at_factor_1(cps, 4)
 
 
 def test_export_of_state_at_factor_above_1_names_the_rescale():
     cps = _at_4([1, 1, 1, 1], [1, 1, 1, 1])
-    cps[0] = TaskCheckpoint(cps[0].task_name, cps[0].offsets, checkpoint_id=CID, state_markers={BLOB_STORE_FACTORY: {"s": "x"}})
+    cps[0] = TaskCheckpoint(
+        task_name=cps[0].task_name, offsets=cps[0].offsets, checkpoint_id=CID, state_markers={BLOB_STORE_FACTORY: {"s": "x"}}
+    )
     with pytest.raises(SerdeError, match=r"rescale --factor 1"):
         samza_topic.at_factor_1(cps, 4)

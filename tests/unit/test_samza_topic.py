@@ -106,26 +106,30 @@ def test_bad_messages_fail_naming_the_offset_or_task(message, error):
 
 
 def test_export_writes_samzas_exact_bytes_with_last_processed_offsets():
-    cp = TaskCheckpoint(P0, {ssp(0): 42})
+    cp = TaskCheckpoint(task_name=P0, offsets={ssp(0): 42})
     (k1, m1), (k2, m2) = to_samza_messages([cp], Grouper.GROUP_BY_PARTITION, (1, 2), lambda: CheckpointId(1614147487244, 33577))
     assert k1 == key("Partition 0", "checkpoint") and k2 == key("Partition 0", "checkpoint-v2")
     assert json.loads(m1) == json.loads(v1(0, "41")) and json.loads(m2) == json.loads(v2(0, "41"))
 
 
 def test_nothing_processed_exports_minus_one_and_reads_back_as_zero():
-    ((k, m),) = to_samza_messages([TaskCheckpoint(P0, {ssp(0): 0})], Grouper.GROUP_BY_PARTITION, (2,))
+    ((k, m),) = to_samza_messages([TaskCheckpoint(task_name=P0, offsets={ssp(0): 0})], Grouper.GROUP_BY_PARTITION, (2,))
     assert json.loads(m)["input-offsets"] == {"kafka.orders.0": "-1"}
     assert read(log((k, m, 1)), (2,)) == {P0: {ssp(0): 0}}
 
 
 def test_a_factor_4_job_round_trips():
-    cps = [TaskCheckpoint(TaskName(f"Partition_{p}-{b}-4"), {ssp(p, b): 10 * p + b}) for p in range(2) for b in range(4)]
+    cps = [
+        TaskCheckpoint(task_name=TaskName(f"Partition_{p}-{b}-4"), offsets={ssp(p, b): 10 * p + b})
+        for p in range(2)
+        for b in range(4)
+    ]
     messages = [LogMessage(i, k, v, 5) for i, (k, v) in enumerate(to_samza_messages(cps, Grouper.GROUP_BY_PARTITION, (1, 2)))]
     for versions in ((1,), (2,), (2, 1)):
         assert read(messages, versions) == {cp.task_name: cp.offsets for cp in cps}
 
 
 def test_export_refuses_watermarks_samza_cannot_carry():
-    cp = TaskCheckpoint(P0, {ssp(0): 5}, {ssp(0): (Watermark(2, 1, 9),)})
+    cp = TaskCheckpoint(task_name=P0, offsets={ssp(0): 5}, watermarks={ssp(0): (Watermark(2, 1, 9),)})
     with pytest.raises(SerdeError, match="run a batch until caught up"):
         to_samza_messages([cp], Grouper.GROUP_BY_PARTITION, (1, 2))

@@ -25,7 +25,7 @@ def start(tmp_path):
         config = validate({**props, "task.checkpoint.store.url": f"sqlite:///{tmp_path / store_file}"})
         store = CheckpointStore(config.checkpoint_store_url())
         coordinator = JobCoordinator(config, store, inputs)
-        return guard_sinks(config, store, coordinator.initialize, reset), store, config
+        return guard_sinks(config, store, coordinator.initialize, reset=reset), store, config
 
     return start
 

@@ -11,7 +11,7 @@ FACTOR = 4
 
 
 def _chunk(start: int, end: int, partition: int = 0) -> Chunk:
-    return Chunk("127.0.0.1:9092", "kafka", "orders", partition, start, end)
+    return Chunk(bootstrap="127.0.0.1:9092", system="kafka", stream="orders", partition=partition, start=start, end=end)
 
 
 def _columns(records: list[tuple[bytes | None, int]]) -> Columns:
@@ -54,7 +54,7 @@ def test_each_record_is_kept_by_exactly_the_slot_of_its_task_unless_already_proc
         counts[slot], routed = ReadCounts(), Routed()
         half = len(records) // 2  # two reads of the partition into one slot's records
         for part in (records[:half], records[half:]):
-            route(table, _chunk(0, len(records)), _columns(part), slot, counts[slot], routed)
+            route(table, _chunk(0, len(records)), _columns(part), slot=slot, counts=counts[slot], out=routed)
         out = routed.table()
         assert out.schema == ROUTED_SCHEMA
         assert set(out.column("partition").to_pylist()) <= {0}

@@ -39,7 +39,7 @@ def place(m, factor, values: dict[str, int], partitions: int) -> dict[TaskName, 
 
 
 def _all_empty(m):
-    return {t.task_name: TaskCheckpoint(t.task_name, {}) for t in m.tasks()}
+    return {t.task_name: TaskCheckpoint(task_name=t.task_name, offsets={}) for t in m.tasks()}
 
 
 def moved(tmp_path, old_factor, new_factor, values, partitions=2, descriptors=(COUNTS,), dry_run=False):
@@ -47,7 +47,17 @@ def moved(tmp_path, old_factor, new_factor, values, partitions=2, descriptors=(C
     s = storage(config, descriptors)
     old_model, new_model = model(config, partitions), model(job_config(tmp_path, new_factor), partitions)
     cps = commit(s, old_model, place(old_model, old_factor, values, partitions))
-    move = move_state(s, list(descriptors), old_model, old_factor, 1, cps, new_model, new_factor, dry_run)
+    move = move_state(
+        s,
+        list(descriptors),
+        old_model,
+        old_factor=old_factor,
+        from_generation=1,
+        old_cps=cps,
+        new_model=new_model,
+        new_factor=new_factor,
+        dry_run=dry_run,
+    )
     return s, new_model, move
 
 
@@ -102,7 +112,7 @@ def test_composite_store_keys_follow_their_input_key(tmp_path):
         user = f"u{i}"
         entries[owner(old_model, 2, 0, user)]["windows"].update({f"{user}|{w}": w for w in range(3)})
     cps = commit(s, old_model, entries, (windows,))
-    move = move_state(s, [windows], old_model, 2, 1, cps, new_model, 5)
+    move = move_state(s, [windows], old_model, old_factor=2, from_generation=1, old_cps=cps, new_model=new_model, new_factor=5)
     got = read(s, new_model, move.apply(_all_empty(new_model)), (windows,))
     for task, stores in got.items():
         assert stores["windows"] and all(owner(new_model, 5, 0, k.split("|")[0]) == task for k in stores["windows"])
@@ -125,7 +135,7 @@ def test_same_factor_with_an_added_partition_keeps_the_snapshots(tmp_path):
     s = storage(config)
     old_model, new_model = model(config, 1), model(config, 2)
     cps = commit(s, old_model, place(old_model, 2, {f"k{i}": i for i in range(20)}, 1))
-    move = move_state(s, [COUNTS], old_model, 2, 1, cps, new_model, 2)
+    move = move_state(s, [COUNTS], old_model, old_factor=2, from_generation=1, old_cps=cps, new_model=new_model, new_factor=2)
     assert {t.task.name: t.how for t in move.transfers} == {
         "Partition_0-0-2": "kept",
         "Partition_0-1-2": "kept",
@@ -147,14 +157,17 @@ def test_a_changelog_only_store_is_refused_naming_the_store_and_the_fix(tmp_path
     old_model, new_model = model(config, 1), model(job_config(tmp_path, 4, **props), 1)
     cps = {
         t.task_name: TaskCheckpoint(
-            t.task_name, {}, checkpoint_id=CheckpointId.create(), state_markers={KAFKA_CHANGELOG_FACTORY: {"counts": "{}"}}
+            task_name=t.task_name,
+            offsets={},
+            checkpoint_id=CheckpointId.create(),
+            state_markers={KAFKA_CHANGELOG_FACTORY: {"counts": "{}"}},
         )
         for t in old_model.tasks()
     }
     with pytest.raises(
         StatefulRescaleError, match=r"store 'counts' .*changelog only.*stores.counts.backup.factories=kafka,blobstore"
     ):
-        move_state(s, [COUNTS], old_model, 2, 1, cps, new_model, 4)
+        move_state(s, [COUNTS], old_model, old_factor=2, from_generation=1, old_cps=cps, new_model=new_model, new_factor=4)
 
 
 @pytest.mark.parametrize(
@@ -169,12 +182,14 @@ def test_a_crashed_move_leaves_the_old_snapshots_and_a_rerun_removes_its_leftove
     blobs = BlobStoreManager(s.blob_uri)
     before = blobs.list("")
     with pytest.raises(faults.InjectedFault), faults.raise_at(point):
-        move_state(s, [COUNTS], old_model, 2, 7, cps, new_model, 3)
+        move_state(s, [COUNTS], old_model, old_factor=2, from_generation=7, old_cps=cps, new_model=new_model, new_factor=3)
     assert set(before) < set(blobs.list(""))  # the journal at least; old snapshots untouched
     assert read(s, old_model, cps) == place(old_model, 2, values, 2)
     assert len(clean_stale_moves(s, 7)) == 1  # started from generation 7, which is still current: it never committed
     assert blobs.list("") == before
-    move = move_state(s, [COUNTS], old_model, 2, 7, cps, new_model, 3)  # the rerun completes
+    move = move_state(
+        s, [COUNTS], old_model, old_factor=2, from_generation=7, old_cps=cps, new_model=new_model, new_factor=3
+    )  # the rerun completes
     assert read(s, new_model, move.apply(_all_empty(new_model))) == place(new_model, 3, values, 2)
 
 

@@ -169,11 +169,11 @@ def test_singular_restore_factory_is_accepted_with_a_warning():
 
 def test_markers_round_trip_through_checkpoint_v2():
     markers = {KAFKA_CHANGELOG_FACTORY: {"counts": '{"version":1}'}, BLOB_STORE_FACTORY: {"counts": "j-1/p/counts/index/x.json"}}
-    cp = TaskCheckpoint(TaskName("Partition 0"), {}, checkpoint_id=CheckpointId(5, 6), state_markers=markers)
+    cp = TaskCheckpoint(task_name=TaskName("Partition 0"), offsets={}, checkpoint_id=CheckpointId(5, 6), state_markers=markers)
     back = v2_from_json(v2_to_json(to_v2(cp)))
     assert back.checkpoint_id == CheckpointId(5, 6) and back.state_checkpoint_markers == markers
     assert json.loads(v2_to_json(to_v2(cp)))["state-checkpoint-markers"] == markers
-    assert cp == TaskCheckpoint(TaskName("Partition 0"), {})  # identity stays the offsets
+    assert cp == TaskCheckpoint(task_name=TaskName("Partition 0"), offsets={})  # identity stays the offsets
 
 
 def test_uncommitted_writes_are_trimmed_by_restore(tmp_path):

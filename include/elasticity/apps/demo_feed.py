@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 
 def demo_records(
-    count: int, keys: int, seed: int = 7, null_key_every: int = 50, hot_key_share: float = 0.1
+    count: int, keys: int, seed: int = 7, *, null_key_every: int = 50, hot_key_share: float = 0.1
 ) -> Iterator[tuple[bytes | None, bytes]]:
     rng = random.Random(seed)
     seq: dict[str | None, int] = {}

@@ -42,6 +42,7 @@ class AsyncCommitter:
         store: CheckpointStore,
         write_versions: tuple[int, ...],
         owner: str,
+        *,
         max_delay_ms: int,
         timeout_ms: int,
         on_committed: Committed | None = None,
@@ -110,7 +111,7 @@ class AsyncCommitter:
                 self.await_state(cps, self.timeout_ms / 1000)
             if self.before_commit is not None:
                 self.before_commit(plan, cps, covers)
-            self.store.commit_batch(plan, cps, self.write_versions, self.owner, covers)
+            self.store.commit_batch(plan, cps, self.write_versions, owner=self.owner, covers=covers)
         except BaseException as e:
             if self.on_failure is not None:
                 self.on_failure(e)

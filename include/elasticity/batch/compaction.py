@@ -54,7 +54,7 @@ TEMPORARY_AGE_MS = 3_600_000  # a temporary file this old belongs to a writer th
 CHUNK_BYTES = 64 << 20  # rows held in memory before they are written as row groups
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SinkReport:
     """What one maintenance run did to one sink's root."""
 

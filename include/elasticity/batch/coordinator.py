@@ -51,7 +51,7 @@ def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RescalePlan:
     old: Generation | None
     model: JobModel
@@ -95,7 +95,7 @@ class JobCoordinator:
         return build_job_model(config, self.inputs.partition_counts(config.inputs))
 
     def _new_ssp_offsets(
-        self, old: Mapping[TaskName, TaskCheckpoint], model: JobModel, first: bool
+        self, old: Mapping[TaskName, TaskCheckpoint], model: JobModel, *, first: bool
     ) -> dict[SystemStreamPartition, int]:
         """Start offsets of the input partitions that no old checkpoint covers.
 
@@ -130,7 +130,7 @@ class JobCoordinator:
         return (StorageConfig.of(self.config, descriptors), descriptors) if descriptors else None
 
     def _move_state(
-        self, old: Generation, old_cps: Mapping[TaskName, TaskCheckpoint], factor: int, model: JobModel, dry_run: bool
+        self, old: Generation, old_cps: Mapping[TaskName, TaskCheckpoint], factor: int, *, model: JobModel, dry_run: bool
     ) -> StateMove | None:
         """Every store's entries to the new task of their key's bucket: see state/rescale.py."""
         from elasticity.state.rescale import move_state
@@ -138,13 +138,27 @@ class JobCoordinator:
         if self.storage is None:
             return None
         config, descriptors = self.storage
-        return move_state(config, descriptors, old.job_model, old.factor, old.number, old_cps, model, factor, dry_run)
+        return move_state(
+            config,
+            descriptors,
+            old.job_model,
+            old_factor=old.factor,
+            from_generation=old.number,
+            old_cps=old_cps,
+            new_model=model,
+            new_factor=factor,
+            dry_run=dry_run,
+        )
 
     def _migrate(
         self, old: Generation | None, old_cps: Mapping[TaskName, TaskCheckpoint], factor: int, model: JobModel
     ) -> Migration:
         return migrate(
-            old.factor if old else 1, old_cps.values(), model, factor, self._new_ssp_offsets(old_cps, model, old is None)
+            old.factor if old else 1,
+            old_cps.values(),
+            model,
+            new_factor=factor,
+            new_ssp_offsets=self._new_ssp_offsets(old_cps, model, first=old is None),
         )
 
     @staticmethod
@@ -158,20 +172,21 @@ class JobCoordinator:
         old, factor, model = self._target(factor)
         metrics = {"job-model-generation-ns": time.perf_counter_ns() - t}
         if self._unchanged(old, factor, model):
-            return RescalePlan(old, model, factor, None, metrics=metrics)
+            return RescalePlan(old=old, model=model, factor=factor, migration=None, metrics=metrics)
         old_cps = self.checkpoints(old) if old else {}
         t = time.perf_counter_ns()
         migration = self._migrate(old, old_cps, factor, model)
         metrics["checkpoint-compute-ns"] = time.perf_counter_ns() - t
-        state = self._move_state(old, old_cps, factor, model, dry_run=True) if old else None
+        state = self._move_state(old, old_cps, factor, model=model, dry_run=True) if old else None
         if state is not None:
             metrics["state-move-ns"] = state.state_move_ns
-        return RescalePlan(old, model, factor, migration, state, metrics)
+        return RescalePlan(old=old, model=model, factor=factor, migration=migration, state=state, metrics=metrics)
 
     def rescale(
         self,
         factor: int | None = None,
         owner: str | None = None,
+        *,
         abandon_pending: bool = False,
         trigger: str | None = None,
         origin: str = "manual",
@@ -202,9 +217,9 @@ class JobCoordinator:
                     self.job,
                     self.config.job_id,
                     self.store,
-                    lambda system: client_settings(self.config, system, "producer"),
-                    self.config.checkpoint_write_versions,
-                    owner,
+                    kafka_for=lambda system: client_settings(self.config, system, "producer"),
+                    write_versions=self.config.checkpoint_write_versions,
+                    owner=owner,
                 )
             t = time.perf_counter_ns()
             old, factor, model = self._target(factor)
@@ -214,11 +229,11 @@ class JobCoordinator:
 
                 clean_stale_moves(self.storage[0], old.number)  # what a crashed move left
             if self._unchanged(old, factor, model):
-                return RescalePlan(old, model, factor, None, metrics=metrics)
+                return RescalePlan(old=old, model=model, factor=factor, migration=None, metrics=metrics)
             done: list[Migration] = []
             # the stores move from the checkpoints as read now (a stateless app's are read once, under the lock)
             moved_from = self.checkpoints(old) if old and self.storage is not None else {}
-            move = self._move_state(old, moved_from, factor, model, dry_run=False) if old else None
+            move = self._move_state(old, moved_from, factor, model=model, dry_run=False) if old else None
 
             def compute(old_cps: dict[TaskName, TaskCheckpoint]) -> Mapping[TaskName, TaskCheckpoint]:
                 # from the checkpoints the transaction reads under the row lock
@@ -237,11 +252,11 @@ class JobCoordinator:
                 old,
                 factor,
                 model,
-                compute,
-                owner,
-                f"{reason} ({trigger or 'by ' + owner})",
-                abandon_pending,
-                origin if old else "start",
+                compute=compute,
+                owner=owner,
+                reason=f"{reason} ({trigger or 'by ' + owner})",
+                abandon_pending=abandon_pending,
+                origin=origin if old else "start",
             )
             if move is not None:
                 from elasticity.state.rescale import finish
@@ -258,7 +273,7 @@ class JobCoordinator:
                 factor,
                 " ".join(f"{k}={v}" for k, v in metrics.items()),
             )
-            return RescalePlan(old, model, factor, done[-1], move, metrics)
+            return RescalePlan(old=old, model=model, factor=factor, migration=done[-1], state=move, metrics=metrics)
         finally:
             if not already_ours:
                 self.store.release_lease(self.job, owner)
@@ -269,15 +284,15 @@ class JobCoordinator:
             self.store,
             self.reporters,
             RescaleMetrics(
-                self.job,
-                new.number,
-                old.factor if old else None,
-                new.factor,
-                new.origin,
-                len(new.job_model.tasks()),
-                metrics["job-model-generation-ns"],
-                metrics["checkpoint-compute-ns"],
-                metrics.get("state-move-ns"),
+                job=self.job,
+                generation=new.number,
+                old_factor=old.factor if old else None,
+                factor=new.factor,
+                origin=new.origin,
+                task_count=len(new.job_model.tasks()),
+                job_model_generation_ns=metrics["job-model-generation-ns"],
+                checkpoint_compute_ns=metrics["checkpoint-compute-ns"],
+                state_move_ns=metrics.get("state-move-ns"),
             ),
         )
 
@@ -286,6 +301,7 @@ class JobCoordinator:
         old: Generation | None,
         factor: int,
         model: JobModel,
+        *,
         compute: Callable[[dict[TaskName, TaskCheckpoint]], Mapping[TaskName, TaskCheckpoint]],
         owner: str,
         reason: str,
@@ -297,15 +313,15 @@ class JobCoordinator:
             self.job,
             old.number if old else 0,
             factor,
-            model,
-            compute,
-            owner,
-            reason,
-            self.config.checkpoint_write_versions,
-            self.config.checkpoint_read_versions,
-            self.config.live_checkpoint_max_age_ms,
-            abandon_pending,
-            origin,
+            model=model,
+            compute=compute,
+            owner=owner,
+            reason=reason,
+            write_versions=self.config.checkpoint_write_versions,
+            read_versions=self.config.checkpoint_read_versions,
+            live_max_age_ms=self.config.live_checkpoint_max_age_ms,
+            abandon_pending=abandon_pending,
+            origin=origin,
         )
 
     def adopt(self, imported: Iterable[TaskCheckpoint], source: str, owner: str | None = None) -> RescalePlan:
@@ -331,7 +347,13 @@ class JobCoordinator:
             for cp in by_task.values():
                 _check_owned(model, cp, f"factor {factor}")
                 _check_changelog_partition(model, cp, source)
-            migration = migrate(factor, by_task.values(), model, factor, self._new_ssp_offsets(by_task, model, old is None))
+            migration = migrate(
+                factor,
+                by_task.values(),
+                model,
+                new_factor=factor,
+                new_ssp_offsets=self._new_ssp_offsets(by_task, model, first=old is None),
+            )
             # same factor, same tasks: each keeps the state it committed (its stores restore from these markers)
             checkpoints = {
                 t: replace(cp, checkpoint_id=by_task[t].checkpoint_id, state_markers=by_task[t].state_markers)
@@ -340,12 +362,12 @@ class JobCoordinator:
                 for t, cp in migration.checkpoints.items()
             }
             reason = f"imported from {source} at factor {factor} (by {owner})"
-            self._write_generation(old, factor, model, lambda _old: checkpoints, owner, reason)
-            return RescalePlan(old, model, factor, migration)
+            self._write_generation(old, factor, model, compute=lambda _old: checkpoints, owner=owner, reason=reason)
+            return RescalePlan(old=old, model=model, factor=factor, migration=migration)
         finally:
             self.store.release_lease(self.job, owner)
 
-    def initialize(self, owner: str | None = None, settled: bool = False) -> Generation:
+    def initialize(self, owner: str | None = None, *, settled: bool = False) -> Generation:
         """The current generation, creating the first one from the config if the job is new,
         or a new one at the same factor when input partitions were added (`settled`: as `rescale`'s)."""
         current = self.current()
@@ -379,7 +401,7 @@ class JobCoordinator:
         self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
         try:
             self.store.replace_checkpoints(
-                self.job, generation.number, task_checkpoints, self.config.checkpoint_write_versions, owner
+                self.job, generation.number, task_checkpoints, write_versions=self.config.checkpoint_write_versions, owner=owner
             )
         finally:
             self.store.release_lease(self.job, owner)

@@ -113,6 +113,7 @@ def settle(
     job_name: str,
     job_id: str,
     store: CheckpointStore,
+    *,
     kafka_for: Callable[[str], Kafka],
     write_versions: tuple[int, ...],
     owner: str,
@@ -127,14 +128,16 @@ def settle(
         for tid, s in earlier:
             if s == system:
                 fence(kafka, tid)
-        if (record := _roll_forward(job_name, job_id, store, kafka, write_versions, owner)) is not None:
+        if (
+            record := _roll_forward(job_name, job_id, store, kafka=kafka, write_versions=write_versions, owner=owner)
+        ) is not None:
             rolled.append(record)
     store.close_transactional_ids(job_name, [tid for tid, _ in earlier])
     return rolled
 
 
 def _roll_forward(
-    job_name: str, job_id: str, store: CheckpointStore, kafka: Kafka, write_versions: tuple[int, ...], owner: str
+    job_name: str, job_id: str, store: CheckpointStore, *, kafka: Kafka, write_versions: tuple[int, ...], owner: str
 ) -> CommitRecord | None:
     """The last commit record's batches, when the store still has them planned: their Kafka outputs are
     visible, so their checkpoints are written (never replayed)."""
@@ -150,11 +153,11 @@ def _roll_forward(
         job_name,
         list(record.batch_ids),
     )
-    store.commit_batch(found[0], record.checkpoints, write_versions, owner, record.batch_ids[:-1])
+    store.commit_batch(found[0], record.checkpoints, write_versions, owner=owner, covers=record.batch_ids[:-1])
     return record
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ExactlyOnceOutputs:
     """One run's side of the protocol: `start` settles what earlier runs left and opens this run's producer,
     `commit` runs before each store commit, `close` ends the run."""
@@ -172,7 +175,9 @@ class ExactlyOnceOutputs:
 
     def start(self) -> list[CommitRecord]:
         """Settle earlier runs, then record and open this run's transactional.id. Returns what was rolled forward."""
-        rolled = settle(self.job_name, self.job_id, self.store, self.kafka_for, self.write_versions, self.owner)
+        rolled = settle(
+            self.job_name, self.job_id, self.store, kafka_for=self.kafka_for, write_versions=self.write_versions, owner=self.owner
+        )
         tid = transactional_id(self.job_name, self.job_id, uuid.uuid4().hex)
         self.store.open_transactional_id(self.job_name, tid, self.system)
         self._tx = JobTransactions(self.kafka_for(self.system), tid, commit_topic(self.job_name, self.job_id))
@@ -185,7 +190,12 @@ class ExactlyOnceOutputs:
         batch_ids = (*covers, plan.batch_id)
         staged = StagedBatches.read(self.outputs, batch_ids)
         record = CommitRecord(
-            self.job_name, plan.generation, batch_ids, uuid.uuid4().hex, tuple(checkpoints), staged.counts(batch_ids)
+            job_name=self.job_name,
+            generation=plan.generation,
+            batch_ids=batch_ids,
+            commit_id=uuid.uuid4().hex,
+            checkpoints=tuple(checkpoints),
+            outputs=staged.counts(batch_ids),
         )
         sent = self._tx.commit(staged.records(), to_parts(record))
         self._last_batch = plan.batch_id

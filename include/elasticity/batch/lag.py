@@ -17,7 +17,7 @@ from elasticity.jobmodel.model import SystemStreamPartition
 from elasticity.jobmodel.object_mapper import ssp_to_key
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LagReport:
     job: str
     generation: int | None  # None: the job has not started (its first run creates generation 1)
@@ -51,7 +51,7 @@ def lag_report(config: JobConfig, store: CheckpointStore, inputs: Inputs) -> Lag
     generation = coordinator.current()  # the store answers...
     counts = inputs.partition_counts(config.inputs)  # ...and so do the brokers, even for a job's first run
     if generation is None:
-        return LagReport(config.job_name, None, None)
+        return LagReport(job=config.job_name, generation=None, factor=None)
     pending = store.pending_plan(config.job_name)
     cps = coordinator.checkpoints(generation)
     known = {s.without_key_bucket() for cp in cps.values() for s in cp.offsets}
@@ -64,11 +64,11 @@ def lag_report(config: JobConfig, store: CheckpointStore, inputs: Inputs) -> Lag
     }
     per_ssp = {ssp_to_key(ssp): max(0, high[ssp] - start) for ssp, start in start_offsets(cps.values()).items()}
     return LagReport(
-        config.job_name,
-        generation.number,
-        generation.factor,
-        pending.batch_id if pending else None,
-        per_sspkb,
-        per_ssp,
-        tuple(ssp_to_key(s) for s in sorted(wanted - known)),
+        job=config.job_name,
+        generation=generation.number,
+        factor=generation.factor,
+        pending_batch=pending.batch_id if pending else None,
+        per_sspkb=per_sspkb,
+        per_ssp=per_ssp,
+        new_partitions=tuple(ssp_to_key(s) for s in sorted(wanted - known)),
     )

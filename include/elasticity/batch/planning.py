@@ -123,5 +123,5 @@ def _advanced(
 ) -> TaskCheckpoint:
     offsets = {s: max(o, stopped.get(s, ends.get(s.without_key_bucket(), o))) for s, o in cp.offsets.items()}
     if cp.watermarks:
-        return TaskCheckpoint(cp.task_name, offsets, cp.watermarks).collapsed()
+        return TaskCheckpoint(task_name=cp.task_name, offsets=offsets, watermarks=cp.watermarks).collapsed()
     return TaskCheckpoint.of_offsets(cp.task_name, offsets)

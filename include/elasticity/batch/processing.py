@@ -97,7 +97,7 @@ class TaskSummary(NamedTuple):
         return [cls(*r) for r in zip(*(table.column(n).to_pylist() for n in cls._fields), strict=True)]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ProcessContext:
     """Everything a worker needs, shipped with the closure (plain values only)."""
 
@@ -252,7 +252,7 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
             if container is not None:
                 for t in unit:
                     container.restore(TaskName(t.name))
-            ran = _run_unit(ctx, unit, records, outputs, container, tables)
+            ran = _run_unit(ctx, unit, records, outputs=outputs, container=container, tables=tables)
             if container is not None:
                 assert ctx.state is not None
                 for row in ran.rows:
@@ -268,7 +268,7 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
         started = time.perf_counter_ns()
         ran = [run(u) for u in units] if pool <= 1 else _side_by_side(run, units, pool)
         if history is not None:
-            history.observe(pool <= 1, sum(cpu_ns), time.perf_counter_ns() - started)
+            history.observe(single=pool <= 1, cpu_ns=sum(cpu_ns), wall_ns=time.perf_counter_ns() - started)
         _write_slot_files(ctx, slot, table, ran)
         rows = sorted((r for u in ran for r in u.rows), key=lambda r: r["task_name"])
         if container is not None:
@@ -307,7 +307,7 @@ class PassHistory:
     pool_passes: int = 0  # passes left on the pool before one thread is tried again
     backoff: int = 8
 
-    def observe(self, single: bool, cpu_ns: int, wall_ns: int) -> None:
+    def observe(self, *, single: bool, cpu_ns: int, wall_ns: int) -> None:
         busy = cpu_ns / wall_ns if wall_ns > 0 else 1.0
         if single:
             if busy < self.WAITING:
@@ -339,7 +339,7 @@ class _Slice:
         return self.end - self.start
 
 
-def _units(tasks: list[_Slice], threads: int, alone: bool) -> list[tuple[_Slice, ...]]:
+def _units(tasks: list[_Slice], threads: int, *, alone: bool) -> list[tuple[_Slice, ...]]:
     """The slices dealt into at most `threads` units, each run as one pass of the operator graph on one thread,
     the largest first: at thousands of small virtual tasks a pass per slice cost more than its records. Dealt
     longest first to the unit with the fewest records so far, which bounds a unit of I/O-bound tasks as the
@@ -399,7 +399,7 @@ def _side_by_side(run: Callable[[U], R], units: list[U], threads: int) -> list[R
     return done
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Records:
     """The slot's records, sorted by virtual task, SSP and offset: the table, and its columns as Python lists,
     taken once (a column's values per slice cost more than a small slice's records)."""
@@ -415,14 +415,15 @@ class _Records:
 
     @classmethod
     def of(cls, table: pa.Table) -> _Records:
-        names = ("system", "stream", "partition", "offset", "key", "value", "timestamp")
-        return cls(table, *(table.column(c).to_pylist() for c in names))
+        names = {"systems": "system", "streams": "stream", "partitions": "partition", "offsets": "offset"}
+        names |= {"keys": "key", "values": "value", "timestamps": "timestamp"}
+        return cls(table=table, **{field: table.column(c).to_pylist() for field, c in names.items()})
 
     def source(self, row: int) -> Source:
         return self.systems[row], self.streams[row], self.partitions[row], self.offsets[row]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _UnitRun:
     """What a unit of virtual tasks leaves: a summary row per task, and for the slot's files each sink's rows
     (by the first slot row of the task they belong to, so that files list tasks in order), the slot rows the
@@ -487,6 +488,7 @@ def _run_unit(
     ctx: ProcessContext,
     unit: tuple[_Slice, ...],
     records: _Records,
+    *,
     outputs: _Outputs,
     container: ContainerState | None,
     tables: SlotTables | None,
@@ -496,7 +498,7 @@ def _run_unit(
     tables), each task stopping on its own; then what each task keeps: its summary row, outputs, audit rows and
     dead letters."""
     app = _application(ctx)
-    messages, failed, ends = _messages(ctx, unit, records, container, tables)
+    messages, failed, ends = _messages(ctx, unit, records, container=container, tables=tables)
     result = SliceExecutor(app, ctx.max_concurrency, ctx.callback_timeout_ms, ctx.policy).run(messages, failed, ends)
     n = len(messages)
     slot_row = [g for t in unit for g in range(t.start, t.end)]  # a message's row in the slot's records
@@ -553,7 +555,12 @@ def _run_unit(
     def dead_letter_of(i: int, key: bytes | None, value: bytes | None, error: str) -> None:
         j = task_of(i)
         dead_count[j] += 1
-        dead.append((unit[j].start, dead_letter(source(i), key, value, TaskName(unit[j].name), ctx.batch_id, error)))
+        dead.append(
+            (
+                unit[j].start,
+                dead_letter(source(i), key, value, task_name=TaskName(unit[j].name), batch_id=ctx.batch_id, error=error),
+            )
+        )
 
     for i, err in sorted(result.failures.items()):
         if i < n and kept(i, task_of(i)):
@@ -578,7 +585,12 @@ def _run_unit(
         if j in result.stops:
             stop = result.stops[j]
             stopped, error = _where_stopped(
-                records, t, kept_end[j] - starts[j], stop, source(stop) if stop < n else None, result.failures[stop]
+                records,
+                t,
+                kept_end[j] - starts[j],
+                stop=stop,
+                stop_source=source(stop) if stop < n else None,
+                error=result.failures[stop],
             )
         rows.append(
             {
@@ -593,11 +605,16 @@ def _run_unit(
             }
         )
     kept_ranges = [(t.start, t.start + kept_end[j] - starts[j]) for j, t in enumerate(unit)]
-    return _UnitRun(rows, files, kept_ranges, failed_rows, dead)
+    return _UnitRun(rows=rows, outputs=files, kept=kept_ranges, failed=failed_rows, dead=dead)
 
 
 def _messages(
-    ctx: ProcessContext, unit: tuple[_Slice, ...], records: _Records, container: ContainerState | None, tables: SlotTables | None
+    ctx: ProcessContext,
+    unit: tuple[_Slice, ...],
+    records: _Records,
+    *,
+    container: ContainerState | None,
+    tables: SlotTables | None,
 ) -> tuple[list[Message], dict[int, str], list[int]]:
     """Each record of the unit's tasks decoded with its system's serdes, column by column; one its serde cannot
     read fails alone (a dead letter), not the slice. Returns the messages, those that failed, and where each
@@ -646,7 +663,7 @@ def _send(ctx: ProcessContext, outputs: _Outputs, out: OutputStream, produced: l
 
 
 def _where_stopped(
-    records: _Records, task: _Slice, kept: int, stop: int, stop_source: Source | None, error: str
+    records: _Records, task: _Slice, kept: int, *, stop: int, stop_source: Source | None, error: str
 ) -> tuple[dict[str, int], str]:
     """For a stopped task: per SSP and key bucket, the first offset not kept (where its checkpoint stops), and why
     (`stop_source`: the record it stopped at; None for a closed window)."""

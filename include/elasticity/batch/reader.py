@@ -47,7 +47,7 @@ Columns = dict[str, list]  # records read from one chunk: "offset", "key", "valu
 STALL_TIMEOUT_S = 30.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Chunk:
     bootstrap: Kafka  # the system's consumer settings
     system: str
@@ -64,12 +64,12 @@ def chunks(ranges: Iterable[OffsetRange], bootstraps: Mapping[str, Kafka], chunk
         for start in range(r.start, r.end, max(1, chunk_records)):
             out.append(
                 Chunk(
-                    bootstraps[r.ssp.system],
-                    r.ssp.system,
-                    r.ssp.stream,
-                    r.ssp.partition,
-                    start,
-                    min(r.end, start + chunk_records),
+                    bootstrap=bootstraps[r.ssp.system],
+                    system=r.ssp.system,
+                    stream=r.ssp.stream,
+                    partition=r.ssp.partition,
+                    start=start,
+                    end=min(r.end, start + chunk_records),
                 )
             )
     return out
@@ -359,7 +359,7 @@ class Routed:
         return pa.Table.from_pydict(self.cols, schema=ROUTED_SCHEMA)
 
 
-def route(table: RouteTable, chunk: Chunk, cols: Columns, slot: int, counts: ReadCounts, out: Routed) -> None:
+def route(table: RouteTable, chunk: Chunk, cols: Columns, *, slot: int, counts: ReadCounts, out: Routed) -> None:
     """The records of `cols` (read from `chunk`) that slot `slot` processes, appended to `out` with their key bucket
     and virtual task: those of its tasks' buckets that the task has not processed yet (below its offset, or under
     one of its watermarks)."""
@@ -421,5 +421,5 @@ class SlotReads:
         """The slot's records to process, routed, and what it read per virtual task."""
         counts, out = ReadCounts(), Routed()
         for chunk, cols in read_chunks(self.chunks.get(slot, ())):
-            route(self.route, chunk, cols, slot, counts, out)
+            route(self.route, chunk, cols, slot=slot, counts=counts, out=out)
         return out.table(), counts

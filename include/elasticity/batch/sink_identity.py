@@ -77,7 +77,12 @@ def _write(root: str, identity: JobIdentity) -> None:
 
 
 def _check(
-    config: JobConfig, store: CheckpointStore, known: JobIdentity | None, found: list[tuple[str, JobIdentity | None]], reset: bool
+    config: JobConfig,
+    store: CheckpointStore,
+    known: JobIdentity | None,
+    *,
+    found: list[tuple[str, JobIdentity | None]],
+    reset: bool,
 ) -> dict[str, str]:
     """Fail when a sink root carries another identity than the store's (or the store has none).
 
@@ -120,7 +125,7 @@ def _move_aside(root: str) -> str:
     return root.rstrip("/") + suffix
 
 
-def guard_sinks(config: JobConfig, store: CheckpointStore, initialize: Callable[[], object], reset: bool = False) -> list[str]:
+def guard_sinks(config: JobConfig, store: CheckpointStore, initialize: Callable[[], object], *, reset: bool = False) -> list[str]:
     """At a start: check the sinks against the store, create the job's first generation if it is
     new (`initialize()`), then mark the sinks with its identity. Each root is read once, all of them
     side by side (on object storage each read is a round trip). Returns the roots moved aside."""
@@ -128,7 +133,7 @@ def guard_sinks(config: JobConfig, store: CheckpointStore, initialize: Callable[
     with ThreadPoolExecutor(len(roots)) as pool:
         found = list(zip(roots, pool.map(_read, roots), strict=True))
     known = store_identity(config, store)
-    moved = _check(config, store, known, found, reset)
+    moved = _check(config, store, known, found=found, reset=reset)
     if known is None:
         initialize()
         known = store_identity(config, store)

@@ -68,7 +68,7 @@ Source = tuple[str, str, int, int]  # system, stream, partition, offset of an in
 
 
 def dead_letter(
-    source: Source, key: bytes | None, value: bytes | None, task_name: TaskName, batch_id: int, error: str
+    source: Source, key: bytes | None, value: bytes | None, *, task_name: TaskName, batch_id: int, error: str
 ) -> dict[str, Any]:
     """One row of the dead-letter sink (DEAD_LETTER_SCHEMA): the record as it was read and why it was not
     processed, so it can be replayed or inspected without the input topic; built here for every cause."""
@@ -119,7 +119,7 @@ def compacted_file_name(first: int, last: int) -> str:
     return f"compacted-{first:012d}-{last:012d}.parquet"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SinkFile:
     """One data file of a sink's root and the batches whose rows it holds (a batch file or an earlier
     version's file: one batch; a compacted file: first..last, every row of each)."""
@@ -165,11 +165,11 @@ def _parse(rel: str, info: pafs.FileInfo) -> SinkFile | None:
     mtime_ms = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else 0
     parts = rel.split("/")
     if len(parts) == 1 and (m := BATCH_FILE.fullmatch(parts[0])):
-        return SinkFile(info.path, "batch", int(m[1]), int(m[1]), info.size or 0, mtime_ms)
+        return SinkFile(path=info.path, kind="batch", first=int(m[1]), last=int(m[1]), size=info.size or 0, mtime_ms=mtime_ms)
     if len(parts) == 1 and (m := COMPACTED_FILE.fullmatch(parts[0])):
-        return SinkFile(info.path, "compacted", int(m[1]), int(m[2]), info.size or 0, mtime_ms)
+        return SinkFile(path=info.path, kind="compacted", first=int(m[1]), last=int(m[2]), size=info.size or 0, mtime_ms=mtime_ms)
     if len(parts) == 2 and (m := LEGACY_FOLDER.fullmatch(parts[0])):
-        return SinkFile(info.path, "legacy", int(m[1]), int(m[1]), info.size or 0, mtime_ms)
+        return SinkFile(path=info.path, kind="legacy", first=int(m[1]), last=int(m[1]), size=info.size or 0, mtime_ms=mtime_ms)
     return None  # not a sink's file: read by no one here
 
 
@@ -185,7 +185,16 @@ def list_root(root: str) -> Listing:
             continue
         rel = info.path[len(base) + 1 :]
         if rel.startswith(".") and rel.endswith(".tmp") and "/" not in rel:
-            temporary.append(SinkFile(info.path, "batch", -1, -1, info.size or 0, (info.mtime_ns or 0) // 1_000_000))
+            temporary.append(
+                SinkFile(
+                    path=info.path,
+                    kind="batch",
+                    first=-1,
+                    last=-1,
+                    size=info.size or 0,
+                    mtime_ms=(info.mtime_ns or 0) // 1_000_000,
+                )
+            )
         if any(p.startswith((".", "_")) for p in rel.split("/")):
             continue
         f = _parse(rel, info)

@@ -21,7 +21,7 @@ class OffsetRange:
         return self.end - self.start
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BatchPlan:
     job_name: str
     batch_id: int

@@ -20,7 +20,7 @@ from elasticity.jobmodel.object_mapper import SerdeError
 PART_TASKS = 500
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CommitRecord:
     job_name: str
     generation: int
@@ -69,11 +69,11 @@ def to_parts(record: CommitRecord) -> list[bytes]:
 def _checkpoint(d: dict) -> TaskCheckpoint:
     v2 = v2_from_json(d["v2"])
     return TaskCheckpoint(
-        TaskName(d["task"]),
-        {ssp: int(o) for ssp, o in v2.input_offsets.items()},
-        watermarks_from_json(d["watermarks"]),
-        v2.checkpoint_id if d["stateful"] else None,
-        v2.state_checkpoint_markers,
+        task_name=TaskName(d["task"]),
+        offsets={ssp: int(o) for ssp, o in v2.input_offsets.items()},
+        watermarks=watermarks_from_json(d["watermarks"]),
+        checkpoint_id=v2.checkpoint_id if d["stateful"] else None,
+        state_markers=v2.state_checkpoint_markers,
     )
 
 
@@ -102,12 +102,12 @@ def complete_records(parts: Sequence[bytes], job_name: str) -> list[CommitRecord
             outputs = {int(b): {t: int(n) for t, n in c.items()} for b, c in first.get("outputs", {}).items()}
             records.append(
                 CommitRecord(
-                    job_name,
-                    int(first["generation"]),
-                    tuple(int(b) for b in first["batches"]),
-                    commit,
-                    tuple(map(_checkpoint, cps)),
-                    outputs,
+                    job_name=job_name,
+                    generation=int(first["generation"]),
+                    batch_ids=tuple(int(b) for b in first["batches"]),
+                    commit_id=commit,
+                    checkpoints=tuple(map(_checkpoint, cps)),
+                    outputs=outputs,
                 )
             )
     return records

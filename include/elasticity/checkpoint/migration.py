@@ -101,7 +101,7 @@ def migrate_ssp(old: Mapping[int, BucketState], old_factor: int, new_factor: int
     return new
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Move:
     """One line of the migration plan: where a new task's start on an SSP comes from."""
 
@@ -112,7 +112,7 @@ class Move:
     old_tasks: tuple[TaskName, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Migration:
     old_factor: int
     new_factor: int
@@ -151,6 +151,7 @@ def migrate(
     old_factor: int,
     old_checkpoints: Iterable[TaskCheckpoint],
     new_model: JobModel,
+    *,
     new_factor: int,
     new_ssp_offsets: Mapping[SystemStreamPartition, int],
 ) -> Migration:
@@ -196,8 +197,23 @@ def migrate(
             offsets[name][ssp] = state.offset
             if state.watermarks:
                 marks[name][ssp] = state.watermarks
-            moves.append(Move(name, ssp, state.offset, state.watermarks, tuple(dict.fromkeys(sources[b]))))
+            moves.append(
+                Move(
+                    new_task=name,
+                    ssp=ssp,
+                    offset=state.offset,
+                    watermarks=state.watermarks,
+                    old_tasks=tuple(dict.fromkeys(sources[b])),
+                )
+            )
 
-    checkpoints = {t: TaskCheckpoint(t, offsets[t], marks[t]) for t in offsets}
+    checkpoints = {t: TaskCheckpoint(task_name=t, offsets=offsets[t], watermarks=marks[t]) for t in offsets}
     dropped = tuple(sorted(set(old_states) - set(new_bases)))
-    return Migration(old_factor, new_factor, checkpoints, tuple(moves), tuple(fresh), dropped)
+    return Migration(
+        old_factor=old_factor,
+        new_factor=new_factor,
+        checkpoints=checkpoints,
+        moves=tuple(moves),
+        new_ssps=tuple(fresh),
+        dropped_ssps=dropped,
+    )

@@ -118,8 +118,8 @@ def from_samza(
     offset are left out. `changelogs`: each store's changelog stream -> the store (`stores.<s>.changelog`)."""
     if isinstance(cp, CheckpointV2):
         return TaskCheckpoint(
-            task,
-            _inputs(task, cp.input_offsets),
+            task_name=task,
+            offsets=_inputs(task, cp.input_offsets),
             checkpoint_id=cp.checkpoint_id if cp.state_checkpoint_markers else None,
             state_markers={f: dict(m) for f, m in cp.state_checkpoint_markers.items()},
         )
@@ -142,8 +142,8 @@ def from_samza(
     if len(ids) > 1:
         raise SerdeError(f"checkpoint of {task.name!r}: its changelog entries name different checkpoints {sorted(map(str, ids))}")
     return TaskCheckpoint(
-        task,
-        _inputs(task, inputs),
+        task_name=task,
+        offsets=_inputs(task, inputs),
         checkpoint_id=next(iter(ids), None),
         state_markers={KAFKA_CHANGELOG_FACTORY: markers} if markers else {},
     )
@@ -156,7 +156,7 @@ def _inputs(task: TaskName, offsets: Mapping[SystemStreamPartition, str | None])
         raise SerdeError(f"checkpoint of {task.name!r}: input offsets must be integers (Kafka offsets), {e}") from e
 
 
-def at_factor_1(cps: Iterable[TaskCheckpoint], factor: int, allow_reprocessing: bool = False) -> list[TaskCheckpoint]:
+def at_factor_1(cps: Iterable[TaskCheckpoint], factor: int, *, allow_reprocessing: bool = False) -> list[TaskCheckpoint]:
     """The checkpoints Samza can read: per partition task, every SSP at the min over its buckets
     (what a merge to factor 1 gives). Refuses what Samza would process twice, unless allowed,
     and state (Samza keeps one store per partition task: `elasticity rescale --factor 1` merges it)."""
@@ -186,7 +186,7 @@ def at_factor_1(cps: Iterable[TaskCheckpoint], factor: int, allow_reprocessing: 
                     "`elasticity run-batch --until-caught-up` (the buckets then meet), or export with --allow-reprocessing"
                 )
             offsets[ssp] = merged.offset
-        out.append(TaskCheckpoint(parent, offsets))
+        out.append(TaskCheckpoint(task_name=parent, offsets=offsets))
     return out
 
 

@@ -170,7 +170,7 @@ class PendingBatchError(StoreError):
     pass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Generation:
     job_name: str
     number: int
@@ -282,13 +282,13 @@ class CheckpointStore:
         if row is None:
             return None
         return Generation(
-            job,
-            row.generation,
-            row.factor,
-            _job_model(row.job_model),
-            row.reason,
-            row.created_ms,
-            row.origin or "manual",
+            job_name=job,
+            number=row.generation,
+            factor=row.factor,
+            job_model=_job_model(row.job_model),
+            reason=row.reason,
+            created_ms=row.created_ms,
+            origin=row.origin or "manual",
         )
 
     def generations(self, job: str, limit: int | None = None) -> list[Generation]:
@@ -302,7 +302,7 @@ class CheckpointStore:
         self, job: str, generation: int, read_versions: tuple[int, ...] = (1,), live_max_age_ms: int = 600_000
     ) -> dict[TaskName, TaskCheckpoint]:
         with self.engine.connect() as conn:
-            return self._read_checkpoints(conn, job, generation, read_versions, live_max_age_ms)
+            return self._read_checkpoints(conn, job, generation, read_versions=read_versions, live_max_age_ms=live_max_age_ms)
 
     def checkpoint_history(self, job: str, task_name: TaskName, version: int) -> list[TaskCheckpoint]:
         """The task's last N checkpoints (the history size), newest first."""
@@ -347,21 +347,23 @@ class CheckpointStore:
             )
 
     def record_metrics(self, job: str, batch_id: int, generation: int, metrics_json: str) -> None:
-        self._put_metrics(batch_metrics, batch_metrics.c.batch_id, job, batch_id, metrics_json, generation=generation)
+        self._put_metrics(
+            batch_metrics, batch_metrics.c.batch_id, job, number=batch_id, metrics_json=metrics_json, generation=generation
+        )
 
     def metrics(self, job: str, limit: int = 100, before: int | None = None) -> list[dict]:
         """The latest batches' metrics (with `before`, of the batches below that id), oldest first."""
-        return self._latest_metrics(batch_metrics, batch_metrics.c.batch_id, job, limit, before)
+        return self._latest_metrics(batch_metrics, batch_metrics.c.batch_id, job, limit=limit, before=before)
 
     def record_rescale_metrics(self, job: str, generation: int, metrics_json: str) -> None:
         """What the rescale that wrote `generation` measured (one row per generation)."""
-        self._put_metrics(rescale_metrics, rescale_metrics.c.generation, job, generation, metrics_json)
+        self._put_metrics(rescale_metrics, rescale_metrics.c.generation, job, number=generation, metrics_json=metrics_json)
 
     def rescale_metrics(self, job: str, limit: int = 100, before: int | None = None) -> list[dict]:
         """The latest rescales' metrics (with `before`, of the generations below that number), oldest first."""
-        return self._latest_metrics(rescale_metrics, rescale_metrics.c.generation, job, limit, before)
+        return self._latest_metrics(rescale_metrics, rescale_metrics.c.generation, job, limit=limit, before=before)
 
-    def _put_metrics(self, table: Table, key: Column, job: str, number: int, metrics_json: str, **extra: int) -> None:
+    def _put_metrics(self, table: Table, key: Column, job: str, *, number: int, metrics_json: str, **extra: int) -> None:
         """One row per job and batch (or generation), replaced when recorded again."""
         with self.engine.begin() as conn:
             conn.execute(delete(table).where(table.c.job_name == job, key == number))
@@ -369,7 +371,7 @@ class CheckpointStore:
                 insert(table).values(job_name=job, **{key.name: number}, **extra, created_ms=self.clock(), metrics=metrics_json)
             )
 
-    def _latest_metrics(self, table: Table, key: Column, job: str, limit: int, before: int | None) -> list[dict]:
+    def _latest_metrics(self, table: Table, key: Column, job: str, *, limit: int, before: int | None) -> list[dict]:
         query = select(table.c.metrics).where(table.c.job_name == job).order_by(key.desc()).limit(limit)
         if before is not None:
             query = query.where(key < before)
@@ -502,6 +504,7 @@ class CheckpointStore:
         job: str,
         generation: int,
         ranges: tuple[OffsetRange, ...],
+        *,
         owner: str | None = None,
         after: int | None = None,
         side_inputs: tuple[tuple[SystemStreamPartition, int], ...] = (),
@@ -518,7 +521,7 @@ class CheckpointStore:
             if latest is not None and (after is None or latest.batch_id != after):
                 return self._pending(conn, job) or latest
             last = conn.execute(select(func.max(batches.c.batch_id)).where(batches.c.job_name == job)).scalar() or 0
-            plan = BatchPlan(job, last + 1, generation, ranges, side_inputs)
+            plan = BatchPlan(job_name=job, batch_id=last + 1, generation=generation, ranges=ranges, side_inputs=side_inputs)
             conn.execute(
                 insert(batches).values(
                     job_name=job,
@@ -538,6 +541,7 @@ class CheckpointStore:
         plan: BatchPlan,
         task_checkpoints: Iterable[TaskCheckpoint],
         write_versions: tuple[int, ...] = (1, 2),
+        *,
         owner: str | None = None,
         covers: tuple[int, ...] = (),
     ) -> None:
@@ -549,7 +553,9 @@ class CheckpointStore:
         """
         ids = (*covers, plan.batch_id)
         # built before the transaction: SQLite's write lock, which the next batch's plan waits for, is held less
-        rows = self._checkpoint_rows(plan.job_name, plan.generation, task_checkpoints, write_versions, plan.batch_id)
+        rows = self._checkpoint_rows(
+            plan.job_name, plan.generation, task_checkpoints, write_versions=write_versions, batch_id=plan.batch_id
+        )
         with self.engine.begin() as conn:
             self._fence(conn, plan.job_name, plan.generation, owner)
             faults.point("commit.fenced")
@@ -631,6 +637,7 @@ class CheckpointStore:
         job: str,
         expected: int,
         factor: int,
+        *,
         model: JobModel,
         compute: Callable[[dict[TaskName, TaskCheckpoint]], Mapping[TaskName, TaskCheckpoint]],
         owner: str,
@@ -660,7 +667,7 @@ class CheckpointStore:
                 .values(generation=new_number, updated_ms=now)
             )
             if res.rowcount != 1:
-                self._raise_fenced(conn, job, expected, owner, now)
+                self._raise_fenced(conn, job, expected, owner=owner, now=now)
             faults.point("rescale.fenced")
             pending = self._pending(conn, job)
             if pending is not None:
@@ -672,7 +679,11 @@ class CheckpointStore:
                 conn.execute(  # every one: a plan chained behind an upload may wait behind the earliest
                     update(batches).where(batches.c.job_name == job, batches.c.status == "planned").values(status="abandoned")
                 )
-            old = self._read_checkpoints(conn, job, expected, read_versions, live_max_age_ms) if expected else {}
+            old = (
+                self._read_checkpoints(conn, job, expected, read_versions=read_versions, live_max_age_ms=live_max_age_ms)
+                if expected
+                else {}
+            )
             new = dict(compute(old))
             missing = {t.task_name for t in model.tasks()} - set(new)
             if missing:
@@ -689,16 +700,21 @@ class CheckpointStore:
                 )
             )
             faults.point("rescale.generation_written")
-            self._insert_checkpoints(conn, job, new_number, new.values(), write_versions, None)
+            self._insert_checkpoints(
+                conn, job, new_number, task_checkpoints=new.values(), write_versions=write_versions, batch_id=None
+            )
             faults.point("rescale.checkpoints_written")
         faults.point("rescale.after_commit")
-        return Generation(job, new_number, factor, model, reason, now, origin)
+        return Generation(
+            job_name=job, number=new_number, factor=factor, job_model=model, reason=reason, created_ms=now, origin=origin
+        )
 
     def replace_checkpoints(
         self,
         job: str,
         generation: int,
         task_checkpoints: Iterable[TaskCheckpoint],
+        *,
         write_versions: tuple[int, ...],
         owner: str | None,
     ) -> None:
@@ -717,7 +733,9 @@ class CheckpointStore:
             unknown = sorted(cp.task_name.name for cp in task_checkpoints if cp.task_name.name not in known)
             if unknown:
                 raise StoreError(f"job {job!r} generation {generation} has no tasks {unknown[:5]}; nothing was written")
-            self._insert_checkpoints(conn, job, generation, task_checkpoints, write_versions, None)
+            self._insert_checkpoints(
+                conn, job, generation, task_checkpoints=task_checkpoints, write_versions=write_versions, batch_id=None
+            )
             self._prune(conn, job, generation)
 
     # --- internals -------------------------------------------------------------
@@ -726,12 +744,12 @@ class CheckpointStore:
         now = self.clock()
         res = conn.execute(update(jobs).where(jobs.c.job_name == job, jobs.c.generation == generation).values(updated_ms=now))
         if res.rowcount != 1:
-            self._raise_fenced(conn, job, generation, owner, now)
+            self._raise_fenced(conn, job, generation, owner=owner, now=now)
         row = conn.execute(select(jobs).where(jobs.c.job_name == job)).one()
         if row.lease_owner is not None and row.lease_owner != owner and row.lease_expires_ms >= now:
             raise LeaseHeldError(f"job {job!r} is leased by {row.lease_owner!r}; this writer ({owner!r}) is fenced")
 
-    def _raise_fenced(self, conn: Connection, job: str, generation: int, owner: str | None, now: int) -> None:
+    def _raise_fenced(self, conn: Connection, job: str, generation: int, *, owner: str | None, now: int) -> None:
         row = conn.execute(select(jobs).where(jobs.c.job_name == job)).first()
         current = row.generation if row else None
         if current != generation:
@@ -744,7 +762,7 @@ class CheckpointStore:
             f"job {job!r}: the lease is held by {row.lease_owner!r}, not by {owner!r} (or it expired); nothing was written"
         )
 
-    def _pending(self, conn: Connection, job: str, last: bool = False) -> BatchPlan | None:
+    def _pending(self, conn: Connection, job: str, *, last: bool = False) -> BatchPlan | None:
         """The earliest plan not yet committed (the one to replay), or with `last` the latest."""
         order = batches.c.batch_id.desc() if last else batches.c.batch_id.asc()
         row = conn.execute(
@@ -755,7 +773,11 @@ class CheckpointStore:
     @staticmethod
     def _plan(row) -> BatchPlan:
         return BatchPlan(
-            row.job_name, row.batch_id, row.generation, _ranges_from_json(row.ranges), _side_inputs_from_json(row.side_inputs)
+            job_name=row.job_name,
+            batch_id=row.batch_id,
+            generation=row.generation,
+            ranges=_ranges_from_json(row.ranges),
+            side_inputs=_side_inputs_from_json(row.side_inputs),
         )
 
     def _checkpoint_rows(
@@ -763,6 +785,7 @@ class CheckpointStore:
         job: str,
         generation: int,
         task_checkpoints: Iterable[TaskCheckpoint],
+        *,
         write_versions: tuple[int, ...],
         batch_id: int | None,
     ) -> list[tuple[Any, ...]]:
@@ -801,11 +824,14 @@ class CheckpointStore:
         conn: Connection,
         job: str,
         generation: int,
+        *,
         task_checkpoints: Iterable[TaskCheckpoint],
         write_versions: tuple[int, ...],
         batch_id: int | None,
     ) -> None:
-        self._insert_rows(conn, self._checkpoint_rows(job, generation, task_checkpoints, write_versions, batch_id))
+        self._insert_rows(
+            conn, self._checkpoint_rows(job, generation, task_checkpoints, write_versions=write_versions, batch_id=batch_id)
+        )
 
     def _prune(self, conn: Connection, job: str, generation: int) -> None:
         ranked = (
@@ -821,7 +847,7 @@ class CheckpointStore:
         conn.execute(delete(checkpoints).where(checkpoints.c.id.in_(select(ranked.c.id).where(ranked.c.rn > self.history_size))))
 
     def _read_checkpoints(
-        self, conn: Connection, job: str, generation: int, read_versions: tuple[int, ...], live_max_age_ms: int
+        self, conn: Connection, job: str, generation: int, *, read_versions: tuple[int, ...], live_max_age_ms: int
     ) -> dict[TaskName, TaskCheckpoint]:
         latest = (
             select(func.max(checkpoints.c.id).label("id"))
@@ -848,9 +874,9 @@ class CheckpointStore:
         offsets = v2.input_offsets if v2 else v1_from_json(row.payload).offsets
         parsed: dict[SystemStreamPartition, int] = {s: int(o) for s, o in offsets.items() if o is not None}
         return TaskCheckpoint(
-            TaskName(row.task_name),
-            parsed,
-            watermarks_from_json(row.watermarks),
-            v2.checkpoint_id if v2 else None,
-            v2.state_checkpoint_markers if v2 else {},
+            task_name=TaskName(row.task_name),
+            offsets=parsed,
+            watermarks=watermarks_from_json(row.watermarks),
+            checkpoint_id=v2.checkpoint_id if v2 else None,
+            state_markers=v2.state_checkpoint_markers if v2 else {},
         )

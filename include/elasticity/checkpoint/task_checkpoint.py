@@ -54,7 +54,7 @@ class Watermark:
         return offset < self.offset and record_hash % self.factor == self.bucket
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TaskCheckpoint:
     """What a virtual task has processed: per SSPKb the next offset, and the watermarks it honours."""
 
@@ -87,7 +87,13 @@ class TaskCheckpoint:
     def collapsed(self) -> TaskCheckpoint:
         """Without the watermarks that the task's own offset has passed."""
         kept = {s: tuple(w for w in wms if w.offset > self.offsets.get(s, 0)) for s, wms in self.watermarks.items()}
-        return TaskCheckpoint(self.task_name, self.offsets, kept, self.checkpoint_id, self.state_markers)
+        return TaskCheckpoint(
+            task_name=self.task_name,
+            offsets=self.offsets,
+            watermarks=kept,
+            checkpoint_id=self.checkpoint_id,
+            state_markers=self.state_markers,
+        )
 
 
 @dataclass(frozen=True)

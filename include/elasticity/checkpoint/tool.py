@@ -47,5 +47,5 @@ def checkpoints_from_tool_json(doc: dict[str, Any]) -> list[TaskCheckpoint]:
             }
         except (AttributeError, KeyError, TypeError, ValueError) as e:
             raise SerdeError(f"task {task!r}: offsets must be {{'system.stream.partition[.keyBucket]': '<offset>'}} ({e})") from e
-        out.append(TaskCheckpoint(TaskName(task), parsed, wms))
+        out.append(TaskCheckpoint(task_name=TaskName(task), offsets=parsed, watermarks=wms))
     return out

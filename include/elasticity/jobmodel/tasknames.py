@@ -22,7 +22,7 @@ class TaskKind(StrEnum):
     ALL_SSP = "all-ssp"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ParsedTaskName:
     kind: TaskKind
     partition: int | None = None  # PARTITION
@@ -76,14 +76,16 @@ _ALL = re.compile(r"^Task-(?P<id>.+)$")
 def parse_task_name(name: TaskName | str) -> ParsedTaskName:
     text = name.name if isinstance(name, TaskName) else name
     if m := _PARTITION.match(text):
-        return ParsedTaskName(TaskKind.PARTITION, partition=int(m["p"]))
+        return ParsedTaskName(kind=TaskKind.PARTITION, partition=int(m["p"]))
     if m := _VPARTITION.match(text):
-        return _checked(ParsedTaskName(TaskKind.PARTITION, partition=int(m["p"]), key_bucket=int(m["b"]), factor=int(m["f"])))
+        return _checked(
+            ParsedTaskName(kind=TaskKind.PARTITION, partition=int(m["p"]), key_bucket=int(m["b"]), factor=int(m["f"]))
+        )
     if m := _SSP.match(text):
         bucket, factor = (int(m["b"]), int(m["f"])) if m["b"] is not None else (NO_KEY_BUCKET, 1)
         return _checked(
             ParsedTaskName(
-                TaskKind.SYSTEM_STREAM_PARTITION,
+                kind=TaskKind.SYSTEM_STREAM_PARTITION,
                 system_stream=SystemStream(m["sys"], m["stream"]),
                 ssp_partition=int(m["p"]),
                 key_bucket=bucket,
@@ -91,7 +93,7 @@ def parse_task_name(name: TaskName | str) -> ParsedTaskName:
             )
         )
     if m := _ALL.match(text):
-        return ParsedTaskName(TaskKind.ALL_SSP, processor_id=m["id"])
+        return ParsedTaskName(kind=TaskKind.ALL_SSP, processor_id=m["id"])
     raise ValueError(
         f"unrecognised task name {text!r}: expected 'Partition <n>', 'Partition_<n>-<bucket>-<factor>', "
         "'SystemStreamPartition [<system>, <stream>, <n>][-<bucket>-<factor>]' or 'Task-<id>'"

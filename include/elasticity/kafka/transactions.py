@@ -132,7 +132,7 @@ def read_commit_tail(kafka: Kafka, commits: str, window: int | None = 256) -> li
     return [r.value or b"" for r in read_committed(kafka, commits, window)]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CommittedRecord:
     partition: int
     offset: int
@@ -144,7 +144,9 @@ class CommittedRecord:
 def _committed(partition: int, m: Message) -> CommittedRecord:
     """A consumed record as read (librdkafka gives headers as a list of (name, bytes) pairs)."""
     headers = cast("list[tuple[str, bytes | None]]", m.headers() or [])
-    return CommittedRecord(partition, cast(int, m.offset()), m.key(), m.value(), tuple(headers))
+    return CommittedRecord(
+        partition=partition, offset=cast(int, m.offset()), key=m.key(), value=m.value(), headers=tuple(headers)
+    )
 
 
 def read_committed(kafka: Kafka, topic: str, tail: int | None = None) -> list[CommittedRecord]:

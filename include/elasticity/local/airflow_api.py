@@ -59,7 +59,7 @@ class AirflowApi:
                     raise
                 time.sleep(2)
 
-    def unpause(self, dag_id: str, paused: bool = False) -> None:
+    def unpause(self, dag_id: str, *, paused: bool = False) -> None:
         self._call("PATCH", f"/dags/{dag_id}", json={"is_paused": paused})
 
     def trigger(self, dag_id: str, conf: dict | None = None) -> str:

@@ -106,7 +106,7 @@ class LocalCluster:
         )
 
     def start(
-        self, workers: int = 2, cores: int = 1, memory: str = "1g", master_port: int | None = None, timeout_s: float = 120
+        self, workers: int = 2, cores: int = 1, memory: str = "1g", *, master_port: int | None = None, timeout_s: float = 120
     ) -> ClusterState:
         """Start what is not running yet: master, workers 0..N-1, the S3 server, the Connect server."""
         env = {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": self.host}
@@ -130,7 +130,7 @@ class LocalCluster:
         s3 = self._start_s3(timeout_s)
         shared = ClusterState(master, (), None, s3).env()
         for i in range(workers):
-            self.start_worker(i, cores, memory, {**env, **shared}, timeout_s)
+            self.start_worker(i, cores, memory, env={**env, **shared}, timeout_s=timeout_s)
         connect = self.connect.status()
         self.connect.start(
             port=connect.port if connect else self.connect.daemon.last_port() or free_port(),
@@ -151,7 +151,7 @@ class LocalCluster:
         return state
 
     def start_worker(
-        self, i: int, cores: int = 1, memory: str = "1g", env: dict[str, str] | None = None, timeout_s: float = 120
+        self, i: int, cores: int = 1, memory: str = "1g", *, env: dict[str, str] | None = None, timeout_s: float = 120
     ) -> None:
         """Worker i, its own host: work dir, local dirs and ELASTICITY_HOME under cluster/worker-i/."""
         state = self.status()

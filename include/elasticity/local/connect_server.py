@@ -59,6 +59,7 @@ class SparkConnectServer:
         port: int | None = None,
         master: str = "local[*]",
         timeout_s: float = 120.0,
+        *,
         conf: dict[str, str] | None = None,
         env: dict[str, str] | None = None,
     ) -> SparkServerState:

@@ -68,7 +68,7 @@ def status_file(cluster: LocalCluster) -> Path:
     return cluster.supervisor.home / "status.json"
 
 
-def supervise(cluster: LocalCluster, workers: int, cores: int, memory: str, timeout_s: float = 30) -> None:
+def supervise(cluster: LocalCluster, workers: int, cores: int, *, memory: str, timeout_s: float = 30) -> None:
     """Start the cluster's supervisor unless it runs (`LocalCluster.stop` stops it first)."""
     if cluster.supervisor.status() is not None:
         return

@@ -20,7 +20,7 @@ class Series:
     values: Sequence[float]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Chart:
     title: str
     y_unit: str  # e.g. "offsets", "records/s"

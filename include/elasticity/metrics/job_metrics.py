@@ -59,7 +59,7 @@ def per_message_ns(total_ns: int, messages: int) -> int:
     return round(total_ns / messages) if messages else 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RescaleMetrics:
     """What one rescale (or a job's first generation) cost, as SEP-32 names it."""
 

@@ -55,23 +55,25 @@ def charts(metrics: Sequence[Mapping[str, Any]]) -> list[Chart]:
     marks = factor_marks(metrics)
     per_task = [task_rates(m) for m in metrics]
     return [
-        Chart(f"Lag per SSPKb (top {TOP_LAG} and others)", "offsets", xs, lag_series(metrics), marks),
         Chart(
-            "Throughput per batch",
-            "records/s",
-            xs,
-            [Series("records/s of batch time", [batch_rate(m) for m in metrics])],
-            marks,
+            title=f"Lag per SSPKb (top {TOP_LAG} and others)", y_unit="offsets", xs=xs, series=lag_series(metrics), marks=marks
+        ),
+        Chart(
+            title="Throughput per batch",
+            y_unit="records/s",
+            xs=xs,
+            series=[Series("records/s of batch time", [batch_rate(m) for m in metrics])],
+            marks=marks,
             bars=True,
         ),
         Chart(
-            "Records/s per virtual task",
-            "records/s",
-            xs,
-            [
+            title="Records/s per virtual task",
+            y_unit="records/s",
+            xs=xs,
+            series=[
                 Series("mean over virtual tasks", [sum(r.values()) / len(r) if r else 0 for r in per_task]),
                 Series("slowest virtual task", [min(r.values()) if r else 0 for r in per_task]),
             ],
-            marks,
+            marks=marks,
         ),
     ]

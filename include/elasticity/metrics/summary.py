@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 
-@dataclass
+@dataclass(kw_only=True)
 class BatchSummary:
     job: str
     batch_id: int | None  # None: nothing to read

@@ -64,7 +64,11 @@ def _read_inputs(
     try:
         for ssp, start in starts.items():
             bootstrap = client_settings(config, ssp.system)
-            for batch in read_chunk(Chunk(bootstrap, ssp.system, ssp.stream, ssp.partition, start, ends[ssp])):
+            for batch in read_chunk(
+                Chunk(
+                    bootstrap=bootstrap, system=ssp.system, stream=ssp.stream, partition=ssp.partition, start=start, end=ends[ssp]
+                )
+            ):
                 rows.append(batch.to_pandas()[names])
     finally:
         close_consumers()

@@ -12,7 +12,7 @@ from typing import Any
 from elasticity.config import JobConfig
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BatchSample:
     """What the autosizer reads from a committed batch's metrics."""
 
@@ -23,7 +23,7 @@ class BatchSample:
     lag: int  # offsets left after the batch
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AutosizePolicy:
     min_factor: int = 1
     max_factor: int = 16
@@ -40,7 +40,7 @@ class Recommendation:
 
 
 def recommend(
-    samples: Sequence[BatchSample], current: int, last_change_ms: int, now_ms: int, policy: AutosizePolicy
+    samples: Sequence[BatchSample], current: int, last_change_ms: int, *, now_ms: int, policy: AutosizePolicy
 ) -> Recommendation:
     """Throughput grows about linearly with the factor (virtual tasks are I/O-bound):
     the factor needed = (input rate + backlog / target) / (throughput per unit of factor)."""
@@ -88,5 +88,13 @@ def samples(metrics: list[dict[str, Any]], created: dict[int, int]) -> list[Batc
     out = []
     for m in metrics:
         at = created.get(m["batch_id"], 0)
-        out.append(BatchSample(at, m["factor"], m["records_read"], m["durations_ms"].get("process", 0) / 1000, m["lag_left"]))
+        out.append(
+            BatchSample(
+                at_ms=at,
+                factor=m["factor"],
+                records=m["records_read"],
+                process_s=m["durations_ms"].get("process", 0) / 1000,
+                lag=m["lag_left"],
+            )
+        )
     return out

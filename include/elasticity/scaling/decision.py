@@ -33,7 +33,7 @@ def manual_hold(generations: Sequence[Generation], hold_ms: int, now_ms: int) ->
     return ManualHold(last.factor, last.number, until, last.reason) if now_ms < until else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ScaleDecision:
     """What the scale policy wants for a job now: one policy for schedule, autosizer and people."""
 
@@ -54,7 +54,7 @@ def decide(config: JobConfig, store: CheckpointStore, current: Generation | None
     (`job.elasticity.manual.hold.ms` after it)."""
     job = config.job_name
     if current is None:
-        return ScaleDecision(job, None, None, "schedule", "the job has not started")
+        return ScaleDecision(job=job, current=None, factor=None, origin="schedule", reason="the job has not started")
     now_ms = int(now.timestamp() * 1000)
     rules = config.elasticity_schedule
     if rules:
@@ -64,19 +64,21 @@ def decide(config: JobConfig, store: CheckpointStore, current: Generation | None
         policy = autosize_policy(config)
         metrics = store.metrics(job, limit=20)
         at = {m["batch_id"]: m.get("finished_ms", 0) for m in metrics}
-        want = recommend(samples(metrics, at), current.factor, current.created_ms, now_ms, policy)
+        want = recommend(samples(metrics, at), current.factor, current.created_ms, now_ms=now_ms, policy=policy)
         origin = "autosize"
     else:
-        return ScaleDecision(job, current.factor, None, "schedule", "no job.elasticity.schedule and no autosizer")
+        return ScaleDecision(
+            job=job, current=current.factor, factor=None, origin="schedule", reason="no job.elasticity.schedule and no autosizer"
+        )
     hold = manual_hold(store.generations(job), config.manual_hold_ms, now_ms)
     if hold is not None and want.factor != current.factor:
         until = datetime.fromtimestamp(hold.until_ms / 1000, UTC).isoformat(timespec="seconds")
         return ScaleDecision(
-            job,
-            current.factor,
-            want.factor,
-            origin,
-            f"{want.reason} wants {want.factor}, held at {hold.factor} by a manual rescale until {until}",
-            hold,
+            job=job,
+            current=current.factor,
+            factor=want.factor,
+            origin=origin,
+            reason=f"{want.reason} wants {want.factor}, held at {hold.factor} by a manual rescale until {until}",
+            hold=hold,
         )
-    return ScaleDecision(job, current.factor, want.factor, origin, want.reason)
+    return ScaleDecision(job=job, current=current.factor, factor=want.factor, origin=origin, reason=want.reason)

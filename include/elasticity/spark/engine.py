@@ -141,14 +141,14 @@ class MicroBatchEngine:
             return None
         system = next(o.system for o in self.app.outputs.values() if o.kind == "kafka")
         return ExactlyOnceOutputs(
-            self.job,
-            self.config.job_id,
-            system,
-            lambda s: client_settings(self.config, s, "producer"),
-            self.staged_outputs,
-            self.store,
-            self.config.checkpoint_write_versions,
-            owner,
+            job_name=self.job,
+            job_id=self.config.job_id,
+            system=system,
+            kafka_for=lambda s: client_settings(self.config, s, "producer"),
+            outputs=self.staged_outputs,
+            store=self.store,
+            write_versions=self.config.checkpoint_write_versions,
+            owner=owner,
         )
 
     @cached_property
@@ -265,18 +265,18 @@ class MicroBatchEngine:
                 self.store,
                 self.config.checkpoint_write_versions,
                 owner,
-                self.config.commit_max_delay_ms,
-                self.config.commit_timeout_ms,
-                committed,
-                self._await_state,
-                self._cancel_running,
-                before_commit,
+                max_delay_ms=self.config.commit_max_delay_ms,
+                timeout_ms=self.config.commit_timeout_ms,
+                on_committed=committed,
+                await_state=self._await_state,
+                on_failure=self._cancel_running,
+                before_commit=before_commit,
             )
             try:
                 if exactly_once is not None:
                     exactly_once.start()  # what earlier runs left: fenced, or rolled forward
                 # job identity: sinks written under another store fail the start (elasticity.batch.sink_identity)
-                guard_sinks(self.config, self.store, lambda: self.coordinator.initialize(owner, settled=True), reset_sinks)
+                guard_sinks(self.config, self.store, lambda: self.coordinator.initialize(owner, settled=True), reset=reset_sinks)
                 snapshot, high = None, None
                 while True:
                     lease.check()  # no batch is started that its commit would be fenced from
@@ -297,7 +297,7 @@ class MicroBatchEngine:
                         t = time.perf_counter_ns()
                         self._await_state(new_cps.values(), self.config.commit_timeout_ms / 1000)
                         before_commit(plan, list(new_cps.values()), ())
-                        self.store.commit_batch(plan, new_cps.values(), self.config.checkpoint_write_versions, owner)
+                        self.store.commit_batch(plan, new_cps.values(), self.config.checkpoint_write_versions, owner=owner)
                         committed(plan, (), time.perf_counter_ns() - t)
                         snapshot = None
                     if summary.errors:
@@ -417,7 +417,7 @@ class MicroBatchEngine:
         if sum(r.size for r in ranges) == 0:
             return None, high
         return self.store.plan_batch(
-            self.job, generation.number, ranges, owner, after=after, side_inputs=self._side_input_offsets()
+            self.job, generation.number, ranges, owner=owner, after=after, side_inputs=self._side_input_offsets()
         ), high
 
     def _read_and_process(

@@ -32,7 +32,7 @@ from elasticity.jobmodel.keybucket import SEED
 _2_63, _2_64 = 1 << 63, 1 << 64
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ScanJob:
     folder: str  # an old snapshot: a RocksDB checkpoint, opened read-only
     factor: int  # the new factor G
@@ -54,7 +54,13 @@ class ScanJob:
     @classmethod
     def from_json(cls, line: str) -> ScanJob:
         j = json.loads(line)
-        return cls(j["folder"], j["factor"], {int(b): p for b, p in j["outputs"].items()}, j["store"], j["source"])
+        return cls(
+            folder=j["folder"],
+            factor=j["factor"],
+            outputs={int(b): p for b, p in j["outputs"].items()},
+            store=j["store"],
+            source=j["source"],
+        )
 
 
 @dataclass(frozen=True)

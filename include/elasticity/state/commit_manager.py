@@ -71,7 +71,11 @@ class TaskStorageCommitManager:
             ts = self.stores[s.store]
             for factory, pending in s.pending:
                 jobs.append(
-                    (factory, s.store, pool.submit(self._upload, ts, factory, snapshot.checkpoint_id, Path(s.folder), pending))
+                    (
+                        factory,
+                        s.store,
+                        pool.submit(self._upload, ts, factory, snapshot.checkpoint_id, folder=Path(s.folder), pending=pending),
+                    )
                 )
 
         def markers() -> Markers:
@@ -87,7 +91,7 @@ class TaskStorageCommitManager:
         return markers
 
     @staticmethod
-    def _upload(ts: TaskStore, factory: str, checkpoint_id: CheckpointId, folder: Path, pending: str | None) -> str:
+    def _upload(ts: TaskStore, factory: str, checkpoint_id: CheckpointId, *, folder: Path, pending: str | None) -> str:
         start = time.perf_counter_ns()
         backend = ts.backends[factory]
         marker = backend.upload(checkpoint_id, folder, pending)

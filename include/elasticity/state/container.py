@@ -43,13 +43,13 @@ class ContainerStorageManager:
             stores = {}
             for d in descriptors:
                 ctx = StoreContext(
-                    config.job_name,
-                    config.job_id,
-                    task.task_name,
-                    task.changelog_partition,
-                    config.store(d.name),
-                    d,
-                    config.transactional,
+                    job_name=config.job_name,
+                    job_id=config.job_id,
+                    task=task.task_name,
+                    changelog_partition=task.changelog_partition,
+                    config=config.store(d.name),
+                    descriptor=d,
+                    transactional=config.transactional,
                 )
                 factories = dict.fromkeys(ctx.config.backup_factories + ctx.config.restore_factories)
                 if ctx.config.changelog is not None:

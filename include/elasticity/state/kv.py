@@ -29,7 +29,7 @@ class WrongBucketError(ValueError):
 
 class KeyValueStore:
     def __init__(
-        self, descriptor: StoreDescriptor, task: TaskName, db: Rdict, metrics: StoreMetrics, track_changes: bool
+        self, descriptor: StoreDescriptor, task: TaskName, db: Rdict, *, metrics: StoreMetrics, track_changes: bool
     ) -> None:
         self.descriptor = descriptor
         self.task = task

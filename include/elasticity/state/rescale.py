@@ -69,7 +69,7 @@ class StatefulRescaleError(ValueError):
     """A rescale that would lose or misplace state; nothing was changed."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Transfer:
     """What one new (virtual task, store) receives."""
 
@@ -81,7 +81,7 @@ class Transfer:
     how: str = "moved"  # moved | kept (the old snapshot, as it is) | empty (no source committed state)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StateMove:
     old_factor: int
     new_factor: int
@@ -97,7 +97,13 @@ class StateMove:
     def apply(self, cps: Mapping[TaskName, TaskCheckpoint]) -> dict[TaskName, TaskCheckpoint]:
         """The migrated checkpoints with the state they now commit."""
         return {
-            t: TaskCheckpoint(cp.task_name, cp.offsets, cp.watermarks, self.checkpoint_ids[t], self.markers.get(t, {}))
+            t: TaskCheckpoint(
+                task_name=cp.task_name,
+                offsets=cp.offsets,
+                watermarks=cp.watermarks,
+                checkpoint_id=self.checkpoint_ids[t],
+                state_markers=self.markers.get(t, {}),
+            )
             if t in self.checkpoint_ids
             else cp
             for t, cp in cps.items()
@@ -156,7 +162,7 @@ def plan_sources(
     return out
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Target:
     """What one new (task, store) has received so far: SST files (one per source with entries), keys, bytes."""
 
@@ -171,13 +177,22 @@ class _Target:
 
 
 def _context(storage: StorageConfig, cfg: StoreConfig, d: StoreDescriptor, task: TaskModel) -> StoreContext:
-    return StoreContext(storage.job_name, storage.job_id, task.task_name, task.changelog_partition, cfg, d, storage.transactional)
+    return StoreContext(
+        job_name=storage.job_name,
+        job_id=storage.job_id,
+        task=task.task_name,
+        changelog_partition=task.changelog_partition,
+        config=cfg,
+        descriptor=d,
+        transactional=storage.transactional,
+    )
 
 
 def _kept(
     new: TaskModel,
     sources: tuple[TaskName, ...],
     old_tasks: Mapping[TaskName, TaskModel],
+    *,
     old_factor: int,
     new_factor: int,
     storage: StorageConfig,
@@ -193,6 +208,7 @@ def move_state(
     storage: StorageConfig,
     descriptors: Sequence[StoreDescriptor],
     old_model: JobModel,
+    *,
     old_factor: int,
     from_generation: int,
     old_cps: Mapping[TaskName, TaskCheckpoint],
@@ -206,7 +222,11 @@ def move_state(
     sources = plan_sources(old_model, old_factor, new_model, new_factor)
     old_tasks = {t.task_name: t for t in old_model.tasks()}
     new_tasks = {t.task_name: t for t in new_model.tasks()}
-    kept = {t for t, src in sources.items() if _kept(new_tasks[t], src, old_tasks, old_factor, new_factor, storage)}
+    kept = {
+        t
+        for t, src in sources.items()
+        if _kept(new_tasks[t], src, old_tasks, old_factor=old_factor, new_factor=new_factor, storage=storage)
+    }
     moving = {t: src for t, src in sources.items() if t not in kept}
     _refuse_unmovable(storage, descriptors, moving, old_cps)
 
@@ -217,7 +237,7 @@ def move_state(
         old = old_cps.get(t)
         if old is not None and old.checkpoint_id is not None:
             ids[t], markers[t] = old.checkpoint_id, {f: dict(m) for f, m in old.state_markers.items()}
-        transfers += [Transfer(t, d.name, sources[t], how="kept") for d in descriptors]
+        transfers += [Transfer(task=t, store=d.name, sources=sources[t], how="kept") for d in descriptors]
 
     blobs = BlobStoreManager(storage.blob_uri)
     journal = None
@@ -228,23 +248,32 @@ def move_state(
             journal, json.dumps({"checkpoint-id": str(cp_id), "from-generation": from_generation, "prefixes": prefixes}).encode()
         )
         faults.point("rescale.state.journal_written")
-    mover = _Mover(storage, blobs, old_tasks, new_tasks, new_factor, cp_id, dry_run, _scan_workers(descriptors, len(old_tasks)))
+    mover = _Mover(
+        storage,
+        blobs,
+        old_tasks,
+        new_tasks=new_tasks,
+        new_factor=new_factor,
+        cp_id=cp_id,
+        dry_run=dry_run,
+        workers=_scan_workers(descriptors, len(old_tasks)),
+    )
     try:
         for d in descriptors:
-            mover.move(d, moving, old_cps, transfers, ids, markers)
+            mover.move(d, moving, old_cps, transfers=transfers, ids=ids, markers=markers)
     finally:
         mover.close()
     move = StateMove(
-        old_factor,
-        new_factor,
-        cp_id,
-        from_generation,
-        tuple(transfers),
-        ids,
-        markers,
-        dry_run,
-        time.perf_counter_ns() - start,
-        journal,
+        old_factor=old_factor,
+        new_factor=new_factor,
+        checkpoint_id=cp_id,
+        from_generation=from_generation,
+        transfers=tuple(transfers),
+        checkpoint_ids=ids,
+        markers=markers,
+        dry_run=dry_run,
+        state_move_ns=time.perf_counter_ns() - start,
+        journal=journal,
     )
     if not dry_run:
         faults.point("rescale.state.moved")
@@ -259,6 +288,7 @@ class _Mover:
         storage: StorageConfig,
         blobs: BlobStoreManager,
         old_tasks: Mapping[TaskName, TaskModel],
+        *,
         new_tasks: Mapping[TaskName, TaskModel],
         new_factor: int,
         cp_id: CheckpointId,
@@ -275,6 +305,7 @@ class _Mover:
         d: StoreDescriptor,
         moving: Mapping[TaskName, tuple[TaskName, ...]],
         old_cps: Mapping[TaskName, TaskCheckpoint],
+        *,
         transfers: list[Transfer],
         ids: dict[TaskName, CheckpointId],
         markers: dict[TaskName, Markers],
@@ -289,7 +320,7 @@ class _Mover:
         }
         found = {s: m for s, m in sorted(markers_of.items()) if m is not None}
         targets = {
-            t: _Target(None if self.dry_run else self.work / d.name / str(i), {s for s in src if s in found})
+            t: _Target(folder=None if self.dry_run else self.work / d.name / str(i), sources_left={s for s in src if s in found})
             for i, (t, src) in enumerate(sorted(moving.items()))
         }
         by_source: dict[TaskName, list[TaskName]] = {}
@@ -297,7 +328,9 @@ class _Mover:
             for s in src:
                 by_source.setdefault(s, []).append(t)
         reads = {
-            self.pool.submit(self._read, d, cfg, s, m, i, {_bucket(t): targets[t].sst(i) for t in by_source[s]}): (i, s)
+            self.pool.submit(
+                self._read, d, cfg, s, marker=m, i=i, outputs={_bucket(t): targets[t].sst(i) for t in by_source[s]}
+            ): (i, s)
             for i, (s, m) in enumerate(found.items())
         }
         uploads = {}
@@ -315,28 +348,36 @@ class _Mover:
                 target.sources_left.discard(s)
                 if not target.sources_left and not self.dry_run:
                     uploads[t] = self.pool.submit(
-                        _write, self.storage, cfg, d, self.new_tasks[t], len(self.new_tasks), self.blobs, target, self.cp_id
+                        _write,
+                        self.storage,
+                        cfg,
+                        d,
+                        task=self.new_tasks[t],
+                        task_count=len(self.new_tasks),
+                        blobs=self.blobs,
+                        target=target,
+                        cp_id=self.cp_id,
                     )
             faults.point("rescale.state.source_read")
         for t, target in sorted(targets.items()):
             if any(s in found for s in moving[t]):
                 ids[t] = self.cp_id
-                transfers.append(Transfer(t, d.name, moving[t], target.keys, target.bytes))
+                transfers.append(Transfer(task=t, store=d.name, sources=moving[t], keys=target.keys, bytes=target.bytes))
             else:
-                transfers.append(Transfer(t, d.name, moving[t], how="empty"))
+                transfers.append(Transfer(task=t, store=d.name, sources=moving[t], how="empty"))
         for t, upload in sorted(uploads.items()):
             for factory, marker in upload.result().items():
                 markers.setdefault(t, {}).setdefault(factory, {})[d.name] = marker
             faults.point("rescale.state.uploaded")
 
     def _read(
-        self, d: StoreDescriptor, cfg: StoreConfig, source: TaskName, marker: str, i: int, outputs: dict[int, str | None]
+        self, d: StoreDescriptor, cfg: StoreConfig, source: TaskName, *, marker: str, i: int, outputs: dict[int, str | None]
     ) -> ScanResult:
         """Download one old snapshot and scan it (in a worker process when there are workers)."""
         folder = self.work / "source" / d.name / str(i)
         BlobStoreStateBackend(_context(self.storage, cfg, d, self.old_tasks[source]), self.blobs).restore(marker, folder)
         try:
-            job = ScanJob(str(folder), self.new_factor, outputs, d.name, source.name)
+            job = ScanJob(folder=str(folder), factor=self.new_factor, outputs=outputs, store=d.name, source=source.name)
             if self.workers is not None and d.input_key is None:
                 return self.workers.run(job)
             return scan(job, None if d.input_key is None else d.input_key_of)
@@ -387,6 +428,7 @@ def _write(
     storage: StorageConfig,
     cfg: StoreConfig,
     d: StoreDescriptor,
+    *,
     task: TaskModel,
     task_count: int,
     blobs: BlobStoreManager,

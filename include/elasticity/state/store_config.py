@@ -20,7 +20,7 @@ from elasticity.config.kafka_clients import SystemClients
 from elasticity.jobmodel.model import SystemStream
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StoreConfig:
     name: str
     backup_factories: tuple[str, ...]
@@ -30,7 +30,7 @@ class StoreConfig:
     blob_retain: int = 2
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StorageConfig:
     job_name: str
     job_id: str
@@ -108,7 +108,16 @@ class StorageConfig:
                     f"{pre}changelog is required: store {d.name!r} uses the Kafka changelog backend; expected system.stream"
                 )
             kafka = system_clients(config, changelog.system) if changelog else None
-            stores.append(StoreConfig(d.name, backup, restore, changelog, kafka, config.value(pre + "blob.retain")))
+            stores.append(
+                StoreConfig(
+                    name=d.name,
+                    backup_factories=backup,
+                    restore_factories=restore,
+                    changelog=changelog,
+                    changelog_kafka=kafka,
+                    blob_retain=config.value(pre + "blob.retain"),
+                )
+            )
         return cls(
             job_name=config.job_name,
             job_id=config.job_id,

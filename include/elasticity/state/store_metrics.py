@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 
-@dataclass
+@dataclass(kw_only=True)
 class StoreMetrics:
     gets: int = 0
     get_ns: int = 0

@@ -81,7 +81,7 @@ def resolve_tables(config: JobConfig, tables: Mapping[str, TableDescriptor]) -> 
     return tuple(out)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TableBatch:
     """One table in one batch (plain values, shipped to the workers)."""
 

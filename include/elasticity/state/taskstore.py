@@ -47,7 +47,9 @@ class TaskStore:
         if self.kv is None:
             (self.dirs.live / CHECKPOINT_ID_FILE).unlink(missing_ok=True)
             track = any(b.tracks_changes for b in self.backups.values())
-            self.kv = KeyValueStore(self.context.descriptor, self.context.task, open_db(self.dirs.live), self.metrics, track)
+            self.kv = KeyValueStore(
+                self.context.descriptor, self.context.task, open_db(self.dirs.live), metrics=self.metrics, track_changes=track
+            )
         return self.kv
 
     def live_is(self, checkpoint_id: CheckpointId) -> bool:

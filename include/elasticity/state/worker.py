@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 GAUGES = ("bytes-uploaded", "disk-usage-bytes")  # reported as they are; the other store metrics are counters
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BatchState:
     """What the driver ships to the process stage of a stateful job, per batch (plain values)."""
 

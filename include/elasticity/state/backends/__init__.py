@@ -23,7 +23,7 @@ from elasticity.state.kv import KeyValueStore, bucket_of
 from elasticity.state.store_config import StoreConfig
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StoreContext:
     """Everything a backend knows about the (virtual task, store) it serves."""
 

@@ -85,7 +85,7 @@ class BlobStoreStateBackend(StateBackend):
         self._contents: dict[tuple[FileBlob, ...], bytes] = {}  # the bytes of the small files of the last upload here
         self._cleanups = 0
 
-    def read_index(self, blob_id: str, wait: bool = True) -> SnapshotIndex:
+    def read_index(self, blob_id: str, *, wait: bool = True) -> SnapshotIndex:
         if blob_id not in self._indexes:
             if wait and self.wait_s:
                 self.blobs.await_blob(blob_id, self.wait_s)
@@ -151,12 +151,14 @@ class BlobStoreStateBackend(StateBackend):
         kept = {b for f in present for b in f.blobs}
         c = self.context
         index = SnapshotIndex(
-            int(time.time() * 1000),
-            SnapshotMetadata(checkpoint_id, c.job_name, c.job_id, c.task.name, c.name),
-            tuple(present),
+            creation_time_millis=int(time.time() * 1000),
+            metadata=SnapshotMetadata(
+                checkpoint_id=checkpoint_id, job_name=c.job_name, job_id=c.job_id, task_name=c.task.name, store_name=c.name
+            ),
+            files_present=tuple(present),
             # Samza's cleanUp deletes the blobs of removed files: not those a present file still points at
-            tuple(f for n, f in sorted(known.items()) if n not in names and not kept.intersection(f.blobs)),
-            previous[0] if previous else None,
+            files_removed=tuple(f for n, f in sorted(known.items()) if n not in names and not kept.intersection(f.blobs)),
+            prev_snapshot_index_blob_id=previous[0] if previous else None,
         )
         index_id = pending or self.snapshot(None, checkpoint_id)
         data = index.to_json().encode()

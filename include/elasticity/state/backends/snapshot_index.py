@@ -31,7 +31,7 @@ class FileBlob:
     offset: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FileMetadata:
     """Samza's FileMetadata: PosixFileAttributes of the file as it was uploaded."""
 
@@ -48,12 +48,12 @@ class FileMetadata:
         mtime = st.st_mtime_ns // 1_000_000
         born = getattr(st, "st_birthtime", None)  # where the file system keeps one; else Java reports the mtime too
         return cls(
-            mtime if born is None else int(born * 1000),
-            mtime,
-            st.st_size,
-            _name(pwd.getpwuid, st.st_uid),
-            _name(grp.getgrgid, st.st_gid),
-            stat.filemode(st.st_mode)[1:],
+            creation_time_millis=mtime if born is None else int(born * 1000),
+            last_modified_time_millis=mtime,
+            size=st.st_size,
+            owner=_name(pwd.getpwuid, st.st_uid),
+            group=_name(grp.getgrgid, st.st_gid),
+            permissions=stat.filemode(st.st_mode)[1:],
         )
 
 
@@ -81,7 +81,7 @@ class FileIndex:
         return self.file_name == name and self.size == size
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SnapshotMetadata:
     checkpoint_id: CheckpointId
     job_name: str
@@ -90,7 +90,7 @@ class SnapshotMetadata:
     store_name: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SnapshotIndex:
     creation_time_millis: int
     metadata: SnapshotMetadata
@@ -133,13 +133,17 @@ class SnapshotIndex:
             if di.get("sub-dirs-present"):
                 raise SerdeError("snapshot indexes with sub-directories are not supported")
             return cls(
-                int(d["creation-time-millis"]),
-                SnapshotMetadata(
-                    CheckpointId.parse(m["checkpoint-id"]), m["job-name"], m["job-id"], m["task-name"], m["store-name"]
+                creation_time_millis=int(d["creation-time-millis"]),
+                metadata=SnapshotMetadata(
+                    checkpoint_id=CheckpointId.parse(m["checkpoint-id"]),
+                    job_name=m["job-name"],
+                    job_id=m["job-id"],
+                    task_name=m["task-name"],
+                    store_name=m["store-name"],
                 ),
-                tuple(_file_from_dict(f) for f in di["files-present"]),
-                tuple(_file_from_dict(f) for f in di["files-removed"]),
-                d.get("prev-snapshot-index-blob-id"),
+                files_present=tuple(_file_from_dict(f) for f in di["files-present"]),
+                files_removed=tuple(_file_from_dict(f) for f in di["files-removed"]),
+                prev_snapshot_index_blob_id=d.get("prev-snapshot-index-blob-id"),
             )
         except (ValueError, KeyError, TypeError) as e:
             raise SerdeError(f"not a SnapshotIndex: {e}") from e
@@ -169,12 +173,12 @@ def _file_from_dict(d: dict[str, Any]) -> FileIndex:
         d["file-name"],
         tuple(FileBlob(b["blob-id"], int(b.get("offset", 0))) for b in d["blobs"]),
         FileMetadata(  # an index written before these fields were: blank, as it was
-            int(meta.get("creation-time-millis", modified)),
-            modified,
-            int(meta["size"]),
-            str(meta.get("owner") or ""),
-            str(meta.get("group") or ""),
-            str(meta.get("permissions") or ""),
+            creation_time_millis=int(meta.get("creation-time-millis", modified)),
+            last_modified_time_millis=modified,
+            size=int(meta["size"]),
+            owner=str(meta.get("owner") or ""),
+            group=str(meta.get("group") or ""),
+            permissions=str(meta.get("permissions") or ""),
         ),
         int(d["checksum"]),
     )
