@@ -1,16 +1,18 @@
 """Where a job's infrastructure is, from Airflow connections, never hard-coded:
 
-- `kafka_default`: the Kafka bootstrap servers (`extra.bootstrap_servers`, or host:port) and, in its other
-  extra fields, Kafka client properties for every client (`security.protocol`, `ssl.truststore.location`, ...;
-  the login and password become the SASL login), exported as KAFKA_CLIENT_PROPERTIES with the secrets masked;
-- `elasticity_store`: the checkpoint store (`extra.url`, or the connection's URI;
-  a `postgres` connection becomes `postgresql+psycopg://`).
+- `kafka_default` (type `elasticity_kafka`, KafkaSystemHook: Samza's Kafka system): the bootstrap servers
+  (`extra.bootstrap_servers`, or host:port) and, in its other extra fields, Kafka client properties for every
+  client (`security.protocol`, `ssl.truststore.location`, ...; the login and password become the SASL login),
+  exported as KAFKA_CLIENT_PROPERTIES with the secrets masked;
+- `elasticity_store` (type `elasticity_checkpoint_store`, CheckpointStoreHook): the checkpoint store
+  (`extra.url`; else, for its own type, PostgreSQL from host, port, login, password and database; else the
+  connection's URI, a `postgres` connection becoming `postgresql+psycopg://`).
 
-Without a connection, the job config (and the embedded defaults) decide. The
-store URL's password is registered with Airflow's secrets masker. Airflow's
-`[metrics]` StatsD settings travel as their `AIRFLOW__METRICS__*` overrides, so
-the job's metrics reach the collector Airflow's own metrics go to
-(elasticity.metrics.reporters).
+The hooks read any connection type (a `generic` one made before the provider works as it did); the types
+give the connection form its fields (elasticity.airflow.provider). Without a connection, the job config
+(and the embedded defaults) decide. The store URL's password is registered with Airflow's secrets masker.
+Airflow's `[metrics]` StatsD settings travel as their `AIRFLOW__METRICS__*` overrides, so the job's metrics
+reach the collector Airflow's own metrics go to (elasticity.metrics.reporters).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
@@ -49,37 +52,56 @@ def metrics_env() -> dict[str, str]:
     return {f"AIRFLOW__METRICS__{o.upper()}": conf.get("metrics", o) for o in STATSD_OPTIONS}
 
 
-class ElasticityHook(BaseHook):
-    conn_name_attr = "kafka_conn_id"
-    hook_name = "Elasticity"
+def _connection(hook: BaseHook, conn_id: str):
+    try:
+        return hook.get_connection(conn_id)
+    except AirflowNotFoundException:
+        return None
 
-    def __init__(self, kafka_conn_id: str = "kafka_default", store_conn_id: str = "elasticity_store") -> None:
+
+KAFKA_CONN_TYPE = "elasticity_kafka"
+STORE_CONN_TYPE = "elasticity_checkpoint_store"
+
+
+class KafkaSystemHook(BaseHook):
+    """The Kafka system of the jobs (Samza's `systems.kafka`): its bootstrap servers and client properties."""
+
+    conn_name_attr = "kafka_conn_id"
+    default_conn_name = "kafka_default"
+    conn_type = KAFKA_CONN_TYPE
+    hook_name = "Kafka (elasticity)"
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """Airflow 3.1's form (3.2 on reads the provider info's `ui-field-behaviour`)."""
+        return _ui_behaviour(KAFKA_CONN_TYPE)
+
+    @classmethod
+    def get_connection_form_widgets(cls) -> dict[str, Any]:
+        """Airflow 3.1's form (3.2 on reads the provider info's `conn-fields`)."""
+        return _form_widgets(KAFKA_CONN_TYPE)
+
+    def __init__(self, kafka_conn_id: str = default_conn_name) -> None:
         super().__init__()
         self.kafka_conn_id = kafka_conn_id
-        self.store_conn_id = store_conn_id
-
-    def _conn(self, conn_id: str):
-        try:
-            return self.get_connection(conn_id)
-        except AirflowNotFoundException:
-            return None
 
     def bootstrap_servers(self) -> str | None:
-        conn = self._conn(self.kafka_conn_id)
+        conn = _connection(self, self.kafka_conn_id)
         if conn is None:
             return None
         return conn.extra_dejson.get("bootstrap_servers") or f"{conn.host}:{conn.port or 9092}"
 
     def kafka_properties(self) -> dict[str, str]:
-        """The connection's Kafka client properties (Kafka's names), checked as the job's are; secrets masked in logs."""
+        """The connection's Kafka client properties (Kafka's names), checked as the job's are; secrets masked in logs.
+        A form's empty field (null or "") is no property."""
         from airflow.sdk.log import mask_secret
 
         from elasticity.config.kafka_clients import ROLES, SECRET_PROPERTIES, client_options, env_properties, jaas_line
 
-        conn = self._conn(self.kafka_conn_id)
+        conn = _connection(self, self.kafka_conn_id)
         if conn is None:
             return {}
-        props = {k: str(v) for k, v in conn.extra_dejson.items() if k != "bootstrap_servers"}
+        props = {k: str(v) for k, v in conn.extra_dejson.items() if k != "bootstrap_servers" and v is not None and str(v) != ""}
         if conn.login and conn.password and "sasl.jaas.config" not in props:
             props["sasl.jaas.config"] = jaas_line(props.get("sasl.mechanism", "PLAIN"), conn.login, conn.password)
         for name in SECRET_PROPERTIES & props.keys():
@@ -93,11 +115,37 @@ class ElasticityHook(BaseHook):
             raise ValueError(f"connection {self.kafka_conn_id!r}: {e}") from None
         return props
 
+
+class CheckpointStoreHook(BaseHook):
+    """The jobs' checkpoint store (CheckpointV2's store): a SQLAlchemy URL."""
+
+    conn_name_attr = "store_conn_id"
+    default_conn_name = "elasticity_store"
+    conn_type = STORE_CONN_TYPE
+    hook_name = "Elasticity checkpoint store"
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """Airflow 3.1's form (3.2 on reads the provider info's `ui-field-behaviour`)."""
+        return _ui_behaviour(STORE_CONN_TYPE)
+
+    @classmethod
+    def get_connection_form_widgets(cls) -> dict[str, Any]:
+        """Airflow 3.1's form (3.2 on reads the provider info's `conn-fields`)."""
+        return _form_widgets(STORE_CONN_TYPE)
+
+    def __init__(self, store_conn_id: str = default_conn_name) -> None:
+        super().__init__()
+        self.store_conn_id = store_conn_id
+
     def store_url(self) -> str | None:
-        conn = self._conn(self.store_conn_id)
+        conn = _connection(self, self.store_conn_id)
         if conn is None:
             return None
-        url = conn.extra_dejson.get("url") or conn.get_uri()
+        url = conn.extra_dejson.get("url")
+        if not url and conn.conn_type == STORE_CONN_TYPE:
+            url = _postgres_url(conn)
+        url = url or conn.get_uri()
         for prefix in ("postgres://", "postgresql://"):
             if url.startswith(prefix):
                 url = "postgresql+psycopg://" + url[len(prefix) :]
@@ -106,6 +154,68 @@ class ElasticityHook(BaseHook):
 
             mask_secret(conn.password)
         return url
+
+
+def _postgres_url(conn) -> str:
+    """The form's host, port, login, password and database as a PostgreSQL URL (the store's server kind)."""
+    from urllib.parse import quote
+
+    if not conn.host:
+        raise ValueError(f"connection {conn.conn_id!r}: neither a URL (extra.url) nor a host")
+    auth = ""
+    if conn.login:
+        auth = quote(conn.login, safe="") + (f":{quote(conn.password, safe='')}" if conn.password else "") + "@"
+    return f"postgresql+psycopg://{auth}{conn.host}:{conn.port or 5432}/{conn.schema or ''}"
+
+
+def _ui_behaviour(conn_type: str) -> dict[str, Any]:
+    from elasticity.airflow.provider import CONNECTION_TYPES
+
+    behaviour = CONNECTION_TYPES[conn_type]["ui-field-behaviour"]
+    return {
+        "hidden_fields": behaviour["hidden-fields"],
+        "relabeling": behaviour["relabeling"],
+        "placeholders": behaviour["placeholders"],
+    }
+
+
+def _form_widgets(conn_type: str) -> dict[str, Any]:
+    """The provider info's `conn-fields` as the WTForms fields Airflow 3.1 asks the hook for."""
+    from flask_babel import lazy_gettext
+    from wtforms import PasswordField, StringField
+
+    from elasticity.airflow.provider import CONNECTION_TYPES
+
+    fields = CONNECTION_TYPES[conn_type]["conn-fields"]
+    return {
+        name: (PasswordField if f["schema"].get("format") == "password" else StringField)(
+            lazy_gettext(f["label"]), description=f.get("description", "")
+        )
+        for name, f in fields.items()
+    }
+
+
+class ElasticityHook(BaseHook):
+    """What a batch needs from both connections: KafkaSystemHook's and CheckpointStoreHook's, as its environment."""
+
+    conn_name_attr = "kafka_conn_id"
+    hook_name = "Elasticity"
+
+    def __init__(self, kafka_conn_id: str = "kafka_default", store_conn_id: str = "elasticity_store") -> None:
+        super().__init__()
+        self.kafka_conn_id = kafka_conn_id
+        self.store_conn_id = store_conn_id
+        self.kafka = KafkaSystemHook(kafka_conn_id)
+        self.store = CheckpointStoreHook(store_conn_id)
+
+    def bootstrap_servers(self) -> str | None:
+        return self.kafka.bootstrap_servers()
+
+    def kafka_properties(self) -> dict[str, str]:
+        return self.kafka.kafka_properties()
+
+    def store_url(self) -> str | None:
+        return self.store.store_url()
 
     def env(self) -> dict[str, str]:
         """Environment for the batch (spark-submit) and for in-process tasks."""

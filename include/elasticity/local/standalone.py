@@ -135,11 +135,12 @@ def airflow_db(choice: str, metadata_database: str = METADATA_DATABASE, store_da
 
 
 def connections(bootstrap: str, spark_remote: str | None, store_url: str) -> dict[str, str]:
-    """AIRFLOW_CONN_* for the embedded default: where the broker, the warm engine and the store are."""
+    """AIRFLOW_CONN_* for the embedded default: where the broker, the warm engine and the store are, of the
+    package's connection types (elasticity.airflow.provider), so the connection form shows their fields."""
     host, port = bootstrap.split(",")[0].rsplit(":", 1)
     conns = {
-        "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps({"conn_type": "generic", "host": host, "port": int(port)}),
-        "AIRFLOW_CONN_ELASTICITY_STORE": json.dumps({"conn_type": "generic", "extra": {"url": store_url}}),
+        "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps({"conn_type": "elasticity_kafka", "host": host, "port": int(port)}),
+        "AIRFLOW_CONN_ELASTICITY_STORE": json.dumps({"conn_type": "elasticity_checkpoint_store", "extra": {"url": store_url}}),
     }
     if spark_remote:
         netloc = spark_remote.removeprefix("sc://").split("/")[0]
