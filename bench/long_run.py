@@ -94,7 +94,7 @@ class Job:
 
     @property
     def reports(self) -> Path:
-        return Path(self.config.path("job.report.path", "reports"))
+        return self.config.report_dir
 
 
 def dq_run(j: Job, name: str, report_dir: Path | None = None) -> float:

@@ -36,7 +36,7 @@ class Maintenance:
 
     @property
     def report_folder(self) -> Path:
-        return Path(self.config.path("job.report.path", "reports"))
+        return self.config.report_dir
 
 
 Step = Callable[[Maintenance], object]
@@ -113,7 +113,7 @@ def maintain(
     """Run every step; one that fails does not keep the others from running, and fails the whole afterwards."""
     from elasticity.quality import cursor
 
-    m = Maintenance(config, store, now_ms, cursor.validated_batch(Path(config.path("job.report.path", "reports"))))
+    m = Maintenance(config, store, now_ms, cursor.validated_batch(config.report_dir))
     removed: dict[str, int] = {}
     failed = []
     for name, step in steps:

@@ -355,9 +355,9 @@ class TestRun:
             job_inputs=c.inputs,
             key_serdes={s: c.serde(s, "key") for s in systems},
             msg_serdes={s: c.serde(s, "msg") for s in systems},
-            output_path=c.path("job.output.path", "output"),
-            audit_path=c.path("job.audit.path", "audit"),
-            dead_letter_path=c.path("job.dead.letter.path", "dead-letter"),
+            output_path=c.output_dir,
+            audit_path=c.audit_dir,
+            dead_letter_path=c.dead_letter_dir,
             output_bootstraps={},
             policy=c.dead_letter_policy,
             max_concurrency=c.max_concurrency,
@@ -414,7 +414,7 @@ class TestRun:
 
     def _read_output(self, out: OutputStream) -> list[Emitted]:
         c = self.config
-        root = c.path("job.output.path", "output").rstrip("/")
+        root = c.output_dir.rstrip("/")
         if out.kind == "parquet":
             folder, serdes = f"{root}/{out.name}", ("string", "json")
         else:
@@ -434,7 +434,7 @@ class TestRun:
         return emitted
 
     def _read_dead_letters(self) -> list[DeadLetter]:
-        rows = self._batch_rows(self.config.path("job.dead.letter.path", "dead-letter"))
+        rows = self._batch_rows(self.config.dead_letter_dir)
         return [
             DeadLetter(
                 r["key"], r["value"], r["error"], r["task_name"], f"{r['system']}.{r['stream']}", r["partition"], r["offset"]

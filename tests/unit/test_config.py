@@ -341,6 +341,22 @@ def test_elasticity_home_is_read_on_each_call(monkeypatch, tmp_path):
     assert c.checkpoint_store_url() == f"sqlite:///{tmp_path / 'home' / 'checkpoints.db'}"
 
 
+def test_the_job_folders_default_under_the_state_folder_unless_set(monkeypatch, tmp_path):
+    monkeypatch.setenv("ELASTICITY_HOME", str(tmp_path / "home"))
+    c = validate(BASE)
+    home = tmp_path / "home" / "j"
+    assert (c.output_dir, c.audit_dir, c.dead_letter_dir) == (
+        str(home / "output"),
+        str(home / "audit"),
+        str(home / "dead-letter"),
+    )
+    assert c.report_dir == home / "reports"
+    keys = ("job.output.path", "job.audit.path", "job.dead.letter.path", "job.report.path")
+    c = validate({**BASE, **{k: f"s3://b/{k}" for k in keys[:3]}, keys[3]: str(tmp_path / "r")})
+    assert (c.output_dir, c.audit_dir, c.dead_letter_dir) == tuple(f"s3://b/{k}" for k in keys[:3])
+    assert c.report_dir == tmp_path / "r"
+
+
 def test_key_value_reads_one_key_of_unvalidated_properties():
     """What a DAG file reads at parse time: the key as written, else its declared default, typed."""
     from elasticity.config import key_value

@@ -7,7 +7,6 @@ page triggers `elastic_rescale` through Airflow's REST API as the user."""
 from __future__ import annotations
 
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
@@ -100,7 +99,7 @@ def make_app() -> FastAPI:
         from elasticity.airflow.tasks import open_job
 
         config = open_job(known(job))[0]
-        page = run_page(Path(config.path("job.report.path", "reports")), limit=limit, before=before)
+        page = run_page(config.report_dir, limit=limit, before=before)
         return {"runs": list(page.runs), "older": page.older}
 
     @router.get("/api/jobs/{job}/plan")
@@ -133,7 +132,7 @@ def make_app() -> FastAPI:
         from elasticity.airflow.tasks import open_job
 
         config = open_job(known(job))[0]
-        root = Path(config.path("job.report.path", "reports")).resolve()
+        root = config.report_dir.resolve()
         target = (root / path).resolve()
         if root not in target.parents or not target.is_file():
             raise HTTPException(404, "no such report file")

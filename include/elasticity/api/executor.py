@@ -1,22 +1,27 @@
-"""Runs one virtual task's slice through the application's operator graph.
+"""Runs virtual tasks' slices through the application's operator graph: one
+task's slice, or, in one pass, several tasks' slices laid end to end
+(`segments` says where each ends; each message carries its own task's
+context): at thousands of small virtual tasks a pass per slice cost more than
+its records, so a slot's thread runs a unit of tasks in one pass.
 
-Operator-at-a-time over the slice: each operator sees the slice's items in
-input order, so outputs keep that order (per key, too) whatever runs
-concurrently inside flat_map_async. Operators run parents first (a merge after
-all of its inputs, whose items it sees interleaved by input order) and siblings
-in the order they were declared. A failure is charged to the input record it
-derives from: under the `dlq` policy that record goes to the dead-letter sink
-with the error and everything derived from it is dropped; under `fail` the task
-stops at the first failing record, keeps only what came before it, and its
-checkpoint stops there.
+Operator-at-a-time over the pass: each operator sees the items in input order,
+so outputs keep that order (per key, too) whatever runs concurrently inside
+flat_map_async. Operators run parents first (a merge after all of its inputs,
+whose items it sees interleaved by input order) and siblings in the order they
+were declared. A failure is charged to the input record it derives from: under
+the `dlq` policy that record goes to the dead-letter sink with the error and
+everything derived from it is dropped; under `fail` the record's task stops at
+its first failing record, keeps only what came before it, and its checkpoint
+stops there, while the pass's other tasks go on. flat_map_async's
+task.max.concurrency holds per task.
 
-Window operators are the slice's timer: they take their records once every
-input has been pushed (minus records failed elsewhere), and the windows they
-close go on downstream after every record-derived item, each under an index of
-its own past the slice (`SliceResult.timers` says where it came from). A record
-late for a window is dropped by that window only (`SliceResult.late`, for the
-dead letters, under either policy: it is data, not a bug); other branches still
-process it.
+Window operators are a slice's timer, so a pass with windows holds one task's
+slice: they take their records once every input has been pushed (minus records
+failed elsewhere), and the windows they close go on downstream after every
+record-derived item, each under an index of its own past the slice
+(`SliceResult.timers` says where it came from). A record late for a window is
+dropped by that window only (`SliceResult.late`, for the dead letters, under
+either policy: it is data, not a bug); other branches still process it.
 """
 
 from __future__ import annotations

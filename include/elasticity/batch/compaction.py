@@ -119,12 +119,10 @@ def compact_sinks(config: JobConfig, *, through_batch: int, now_ms: int) -> Sink
     up to `through_batch`, the job's last committed and validated batch, and apply each sink's retention."""
     sinks = [
         (f"parquet.{root.rsplit('/', 1)[-1]}", root, OUTPUT_SCHEMA, config.output_retention_ms)
-        for root in output_roots(config.path("job.output.path", "output"))
+        for root in output_roots(config.output_dir)
     ]
-    sinks.append(("audit", config.path("job.audit.path", "audit"), AUDIT_SCHEMA, config.audit_retention_ms))
-    sinks.append(
-        ("dead-letter", config.path("job.dead.letter.path", "dead-letter"), DEAD_LETTER_SCHEMA, config.dead_letter_retention_ms)
-    )
+    sinks.append(("audit", config.audit_dir, AUDIT_SCHEMA, config.audit_retention_ms))
+    sinks.append(("dead-letter", config.dead_letter_dir, DEAD_LETTER_SCHEMA, config.dead_letter_retention_ms))
     reports = tuple(
         compact_root(
             root,

@@ -26,7 +26,7 @@ from elasticity.checkpoint.store import CheckpointStore, StoreError
 from elasticity.config import JobConfig
 
 IDENTITY_FILE = "_job_identity.json"
-SINK_KEYS = (("job.output.path", "output"), ("job.audit.path", "audit"), ("job.dead.letter.path", "dead-letter"))
+SINK_KEYS = ("job.output.path", "job.audit.path", "job.dead.letter.path")  # the roots guard_sinks reads, in this order
 
 
 class IdentityMismatch(StoreError):
@@ -90,7 +90,7 @@ def _check(
     returns each root moved and where it went.
     """
     moved = {}
-    for (key, _), (root, theirs) in zip(SINK_KEYS, found, strict=True):
+    for key, (root, theirs) in zip(SINK_KEYS, found, strict=True):
         if theirs is None or (known is not None and theirs.same_job(known)):
             continue
         if not reset:
@@ -129,7 +129,7 @@ def guard_sinks(config: JobConfig, store: CheckpointStore, initialize: Callable[
     """At a start: check the sinks against the store, create the job's first generation if it is
     new (`initialize()`), then mark the sinks with its identity. Each root is read once, all of them
     side by side (on object storage each read is a round trip). Returns the roots moved aside."""
-    roots = [config.path(key, leaf) for key, leaf in SINK_KEYS]
+    roots = [config.output_dir, config.audit_dir, config.dead_letter_dir]
     with ThreadPoolExecutor(len(roots)) as pool:
         found = list(zip(roots, pool.map(_read, roots), strict=True))
     known = store_identity(config, store)

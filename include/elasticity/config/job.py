@@ -503,8 +503,28 @@ class JobConfig:
         return self.value(f"systems.{system}.samza.{what}.serde")
 
     def path(self, key: str, leaf: str) -> str:
-        """job.output.path / job.audit.path / job.dead.letter.path, defaulting under the state folder."""
+        """job.output.path / job.audit.path / job.dead.letter.path / job.report.path, defaulting under the state folder."""
         return self.get(key) or str(elasticity_home() / self.job_name / leaf)
+
+    @property
+    def output_dir(self) -> str:
+        """Root of the Parquet outputs: job.output.path, else $ELASTICITY_HOME/<job>/output (a URI on object storage)."""
+        return self.path("job.output.path", "output")
+
+    @property
+    def audit_dir(self) -> str:
+        """The Parquet audit dataset: job.audit.path, else $ELASTICITY_HOME/<job>/audit."""
+        return self.path("job.audit.path", "audit")
+
+    @property
+    def dead_letter_dir(self) -> str:
+        """The Parquet dead-letter dataset: job.dead.letter.path, else $ELASTICITY_HOME/<job>/dead-letter."""
+        return self.path("job.dead.letter.path", "dead-letter")
+
+    @property
+    def report_dir(self) -> Path:
+        """The data-quality reports' folder, on this machine's disk: job.report.path, else $ELASTICITY_HOME/<job>/reports."""
+        return Path(self.path("job.report.path", "reports"))
 
     def checkpoint_store_url(self) -> str:
         env = os.environ.get("ELASTICITY_CHECKPOINT_STORE_URL")

@@ -373,7 +373,7 @@ def serve(home: Path, port: int = 8080, db: AirflowDb | None = None, spark_remot
 Airflow UI: {airflow.base}   login: admin   password: {airflow.password()}
   elastic_microbatch__demo   runs every minute (already unpaused): a lag probe, then batches until caught up
   elastic_rescale            Trigger -> job demo, factor N -> Trigger: the rescale, then a data-quality run
-  elastic_data_quality__demo after each committed run: report {demo.path("job.report.path", "reports")}/summary.html
+  elastic_data_quality__demo after each committed run: report {demo.report_dir}/summary.html
   the elastic job page       Browse -> Elastic job demo ({airflow.base}/elasticity/jobs/demo)
 More orders: {_shown(BIN / "elasticity")} feed --config {_shown(demo_file)} --records 3000
 Ctrl-C (or SIGTERM) stops Airflow; the broker and the Spark Connect server keep running (`make stop` stops them).""",

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from pathlib import Path
 
 from elasticity.apps.demo_feed import demo_records
 from elasticity.checkpoint.store import CheckpointStore
@@ -119,7 +118,7 @@ def run_story(records: int = 6000) -> int:
 def _wait_validated(api, store: CheckpointStore, config, timeout_s: float = 900) -> None:
     """Until data quality has validated the last committed batch (its run follows the batches' Asset event), or a run failed."""
     last = max((m["batch_id"] for m in store.metrics(JOB, limit=1)), default=0)
-    cursor = Path(config.path("job.report.path", "reports")) / "validated.json"
+    cursor = config.report_dir / "validated.json"
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if cursor.is_file() and json.loads(cursor.read_text())["last_batch"] >= last:
@@ -131,7 +130,7 @@ def _wait_validated(api, store: CheckpointStore, config, timeout_s: float = 900)
 
 
 def _quality(api, config, step, airflow: AirflowStandalone) -> int:
-    report = Path(config.path("job.report.path", "reports"))
+    report = config.report_dir
     runs = [r for r in api.runs(f"elastic_data_quality__{JOB}") if r["state"] in ("success", "failed")]
     failed = [r for r in runs if r["state"] == "failed"]
     docs = sorted((json.loads(p.read_text()) for p in report.glob("runs/*/summary.json")), key=lambda d: d["finished_ms"])

@@ -124,7 +124,7 @@ def _audit_through(config: JobConfig, store: CheckpointStore, last: int) -> pd.D
     """The audit of every committed batch up to `last` (the pinned ones): what a recomputation from the first
     batch reads."""
     ids = [b for b in store.batches_with_status(config.job_name, "committed") if b <= last]
-    return read_table(config.path("job.audit.path", "audit"), AUDIT_SCHEMA, ids).to_pandas()
+    return read_table(config.audit_dir, AUDIT_SCHEMA, ids).to_pandas()
 
 
 @dataclass(frozen=True)
@@ -272,7 +272,7 @@ def load_inputs(
     ]
     ids = [p.batch_id for p in window]
     # a manual window's order, routing and loss are checked against every committed batch's audit
-    audit = read_table(config.path("job.audit.path", "audit"), AUDIT_SCHEMA, ids if since else [p.batch_id for p in committed])
+    audit = read_table(config.audit_dir, AUDIT_SCHEMA, ids if since else [p.batch_id for p in committed])
     audit = audit.to_pandas()
 
     starts: dict[SystemStreamPartition, int] = {}
@@ -289,7 +289,7 @@ def load_inputs(
     records = _read_inputs(config, starts, ends, WITH_VALUES if stored is not None else KEYS)
 
     sinks = []
-    for root in output_roots(config.path("job.output.path", "output")):
+    for root in output_roots(config.output_dir):
         name = root.rsplit("/", 1)[1]
         sinks.append(read_table(root, OUTPUT_SCHEMA, ids).to_pandas().assign(output=name))
     sink = pd.concat(sinks, ignore_index=True) if sinks else pd.DataFrame()
@@ -348,7 +348,7 @@ def run_quality(
 ) -> tuple[QualityResult, Path]:
     """Validate and report; returns the result and the run's summary.html. An incremental
     run that passes moves the job's validated edge to its last batch."""
-    root = Path(report_dir or config.path("job.report.path", "reports"))
+    root = Path(report_dir or config.report_dir)
     stores = load_application(config.app_class, config.inputs).stores
     since = (cursor.load(root, stores) or cursor.start()) if incremental else None
     loaded = load_inputs(config, store, inputs, from_batch, to_batch, since)

@@ -133,7 +133,7 @@ class MicroBatchEngine:
                 f"processing.guarantee=exactly_once: the app sends to Kafka outputs of systems {systems}, and one transaction "
                 "spans one Kafka cluster; send to one system, or set processing.guarantee=at_least_once"
             )
-        output_path = self.config.path("job.output.path", "output")
+        output_path = self.config.output_dir
         return tuple(StagedOutput(o.name, staging_root(output_path, o.system, o.name)) for o in kafka)
 
     def _exactly_once(self, owner: str) -> ExactlyOnceOutputs | None:
@@ -532,9 +532,9 @@ class MicroBatchEngine:
             job_inputs=c.inputs,
             key_serdes={s: c.serde(s, "key") for s in kafka_systems},
             msg_serdes={s: c.serde(s, "msg") for s in kafka_systems},
-            output_path=c.path("job.output.path", "output"),
-            audit_path=c.path("job.audit.path", "audit"),
-            dead_letter_path=c.path("job.dead.letter.path", "dead-letter"),
+            output_path=c.output_dir,
+            audit_path=c.audit_dir,
+            dead_letter_path=c.dead_letter_dir,
             output_bootstraps=bootstraps,
             policy=c.dead_letter_policy,
             max_concurrency=c.max_concurrency,
@@ -570,8 +570,8 @@ class MicroBatchEngine:
         if not batch_ids:
             return
         c = self.config
-        roots = [c.path("job.audit.path", "audit"), c.path("job.dead.letter.path", "dead-letter")]
-        roots += output_roots(c.path("job.output.path", "output")) + [o.root for o in self.staged_outputs]
+        roots = [c.audit_dir, c.dead_letter_dir]
+        roots += output_roots(c.output_dir) + [o.root for o in self.staged_outputs]
         for root in roots:
             delete_batches(root, batch_ids)
 

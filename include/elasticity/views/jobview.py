@@ -7,7 +7,6 @@ JSON; no Airflow here, so it is built the same way in a benchmark."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from elasticity.batch.coordinator import Inputs, JobCoordinator
@@ -148,7 +147,7 @@ def build_view(
     job = config.job_name
     view = JobView(job, current.number if current else None, current.factor if current else None, policy=policy)
     view.before, view.runs_before = before, runs_before
-    reports = Path(config.path("job.report.path", "reports"))
+    reports = config.report_dir
     runs = run_page(reports, limit=QUALITY_RUNS, before=runs_before)
     view.quality_runs, view.older_runs = list(runs.runs), runs.older
     latest = view.quality_runs if runs_before is None else list(run_page(reports, limit=1).runs)
