@@ -232,3 +232,20 @@ def test_an_app_module_that_is_not_on_the_path_is_named_with_the_fix():
         load_application("orders_app:build", [SystemStream("kafka", "orders")])
     with pytest.raises(ValueError, match="no module 'no_such_pkg'"):
         load_application("no_such_pkg.apps:build", [SystemStream("kafka", "orders")])
+
+
+def test_the_stores_and_tables_the_engine_passes_have_the_api_protocols_methods():
+    """`TaskContext.store` and `.table` are typed with the api's protocols; the engine's classes (from a layer
+    above, which api cannot import) must have each of their methods with the same parameters."""
+    import inspect
+
+    from elasticity.api.context import KeyValueStore, Table
+    from elasticity.state.kv import KeyValueStore as EngineStore
+    from elasticity.state.table import SideInputTable
+
+    for protocol, engine in ((KeyValueStore, EngineStore), (Table, SideInputTable)):
+        methods = [n for n, f in vars(protocol).items() if inspect.isfunction(f) and not n.startswith("_")]
+        assert methods
+        for name in methods:
+            theirs = list(inspect.signature(getattr(engine, name)).parameters)
+            assert theirs == list(inspect.signature(getattr(protocol, name)).parameters), f"{engine.__name__}.{name}"

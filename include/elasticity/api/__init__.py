@@ -5,19 +5,21 @@ An application is a factory `build(app: ApplicationDescriptor) -> None` named by
 results to outputs.
 """
 
-from elasticity.api.context import TaskContext
+from elasticity.api.context import KeyValueStore, Table, TaskContext
 from elasticity.api.descriptors import StoreDescriptor, TableDescriptor
 from elasticity.api.stream import KV, ApplicationDescriptor, Message, MessageStream, OutputStream
 from elasticity.api.window import Aggregation, Window, WindowPane, Windows
 
 __all__ = [
     "KV",
+    "KeyValueStore",
     "Aggregation",
     "ApplicationDescriptor",
     "Message",
     "MessageStream",
     "OutputStream",
     "StoreDescriptor",
+    "Table",
     "TableDescriptor",
     "TaskContext",
     "Window",

@@ -43,7 +43,10 @@ class Message:
 
 @dataclass(frozen=True)
 class OutputStream:
-    """`kafka.<topic>` (at-least-once) or `parquet.<name>` (exactly-once, under `job.output.path`)."""
+    """`kafka.<topic>` or `parquet.<name>` (under `job.output.path`). Parquet outputs are exactly-once (a
+    replayed batch overwrites its own files); Kafka outputs too by default (`processing.guarantee=exactly_once`:
+    one transaction with the batch's commit record, visible to read_committed readers if and only if the batch
+    commits), or at-least-once with `processing.guarantee=at_least_once` (sent again on a replay)."""
 
     system: str
     name: str
@@ -85,6 +88,10 @@ class Node:
 
 
 class MessageStream:
+    """A stream of items within one virtual task: an input's `Message`s, then what operators make of them.
+    Every operator sees the items of a task's slice in input order, so the order of each key holds; an exception
+    in an operator's function is charged to the input record it derives from (`task.dead.letter.policy`)."""
+
     def __init__(self, app: ApplicationDescriptor, node: Node) -> None:
         self._app = app
         self._node = node
@@ -95,18 +102,25 @@ class MessageStream:
         return MessageStream(self._app, node)
 
     def map(self, fn: Callable[[Any], Any]) -> MessageStream:
+        """`fn(item)` for each item, in input order: one item out per item in."""
         return self._then("map", fn)
 
     def filter(self, fn: Callable[[Any], bool]) -> MessageStream:
+        """The items for which `fn(item)` is true, in input order."""
         return self._then("filter", fn)
 
     def flat_map(self, fn: Callable[[Any], Iterable[Any]]) -> MessageStream:
+        """Every item `fn(item)` returns (none, one or many), in input order, each item's in the order returned."""
         return self._then("flat_map", fn)
 
     def flat_map_async(self, fn: Callable[[Any], Awaitable[Iterable[Any]]]) -> MessageStream:
+        """Samza's flatMapAsync: `await fn(item)` for each item, at most `task.max.concurrency` calls in flight
+        per virtual task (each bounded by `task.callback.timeout.ms`), their results passed on in input order
+        whatever order the calls finish in."""
         return self._then("flat_map_async", fn)
 
     def merge(self, *others: MessageStream) -> MessageStream:
+        """One stream of this one's items and `others`', interleaved by input order (within a virtual task)."""
         node = Node("merge", name=f"merge-{self._app._next_id()}")
         for s in (self, *others):
             s._node.children.append(node)
@@ -136,6 +150,10 @@ class MessageStream:
         return self._then("join", join=JoinSpec(name, fn, key_fn, kind))
 
     def send_to(self, output: OutputStream | str) -> None:
+        """Write each item to `output` (`kafka.<topic>`, `parquet.<name>` or an `OutputStream`), in input order:
+        a `KV` or a `Message` as its key and value, a `WindowPane` under its key, anything else as the value
+        under the key of the input record it comes from. An input record is
+        done once everything derived from it has been sent. Delivery: see `OutputStream`."""
         out = self._app.output(output) if isinstance(output, str) else output
         self._then("send_to", output=out)
 
