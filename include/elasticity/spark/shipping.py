@@ -116,6 +116,7 @@ def _write(folder: Path, stem: str, data: bytes) -> Archive:
     name = content_name(stem, data)
     path = folder / name
     if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_bytes(data)
         tmp.replace(path)
