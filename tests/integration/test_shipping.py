@@ -69,7 +69,7 @@ def outputs(config) -> dict[int, set[tuple[int, str]]]:
 
 
 def test_an_app_on_the_drivers_path_only_runs_on_the_connect_server_and_a_changed_app_is_the_next_batchs(
-    spark_connect, kafka_bootstrap, tmp_path, monkeypatch
+    spark_connect, kafka_bootstrap, tmp_path, monkeypatch, forget_app_modules
 ):
     module = f"orders_app_{uuid.uuid4().hex[:8]}"
     code = tmp_path / "code"
@@ -89,8 +89,8 @@ def test_an_app_on_the_drivers_path_only_runs_on_the_connect_server_and_a_change
     assert outputs(config)[second[-1].batch_id] == {(2, "tag-")}  # the new code, on workers that ran the old
 
 
-@pytest.fixture(autouse=True)
-def _forget_modules():
+@pytest.fixture
+def forget_app_modules():
     """The driver imported the tmp app: forgotten after the test."""
     before = set(sys.modules)
     yield
