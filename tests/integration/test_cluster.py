@@ -42,8 +42,10 @@ from elasticity.spark.engine import MicroBatchEngine
 from elasticity.spark.session import session
 from elasticity.state.backends.blob_manager import BlobNotFound, UploadFailed
 from tests.conftest import REPO
+from tests.integration import test_shipping as shipping
 from tests.integration import test_windows_rescale as windows
 from tests.integration.test_engine import feed
+from tests.integration.test_shipping import forget_app_modules  # noqa: F401 (a fixture)
 from tests.integration.test_stateful_engine import assert_state_and_outputs, job, state_check_passes  # noqa: F401 (job: a fixture)
 from tests.support.airflow_runs import finished, wait_for
 from tests.support.helpers import fresh_topic, job_props, write_properties
@@ -359,6 +361,29 @@ def test_airflows_scheduler_drives_the_cluster_job_a_rescale_and_data_quality_an
         )
     finally:
         airflow.stop()
+
+
+@pytest.mark.usefixtures("forget_app_modules")
+def test_an_app_only_on_the_drivers_path_runs_on_both_workers(cluster, kafka_bootstrap, tmp_path, monkeypatch):
+    """The workers' PYTHONPATH has this checkout, not tmp_path: the app (and its wheel, spark.submit.pyFiles)
+    reach the executors as the driver's artifacts, and a changed app is the next run's code."""
+    state = cluster[0].status()
+    assert state is not None
+    for k, v in state.env().items():
+        monkeypatch.setenv(k, v)
+    module = f"orders_app_{uuid.uuid4().hex[:8]}"
+    shipping.write_app(tmp_path / "code", 1, module)
+    monkeypatch.syspath_prepend(str(tmp_path / "code"))
+    topic = fresh_topic(kafka_bootstrap, "ship-cluster", 2, records=60)
+    props = shipping.shipped_job(tmp_path, kafka_bootstrap, topic, module, **{"job.container.count": "2"})
+    config = validate(props | state.job_settings(f"ship-{uuid.uuid4().hex[:6]}"))
+    first = MicroBatchEngine(config, session(config)).run()
+    assert first[-1].processed == 60 and first[-1].dead_lettered == 0
+    assert {e.split(":", 1)[1] for e in first[-1].metrics["executors"]} == set(state.workers)  # both hosts
+    shipping.write_app(tmp_path / "code", 2, module)
+    send(kafka_bootstrap, topic, [(b"k", b"{}")] * 10)
+    second = MicroBatchEngine(config, session(config)).run()
+    assert shipping.outputs(config) == {first[-1].batch_id: {(1, "tag-")}, second[-1].batch_id: {(2, "tag-")}}
 
 
 def test_reset_sinks_moves_old_outputs_on_the_shared_storage_aside(cluster, tmp_path, monkeypatch):

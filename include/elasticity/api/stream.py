@@ -241,7 +241,7 @@ def load_application(spec: str, inputs: Iterable[SystemStream]) -> ApplicationDe
             raise  # the app's module is there, something it imports is not
         raise ValueError(
             f"app.class={spec!r}: no module {e.name!r} on this Python's path; put the app's package on PYTHONPATH (or "
-            "install it) wherever the job runs: the CLI or Airflow task, and the Spark Connect server and workers"
+            "install it) where the job's driver runs: the CLI or Airflow task (the executors get it from there)"
         ) from None
     factory = getattr(module, attr)
     factory(app)

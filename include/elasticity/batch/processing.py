@@ -35,6 +35,7 @@ from elasticity.api.executor import SliceExecutor
 from elasticity.api.stream import ApplicationDescriptor, Message, OutputStream, load_application
 from elasticity.batch.exactly_once import staging_root
 from elasticity.batch.reader import SlotReads
+from elasticity.batch.shipped import Shipped, prefer_shipped
 from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, Source, dead_letter, in_file, write_batch_file
 from elasticity.batch.slot_claims import claim
 from elasticity.config import elasticity_home
@@ -120,6 +121,7 @@ class ProcessContext:
     stage_kafka: bool = False  # processing.guarantee=exactly_once: Kafka outputs wait for the commit's transaction
     slot_claims: str | None = None  # a local master's batch token: tasks claim the slot their process holds (slot_claims)
     slots: int = 0  # the job's process slots (with slot_claims)
+    shipped: Shipped = ()  # the user code the driver shipped (spark.shipping): imported from there
 
 
 U = TypeVar("U")
@@ -180,6 +182,9 @@ def run_slots(ctx: ProcessContext, reads: SlotReads, batches: Iterator[pa.Record
     """mapInArrow function over the placed slots (`spark.placement`): each input row is a process slot, whose
     records are read, routed and processed here, in one Spark task."""
     _freeze_long_lived()
+    if ctx.shipped and prefer_shipped(ctx.shipped):
+        with _apps_lock:
+            _apps.clear()  # built from the code it replaces
     for b in batches:
         for partition in b.column(0).to_pylist():
             slot = partition

@@ -44,6 +44,7 @@ from elasticity.config.parsers import (
     int_range,
     nonempty,
     parse_factories,
+    py_files,
     reporter_names,
     retention_ms,
     store_url,
@@ -369,6 +370,15 @@ class JobConfig:
     )
     spark_remote: str | None = key(
         "spark.remote", nonempty, None, "Spark Connect URL (sc://host:15002); used instead of spark.master when set."
+    )
+    submit_py_files: tuple[str, ...] | None = key(
+        "spark.submit.pyFiles",
+        py_files,
+        None,
+        "Pure-Python packages the app imports, as .zip, .whl, .egg or .py files on the driver (comma-separated): "
+        "each is added to the Spark session under its content's hash and put on the executors' path. "
+        "Packages with native code are installed on the workers' Python instead.",
+        samza="none in Samza; Spark's key (spark-submit --py-files)",
     )
 
     # --- state: stores, backup/restore backends, commit and restore pools (read by elasticity.state.store_config) ---

@@ -213,6 +213,16 @@ def _module_factory(text: str) -> str:
 
 module_factory = Parser(_module_factory, "module:factory, e.g. my_app.tables:users_processor")
 
+
+def _py_files(text: str) -> tuple[str, ...]:
+    paths = _items(text)
+    if not paths or any(not p.endswith((".zip", ".whl", ".egg", ".py")) for p in paths):
+        raise ValueError
+    return paths
+
+
+py_files = Parser(_py_files, "a comma-separated list of .zip, .whl, .egg or .py files")
+
 # --- metrics reporters (read by elasticity.metrics.reporters) ---
 
 REPORTER_CLASSES = {

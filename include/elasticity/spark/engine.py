@@ -57,6 +57,7 @@ from elasticity.metrics.reporters import Reporters
 from elasticity.metrics.summary import BatchSummary
 from elasticity.spark.placement import placed_slots, rebalance
 from elasticity.spark.session import check_master, check_shared_paths, spark_master
+from elasticity.spark.shipping import ship_user_code
 from elasticity.state.backends.blob_manager import BlobStoreManager
 from elasticity.state.backends.blobstore import await_durable
 from elasticity.state.store_config import StorageConfig, state_dir
@@ -106,6 +107,7 @@ class MicroBatchEngine:
 
     @cached_property
     def app(self) -> ApplicationDescriptor:
+        ship_user_code(self.spark, self.config)  # spark.submit.pyFiles on the driver's path before the app imports them
         return load_application(
             self.config.app_class, self.config.inputs
         )  # on the driver too: a bad app.class fails before any work
@@ -545,6 +547,7 @@ class MicroBatchEngine:
             stage_kafka=bool(self.staged_outputs),
             slot_claims=uuid.uuid4().hex if local and (self.storage is not None or self.tables) else None,
             slots=len(generation.job_model.containers) * c.container_process_count,
+            shipped=ship_user_code(self.spark, c),  # each batch: a changed app is the next batch's
         )
 
     def _batch_state(self, generation: Generation, cps: dict[TaskName, TaskCheckpoint]) -> BatchState | None:

@@ -1,0 +1,199 @@
+"""The user's code on the executors, shipped from the driver: the modules the job config names (`app.class`,
+`stores.<store>.side.inputs.processor.factory`) zipped from the driver's copy, and the pure-Python packages of
+Spark's `spark.submit.pyFiles`. Each archive is named by its content hash: a changed app is a new artifact,
+which the workers import in place of the old one (`elasticity.batch.processing` prefers it), and an unchanged
+one is added once per session. Code installed in site-packages, and the library itself (shipped by
+`session.ship_library`), is the workers' own."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import io
+import site
+import sys
+import sysconfig
+import threading
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from elasticity.config import ConfigError, JobConfig
+
+FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the zip format's earliest: the same files give the same bytes
+LIBRARY = "elasticity"
+NAMED_CODE = ("stores.", ".side.inputs.processor.factory")  # a key naming user code, besides app.class
+
+
+@dataclass(frozen=True)
+class Archive:
+    """One shipped file: its name on the executors (`<stem>-<sha256[:16]>.zip`), where the driver wrote it,
+    and the top-level modules it provides (which a worker imports from it, not from an older copy)."""
+
+    name: str
+    path: Path
+    modules: tuple[str, ...]
+
+    @property
+    def shipped(self) -> tuple[str, tuple[str, ...]]:
+        """What the executors are told: (name, modules), plain values."""
+        return self.name, self.modules
+
+
+def user_modules(config: JobConfig) -> tuple[str, ...]:
+    """The modules of user code the job config names: app.class and the side-input processor factories."""
+    specs = [config.app_class] + [
+        v for k, v in config.raw_map.items() if k.startswith(NAMED_CODE[0]) and k.endswith(NAMED_CODE[1])
+    ]
+    return tuple(dict.fromkeys(s.partition(":")[0].strip() for s in specs if ":" in s))
+
+
+def installed(path: Path) -> bool:
+    """In site-packages or the standard library: installed on the workers like any dependency."""
+    if {"site-packages", "dist-packages"} & set(path.parts):
+        return True
+    paths = sysconfig.get_paths()
+    roots = [paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")] + site.getsitepackages()
+    return any(path.is_relative_to(Path(r).resolve()) for r in roots)
+
+
+def code_root(module: str) -> Path | None:
+    """The top-level package folder (or module file) of `module` on the driver's path; None when it is not
+    the user's to ship: the library, installed, native, or not found (the driver fails on it with its own error)."""
+    top = module.split(".")[0]
+    if top == LIBRARY:
+        return None
+    spec = importlib.util.find_spec(top)
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        locations = list(spec.submodule_search_locations)
+        root = Path(locations[0]).resolve() if len(locations) == 1 else None  # a namespace over folders: installed
+    else:
+        root = Path(spec.origin).resolve() if spec.origin and spec.origin.endswith(".py") else None
+    return None if root is None or installed(root) else root
+
+
+def _entries(root: Path) -> list[tuple[str, Path]]:
+    """(name in the archive, file) of a package folder or module file, sorted; bytecode left out."""
+    if root.is_file():
+        return [(root.name, root)]
+    files = (p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+    return sorted((p.relative_to(root.parent).as_posix(), p) for p in files)
+
+
+def deterministic_zip(entries: list[tuple[str, bytes]]) -> bytes:
+    """A zip of `entries` in name order, every timestamp and mode fixed: the same content, the same bytes."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in sorted(entries):
+            info = zipfile.ZipInfo(name, FIXED_TIME)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, data)
+    return out.getvalue()
+
+
+def content_name(stem: str, data: bytes) -> str:
+    return f"{stem}-{hashlib.sha256(data).hexdigest()[:16]}.zip"
+
+
+def top_modules(names: list[str]) -> tuple[str, ...]:
+    """The importable top-level names of an archive's entries (a wheel's .dist-info and .data left out)."""
+    tops = set()
+    for n in names:
+        first = n.split("/")[0]
+        if "/" not in n:
+            if first.endswith(".py"):
+                tops.add(first[:-3])
+        elif first.isidentifier():
+            tops.add(first)
+    return tuple(sorted(tops))
+
+
+def _write(folder: Path, stem: str, data: bytes) -> Archive:
+    name = content_name(stem, data)
+    path = folder / name
+    if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    return Archive(name, path, top_modules(zipfile.ZipFile(io.BytesIO(data)).namelist()))
+
+
+def app_archive(modules: tuple[str, ...], folder: Path) -> Archive | None:
+    """One archive of the user code behind `modules` (None: nothing of theirs to ship)."""
+    roots = sorted({r for m in modules if (r := code_root(m)) is not None})
+    if not roots:
+        return None
+    files = [(name, f) for r in roots for name, f in _entries(r)]
+    seen = (folder, tuple((name, f.stat().st_mtime_ns, f.stat().st_size) for name, f in files))
+    if (known := _zipped.get(seen)) is not None and known.path.exists():
+        return known  # the same files as last batch: not read and zipped again
+    _zipped[seen] = archive = _write(folder, "app", deterministic_zip([(name, f.read_bytes()) for name, f in files]))
+    return archive
+
+
+_zipped: dict[tuple[Path, tuple[tuple[str, int, int], ...]], Archive] = {}  # the files' names, mtimes and sizes -> archive
+
+
+def py_file_archives(paths: tuple[str, ...], folder: Path) -> list[Archive]:
+    """Each of `spark.submit.pyFiles` under its content's name: a .zip or .whl as it is (a wheel is a zip;
+    Spark puts a .zip on the workers' path), a .py zipped, so that it keeps its module name."""
+    out = []
+    for p in paths:
+        path = Path(p).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"spark.submit.pyFiles: {p} is not a file on the driver")
+        data = path.read_bytes()
+        if path.suffix == ".py":
+            data = deterministic_zip([(path.name, data)])
+        stem = path.name.split("-")[0] if path.suffix == ".whl" else path.stem
+        out.append(_write(folder, stem, data))
+    return out
+
+
+_folder: Path | None = None
+_added: set[tuple[str, str]] = set()  # (session, archive name) already added
+_lock = threading.Lock()
+
+
+def _session_key(spark: Any) -> str:
+    session_id = getattr(spark, "session_id", None)
+    return session_id if isinstance(session_id, str) else f"classic-{id(spark.sparkContext)}"
+
+
+def ship_user_code(spark: Any, config: JobConfig) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Add the app's code and `spark.submit.pyFiles` to the session (each content once per session), and
+    return what the executors should import from: (archive name, its top-level modules), the app's first."""
+    global _folder
+    import tempfile
+
+    with _lock:
+        if _folder is None or not _folder.is_dir():
+            _folder = Path(tempfile.mkdtemp(prefix="elasticity-code-"))
+        app = app_archive(user_modules(config), _folder)
+        archives = ([app] if app else []) + py_file_archives(config.submit_py_files or (), _folder)
+        for a in archives[1 if app else 0 :]:
+            if str(a.path) not in sys.path:  # the driver imports them too, as spark-submit --py-files has it
+                sys.path.insert(1, str(a.path))
+        session = _session_key(spark)
+        for a in archives:
+            if (session, a.name) not in _added:
+                _add(spark, a.path)
+                _added.add((session, a.name))
+    return tuple(a.shipped for a in archives)
+
+
+def _add(spark: Any, path: Path) -> None:
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        import contextlib
+
+        from pyspark.errors import PySparkException
+
+        with contextlib.suppress(PySparkException):  # ARTIFACT_ALREADY_EXISTS: another driver process added it
+            spark.addArtifacts(str(path), pyfile=True)
+    else:
+        spark.sparkContext.addPyFile(str(path))
