@@ -48,7 +48,7 @@ def job(state: ClusterState, home: Path, topic: str, factor: int, containers: in
         "job.elasticity.factor": str(factor),
         "job.container.count": str(containers),
         "job.container.thread.pool.size": "64",
-        "systems.kafka.default.stream.offset.default": "oldest",
+        "systems.kafka.default.stream.samza.offset.default": "oldest",
         "app.class": "elasticity.apps.enrichment:build_stateful",
         "task.checkpoint.read.versions": "2,1",
         "stores.totals.backup.factories": "blobstore",

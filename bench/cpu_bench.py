@@ -137,7 +137,7 @@ def job(home: Path, topic: str, app: str, stateful: bool):
         "job.container.count": "2",
         "job.container.thread.pool.size": "64",
         "app.class": f"elasticity.apps.enrichment:{app}",
-        "systems.kafka.default.stream.offset.default": "oldest",
+        "systems.kafka.default.stream.samza.offset.default": "oldest",
         "batch.max.records": "3000",
         "task.checkpoint.store.url": f"sqlite:///{home}/{name}.db",
         "job.output.path": f"{home}/{name}/out",

@@ -47,7 +47,7 @@ def job(topic: str, tmp: str, factor: int, **extra: str):
             "job.container.count": "2",
             "job.container.thread.pool.size": "64",
             "job.container.process.count": str(PROCESSES),
-            "systems.kafka.default.stream.offset.default": "oldest",
+            "systems.kafka.default.stream.samza.offset.default": "oldest",
             "task.checkpoint.store.url": f"sqlite:///{tmp}/{name}.db",
             "job.output.path": f"{tmp}/{name}/out",
             "job.audit.path": f"{tmp}/{name}/audit",

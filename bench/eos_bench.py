@@ -38,7 +38,7 @@ def drain(spark, topic: str, tmp: str, guarantee: str, batch: int) -> tuple[floa
             "job.name": name,
             "task.inputs": f"kafka.{topic}",
             "job.elasticity.factor": "4",
-            "systems.kafka.default.stream.offset.default": "oldest",
+            "systems.kafka.default.stream.samza.offset.default": "oldest",
             "app.class": "elasticity.apps.identity:build_kafka",
             "processing.guarantee": guarantee,
             "task.checkpoint.store.url": f"sqlite:///{tmp}/{name}.db",

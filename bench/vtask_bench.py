@@ -64,7 +64,7 @@ class Bench:
                 "task.inputs": f"kafka.{topic}",
                 "job.elasticity.factor": str(factor),
                 "app.class": app,
-                "systems.kafka.default.stream.offset.default": "oldest",
+                "systems.kafka.default.stream.samza.offset.default": "oldest",
                 "batch.max.records": "3000",
                 "task.checkpoint.store.url": f"sqlite:///{folder}.db",
                 "job.output.path": f"{folder}/out",

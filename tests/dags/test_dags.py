@@ -24,7 +24,7 @@ def world(airflow_db, kafka_bootstrap, tmp_path_factory):
     jobs.mkdir()
     job = f"af{uuid.uuid4().hex[:6]}"
     (jobs / f"{job}.properties").write_text(
-        f"job.name={job}\ntask.inputs=kafka.{topic}\njob.elasticity.factor=2\nsystems.kafka.default.stream.offset.default=oldest\n"
+        f"job.name={job}\ntask.inputs=kafka.{topic}\njob.elasticity.factor=2\nsystems.kafka.default.stream.samza.offset.default=oldest\n"
         f"job.output.path={tmp}/out\njob.audit.path={tmp}/audit\njob.dead.letter.path={tmp}/dlq\njob.report.path={tmp}/report\n"
         "batch.max.records=250\n"
     )

@@ -24,7 +24,7 @@ def job(kafka_bootstrap, store_url, tmp_path):
     config = tmp_path / "job.properties"
     config.write_text(
         f"job.name=cli-{topic}\ntask.inputs=kafka.{topic}\njob.elasticity.factor=2\n"
-        "systems.kafka.default.stream.offset.default=oldest\ntask.checkpoint.read.versions=2,1\n"
+        "systems.kafka.default.stream.samza.offset.default=oldest\ntask.checkpoint.read.versions=2,1\n"
         f"task.checkpoint.store.url={store_url}\n"
     )
     env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap}

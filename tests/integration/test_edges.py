@@ -23,7 +23,7 @@ def job(kafka_bootstrap, tmp_path, monkeypatch):
     topic = f"edge-{uuid.uuid4().hex[:8]}"
     create_topic(kafka_bootstrap, topic, 2)
     props = job_props(f"edge-{topic}", topic, tmp_path)
-    del props["systems.kafka.default.stream.offset.default"]  # the default: upcoming
+    del props["systems.kafka.default.stream.samza.offset.default"]  # the default: upcoming
     return topic, props, tmp_path
 
 
@@ -54,7 +54,7 @@ def test_partitions_added_between_batches_lose_nothing_under_the_default(spark, 
 
 def test_a_batch_cap_of_1_moves_every_lagging_partition_in_turn(spark, kafka_bootstrap, job):
     topic, props, _ = job
-    props["systems.kafka.default.stream.offset.default"] = "oldest"
+    props["systems.kafka.default.stream.samza.offset.default"] = "oldest"
     send(kafka_bootstrap, topic, [(b"a", b"{}"), (b"b", b"{}"), (b"c", b"{}"), (b"d", b"{}"), (b"e", b"{}"), (b"f", b"{}")])
     engine = _engine(spark, props)
     for _ in range(2):
@@ -67,7 +67,7 @@ def test_a_batch_cap_of_1_moves_every_lagging_partition_in_turn(spark, kafka_boo
 
 def test_a_reset_store_under_old_sinks_fails_unless_reset_sinks(spark, kafka_bootstrap, job):
     topic, props, tmp_path = job
-    props["systems.kafka.default.stream.offset.default"] = "oldest"
+    props["systems.kafka.default.stream.samza.offset.default"] = "oldest"
     send(kafka_bootstrap, topic, demo_records(50, keys=10, seed=3))
     _engine(spark, props).run(until_caught_up=True)
     (tmp_path / "store.db").unlink()  # the store is lost between batches

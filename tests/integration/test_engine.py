@@ -47,7 +47,7 @@ def job(kafka_bootstrap, tmp_path, monkeypatch):
         "job.elasticity.factor": "2",
         "job.container.count": "2",
         "job.container.thread.pool.size": "64",
-        "systems.kafka.default.stream.offset.default": "oldest",
+        "systems.kafka.default.stream.samza.offset.default": "oldest",
         "app.class": "elasticity.apps.enrichment:build_async",
         "task.max.concurrency": "16",
         "task.checkpoint.store.url": f"sqlite:///{tmp_path / 'cp.db'}",

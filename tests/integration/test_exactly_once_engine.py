@@ -46,7 +46,7 @@ def relay_job(kafka_bootstrap, tmp_path, monkeypatch):
         "job.name": f"eo-{topic}",
         "task.inputs": f"kafka.{topic}",
         "job.elasticity.factor": "4",
-        "systems.kafka.default.stream.offset.default": "oldest",
+        "systems.kafka.default.stream.samza.offset.default": "oldest",
         "app.class": "tests.support.apps:relay",
         "task.checkpoint.store.url": f"sqlite:///{tmp_path / 'cp.db'}",
         "job.output.path": str(tmp_path / "out"),

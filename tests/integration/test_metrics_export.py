@@ -30,7 +30,7 @@ def test_a_batch_and_a_rescale_reach_a_statsd_socket_as_the_store_has_them(spark
             "job.name": job,
             "task.inputs": f"kafka.{topic}",
             "job.elasticity.factor": "2",
-            "systems.kafka.default.stream.offset.default": "oldest",
+            "systems.kafka.default.stream.samza.offset.default": "oldest",
             "app.class": "elasticity.apps.enrichment:build",
             "task.checkpoint.store.url": f"sqlite:///{tmp_path / 'cp.db'}",
             "job.output.path": str(tmp_path / "out"),

@@ -48,7 +48,7 @@ def job(kafka_bootstrap, tmp_path, monkeypatch):
         "job.elasticity.factor": "2",
         "job.container.count": "2",
         "job.container.thread.pool.size": "64",
-        "systems.kafka.default.stream.offset.default": "oldest",
+        "systems.kafka.default.stream.samza.offset.default": "oldest",
         "app.class": STATEFUL,
         "task.checkpoint.read.versions": "2,1",
         "stores.totals.backup.factories": "blobstore",

@@ -48,7 +48,7 @@ def job_props(bootstrap, monkeypatch, topic, tmp_path):
         "task.inputs": f"kafka.{topic}",
         "job.elasticity.factor": str(FACTOR),
         "job.container.count": "2",
-        "systems.kafka.default.stream.offset.default": "oldest",
+        "systems.kafka.default.stream.samza.offset.default": "oldest",
         "app.class": APP,
         "stores.users.side.inputs": f"kafka.{users}",
         "task.checkpoint.read.versions": "2,1",

@@ -24,7 +24,7 @@ def job_config(job: str) -> JobConfig:
             "job.name": job,
             "task.inputs": str(STREAM),
             "job.elasticity.factor": "2",
-            "systems.kafka.default.stream.offset.default": "oldest",
+            "systems.kafka.default.stream.samza.offset.default": "oldest",
             "task.checkpoint.read.versions": "2,1",
         }
     )

@@ -25,7 +25,7 @@ def job_props(name: str, topic: str, folder: Path, factor: int = 2, **extra: str
         "task.inputs": f"kafka.{topic}",
         "job.elasticity.factor": str(factor),
         "job.container.thread.pool.size": "64",
-        "systems.kafka.default.stream.offset.default": "oldest",
+        "systems.kafka.default.stream.samza.offset.default": "oldest",
         "task.checkpoint.store.url": f"sqlite:///{folder / 'store.db'}",
         "job.output.path": str(folder / "out"),
         "job.audit.path": str(folder / "audit"),

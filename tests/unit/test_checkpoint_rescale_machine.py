@@ -36,7 +36,7 @@ class RescaleMachine(RuleBasedStateMachine):
                 "task.inputs": ",".join(map(str, STREAMS)),
                 "job.elasticity.factor": str(factor),
                 "job.systemstreampartition.grouper.factory": grouper,
-                "systems.kafka.default.stream.offset.default": offset_default,
+                "systems.kafka.default.stream.samza.offset.default": offset_default,
                 "task.checkpoint.read.versions": read_versions,
                 "task.checkpoint.history.size": "3",
             }

@@ -1,4 +1,5 @@
-"""The generated configuration reference names every key the product reads, once."""
+"""The generated configuration reference names every key the product reads, once, and the committed page
+(docs/reference/configuration.md) is what the declarations give."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from elasticity.config.job import KEYS, find_key
 from elasticity.config.kafka_clients import PROPERTIES
 from elasticity.config.keys import Key
 from elasticity.config.parsers import nonempty
-from elasticity.config.reference import anchor, render
+from elasticity.config.reference import END, START, anchor, main, regenerate, render
+from tests.conftest import REPO
 from tests.support.library import PACKAGE
 
 KEY_LIKE = re.compile(
@@ -81,3 +83,30 @@ def test_every_key_the_library_reads_is_declared():
         if find_key(name) is None and name not in kafka_properties and not name.startswith("spark.")
     }
     assert not undeclared, f"read but not declared (add them to elasticity.config): {undeclared}"
+
+
+PAGE = REPO / "docs" / "reference" / "configuration.md"
+
+
+def test_the_committed_page_is_what_the_declarations_give():
+    page = PAGE.read_text()
+    assert regenerate(page) == page, (
+        "docs/reference/configuration.md drifted from the key declarations: "
+        ".venv/bin/python -m elasticity.config.reference --write docs/reference/configuration.md"
+    )
+    for k in KEYS:
+        assert f'<a id="{anchor(k)}" href="#{anchor(k)}">' in page, k.name
+
+
+def test_check_fails_on_a_drifted_page_and_write_mends_it(tmp_path, capsys):
+    page = tmp_path / "configuration.md"
+    page.write_text(PAGE.read_text().replace("| `1` |", "| `2` |", 1))  # a default edited by hand
+    assert main(["--check", str(page)]) == 1
+    assert main(["--write", str(page)]) == 0
+    assert page.read_text() == PAGE.read_text()
+    assert main(["--check", str(page)]) == 0
+
+
+def test_a_page_without_its_markers_is_refused():
+    with pytest.raises(ValueError, match="config-reference"):
+        regenerate(f"# Configuration\n{END}\n{START}\n")

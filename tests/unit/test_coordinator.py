@@ -24,7 +24,7 @@ def _produce(runner: ReferenceRunner, n: int, tag: str) -> None:
 
 
 def test_partitions_added_later_start_at_their_oldest_offset_under_the_default(caplog):
-    runner = _runner()  # systems.kafka.default.stream.offset.default unset: upcoming
+    runner = _runner()  # systems.kafka.default.stream.samza.offset.default unset: upcoming
     _produce(runner, 10, "before the job")
     runner.run_batch(1000)  # the first generation starts at the end: these 10 are not the job's
     assert runner.log == []
@@ -47,7 +47,7 @@ def test_partitions_added_later_start_at_their_oldest_offset_under_the_default(c
 
 
 def test_offset_default_still_decides_the_first_generation():
-    runner = _runner(**{"systems.kafka.default.stream.offset.default": "oldest"})
+    runner = _runner(**{"systems.kafka.default.stream.samza.offset.default": "oldest"})
     _produce(runner, 10, "before the job")
     runner.drain()
     runner.assert_everything_processed_once()

@@ -56,7 +56,7 @@ class StatefulRescaleMachine(RuleBasedStateMachine):
                 "job.name": "stateful-machine",
                 "task.inputs": str(ORDERS),
                 "job.elasticity.factor": str(factor),
-                "systems.kafka.default.stream.offset.default": "oldest",
+                "systems.kafka.default.stream.samza.offset.default": "oldest",
                 "app.class": "tests.support.apps:aggregates",
                 "task.checkpoint.read.versions": "2,1",
                 "stores.aggs.backup.factories": "blobstore",

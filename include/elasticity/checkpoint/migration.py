@@ -158,7 +158,7 @@ def migrate(
     """Checkpoints of every task of `new_model`, from the old generation's.
 
     `new_ssp_offsets` gives the start of input partitions the old generation did
-    not read (per `systems.<s>.default.stream.offset.default`).
+    not read (per `systems.<s>.default.stream.samza.offset.default`).
     """
     old_states: dict[SystemStreamPartition, dict[int, BucketState]] = defaultdict(dict)
     old_owner: dict[SystemStreamPartition, dict[int, TaskName]] = defaultdict(dict)

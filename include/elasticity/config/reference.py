@@ -87,3 +87,48 @@ def render(keys: Iterable[Key] = KEYS) -> str:
         ]
         out.append("")
     return "\n".join(out)
+
+
+START = "<!-- config-reference:start -->"
+END = "<!-- config-reference:end -->"
+PAGE = "docs/reference/configuration.md"
+
+
+def regenerate(page: str) -> str:
+    """`page` with the text between its START and END markers replaced by `render()`: the committed
+    Configuration page, readable where the site is not built (on GitHub), made from the declarations."""
+    if page.count(START) != 1 or page.count(END) != 1 or page.index(START) > page.index(END):
+        raise ValueError(f"the page must hold {START} and then {END}, once each")
+    head, rest = page.split(START)
+    _, tail = rest.split(END)
+    return f"{head}{START}\n\n{render()}\n{END}{tail}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m elasticity.config.reference --write [PAGE]`: regenerate the committed page in place;
+    `--check [PAGE]`: exit 1 when it differs from what the declarations give."""
+    import argparse
+    from pathlib import Path
+
+    parser = argparse.ArgumentParser(prog="python -m elasticity.config.reference", description=main.__doc__)
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--write", action="store_true", help="regenerate the page in place")
+    action.add_argument("--check", action="store_true", help="exit 1 when the page is out of date")
+    parser.add_argument("page", nargs="?", default=PAGE, help=f"the Configuration page (default {PAGE})")
+    args = parser.parse_args(argv)
+    path = Path(args.page)
+    old = path.read_text()
+    new = regenerate(old)
+    if args.write:
+        if new != old:
+            path.write_text(new)
+        print(f"{path}: {'regenerated' if new != old else 'up to date'}")
+        return 0
+    if new != old:
+        print(f"{path} is out of date: python -m elasticity.config.reference --write {path}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
