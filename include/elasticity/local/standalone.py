@@ -389,7 +389,7 @@ Airflow UI: {airflow.base}   login: admin   password: {airflow.password()}
   elastic_data_quality__{name} after each committed run: report {job.path("job.report.path", "reports")}/summary.html
   the elastic job page       Browse -> Elastic job {name} ({airflow.base}/elasticity/jobs/{name})
 More orders: {_shown(BIN / "elasticity")} feed --config {_shown(job_file)} --records 3000
-Ctrl-C (or SIGTERM) stops Airflow; the broker and the Spark Connect server keep running (`make stop` stops them).""",
+Ctrl-C (or SIGTERM) stops Airflow; the broker and the Spark Connect server keep running (`elasticity spark stop` and `elasticity broker stop` stop them; `make stop` in a checkout).""",
             flush=True,
         )
         return airflow.proc.wait() if airflow.proc else 0
