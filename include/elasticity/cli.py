@@ -200,6 +200,7 @@ def _samza_topic(args: argparse.Namespace, coordinator: JobCoordinator) -> int:
 
 
 def cmd_rescale(args: argparse.Namespace) -> int:
+    _project_apps()  # the app's stores move with their keys
     coordinator = _coordinator(args)
     if args.dry_run:
         plan = coordinator.plan_rescale(args.factor)
@@ -231,6 +232,13 @@ def _print_metrics(metrics) -> None:
     print(" ".join(f"{k}={v}" for k, v in metrics.items()), file=sys.stderr)
 
 
+def _project_apps() -> None:
+    """The project's apps (`app.class`) load from its folder, here and in the Spark this process starts."""
+    from elasticity.airflow.project import importable
+
+    importable()
+
+
 def cmd_run_batch(args: argparse.Namespace) -> int:
     from elasticity.batch.lag import lag_report
     from elasticity.checkpoint.store import CheckpointStore
@@ -238,6 +246,7 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
     from elasticity.metrics.summary import BatchSummary
 
     config = _config(args)
+    _project_apps()
     store = CheckpointStore(config.checkpoint_store_url(), config.checkpoint_history_size)
     lag = lag_report(config, store, KafkaInputs(config))  # broker and store answer before Spark starts
     if not lag.has_work:
@@ -281,6 +290,8 @@ def cmd_spark(args: argparse.Namespace) -> int:
     from elasticity.local.connect_server import SparkConnectServer
 
     server = SparkConnectServer()
+    if args.action == "start":
+        _project_apps()  # its Python workers import the apps by name
     return _service(
         args.action,
         server,
@@ -330,6 +341,7 @@ def cmd_airflow(args: argparse.Namespace) -> int:
     db = airflow_db(args.db)
     if args.init_only:
         return init(db)
+    _project_apps()  # Airflow's tasks and the Connect server it starts load the project's apps
     spark_remote = on_local_cluster(elasticity_home()) if args.cluster else args.spark_remote
     return serve(elasticity_home(), args.port, db, spark_remote)
 
@@ -340,12 +352,29 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_story(args.records)
 
 
+def cmd_init(args: argparse.Namespace) -> int:
+    from elasticity.scaffold import Scaffold, init_project
+
+    written = init_project(args.folder, args.job)
+    scaffold = Scaffold(args.job)
+    print(f"wrote {len(written)} files to {args.folder}: job {args.job} ({scaffold.config_path}), app {scaffold.module}.py")
+    print(f"next: cd {args.folder}, then see README.md (pytest, elasticity broker start, feed, run-batch, airflow)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="elasticity", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     job = argparse.ArgumentParser(add_help=False)  # what every command reading a job config takes
     job.add_argument("--config", required=True, help="job .properties file")
     job.add_argument("--strict", action="store_true", help="unknown config keys are errors (as job.config.strict=true)")
+
+    i = sub.add_parser(
+        "init", help="a new project in an empty folder: a job config, its app and test, Airflow's dags/ and plugins/"
+    )
+    i.add_argument("folder", help="the project's folder: new or empty")
+    i.add_argument("--job", default="orders", help="the job's name, also its input topic's (default orders)")
+    i.set_defaults(func=cmd_init)
 
     b = sub.add_parser("broker", help="run the embedded Kafka-protocol broker (data under $ELASTICITY_HOME)")
     b.add_argument("action", choices=["start", "stop", "status"])

@@ -92,18 +92,17 @@ def test_the_first_job_page_runs_and_prints_what_it_shows(walkthrough):
 
 
 def test_the_airflow_jobs_folder_of_the_page_gives_the_job_its_dags(walkthrough, tmp_path, monkeypatch):
-    """The page's last block, short of starting Airflow: a jobs folder of the user's own with the demo's
-    config beside the job's, and the project's DAG files build the job's DAGs from it."""
+    """The page's last block, short of starting Airflow: a jobs folder of the user's own, and the project's DAG
+    files build the job's DAGs from it."""
     _, _, _, folder = walkthrough
     (airflow,) = [b for b in blocks(PAGE, REPO) if b.not_run and "Airflow" in b.not_run]
     assert "ELASTICITY_JOBS_DIR=$PWD/jobs" in airflow.text and "ELASTICITY_PROJECT_DIR=" in airflow.text
     jobs = tmp_path / "jobs"
     jobs.mkdir()
     (jobs / "orders.properties").write_text((folder / "orders.properties").read_text())
-    (jobs / "demo.properties").write_text((REPO / "include" / "jobs" / "demo.properties").read_text())
     monkeypatch.setenv("ELASTICITY_JOBS_DIR", str(jobs))
     from airflow.dag_processing.dagbag import DagBag
 
     bag = DagBag(dag_folder=str(REPO / "dags"))
     assert bag.import_errors == {}
-    assert {"elastic_microbatch__orders", "elastic_data_quality__orders", "elastic_microbatch__demo"} <= set(bag.dag_ids)
+    assert {"elastic_microbatch__orders", "elastic_data_quality__orders"} <= set(bag.dag_ids)

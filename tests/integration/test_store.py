@@ -285,3 +285,10 @@ def test_retention_deletes_in_chunks(store, job_name, clock, monkeypatch):
     assert store.expire_plans(job_name, before_ms=clock.now, through_batch=99) == 10
     assert store.expire_metrics(job_name, before_ms=clock.now) == 10
     assert [p.batch_id for p in store.plans(job_name)] == [11]
+
+
+def test_a_sqlite_store_makes_its_folder(tmp_path):
+    """The default store, `$ELASTICITY_HOME/checkpoints.db`, in a new project whose home nothing has made yet."""
+    store = CheckpointStore(f"sqlite:///{tmp_path / 'new' / 'home' / 'checkpoints.db'}", history_size=3)
+    assert store.generation("job") is None
+    assert (tmp_path / "new" / "home" / "checkpoints.db").is_file()

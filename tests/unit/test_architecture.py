@@ -31,6 +31,7 @@ LAYERS = (
     "maintenance",
     "views",
     "testing",
+    "scaffold",
     "spark",
     "airflow",
     "local",

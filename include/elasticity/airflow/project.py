@@ -3,12 +3,14 @@
 They belong to the project, not to the installed library, so they are found from
 what the user says (ELASTICITY_JOBS_DIR, ELASTICITY_PROJECT_DIR) or from the
 current directory, never from where this file is installed. A folder that is not
-there is an error naming the variable to set. Imports no Airflow.
+there is an error naming the variable to set. The project's root holds its apps
+(`app.class=<module>:build`), which `importable` puts on the Python path. Imports no Airflow.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 JOBS_ENV = "ELASTICITY_JOBS_DIR"
@@ -56,3 +58,16 @@ def airflow_folders() -> tuple[Path, Path]:
             f"run from the project folder (the one holding dags/, plugins/ and include/jobs) or set {PROJECT_ENV}"
         )
     return project / "dags", project / "plugins"
+
+
+def importable() -> Path:
+    """Put the project's root on this process's path and on PYTHONPATH, which what it starts inherits (a local
+    Spark's Python workers, the embedded Spark Connect server, Airflow's processes): the apps there load by
+    name wherever the job runs on this machine. Appended, so a project's file shadows no installed module."""
+    root = project_dir()
+    if str(root) not in sys.path:
+        sys.path.append(str(root))
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if str(root) not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([*paths, str(root)])
+    return root

@@ -21,6 +21,7 @@ import operator
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
@@ -208,6 +209,8 @@ def make_engine(url: str) -> Engine:
     if url in ("sqlite://", "sqlite:///:memory:"):
         return create_engine("sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False})
     if url.startswith("sqlite"):
+        if database := make_url(url).database:  # the default under a new project's $ELASTICITY_HOME, not made yet
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"timeout": 30})
 
         @event.listens_for(engine, "connect")

@@ -307,6 +307,19 @@ def demo_config_file() -> Path:
     return path
 
 
+def shown_job_file() -> tuple[Path, bool]:
+    """The job `elasticity airflow` introduces: the demo's when the jobs folder has it (its topic is fed
+    demo orders when new), else the folder's first job (a project of `elasticity init`); True for the demo."""
+    airflow_folders()  # no Airflow project here: say so before starting anything
+    folder = jobs_dir()
+    if (folder / "demo.properties").is_file():
+        return folder / "demo.properties", True
+    found = sorted(folder.glob("*.properties"))
+    if not found:
+        raise ProjectError(f"no job configs (.properties) in {folder} ({JOBS_ENV}): `elasticity init` writes a project with one")
+    return found[0], False
+
+
 def _shown(path: Path) -> str:
     """A path as the user would type it here: relative to the current directory when under it."""
     try:
@@ -345,7 +358,7 @@ def serve(home: Path, port: int = 8080, db: AirflowDb | None = None, spark_remot
     from elasticity.kafka.producer import send
 
     db = db or AirflowDb()
-    demo_file = demo_config_file()
+    job_file, is_demo = shown_job_file()
     if db.server:
         db.create()
         print(f"Airflow's metadata in PostgreSQL {db.metadata_url}, checkpoints in {db.store_url}; {EXECUTOR}", flush=True)
@@ -353,11 +366,12 @@ def serve(home: Path, port: int = 8080, db: AirflowDb | None = None, spark_remot
     print(f"starting the embedded broker, {engine} (state in {home}) ...", flush=True)
     conns = embedded_services(home, db.store_url, spark_remote)
     bootstrap = "{host}:{port}".format(**json.loads(conns["AIRFLOW_CONN_KAFKA_DEFAULT"]))
-    demo = load_config(demo_file)
-    topic = demo.inputs[0].stream
-    if create_topic(bootstrap, topic, 4):
+    job = load_config(job_file)
+    topic = job.inputs[0].stream
+    if is_demo and create_topic(bootstrap, topic, 4):
         sent = send(bootstrap, topic, demo_records(3000, keys=300))
         print(f"created topic {topic} with 4 partitions and {sent} demo orders", flush=True)
+    name = job.job_name
     airflow = AirflowStandalone(home / "airflow", port, {**conns, **db.env()})
     print(
         f"starting Airflow (api-server, scheduler, dag-processor, triggerer) on {airflow.base}; log {airflow.log_file} ...",
@@ -371,12 +385,12 @@ def serve(home: Path, port: int = 8080, db: AirflowDb | None = None, spark_remot
         print(
             f"""
 Airflow UI: {airflow.base}   login: admin   password: {airflow.password()}
-  elastic_microbatch__demo   runs every minute (already unpaused): a lag probe, then batches until caught up
-  elastic_rescale            Trigger -> job demo, factor N -> Trigger: the rescale, then a data-quality run
-  elastic_data_quality__demo after each committed run: report {demo.report_dir}/summary.html
-  the elastic job page       Browse -> Elastic job demo ({airflow.base}/elasticity/jobs/demo)
-More orders: {_shown(BIN / "elasticity")} feed --config {_shown(demo_file)} --records 3000
-Ctrl-C (or SIGTERM) stops Airflow; the broker and the Spark Connect server keep running (`make stop` stops them).""",
+  elastic_microbatch__{name}   runs every minute (already unpaused): a lag probe, then batches until caught up
+  elastic_rescale            Trigger -> job {name}, factor N -> Trigger: the rescale, then a data-quality run
+  elastic_data_quality__{name} after each committed run: report {job.report_dir}/summary.html
+  the elastic job page       Browse -> Elastic job {name} ({airflow.base}/elasticity/jobs/{name})
+More orders: {_shown(BIN / "elasticity")} feed --config {_shown(job_file)} --records 3000
+Ctrl-C (or SIGTERM) stops Airflow; the broker and the Spark Connect server keep running (`elasticity spark stop` and `elasticity broker stop` stop them; `make stop` in a checkout).""",
             flush=True,
         )
         return airflow.proc.wait() if airflow.proc else 0
