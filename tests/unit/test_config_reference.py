@@ -19,6 +19,7 @@ from tests.support.library import PACKAGE
 KEY_LIKE = re.compile(
     r"^(job|task|systems|stores|metrics|batch|app|airflow|spark|blob|quality|serializers|streams)\.[a-z0-9._-]*[a-z0-9_-]$"
 )
+NOT_KEYS = {"airflow.plugins"}  # the entry-point group Airflow loads plugins from
 
 
 def _plain(text: str) -> str:
@@ -68,7 +69,13 @@ def _string_constants() -> dict[str, str]:
         for node in ast.walk(tree):
             if id(node) in tails:  # the end of a name built from a prefix (`pre + "blob.retain"`), a fault point
                 continue
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and KEY_LIKE.match(node.value):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and KEY_LIKE.match(node.value)
+                and node.value not in NOT_KEYS
+                and not node.value.endswith(".tmpl")  # `elasticity init`'s templates
+            ):
                 found[node.value] = str(path.relative_to(PACKAGE))
     return found
 
