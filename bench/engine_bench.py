@@ -103,7 +103,9 @@ def plain_consumer_rate(bootstrap: str, topic: str, partitions: int) -> tuple[in
 
 
 def async_vs_sync(records: int, call_ms: float, concurrency: int) -> tuple[float, float]:
-    msgs = [Message(f"k{i}", i, SystemStreamPartition("kafka", "t", 0), i, 0) for i in range(records)]
+    msgs = [
+        Message(key=f"k{i}", value=i, ssp=SystemStreamPartition("kafka", "t", 0), offset=i, timestamp=0) for i in range(records)
+    ]
 
     def sync_call(m):
         time.sleep(call_ms / 1000)
@@ -119,7 +121,7 @@ def async_vs_sync(records: int, call_ms: float, concurrency: int) -> tuple[float
         stream = app.input("kafka.t")
         getattr(stream, op)(sync_call if op == "flat_map" else async_call).send_to("parquet.out")
         start = time.perf_counter()
-        result = SliceExecutor(app, max_concurrency=conc).run(msgs)
+        result = SliceExecutor(app=app, max_concurrency=conc).run(msgs)
         times.append(time.perf_counter() - start)
         assert [v for _, _, v in result.outputs[app.output("parquet.out")]] == list(range(records))
     return times[0], times[1]

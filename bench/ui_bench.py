@@ -105,7 +105,10 @@ def main() -> None:
     drift(coordinator)
     record_batches(store, coordinator, 26, 25)
     policy = PolicyView(
-        "none", None, "no job.elasticity.schedule and no autosizer", "nothing: the factor changes only when someone rescales"
+        kind="none",
+        wants=None,
+        reason="no job.elasticity.schedule and no autosizer",
+        next_step="nothing: the factor changes only when someone rescales",
     )
 
     samples, size, tasks = [], 0, 0

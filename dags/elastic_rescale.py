@@ -62,7 +62,7 @@ with DAG(
         return do_rescale(
             p["job"],
             int(p["factor"]),
-            bool(p["dry_run"]),
+            dry_run=bool(p["dry_run"]),
             owner=f"rescale:{context['run_id']}",
             reason=f"elastic_rescale run {context['run_id']}",
         )

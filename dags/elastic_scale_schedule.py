@@ -46,7 +46,7 @@ with DAG(
                 result = rescale(
                     job,
                     decision.factor,
-                    False,
+                    dry_run=False,
                     owner=f"schedule:{context['run_id']}",
                     reason=f"{decision.reason} (elastic_scale_schedule run {context['run_id']})",
                     origin=decision.origin,

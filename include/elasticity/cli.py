@@ -61,7 +61,7 @@ def job_model_table(model: JobModel, inputs: Sequence[SystemStream]) -> str:
     return "\n".join(lines)
 
 
-def _service(action: str, service, start, address, started: str) -> int:
+def _service(action: str, service, start, *, address, started: str) -> int:
     """start | stop | status of an embedded service (the broker, the Spark Connect server): its address on stdout."""
     if action == "start":
         state = start()
@@ -84,8 +84,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
         args.action,
         broker,
         lambda: broker.start(port=args.port),
-        lambda s: s.bootstrap,
-        "embedded broker pid {state.pid}, data in {state.data_dir}",
+        address=lambda s: s.bootstrap,
+        started="embedded broker pid {state.pid}, data in {state.data_dir}",
     )
 
 
@@ -271,9 +271,9 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
         with engine_errors(spark):
             summaries = engine.run(
                 args.max_records,
-                args.until_caught_up,
-                args.owner,
-                args.max_seconds,
+                until_caught_up=args.until_caught_up,
+                owner=args.owner,
+                max_seconds=args.max_seconds,
                 on_commit=lambda s: print(s.to_json(), flush=True),
                 reset_sinks=args.reset_sinks,
             )
@@ -296,8 +296,8 @@ def cmd_spark(args: argparse.Namespace) -> int:
         args.action,
         server,
         lambda: server.start(port=args.port, master=args.master),
-        lambda s: s.remote,
-        f"Spark Connect server pid {{state.pid}} ({args.master}), log {{state.log_file}}",
+        address=lambda s: s.remote,
+        started=f"Spark Connect server pid {{state.pid}} ({args.master}), log {{state.log_file}}",
     )
 
 

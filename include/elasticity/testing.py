@@ -70,7 +70,7 @@ class Record:
     timestamp: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Emitted:
     """An output record with where it came from: its virtual task and the input record (for a closed window,
     the last record folded into it)."""
@@ -83,7 +83,7 @@ class Emitted:
     offset: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DeadLetter:
     """A row of the dead-letter sink: the record's bytes as read, and why (the engine's reason)."""
 
@@ -96,7 +96,7 @@ class DeadLetter:
     offset: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TaskRun:
     """A virtual task's summary row of the batch (the driver's `TaskSummary`, its counts and error)."""
 
@@ -108,7 +108,7 @@ class TaskRun:
     error: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Result:
     """One micro-batch: its outputs (decoded, per output in the order its sink holds them: each virtual task's
     in input order), its dead letters, per task its summary, and every store's state after it (all tasks'
@@ -295,16 +295,21 @@ class TestRun:
                         CheckpointId.parse(row["checkpoint_id"]), {}, json.loads(row["state_markers"])
                     )
                 by_task[row["task_name"]] = TaskRun(
-                    row["task_name"], row["records"], row["processed"], row["dead_lettered"], row["outputs"], row["error"]
+                    task=row["task_name"],
+                    records=row["records"],
+                    processed=row["processed"],
+                    dead_lettered=row["dead_lettered"],
+                    outputs=row["outputs"],
+                    error=row["error"],
                 )
         emitted = {spec: self._read_output(out) for spec, out in sorted(self.app.outputs.items())}
         return Result(
-            self.batch_id,
-            {spec: [KV(e.key, e.value) for e in es] for spec, es in emitted.items()},
-            emitted,
-            self._read_dead_letters(),
-            self.stores(),
-            by_task,
+            batch_id=self.batch_id,
+            outputs={spec: [KV(e.key, e.value) for e in es] for spec, es in emitted.items()},
+            emitted=emitted,
+            dead_letters=self._read_dead_letters(),
+            stores=self.stores(),
+            by_task=by_task,
         )
 
     def _job_model(self) -> JobModel:
@@ -423,12 +428,12 @@ class TestRun:
         for row in self._batch_rows(folder):
             emitted.append(
                 Emitted(
-                    _decode(serdes[0], row["key"]),
-                    deserialize(serdes[1], row["value"], "value"),
-                    row["task_name"],
-                    f"{row['source_system']}.{row['source_stream']}",
-                    row["source_partition"],
-                    row["source_offset"],
+                    key=_decode(serdes[0], row["key"]),
+                    value=deserialize(serdes[1], row["value"], "value"),
+                    task=row["task_name"],
+                    stream=f"{row['source_system']}.{row['source_stream']}",
+                    partition=row["source_partition"],
+                    offset=row["source_offset"],
                 )
             )
         return emitted
@@ -437,7 +442,13 @@ class TestRun:
         rows = self._batch_rows(self.config.dead_letter_dir)
         return [
             DeadLetter(
-                r["key"], r["value"], r["error"], r["task_name"], f"{r['system']}.{r['stream']}", r["partition"], r["offset"]
+                key=r["key"],
+                value=r["value"],
+                error=r["error"],
+                task=r["task_name"],
+                stream=f"{r['system']}.{r['stream']}",
+                partition=r["partition"],
+                offset=r["offset"],
             )
             for r in rows
         ]

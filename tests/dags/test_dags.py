@@ -138,7 +138,7 @@ def test_quality_dag_fails_on_a_corrupted_audit(world):
     dq = dagbag().dags[f"elastic_data_quality__{job}"].test(run_conf={"from_batch": 1})  # a manual window over every batch
     assert dq.state == "failed"
     with pytest.raises(QualityFailed, match=rf"no_loss .*{victim['stream']}-{victim['partition']}@{victim['offset']}"):
-        quality(job, 1, None, None)
+        quality(job, 1, None, report_dir=None)
 
 
 def test_scale_schedule_applies_the_configured_factor(world):

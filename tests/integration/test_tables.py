@@ -13,7 +13,7 @@ from elasticity.kafka.admin import create_topic
 from elasticity.kafka.producer import send
 from elasticity.state.table import OFFSETS_FILE, SideInputBatch, SlotTables, TableBatch
 
-USERS = TableDescriptor("users", ())
+USERS = TableDescriptor(name="users", side_inputs=())
 
 
 def batch(bootstrap, topic, tmp_path, end):

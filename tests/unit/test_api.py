@@ -14,13 +14,16 @@ P = SystemStream("kafka", "payments")
 
 
 def msgs(*values, stream=S):
-    return [Message(f"k{i % 3}", v, SystemStreamPartition(stream.system, stream.stream, 0), i, 0) for i, v in enumerate(values)]
+    return [
+        Message(key=f"k{i % 3}", value=v, ssp=SystemStreamPartition(stream.system, stream.stream, 0), offset=i, timestamp=0)
+        for i, v in enumerate(values)
+    ]
 
 
 def test_map_filter_flat_map_keep_input_order_and_keys():
     app = ApplicationDescriptor((S,))
     app.input(S).map(lambda m: m.value * 10).filter(lambda v: v != 20).flat_map(lambda v: [v, v + 1]).send_to("parquet.out")
-    result = SliceExecutor(app).run(msgs(1, 2, 3))
+    result = SliceExecutor(app=app).run(msgs(1, 2, 3))
     out = result.outputs[app.output("parquet.out")]
     assert [(i, k, v) for i, k, v in out] == [(0, "k0", 10), (0, "k0", 11), (2, "k2", 30), (2, "k2", 31)]
     assert result.failures == {} and result.stopped_at is None
@@ -39,7 +42,7 @@ def test_flat_map_async_runs_concurrently_and_keeps_order():
 
     app = ApplicationDescriptor((S,))
     app.input(S).flat_map_async(slow).send_to("parquet.out")
-    result = SliceExecutor(app, max_concurrency=32).run(msgs(*range(40)))
+    result = SliceExecutor(app=app, max_concurrency=32).run(msgs(*range(40)))
     assert [v for _, _, v in result.outputs[app.output("parquet.out")]] == list(range(40))
     assert peak == 32  # calls overlapped up to task.max.concurrency, not one after another
 
@@ -57,7 +60,7 @@ def test_max_concurrency_bounds_calls_in_flight():
 
     app = ApplicationDescriptor((S,))
     app.input(S).flat_map_async(probe).send_to("parquet.out")
-    SliceExecutor(app, max_concurrency=3).run(msgs(*range(20)))
+    SliceExecutor(app=app, max_concurrency=3).run(msgs(*range(20)))
     assert peak == 3
 
 
@@ -85,7 +88,7 @@ def test_several_virtual_tasks_in_one_pass_each_keep_their_own_concurrency_and_o
     app = ApplicationDescriptor((S,))
     app.input(S).flat_map_async(probe).send_to("parquet.out")
     values = [f"a{i}" for i in range(10)] + [f"b{i}" if i != 3 else "bad" for i in range(10)]
-    result = SliceExecutor(app, max_concurrency=1, policy="fail").run(msgs(*values), segments=[10, 20])
+    result = SliceExecutor(app=app, max_concurrency=1, policy="fail").run(msgs(*values), segments=[10, 20])
     assert peak == {0: 1, 1: 1} and both == 2
     assert [o for o in calls if o < 10] == list(range(10)) and [o for o in calls if o >= 10] == list(range(10, 20))
     assert result.stops == {1: 13} and result.stopped_at == 13
@@ -99,7 +102,7 @@ def test_callback_timeout_fails_the_record_into_the_dead_letters():
 
     app = ApplicationDescriptor((S,))
     app.input(S).flat_map_async(maybe_slow).send_to("parquet.out")
-    result = SliceExecutor(app, max_concurrency=4, callback_timeout_ms=50).run(msgs("a", "slow", "c"))
+    result = SliceExecutor(app=app, max_concurrency=4, callback_timeout_ms=50).run(msgs("a", "slow", "c"))
     assert [v for _, _, v in result.outputs[app.output("parquet.out")]] == ["a", "c"]
     assert "timed out after task.callback.timeout.ms=50" in result.failures[1]
 
@@ -115,7 +118,7 @@ def test_dlq_policy_drops_everything_derived_from_a_failing_record():
     stream = app.input(S)
     stream.send_to("parquet.raw")  # this branch alone would succeed
     stream.map(_raises_on_bad).send_to("parquet.clean")
-    result = SliceExecutor(app, policy="dlq").run(msgs("a", "bad", "c"))
+    result = SliceExecutor(app=app, policy="dlq").run(msgs("a", "bad", "c"))
     assert [v for _, _, v in result.outputs[app.output("parquet.raw")]] == ["a", "c"]
     assert [v for _, _, v in result.outputs[app.output("parquet.clean")]] == ["a", "c"]
     assert result.failures == {1: "map-2: ValueError: bad record"} and result.stopped_at is None
@@ -124,7 +127,7 @@ def test_dlq_policy_drops_everything_derived_from_a_failing_record():
 def test_fail_policy_stops_the_task_at_the_first_failing_record():
     app = ApplicationDescriptor((S,))
     app.input(S).map(_raises_on_bad).send_to("parquet.out")
-    result = SliceExecutor(app, policy="fail").run(msgs("a", "bad", "c", "bad"))
+    result = SliceExecutor(app=app, policy="fail").run(msgs("a", "bad", "c", "bad"))
     assert [v for _, _, v in result.outputs[app.output("parquet.out")]] == ["a"]
     assert result.stopped_at == 1
 
@@ -133,7 +136,7 @@ def test_undecodable_records_never_reach_the_graph():
     seen = []
     app = ApplicationDescriptor((S,))
     app.input(S).map(lambda m: seen.append(m.offset) or m.value).send_to("parquet.out")
-    result = SliceExecutor(app).run(msgs("a", None, "c"), failed={1: "deserialize: value is not valid json"})
+    result = SliceExecutor(app=app).run(msgs("a", None, "c"), failed={1: "deserialize: value is not valid json"})
     assert seen == [0, 2] and result.failures[1].startswith("deserialize")
 
 
@@ -142,19 +145,25 @@ def test_merge_and_partition_by():
     merged = app.input(S).merge(app.input(P))
     rekeyed = merged.partition_by(lambda m: m.value["user"], "kafka.by-user")
     rekeyed.map(lambda m: m.value).send_to("parquet.users")
-    orders = [Message("o1", {"user": "u1"}, SystemStreamPartition("kafka", "orders", 0), 0, 0)]
-    payments = [Message("p1", {"user": "u2"}, SystemStreamPartition("kafka", "payments", 0), 5, 0)]
-    result = SliceExecutor(app).run(orders + payments)
+    orders = [Message(key="o1", value={"user": "u1"}, ssp=SystemStreamPartition("kafka", "orders", 0), offset=0, timestamp=0)]
+    payments = [Message(key="p1", value={"user": "u2"}, ssp=SystemStreamPartition("kafka", "payments", 0), offset=5, timestamp=0)]
+    result = SliceExecutor(app=app).run(orders + payments)
     intermediate = result.outputs[app.output("kafka.by-user")]
     assert [(k, v) for _, k, v in intermediate] == [("u1", {"user": "u1"}), ("u2", {"user": "u2"})]
-    later = [Message("u1", {"user": "u1"}, SystemStreamPartition("kafka", "by-user", 0), 0, 0)]
-    assert [v for _, _, v in SliceExecutor(app).run(later).outputs[app.output("parquet.users")]] == [{"user": "u1"}]
+    later = [Message(key="u1", value={"user": "u1"}, ssp=SystemStreamPartition("kafka", "by-user", 0), offset=0, timestamp=0)]
+    assert [v for _, _, v in SliceExecutor(app=app).run(later).outputs[app.output("parquet.users")]] == [{"user": "u1"}]
 
 
 def _interleaved(n):
     """Records of the slice alternate between orders (even offsets) and payments (odd)."""
     return [
-        Message(f"k{i}", f"v{i}", SystemStreamPartition("kafka", "orders" if i % 2 == 0 else "payments", 0), i, 0)
+        Message(
+            key=f"k{i}",
+            value=f"v{i}",
+            ssp=SystemStreamPartition("kafka", "orders" if i % 2 == 0 else "payments", 0),
+            offset=i,
+            timestamp=0,
+        )
         for i in range(n)
     ]
 
@@ -163,7 +172,7 @@ def test_an_operator_after_a_merge_sees_interleaved_inputs_in_input_order():
     seen = []
     app = ApplicationDescriptor((S, P))
     app.input(S).merge(app.input(P)).map(lambda m: seen.append(m.offset) or m.value).send_to("parquet.out")
-    result = SliceExecutor(app).run(_interleaved(6))
+    result = SliceExecutor(app=app).run(_interleaved(6))
     assert seen == [0, 1, 2, 3, 4, 5]  # one stream of the task's records, not orders first then payments
     assert [(i, v) for i, _, v in result.outputs[app.output("parquet.out")]] == [(i, f"v{i}") for i in range(6)]
 
@@ -180,8 +189,10 @@ def test_merged_inputs_keep_input_order_through_per_input_operators_and_failures
     payments = app.input(P).flat_map(lambda m: [f"payment {m.value}", f"fee {m.value}"])
     orders.merge(payments).map(_fails_on_bad_text).send_to("parquet.out")
     records = _interleaved(6)
-    records[3] = Message("k3", "bad", records[3].ssp, 3, 0)  # a payment whose items reach the merge as "payment bad", "fee bad"
-    result = SliceExecutor(app).run(records)
+    records[3] = Message(
+        key="k3", value="bad", ssp=records[3].ssp, offset=3, timestamp=0
+    )  # a payment whose items reach the merge as "payment bad", "fee bad"
+    result = SliceExecutor(app=app).run(records)
     out = [(i, v) for i, _, v in result.outputs[app.output("parquet.out")]]
     assert out == [
         (0, "order v0"),
@@ -200,7 +211,7 @@ def test_a_record_failing_in_one_branch_never_reaches_a_sibling_branch():
     stream = app.input(S)
     stream.filter(lambda m: True).map(_raises_on_bad).send_to("parquet.checked")  # fails deep in the first branch
     stream.map(lambda m: sibling_saw.append(m.offset) or m.value).send_to("parquet.copy")
-    result = SliceExecutor(app, policy="dlq").run(msgs("a", "bad", "c"))
+    result = SliceExecutor(app=app, policy="dlq").run(msgs("a", "bad", "c"))
     assert sibling_saw == [0, 2]  # the sibling's code never ran on the failed record
     assert [v for _, _, v in result.outputs[app.output("parquet.copy")]] == ["a", "c"]
     assert result.failures == {1: "map-2: ValueError: bad record"}

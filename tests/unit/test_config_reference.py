@@ -45,13 +45,13 @@ def test_a_row_says_default_allowed_values_and_samza():
 
 
 def test_angle_brackets_and_pipes_in_text_stay_visible():
-    row = render([Key("job.x", nonempty, None, "a <job> | b")]).splitlines()[-1]
+    row = render([Key(name="job.x", parser=nonempty, default=None, doc="a <job> | b")]).splitlines()[-1]
     assert "a &lt;job&gt; \\| b" in row
 
 
 def test_a_key_outside_every_section_fails_the_build():
     with pytest.raises(ValueError, match="'nosuch'"):
-        render([Key("nosuch.key", nonempty, None, "x")])
+        render([Key(name="nosuch.key", parser=nonempty, default=None, doc="x")])
 
 
 def _string_constants() -> dict[str, str]:

@@ -173,7 +173,7 @@ def test_the_stores_page_app_keeps_running_totals_across_batches(module_folder):
     # the state reference, folded from nothing or from the start it is given, gives the demo app's totals
     ref = importlib.import_module(write_module(module_folder, reference))
     ssp = SystemStreamPartition("kafka", "orders", 0)
-    messages = [Message(k, v, ssp, i, 0) for i, (k, v) in enumerate(records)]
+    messages = [Message(key=k, value=v, ssp=ssp, offset=i, timestamp=0) for i, (k, v) in enumerate(records)]
     assert ref.totals_of(messages) == enrichment.totals_of(messages)
     assert ref.totals_of(messages[40:], start=ref.totals_of(messages[:40])) == enrichment.totals_of(messages)
 

@@ -25,8 +25,11 @@ def table(tmp_path, descriptor, records):
 
 def run(app, tables, *clicks):
     ctx = TaskContext(TaskName("Partition 0"), None, tables.__getitem__)
-    msgs = [Message(k, v, SystemStreamPartition("kafka", "clicks", 0), i, 0, ctx) for i, (k, v) in enumerate(clicks)]
-    result = SliceExecutor(app).run(msgs)
+    msgs = [
+        Message(key=k, value=v, ssp=SystemStreamPartition("kafka", "clicks", 0), offset=i, timestamp=0, context=ctx)
+        for i, (k, v) in enumerate(clicks)
+    ]
+    result = SliceExecutor(app=app).run(msgs)
     return [(k, v) for _, k, v in result.outputs.get(app.output("parquet.out"), [])], result.failures
 
 
@@ -34,7 +37,7 @@ def run(app, tables, *clicks):
 def users(tmp_path):
     t = table(
         tmp_path,
-        TableDescriptor("users", ("kafka.users",)),
+        TableDescriptor(name="users", side_inputs=("kafka.users",)),
         [
             (b"u1", b'{"tier": "gold"}'),
             (b"u2", b'{"tier": "standard"}'),
@@ -49,7 +52,7 @@ def users(tmp_path):
 
 def joined(kind, **kw):
     app = ApplicationDescriptor((S,))
-    users = app.table(TableDescriptor("users", ("kafka.users",)))
+    users = app.table(TableDescriptor(name="users", side_inputs=("kafka.users",)))
     app.input(S).join(users, lambda m, u: KV(m.key, {**m.value, "tier": u and u["tier"]}), kind=kind, **kw).send_to("parquet.out")
     return app
 
@@ -75,7 +78,9 @@ def test_key_function_and_failures_charged_to_the_record(users):
 
 
 def test_a_side_inputs_processor_shapes_the_entries(tmp_path):
-    d = TableDescriptor("tiers", ("kafka.users",), processor=lambda m: [(m.value["tier"], m.key)] if m.value else [])
+    d = TableDescriptor(
+        name="tiers", side_inputs=("kafka.users",), processor=lambda m: [(m.value["tier"], m.key)] if m.value else []
+    )
     t = table(tmp_path, d, [(b"u1", b'{"tier": "gold"}'), (b"u2", b'{"tier": "silver"}')])
     try:
         assert t.get("gold") == "u1" and t.get("silver") == "u2" and t.get("u1") is None
@@ -87,18 +92,18 @@ def test_declaration_errors():
     app = ApplicationDescriptor((S,))
     with pytest.raises(ValueError, match="no table 'users'"):
         app.input(S).join("users", lambda m, u: m)
-    app.table(TableDescriptor("users", ("kafka.users",)))
+    app.table(TableDescriptor(name="users", side_inputs=("kafka.users",)))
     with pytest.raises(ValueError, match="join kind 'outer' is not one of"):
         app.input(S).join("users", lambda m, u: m, kind="outer")
     with pytest.raises(ValueError, match="a table has that name"):
         app.store("users")
     with pytest.raises(ValueError, match="declared twice"):
-        app.table(TableDescriptor("users", ("kafka.other",)))
+        app.table(TableDescriptor(name="users", side_inputs=("kafka.other",)))
 
 
 def test_side_inputs_config():
     base = {"job.name": "j", "task.inputs": "kafka.clicks"}
-    tables = {"users": TableDescriptor("users", ("kafka.users",))}
+    tables = {"users": TableDescriptor(name="users", side_inputs=("kafka.users",))}
     (t,) = resolve_tables(validate(base), tables)
     assert t.streams == (SystemStream("kafka", "users"),) and t.processor_factory is None
     (t,) = resolve_tables(
@@ -115,7 +120,7 @@ def test_side_inputs_config():
         t.streams == (SystemStream("kafka", "people"), SystemStream("kafka", "more")) and t.processor_factory == "my.mod:factory"
     )
     with pytest.raises(ConfigError, match="stores.users.side.inputs is required"):
-        resolve_tables(validate(base), {"users": TableDescriptor("users")})
+        resolve_tables(validate(base), {"users": TableDescriptor(name="users")})
     with pytest.raises(ConfigError, match="stores.other.side.inputs: the app declares no table 'other'"):
         resolve_tables(validate({**base, "stores.other.side.inputs": "kafka.x"}), tables)
     with pytest.raises(ConfigError, match="also in task.inputs"):

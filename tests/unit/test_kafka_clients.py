@@ -99,8 +99,8 @@ def test_a_secure_system_maps_to_kafka_pythons_arguments_per_client(monkeypatch)
 
 
 def test_settings_are_hashable_and_travel_to_the_workers():
-    s = settings_for(SECURE, "kafka", "consumer", "b:9093")
-    assert pickle.loads(pickle.dumps(s)) == s and hash(s) == hash(settings_for(SECURE, "kafka", "consumer", "b:9093"))
+    s = settings_for(SECURE, "kafka", "consumer", bootstrap="b:9093")
+    assert pickle.loads(pickle.dumps(s)) == s and hash(s) == hash(settings_for(SECURE, "kafka", "consumer", bootstrap="b:9093"))
     assert str(s) == "b:9093"
 
 

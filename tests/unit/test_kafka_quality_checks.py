@@ -21,7 +21,9 @@ def _topic(*rows: tuple) -> pd.DataFrame:
 def _inputs(topic: pd.DataFrame, batches: list[tuple] = ()) -> QualityInputs:
     empty = pd.DataFrame()
     table = pd.DataFrame(batches, columns=["batch_id", "output", "recorded", "sent"]).astype({"sent": "Float64"})
-    return QualityInputs(empty, empty, empty, {}, 1, {}, kafka=topic, kafka_batches=table)
+    return QualityInputs(
+        audit=empty, inputs=empty, sink=empty, generation_of_batch={}, factor=1, checkpoints={}, kafka=topic, kafka_batches=table
+    )
 
 
 def test_a_flatmaps_outputs_of_one_record_are_neither_duplicates_nor_out_of_order():
@@ -58,7 +60,16 @@ def test_an_incremental_run_flags_the_same_outputs_out_of_order_as_a_full_one(ou
     full = kafka_order_table(_inputs(_topic(*rows)))
     before, window = [r for r in rows if r[4] == 1], [r for r in rows if r[4] == 2]
     edge = _kafka_positions(None, _topic(*before)) if before else None
-    q = QualityInputs(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), {}, 1, {}, kafka=_topic(*window), kafka_positions=edge)
+    q = QualityInputs(
+        audit=pd.DataFrame(),
+        inputs=pd.DataFrame(),
+        sink=pd.DataFrame(),
+        generation_of_batch={},
+        factor=1,
+        checkpoints={},
+        kafka=_topic(*window),
+        kafka_positions=edge,
+    )
     incremental = kafka_order_table(q)
     assert dict(zip(incremental["record"], incremental["in_order"], strict=True)) == {
         r: ok for r, ok in zip(full["record"], full["in_order"], strict=True) if r in set(incremental["record"])
@@ -68,5 +79,14 @@ def test_an_incremental_run_flags_the_same_outputs_out_of_order_as_a_full_one(ou
 
 def test_an_output_of_a_validated_batch_read_past_the_edge_is_a_duplicate():
     topic = _topic((0, 7, b"a", 5, 2, 0), (0, 8, b"b", 1, 1, 0))  # batch 1 was validated: its output is written again
-    q = QualityInputs(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), {}, 1, {}, kafka=topic, validated_batch=1)
+    q = QualityInputs(
+        audit=pd.DataFrame(),
+        inputs=pd.DataFrame(),
+        sink=pd.DataFrame(),
+        generation_of_batch={},
+        factor=1,
+        checkpoints={},
+        kafka=topic,
+        validated_batch=1,
+    )
     assert kafka_unique_table(q).duplicated(["source_offset", "nth"]).sum() == 1

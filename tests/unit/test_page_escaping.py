@@ -27,14 +27,24 @@ def hostile_view() -> JobView:
         job=HOSTILE,
         generation=1,
         factor=2,
-        tasks=[TaskRow(HOSTILE, HOSTILE, (SspkbRow(HOSTILE, 5, 0),), None, (StoreRow(HOSTILE, {"f": HOSTILE}, 10),))],
+        tasks=[
+            TaskRow(
+                task=HOSTILE,
+                container=HOSTILE,
+                sspkbs=(SspkbRow(HOSTILE, 5, 0),),
+                rate=None,
+                stores=(StoreRow(HOSTILE, {"f": HOSTILE}, 10),),
+            )
+        ],
         lag_error=HOSTILE,
         rescales=[{"generation": 1, "factor": 2, "origin": HOSTILE, "reason": HOSTILE, "created_ms": MS}],
-        policy=PolicyView("schedule", 2, HOSTILE, HOSTILE, hold_factor=2, hold_until_ms=MS, hold_reason=HOSTILE),
+        policy=PolicyView(
+            kind="schedule", wants=2, reason=HOSTILE, next_step=HOSTILE, hold_factor=2, hold_until_ms=MS, hold_reason=HOSTILE
+        ),
         quality=run,
         quality_runs=[run],
         engine=EngineHealth(HOSTILE, False, MS, HOSTILE),
-        run=RunInProgress(HOSTILE, MS, 2, 60.0, True, HOSTILE),
+        run=RunInProgress(run_id=HOSTILE, started_ms=MS, attempt=2, expected_s=60.0, stuck=True, last_error=HOSTILE),
     )
 
 
@@ -49,12 +59,14 @@ def test_the_job_page_shows_hostile_values_as_text():
 
 
 def test_a_page_without_a_generation_escapes_the_job_name():
-    page = render(JobView(HOSTILE, None, None))
+    page = render(JobView(job=HOSTILE, generation=None, factor=None))
     assert HOSTILE not in page and page.count(ESCAPED) == 2
 
 
 def test_the_data_quality_summary_escapes_the_check_name_and_expectation():
-    check = CheckResult(HOSTILE, HOSTILE, HOSTILE, False, 10, 1, [HOSTILE])
+    check = CheckResult(
+        name=HOSTILE, describe=HOSTILE, expectation=HOSTILE, success=False, rows=10, unexpected=1, examples=[HOSTILE]
+    )
     page = summary_html(HOSTILE, QualityResult([check], "docs"), [], HOSTILE)
     assert "<script>" not in page
     assert page.count(ESCAPED) == 2 + 1 + 4  # title and heading, window, name, describe, expectation, example

@@ -32,7 +32,7 @@ def order(user, amount):
 def messages(records):
     """The records as the app's messages, for enrichment.totals_of (only key and value matter to it)."""
     ssp = SystemStreamPartition("kafka", "orders", 0)
-    return [Message(k, v, ssp, i, 0) for i, (k, v) in enumerate(records)]
+    return [Message(key=k, value=v, ssp=ssp, offset=i, timestamp=0) for i, (k, v) in enumerate(records)]
 
 
 def per_key(kvs):

@@ -66,9 +66,18 @@ class Job:
         ctx = TaskContext(self.task, partial(self.csm.store, self.task))
         msgs = []
         for key, t, v in records:
-            msgs.append(Message(key, v, SystemStreamPartition(S.system, S.stream, 0), self.offset, t, ctx))
+            msgs.append(
+                Message(
+                    key=key,
+                    value=v,
+                    ssp=SystemStreamPartition(S.system, S.stream, 0),
+                    offset=self.offset,
+                    timestamp=t,
+                    context=ctx,
+                )
+            )
             self.offset += 1
-        result = SliceExecutor(self.app).run(msgs)
+        result = SliceExecutor(app=self.app).run(msgs)
         if commit:
             cp_id = CheckpointId.create()
             markers = self.csm.upload(self.csm.snapshot(cp_id))

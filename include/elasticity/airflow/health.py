@@ -79,10 +79,10 @@ def run_in_progress(job: str, config: JobConfig) -> RunInProgress | None:
         failure = {}
     expected_s = config.microbatch_max_seconds + RUN_MARGIN_S
     return RunInProgress(
-        run_id,
-        started_ms,
-        attempt,
-        expected_s,
+        run_id=run_id,
+        started_ms=started_ms,
+        attempt=attempt,
+        expected_s=expected_s,
         stuck=time.time() * 1000 - started_ms > expected_s * 1000,
         last_error=failure.get("error") if failure.get("run_id") == run_id else None,
     )

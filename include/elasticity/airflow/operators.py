@@ -155,7 +155,7 @@ class MicroBatchOperator(BaseOperator):
         self.log.info("micro-batches of %s on %s (%s)", self.job, target.value, target.source)
         try:
             if target.kind == "connect":
-                self._run_connected(config, store, inputs, target, run_id, max_seconds)
+                self._run_connected(config, store, inputs, target=target, run_id=run_id, max_seconds=max_seconds)
             else:
                 self._submit(target, hook, run_id, max_seconds)
         except Exception as e:
@@ -173,7 +173,7 @@ class MicroBatchOperator(BaseOperator):
         return [m["batch_id"] for m in committed]
 
     def _run_connected(
-        self, config: JobConfig, store: Any, inputs: Any, target: SparkTarget, run_id: str, max_seconds: int
+        self, config: JobConfig, store: Any, inputs: Any, *, target: SparkTarget, run_id: str, max_seconds: int
     ) -> None:
         from elasticity.spark.engine import BatchFailed, MicroBatchEngine
         from elasticity.spark.session import RESTART_WAIT_S, engine_errors, session

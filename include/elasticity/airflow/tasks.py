@@ -35,7 +35,7 @@ def open_job(job: str) -> tuple[JobConfig, CheckpointStore, JobCoordinator]:
     return config, store, JobCoordinator(config, store, KafkaInputs(config))
 
 
-def rescale(job: str, factor: int | None, dry_run: bool, owner: str, reason: str, origin: str = "manual") -> dict[str, Any]:
+def rescale(job: str, factor: int | None, *, dry_run: bool, owner: str, reason: str, origin: str = "manual") -> dict[str, Any]:
     """Migrate under the job's lease; a running batch is allowed to finish first."""
     config, store, coordinator = open_job(job)
     old = coordinator.current()
@@ -115,15 +115,15 @@ def policy_view(job: str, now: datetime | None = None) -> PolicyView:
         store.generations(job), config.manual_hold_ms, int(now.timestamp() * 1000)
     )  # shown even while the policy agrees with it
     return PolicyView(
-        kind,
-        d.factor,
-        d.reason,
-        step,
-        rules,
-        bounds,
-        hold.factor if hold else None,
-        hold.until_ms if hold else None,
-        hold.reason if hold else "",
+        kind=kind,
+        wants=d.factor,
+        reason=d.reason,
+        next_step=step,
+        rules=rules,
+        bounds=bounds,
+        hold_factor=hold.factor if hold else None,
+        hold_until_ms=hold.until_ms if hold else None,
+        hold_reason=hold.reason if hold else "",
     )
 
 
@@ -138,14 +138,23 @@ def scale_decision(job: str, now: datetime | None = None) -> ScaleDecision:
 
 
 def quality(
-    job: str, from_batch: int | None, to_batch: int | None, report_dir: str | None, run_name: str | None = None
+    job: str, from_batch: int | None, to_batch: int | None, *, report_dir: str | None, run_name: str | None = None
 ) -> dict[str, Any]:
     """Incremental (the batches since the last validated one) unless a window is given."""
     from elasticity.quality.runner import QualityFailed, run_quality
 
     config, store, _ = open_job(job)
     incremental = from_batch is None and to_batch is None
-    result, summary = run_quality(config, store, KafkaInputs(config), from_batch, to_batch, report_dir, incremental, run_name)
+    result, summary = run_quality(
+        config,
+        store,
+        KafkaInputs(config),
+        from_batch=from_batch,
+        to_batch=to_batch,
+        report_dir=report_dir,
+        incremental=incremental,
+        run_name=run_name,
+    )
     window = json.loads(summary.with_suffix(".json").read_text())["window"]
     log.info(
         "data quality of %s (%s): %s\nreport: %s\ndata docs: %s",

@@ -120,12 +120,13 @@ def make_app() -> FastAPI:
         job: str,
         request: Request,
         page: int = 1,
+        *,
         limit: int = limit_q,
         before: int | None = before_q,
         runs_before: int | None = before_q,
     ) -> str:
         view = job_view(known(job), limit=limit, before=before, runs_before=runs_before)
-        return render(view, page, _may_trigger_rescale(request))
+        return render(view, page, can_trigger=_may_trigger_rescale(request))
 
     @router.get("/reports/{job}/{path:path}")
     def report_file(job: str, path: str) -> FileResponse:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from elasticity.serializers import DESERIALIZERS, SERIALIZERS
@@ -74,6 +74,7 @@ class TableDescriptor:
     """
 
     name: str
+    _: KW_ONLY
     side_inputs: tuple[str, ...] = ()
     key_serde: str = "string"
     value_serde: str = "json"

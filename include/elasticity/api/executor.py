@@ -50,7 +50,7 @@ class Timer:
     source: tuple[str, str, int, int]  # system, stream, partition, offset
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SliceResult:
     outputs: dict[OutputStream, list[tuple[int, Any, Any]]]  # (input index, key, value), in input order
     failures: dict[int, str]  # input index -> error
@@ -61,7 +61,7 @@ class SliceResult:
     stops: dict[int, int] = field(default_factory=dict)  # segment (virtual task) -> index where it stopped (policy fail)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SliceExecutor:
     app: ApplicationDescriptor
     max_concurrency: int = 1
@@ -110,13 +110,13 @@ class SliceExecutor:
             kept.sort(key=lambda ix: ix[0])  # stable: items of one input keep their order
             outputs[out] = [(i, *self._key_value(self._origin(i), x)) for i, x in kept]
         return SliceResult(
-            outputs,
-            dict(self._failures),
-            min(stops.values(), default=None),
-            time.perf_counter_ns() - start,
-            dict(self._timers),
-            {i: r for i, r in self._late.items() if i not in self._failures},
-            stops,
+            outputs=outputs,
+            failures=dict(self._failures),
+            stopped_at=min(stops.values(), default=None),
+            process_ns=time.perf_counter_ns() - start,
+            timers=dict(self._timers),
+            late={i: r for i, r in self._late.items() if i not in self._failures},
+            stops=stops,
         )
 
     def _segment(self, index: int) -> int:

@@ -29,7 +29,7 @@ class KV(NamedTuple):
     value: Any
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Message:
     """An input record, decoded (slots: one is built per record)."""
 
@@ -75,7 +75,7 @@ class JoinSpec:
             raise ValueError(f"join kind {self.kind!r} is not one of {list(JOIN_KINDS)}")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, kw_only=True)
 class Node:
     op: str  # input | map | filter | flat_map | flat_map_async | merge | window | join | send_to
     fn: Callable[..., Any] | None = None
@@ -97,7 +97,7 @@ class MessageStream:
         self._node = node
 
     def _then(self, op: str, fn: Callable[..., Any] | None = None, name: str | None = None, **kw: Any) -> MessageStream:
-        node = Node(op, fn, name=name or f"{op}-{self._app._next_id()}", **kw)
+        node = Node(op=op, fn=fn, name=name or f"{op}-{self._app._next_id()}", **kw)
         self._node.children.append(node)
         return MessageStream(self._app, node)
 
@@ -121,7 +121,7 @@ class MessageStream:
 
     def merge(self, *others: MessageStream) -> MessageStream:
         """One stream of this one's items and `others`', interleaved by input order (within a virtual task)."""
-        node = Node("merge", name=f"merge-{self._app._next_id()}")
+        node = Node(op="merge", name=f"merge-{self._app._next_id()}")
         for s in (self, *others):
             s._node.children.append(node)
         return MessageStream(self._app, node)
@@ -184,7 +184,7 @@ class ApplicationDescriptor:
 
     def input(self, stream: SystemStream | str) -> MessageStream:
         ss = stream if isinstance(stream, SystemStream) else SystemStream.parse(stream)
-        node = self.inputs.setdefault(ss, Node("input", stream=ss, name=f"input-{ss}"))
+        node = self.inputs.setdefault(ss, Node(op="input", stream=ss, name=f"input-{ss}"))
         return MessageStream(self, node)
 
     def store(

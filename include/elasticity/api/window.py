@@ -70,7 +70,7 @@ class WindowPane:
         return {"key": self.key, "start": self.start, "end": self.end, "value": self.value}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Window:
     """A keyed window definition; `Windows` builds them. `size_ms` is the duration of a
     tumbling window, or the gap that ends a session."""
@@ -122,13 +122,13 @@ class Windows:
         """Fixed [k*duration, (k+1)*duration) windows per key; `merger` is not used (it lets
         `*Windows.count()` fill both kinds)."""
         return Window(
-            "tumbling",
-            key_fn,
-            duration_ms,
-            Aggregation(initial_value, aggregator, merger),
-            event_time,
-            allowed_lateness_ms,
-            key_serde,
+            kind="tumbling",
+            key_fn=key_fn,
+            size_ms=duration_ms,
+            aggregation=Aggregation(initial_value, aggregator, merger),
+            event_time=event_time,
+            allowed_lateness_ms=allowed_lateness_ms,
+            key_serde=key_serde,
         )
 
     @staticmethod
@@ -145,7 +145,13 @@ class Windows:
     ) -> Window:
         """Per key, records less than `gap_ms` apart in event time form one session [first, last + gap)."""
         return Window(
-            "session", key_fn, gap_ms, Aggregation(initial_value, aggregator, merger), event_time, allowed_lateness_ms, key_serde
+            kind="session",
+            key_fn=key_fn,
+            size_ms=gap_ms,
+            aggregation=Aggregation(initial_value, aggregator, merger),
+            event_time=event_time,
+            allowed_lateness_ms=allowed_lateness_ms,
+            key_serde=key_serde,
         )
 
     @staticmethod
@@ -254,7 +260,7 @@ class WindowOperator:
             try:
                 kb = self._key_bytes(key)
                 t = self._event_time(item, timestamp)
-                late = self._fold(store, w, kb, key, t, wm, item, source)
+                late = self._fold(store, w, kb, key=key, t=t, wm=wm, item=item, source=source)
             except Exception as e:  # noqa: BLE001 - user code: charged to its record
                 out.failed[i] = e
                 continue
@@ -272,14 +278,14 @@ class WindowOperator:
     def _closed(self, end: int, wm: int | None) -> bool:
         return wm is not None and wm >= end + self.window.allowed_lateness_ms
 
-    def _late(self, key: Any, start: int, end: int, t: int, wm: int | None) -> str:
+    def _late(self, key: Any, start: int, end: int, *, t: int, wm: int | None) -> str:
         return (
             f"window {self.name!r}: late record for key {key!r}: event time {t} falls in {self.window.kind} window "
             f"[{start}, {end}), closed at watermark {wm} (allowed lateness {self.window.allowed_lateness_ms} ms)"
         )
 
     def _fold(
-        self, store: Any, w: Window, kb: bytes, key: Any, t: int, wm: int | None, item: Any, source: list[Any]
+        self, store: Any, w: Window, kb: bytes, *, key: Any, t: int, wm: int | None, item: Any, source: list[Any]
     ) -> str | None:
         """Fold one record in; the reason when it is late (nothing written then, nor on an exception)."""
         agg = w.aggregation
@@ -287,7 +293,7 @@ class WindowOperator:
             start = t - t % w.size_ms
             end = start + w.size_ms
             if self._closed(end, wm):
-                return self._late(key, start, end, t, wm)
+                return self._late(key, start, end, t=t, wm=wm)
             wk = window_key(kb, start)
             entry = store.get(wk)
             value = agg.aggregator(item, agg.initial_value() if entry is None else entry["value"])
@@ -298,7 +304,7 @@ class WindowOperator:
 
         start, end = t, t + w.size_ms
         if self._closed(end, wm):
-            return self._late(key, start, end, t, wm)
+            return self._late(key, start, end, t=t, wm=wm)
         joined = []
         for raw, entry in store.prefix(_WINDOW + _key_part(kb)):
             s = _untime(raw[-8:])

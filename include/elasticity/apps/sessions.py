@@ -13,7 +13,7 @@ from typing import Any
 
 from elasticity.api import KV, ApplicationDescriptor, Message, TableDescriptor, Windows
 
-USERS = TableDescriptor("users", side_inputs=("kafka.users",), key_serde="string", value_serde="json")
+USERS = TableDescriptor(name="users", side_inputs=("kafka.users",), key_serde="string", value_serde="json")
 MINUTE_MS = 60_000
 SESSION_GAP_MS = 30_000
 ALLOWED_LATENESS_MS = 10_000

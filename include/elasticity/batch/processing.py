@@ -504,7 +504,9 @@ def _run_unit(
     dead letters."""
     app = _application(ctx)
     messages, failed, ends = _messages(ctx, unit, records, container=container, tables=tables)
-    result = SliceExecutor(app, ctx.max_concurrency, ctx.callback_timeout_ms, ctx.policy).run(messages, failed, ends)
+    result = SliceExecutor(
+        app=app, max_concurrency=ctx.max_concurrency, callback_timeout_ms=ctx.callback_timeout_ms, policy=ctx.policy
+    ).run(messages, failed, ends)
     n = len(messages)
     slot_row = [g for t in unit for g in range(t.start, t.end)]  # a message's row in the slot's records
     starts = [0, *ends[:-1]]
@@ -654,7 +656,7 @@ def _messages(
                 value = deserialize(msg_serde, v, "value")
             except RecordSerdeError as e:
                 key, value, failed[len(messages)] = None, None, f"deserialize: {e}"
-            messages.append(Message(key, value, ssp, offset, ts, context))
+            messages.append(Message(key=key, value=value, ssp=ssp, offset=offset, timestamp=ts, context=context))
         ends.append(len(messages))
     return messages, failed, ends
 

@@ -64,45 +64,45 @@ class JobConfig:
 
     # --- the job, its inputs and its tasks ---
     job_name: str = key(
-        "job.name", nonempty, REQUIRED, "Name of the job; also names its state and checkpoints.", samza=SAME_AS_SAMZA
+        "job.name", nonempty, REQUIRED, doc="Name of the job; also names its state and checkpoints.", samza=SAME_AS_SAMZA
     )
-    job_id: str = key("job.id", nonempty, "1", "Instance id of the job, as in Samza.", samza=SAME_AS_SAMZA)
+    job_id: str = key("job.id", nonempty, "1", doc="Instance id of the job, as in Samza.", samza=SAME_AS_SAMZA)
     inputs: tuple[SystemStream, ...] = key(
         "task.inputs",
         input_list,
         REQUIRED,
-        "Input streams, `system.stream` comma-separated; order matters for task.partition.scheme=max.",
+        doc="Input streams, `system.stream` comma-separated; order matters for task.partition.scheme=max.",
         samza=SAME_AS_SAMZA,
     )
     default_system: str | None = key(
-        "job.default.system", nonempty, None, "System for inputs written without one.", samza=SAME_AS_SAMZA
+        "job.default.system", nonempty, None, doc="System for inputs written without one.", samza=SAME_AS_SAMZA
     )
     elasticity_factor: int = key(
         "job.elasticity.factor",
         int_range(1, MAX_ELASTICITY_FACTOR),
         "1",
-        f"Virtual tasks per task, one per key bucket (1 = elasticity off, max {MAX_ELASTICITY_FACTOR}).",
+        doc=f"Virtual tasks per task, one per key bucket (1 = elasticity off, max {MAX_ELASTICITY_FACTOR}).",
         samza="Samza's key (SEP-32); on purpose, a key's bucket is pmod(xxhash64(key), F), stable across processes, not abs(key.hashCode()) % F, and task names carry the factor",
     )
     grouper: Grouper = key(
         "job.systemstreampartition.grouper.factory",
         choice(GROUPER_NAMES),
         "GroupByPartition",
-        "How SSPs are grouped into tasks (Samza class names or short names).",
+        doc="How SSPs are grouped into tasks (Samza class names or short names).",
         samza="Samza's key; its factory class names are accepted, and short names too",
     )
     partition_scheme: PartitionScheme | None = key(
         "task.partition.scheme",
         choice({s.value: s for s in PartitionScheme}),
         None,
-        "SAMZA-71 scheme for GroupByPartition: max (a task per SSP) or cogroup (GCD of partition counts).",
+        doc="SAMZA-71 scheme for GroupByPartition: max (a task per SSP) or cogroup (GCD of partition counts).",
         samza="SAMZA-71's schemes, which Samza never shipped",
     )
     container_count: int = key(
         "job.container.count",
         int_range(1),
         "1",
-        "Containers (Spark executor groups) the tasks are spread over.",
+        doc="Containers (Spark executor groups) the tasks are spread over.",
         samza="Samza's key; a container here is a group of Spark process slots, not a JVM",
     )
 
@@ -111,38 +111,38 @@ class JobConfig:
         "task.checkpoint.store.url",
         store_url,
         None,
-        "SQLAlchemy URL of the checkpoint store (ELASTICITY_CHECKPOINT_STORE_URL overrides it; default a SQLite file in $ELASTICITY_HOME).",
+        doc="SQLAlchemy URL of the checkpoint store (ELASTICITY_CHECKPOINT_STORE_URL overrides it; default a SQLite file in $ELASTICITY_HOME).",
         samza="Samza writes checkpoints to its checkpoint topic (task.checkpoint.factory); here a SQL database holds them, and export/import speak the topic",
     )
     checkpoint_write_versions: tuple[int, ...] = key(
         "task.checkpoint.write.versions",
         checkpoint_versions,
         "1,2",
-        "Checkpoint versions written on every commit (1,2 = dual write).",
+        doc="Checkpoint versions written on every commit (1,2 = dual write).",
         samza=SAME_AS_SAMZA,
     )
     checkpoint_read_versions: tuple[int, ...] = key(
         "task.checkpoint.read.versions",
         checkpoint_versions,
         "1",
-        "Checkpoint versions read, in priority order.",
+        doc="Checkpoint versions read, in priority order.",
         samza=SAME_AS_SAMZA,
     )
     live_checkpoint_max_age_ms: int = key(
         "task.live.checkpoint.max.age",
         int_range(0),
         "600000",
-        "A lower-priority checkpoint version newer by more than this many ms wins.",
+        doc="A lower-priority checkpoint version newer by more than this many ms wins.",
         samza=SAME_AS_SAMZA,
     )
     checkpoint_history_size: int = key(
-        "task.checkpoint.history.size", int_range(1, 1000), "10", "Checkpoints kept per virtual task and version."
+        "task.checkpoint.history.size", int_range(1, 1000), "10", doc="Checkpoints kept per virtual task and version."
     )
     lease_ttl_ms: int = key(
         "job.lease.ttl.ms",
         int_range(1000),
         "300000",
-        "How long a batch or rescale holds the job's lease before another may take it.",
+        doc="How long a batch or rescale holds the job's lease before another may take it.",
     )
 
     # --- one micro-batch: read, process, sinks ---
@@ -150,39 +150,39 @@ class JobConfig:
         "batch.max.records",
         int_range(1),
         "100000",
-        "Most records one micro-batch reads over all partitions (like Spark's maxOffsetsPerTrigger).",
+        doc="Most records one micro-batch reads over all partitions (like Spark's maxOffsetsPerTrigger).",
         samza="none in Samza (it streams); Spark's maxOffsetsPerTrigger",
     )
     read_chunk_records: int = key(
         "batch.read.chunk.records",
         int_range(1),
         "50000",
-        "Longest offset range one Spark task reads; longer ranges are cut into chunks read in parallel.",
+        doc="Longest offset range one Spark task reads; longer ranges are cut into chunks read in parallel.",
     )
     app_class: str = key(
         "app.class",
         nonempty,
         "elasticity.apps.identity:build",
-        "module:factory building the operator chain (default: the identity app, every record unchanged to parquet.output).",
+        doc="module:factory building the operator chain (default: the identity app, every record unchanged to parquet.output).",
         samza="Samza's key names a SamzaApplication class; here a module:factory function building the same high-level API",
     )
     output_path: str | None = key(
-        "job.output.path", nonempty, None, "Root of the Parquet outputs (default $ELASTICITY_HOME/<job>/output)."
+        "job.output.path", nonempty, None, doc="Root of the Parquet outputs (default $ELASTICITY_HOME/<job>/output)."
     )
     audit_path: str | None = key(
         "job.audit.path",
         nonempty,
         None,
-        "Parquet audit dataset, one row per processed input record (default $ELASTICITY_HOME/<job>/audit).",
+        doc="Parquet audit dataset, one row per processed input record (default $ELASTICITY_HOME/<job>/audit).",
     )
     dead_letter_path: str | None = key(
-        "job.dead.letter.path", nonempty, None, "Parquet dead-letter dataset (default $ELASTICITY_HOME/<job>/dead-letter)."
+        "job.dead.letter.path", nonempty, None, doc="Parquet dead-letter dataset (default $ELASTICITY_HOME/<job>/dead-letter)."
     )
     compaction_target_bytes: int = key(
         "job.output.compaction.target.bytes",
         int_range(1),
         "134217728",
-        "Size compaction merges the small files of validated batches to, in every Parquet sink (outputs, audit, "
+        doc="Size compaction merges the small files of validated batches to, in every Parquet sink (outputs, audit, "
         "dead letters): compacted-<first>-<last>.parquet files of about this many bytes (default 128 MiB).",
         samza="none in Samza; the target file size of Spark/Delta's OPTIMIZE and Iceberg's write.target-file-size-bytes",
     )
@@ -190,7 +190,7 @@ class JobConfig:
         "job.output.retention.ms",
         retention_ms,
         "-1",
-        "How long the Parquet outputs of a validated batch are kept after it was written; -1: for ever (they are "
+        doc="How long the Parquet outputs of a validated batch are kept after it was written; -1: for ever (they are "
         "the job's results; compacted, never expired unless set).",
         samza="Kafka's topic retention.ms, -1 for no limit",
     )
@@ -198,7 +198,7 @@ class JobConfig:
         "job.audit.retention.ms",
         retention_ms,
         "604800000",
-        "How long the audit rows of a batch data quality has validated are kept after the batch was written "
+        doc="How long the audit rows of a batch data quality has validated are kept after the batch was written "
         "(default 7 days); -1: for ever. Rows of a batch not yet validated are never expired.",
         samza="Kafka's topic retention.ms (its default, 7 days), -1 for no limit",
     )
@@ -206,7 +206,7 @@ class JobConfig:
         "job.dead.letter.retention.ms",
         retention_ms,
         "2592000000",
-        "How long the dead letters of a validated batch are kept after the batch was written (default 30 days); -1: for ever.",
+        doc="How long the dead letters of a validated batch are kept after the batch was written (default 30 days); -1: for ever.",
         samza="Kafka's topic retention.ms, -1 for no limit",
     )
 
@@ -215,96 +215,96 @@ class JobConfig:
         "job.elasticity.schedule",
         nonempty,
         None,
-        "Scheduled factors: '<cron> -> <factor>; ...' (e.g. '0 8 * * * -> 8; 0 20 * * * -> 2').",
+        doc="Scheduled factors: '<cron> -> <factor>; ...' (e.g. '0 8 * * * -> 8; 0 20 * * * -> 2').",
     )
     autosize: bool = key(
-        "job.elasticity.autosize", flag, "false", "Let the autosizer choose the factor from lag and processing rate."
+        "job.elasticity.autosize", flag, "false", doc="Let the autosizer choose the factor from lag and processing rate."
     )
     autosize_min: int = key(
         "job.elasticity.autosize.min",
         int_range(1, MAX_ELASTICITY_FACTOR),
         "1",
-        "Smallest factor the autosizer may choose.",
+        doc="Smallest factor the autosizer may choose.",
     )
     autosize_max: int = key(
         "job.elasticity.autosize.max",
         int_range(1, MAX_ELASTICITY_FACTOR),
         "16",
-        "Largest factor the autosizer may choose.",
+        doc="Largest factor the autosizer may choose.",
     )
     autosize_cooldown_ms: int = key(
         "job.elasticity.autosize.cooldown.ms",
         int_range(0),
         "600000",
-        "No automatic change sooner than this after the last one.",
+        doc="No automatic change sooner than this after the last one.",
     )
     autosize_target_lag_s: int = key(
         "job.elasticity.autosize.target.lag.seconds",
         int_range(1),
         "60",
-        "The autosizer sizes the job to drain its backlog within this.",
+        doc="The autosizer sizes the job to drain its backlog within this.",
     )
     microbatch_schedule: str = key(
-        "airflow.microbatch.schedule", nonempty, "*/1 * * * *", "Cron schedule of the job's elastic_microbatch DAG."
+        "airflow.microbatch.schedule", nonempty, "*/1 * * * *", doc="Cron schedule of the job's elastic_microbatch DAG."
     )
     microbatch_max_seconds: int = key(
         "airflow.microbatch.max.seconds",
         int_range(1),
         "45",
-        "A micro-batch DAG run starts no new batch after this many seconds (keep it below the schedule interval).",
+        doc="A micro-batch DAG run starts no new batch after this many seconds (keep it below the schedule interval).",
     )
     manual_hold_ms: int = key(
         "job.elasticity.manual.hold.ms",
         int_range(0),
         "3600000",
-        "A rescale a person asked for holds this long against the schedule and the autosizer.",
+        doc="A rescale a person asked for holds this long against the schedule and the autosizer.",
     )
     report_path: str | None = key(
-        "job.report.path", nonempty, None, "Folder of the data-quality reports (default $ELASTICITY_HOME/<job>/reports)."
+        "job.report.path", nonempty, None, doc="Folder of the data-quality reports (default $ELASTICITY_HOME/<job>/reports)."
     )
     batches_retention_ms: int = key(
         "job.batches.retention.ms",
         int_range(0),
         "604800000",
-        "Committed and abandoned batch plans older than this (default 7 days) are deleted, up to the last batch data "
+        doc="Committed and abandoned batch plans older than this (default 7 days) are deleted, up to the last batch data "
         "quality validated; the latest plan and pending ones always stay (batch ids keep growing).",
     )
     generations_retention_ms: int = key(
         "job.generations.retention.ms",
         int_range(0),
         "2592000000",
-        "Generations (the rescale history) older than this (default 30 days) are deleted, never the first (the "
+        doc="Generations (the rescale history) older than this (default 30 days) are deleted, never the first (the "
         "job's identity), the current or the previous one; checkpoints are kept for the current and previous only.",
     )
     transactions_retention_ms: int = key(
         "job.transactions.retention.ms",
         int_range(0),
         "3600000",
-        "Closed Kafka transactional ids older than this (default an hour) are deleted; open ones stay until a run fences them.",
+        doc="Closed Kafka transactional ids older than this (default an hour) are deleted; open ones stay until a run fences them.",
     )
     metrics_retention_ms: int = key(
         "metrics.retention.ms",
         int_range(0),
         "604800000",
-        "Batch and rescale metrics in the checkpoint store older than this (default 7 days) are deleted; the latest of each stays.",
+        doc="Batch and rescale metrics in the checkpoint store older than this (default 7 days) are deleted; the latest of each stays.",
     )
     quality_retain_runs: int = key(
         "quality.report.retain.runs",
         int_range(1),
         "50",
-        "Data-quality runs whose report folder is kept: the latest ones; an older run's folder is removed whole.",
+        doc="Data-quality runs whose report folder is kept: the latest ones; an older run's folder is removed whole.",
     )
     quality_retain_failed_runs: int = key(
         "quality.report.retain.failed.runs",
         int_range(0),
         "1000",
-        "Failed data-quality runs kept besides those, the latest first.",
+        doc="Failed data-quality runs kept besides those, the latest first.",
     )
     maintenance_schedule: str = key(
         "airflow.maintenance.schedule",
         nonempty,
         "0 * * * *",
-        "Cron schedule of the job's elastic_maintenance DAG, which applies the retention keys (default hourly).",
+        doc="Cron schedule of the job's elastic_maintenance DAG, which applies the retention keys (default hourly).",
     )
 
     # --- running the tasks ---
@@ -312,7 +312,7 @@ class JobConfig:
         "processing.guarantee",
         choice({"exactly_once": "exactly_once", "exactly_once_v2": "exactly_once", "at_least_once": "at_least_once"}),
         "exactly_once",
-        "Kafka outputs (send_to and partition_by topics): exactly_once, in one Kafka transaction with the commit "
+        doc="Kafka outputs (send_to and partition_by topics): exactly_once, in one Kafka transaction with the commit "
         "record of the batch's checkpoints, visible to read_committed readers if and only if the batch commits; "
         "at_least_once, sent as they are produced, again on a replay.",
         samza="Kafka Streams' key (exactly_once_v2, at_least_once); Samza's Kafka outputs are at-least-once",
@@ -321,30 +321,34 @@ class JobConfig:
         "task.dead.letter.policy",
         choice({"dlq": "dlq", "fail": "fail"}),
         "dlq",
-        "dlq: a bad record goes to the dead-letter sink; fail: its task stops there and the batch fails.",
+        doc="dlq: a bad record goes to the dead-letter sink; fail: its task stops there and the batch fails.",
         samza="Samza stops the container on an error (task.ignore.errors, task.drop.deserialization.errors skip); here bad records go to a dead-letter sink",
     )
     max_concurrency: int = key(
-        "task.max.concurrency", int_range(1, 10_000), "1", "flat_map_async calls in flight per virtual task.", samza=SAME_AS_SAMZA
+        "task.max.concurrency",
+        int_range(1, 10_000),
+        "1",
+        doc="flat_map_async calls in flight per virtual task.",
+        samza=SAME_AS_SAMZA,
     )
     callback_timeout_ms: int | None = key(
         "task.callback.timeout.ms",
         callback_timeout,
         "-1",
-        "A flat_map_async call slower than this fails its record (timeout); -1, Samza's default, means no timeout.",
+        doc="A flat_map_async call slower than this fails its record (timeout); -1, Samza's default, means no timeout.",
         samza=SAME_AS_SAMZA,
     )
     container_process_count: int = key(
         "job.container.process.count",
         int_range(1, 64),
         "1",
-        "Python processes per container; its virtual tasks are dealt over them (CPU-bound apps: no GIL shared between them).",
+        doc="Python processes per container; its virtual tasks are dealt over them (CPU-bound apps: no GIL shared between them).",
     )
     thread_pool_size: int = key(
         "job.container.thread.pool.size",
         int_range(0, 1024),
         str(DEFAULT_THREAD_POOL_SIZE),
-        f"Threads running a container's virtual tasks side by side (default {DEFAULT_THREAD_POOL_SIZE}, so that a higher "
+        doc=f"Threads running a container's virtual tasks side by side (default {DEFAULT_THREAD_POOL_SIZE}, so that a higher "
         "factor pays without more keys); 0 (Samza's default): they run one after another.",
         samza=f"Samza's key; its default is 0 (one after another), here {DEFAULT_THREAD_POOL_SIZE}, so that raising job.elasticity.factor pays without another key",
     )
@@ -352,30 +356,30 @@ class JobConfig:
         "task.commit.max.delay.ms",
         int_range(0),
         "60000",
-        "An upload still running at the next commit: within this delay the new commit is skipped, beyond it the new commit waits.",
+        doc="An upload still running at the next commit: within this delay the new commit is skipped, beyond it the new commit waits.",
         samza=SAME_AS_SAMZA,
     )
     commit_timeout_ms: int = key(
         "task.commit.timeout.ms",
         int_range(1),
         "1800000",
-        "Longest a checkpoint upload may take before the batch fails.",
+        doc="Longest a checkpoint upload may take before the batch fails.",
         samza=SAME_AS_SAMZA,
     )
     spark_master: str | None = key(
         "spark.master",
         nonempty,
         None,
-        "Spark master of a classic session (default: the embedded Spark Connect server when it runs, else local[*]).",
+        doc="Spark master of a classic session (default: the embedded Spark Connect server when it runs, else local[*]).",
     )
     spark_remote: str | None = key(
-        "spark.remote", nonempty, None, "Spark Connect URL (sc://host:15002); used instead of spark.master when set."
+        "spark.remote", nonempty, None, doc="Spark Connect URL (sc://host:15002); used instead of spark.master when set."
     )
     submit_py_files: tuple[str, ...] | None = key(
         "spark.submit.pyFiles",
         py_files,
         None,
-        "Pure-Python packages the app imports, as .zip, .whl, .egg or .py files on the driver (comma-separated): "
+        doc="Pure-Python packages the app imports, as .zip, .whl, .egg or .py files on the driver (comma-separated): "
         "each is added to the Spark session under its content's hash and put on the executors' path. "
         "Packages with native code are installed on the workers' Python instead.",
         samza="none in Samza; Spark's key (spark-submit --py-files)",
@@ -386,69 +390,69 @@ class JobConfig:
         "stores.backup.factories",
         parse_factories,
         None,
-        "Backup backends of every store without its own list (default: the Kafka changelog when the store has one).",
+        doc="Backup backends of every store without its own list (default: the Kafka changelog when the store has one).",
         samza=SAME_AS_SAMZA,
     )
     restore_factories: tuple[str, ...] | None = key(
         "stores.restore.factories",
         parse_factories,
         None,
-        "Restore backends of every store without its own list (default: the Kafka changelog when the store has one, else the store's backup factories).",
+        doc="Restore backends of every store without its own list (default: the Kafka changelog when the store has one, else the store's backup factories).",
         samza=SAME_AS_SAMZA,
     )
     changelog_system: str | None = key(
         "job.changelog.system",
         nonempty,
         None,
-        "System of a store changelog given as a bare stream (stores.<store>.changelog=<stream>); default job.default.system.",
+        doc="System of a store changelog given as a bare stream (stores.<store>.changelog=<stream>); default job.default.system.",
         samza=SAME_AS_SAMZA,
     )
     blob_store_uri: str | None = key(
         "blob.store.uri",
         nonempty,
         None,
-        "Where blob-store snapshots go: a folder or a pyarrow/fsspec URI such as s3://bucket/prefix (default $ELASTICITY_HOME/<job>/blobs).",
+        doc="Where blob-store snapshots go: a folder or a pyarrow/fsspec URI such as s3://bucket/prefix (default $ELASTICITY_HOME/<job>/blobs).",
     )
     transactional_state: bool = key(
         "task.transactional.state.checkpoint.enabled",
         flag,
         "true",
-        "true: a restore yields exactly the last checkpoint's state; false: Samza's non-transactional state (local store reused as it is, changelog replayed to its end).",
+        doc="true: a restore yields exactly the last checkpoint's state; false: Samza's non-transactional state (local store reused as it is, changelog replayed to its end).",
         samza=SAME_AS_SAMZA,
     )
     job_state_dir: str | None = key(
         "job.state.dir",
         nonempty,
         None,
-        "Folder of the local RocksDB stores, one per virtual task and store (default $ELASTICITY_HOME/<job>/state).",
+        doc="Folder of the local RocksDB stores, one per virtual task and store (default $ELASTICITY_HOME/<job>/state).",
         samza="Samza's job.logged.store.base.dir and job.non-logged.store.base.dir",
     )
     commit_pool_size: int = key(
         "job.container.commit.thread.pool.size",
         int_range(1, 1024),
         "2",
-        "Threads uploading a container's state snapshots, at least: Samza's min(max(2 x tasks, this), the max size).",
+        doc="Threads uploading a container's state snapshots, at least: Samza's min(max(2 x tasks, this), the max size).",
         samza=SAME_AS_SAMZA,
     )
     commit_pool_max_size: int = key(
         "job.container.commit.thread.pool.max.size",
         int_range(1, 1024),
         "64",
-        "Most threads uploading a container's state snapshots.",
+        doc="Most threads uploading a container's state snapshots.",
         samza=SAME_AS_SAMZA,
     )
     restore_pool_size: int = key(
         "job.container.restore.thread.pool.size",
         int_range(1, 1024),
         "2",
-        "Threads restoring a container's stores, at least: Samza's min(max(2 x tasks x restore backends, this), the max size).",
+        doc="Threads restoring a container's stores, at least: Samza's min(max(2 x tasks x restore backends, this), the max size).",
         samza=SAME_AS_SAMZA,
     )
     restore_pool_max_size: int = key(
         "job.container.restore.thread.pool.max.size",
         int_range(1, 1024),
         "64",
-        "Most threads restoring a container's stores.",
+        doc="Most threads restoring a container's stores.",
         samza=SAME_AS_SAMZA,
     )
 
@@ -457,12 +461,15 @@ class JobConfig:
         "metrics.reporters",
         reporter_names,
         None,
-        "Metrics reporters, by name (Samza's key), e.g. statsd; empty: none; unset: Airflow's [metrics] statsd_on decides.",
+        doc="Metrics reporters, by name (Samza's key), e.g. statsd; empty: none; unset: Airflow's [metrics] statsd_on decides.",
         samza="Samza's key; reporters here are StatsD (Samza's JMX and snapshot reporters need its JVM)",
     )
 
     strict: bool = key(
-        "job.config.strict", flag, "false", "true: an unknown key is an error, not a warning (the CLI's --strict does the same)."
+        "job.config.strict",
+        flag,
+        "false",
+        doc="true: an unknown key is an error, not a warning (the CLI's --strict does the same).",
     )
 
     @property
@@ -590,7 +597,7 @@ def did_you_mean(name: str) -> str | None:
     return close[0] if close else None
 
 
-def _parse_keys(props: Mapping[str, str], strict: bool, warn_unknown: bool) -> tuple[dict[str, Any], list[str]]:
+def _parse_keys(props: Mapping[str, str], *, strict: bool, warn_unknown: bool) -> tuple[dict[str, Any], list[str]]:
     """Every key's typed value by name (a job-level key unset or invalid: its default), and the problems:
     a bad value, a missing required key, an unknown key when `strict`."""
     values, errors = dict(_DEFAULTS), []
@@ -632,13 +639,13 @@ def _resolve_inputs(values: Mapping[str, Any]) -> tuple[tuple[SystemStream, ...]
     return tuple(inputs), errors
 
 
-def validate(props: Mapping[str, str], strict: bool = False, warn_unknown: bool = True) -> JobConfig:
+def validate(props: Mapping[str, str], *, strict: bool = False, warn_unknown: bool = True) -> JobConfig:
     """The typed config, or one ConfigError listing every problem.
 
     Unknown keys are errors when `strict` (or `job.config.strict=true`), else warnings.
     """
     strict = strict or props.get("job.config.strict", "").strip() == "true"
-    values, errors = _parse_keys(props, strict, warn_unknown)
+    values, errors = _parse_keys(props, strict=strict, warn_unknown=warn_unknown)
     values["task.inputs"], unresolved = _resolve_inputs(values)
     errors += unresolved
     errors += check_rules(Parsed(values, props))
@@ -650,13 +657,13 @@ def validate(props: Mapping[str, str], strict: bool = False, warn_unknown: bool 
     return JobConfig(raw=tuple(sorted(props.items())), **{name: values[k.name] for name, k in FIELD_KEYS})
 
 
-def load_config(path: str | os.PathLike[str], strict: bool = False) -> JobConfig:
+def load_config(path: str | os.PathLike[str], *, strict: bool = False) -> JobConfig:
     p = Path(path)
     try:
         text = p.read_text()
     except OSError as e:
         raise ConfigError(f"cannot read config file {p}: {e.strerror}") from e
     try:
-        return validate(parse_properties(text), strict)
+        return validate(parse_properties(text), strict=strict)
     except ConfigError as e:
         raise ConfigError(f"{p}: {e}") from e

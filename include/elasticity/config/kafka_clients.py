@@ -73,7 +73,7 @@ _BOOLEAN = Parser(_boolean, "true or false")
 _BYTES, _MS = int_range(0), int_range(0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class KafkaProperty:
     """One Kafka client property: its kafka-python argument (None: read by another property's mapping), the roles
     it applies to, and whether its value is a secret."""
@@ -89,130 +89,244 @@ class KafkaProperty:
 _ALL, _CONSUMER, _PRODUCER = ROLES, ("consumer",), ("producer",)
 PROPERTIES: tuple[KafkaProperty, ...] = (
     KafkaProperty(
-        "security.protocol",
-        "security_protocol",
-        choice({p: p for p in SECURITY_PROTOCOLS}),
-        _ALL,
-        "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.",
-    ),
-    KafkaProperty("ssl.truststore.type", None, _pem_only("truststore"), _ALL, "PEM (required with a truststore location)."),
-    KafkaProperty(
-        "ssl.truststore.location",
-        "ssl_cafile",
-        Parser(_text, "a PEM file of CA certificates"),
-        _ALL,
-        "CA certificates (PEM) the broker's certificate must chain to; default: the system's.",
-    ),
-    KafkaProperty("ssl.keystore.type", None, _pem_only("keystore"), _ALL, "PEM (required with a keystore location)."),
-    KafkaProperty(
-        "ssl.keystore.location",
-        "ssl_certfile",
-        Parser(_text, "a PEM file holding the client's key and certificate chain"),
-        _ALL,
-        "The client's private key and certificate chain (PEM), for mutual TLS.",
+        name="security.protocol",
+        arg="security_protocol",
+        parser=choice({p: p for p in SECURITY_PROTOCOLS}),
+        roles=_ALL,
+        doc="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.",
     ),
     KafkaProperty(
-        "ssl.key.password",
-        "ssl_password",
-        Parser(_text, "the password of the keystore's private key"),
-        _ALL,
-        "Password of the keystore's private key.",
+        name="ssl.truststore.type",
+        arg=None,
+        parser=_pem_only("truststore"),
+        roles=_ALL,
+        doc="PEM (required with a truststore location).",
+    ),
+    KafkaProperty(
+        name="ssl.truststore.location",
+        arg="ssl_cafile",
+        parser=Parser(_text, "a PEM file of CA certificates"),
+        roles=_ALL,
+        doc="CA certificates (PEM) the broker's certificate must chain to; default: the system's.",
+    ),
+    KafkaProperty(
+        name="ssl.keystore.type",
+        arg=None,
+        parser=_pem_only("keystore"),
+        roles=_ALL,
+        doc="PEM (required with a keystore location).",
+    ),
+    KafkaProperty(
+        name="ssl.keystore.location",
+        arg="ssl_certfile",
+        parser=Parser(_text, "a PEM file holding the client's key and certificate chain"),
+        roles=_ALL,
+        doc="The client's private key and certificate chain (PEM), for mutual TLS.",
+    ),
+    KafkaProperty(
+        name="ssl.key.password",
+        arg="ssl_password",
+        parser=Parser(_text, "the password of the keystore's private key"),
+        roles=_ALL,
+        doc="Password of the keystore's private key.",
         secret=True,
     ),
     KafkaProperty(
-        "ssl.endpoint.identification.algorithm",
-        "ssl_check_hostname",
-        _ENDPOINT,
-        _ALL,
-        "https (Kafka's default: check the broker's host name) or empty.",
+        name="ssl.endpoint.identification.algorithm",
+        arg="ssl_check_hostname",
+        parser=_ENDPOINT,
+        roles=_ALL,
+        doc="https (Kafka's default: check the broker's host name) or empty.",
     ),
     KafkaProperty(
-        "sasl.mechanism",
-        "sasl_mechanism",
-        Parser(_mechanism, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
-        _ALL,
-        "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.",
+        name="sasl.mechanism",
+        arg="sasl_mechanism",
+        parser=Parser(_mechanism, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
+        roles=_ALL,
+        doc="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.",
     ),
     KafkaProperty(
-        "sasl.jaas.config",
-        None,
-        Parser(_text, "a JAAS login module line"),
-        _ALL,
-        "The login module with username and password (PlainLoginModule or ScramLoginModule).",
+        name="sasl.jaas.config",
+        arg=None,
+        parser=Parser(_text, "a JAAS login module line"),
+        roles=_ALL,
+        doc="The login module with username and password (PlainLoginModule or ScramLoginModule).",
         secret=True,
     ),
-    KafkaProperty("client.id", "client_id", Parser(_text, "a client id"), _ALL, "Client id in the broker's logs and quotas."),
-    KafkaProperty("request.timeout.ms", "request_timeout_ms", int_range(1), _ALL, "How long a request may wait for its answer."),
-    KafkaProperty("connections.max.idle.ms", "connections_max_idle_ms", _MS, _ALL, "Idle connections close after this."),
-    KafkaProperty("metadata.max.age.ms", "metadata_max_age_ms", _MS, _ALL, "Metadata is refreshed at least this often."),
-    KafkaProperty("reconnect.backoff.ms", "reconnect_backoff_ms", _MS, _ALL, "Wait before reconnecting to a broker."),
-    KafkaProperty("reconnect.backoff.max.ms", "reconnect_backoff_max_ms", _MS, _ALL, "Longest wait before reconnecting."),
-    KafkaProperty("retry.backoff.ms", "retry_backoff_ms", _MS, _ALL, "Wait before retrying a failed request."),
     KafkaProperty(
-        "receive.buffer.bytes", "receive_buffer_bytes", int_range(-1), _ALL, "TCP receive buffer (-1: the OS default)."
-    ),
-    KafkaProperty("send.buffer.bytes", "send_buffer_bytes", int_range(-1), _ALL, "TCP send buffer (-1: the OS default)."),
-    KafkaProperty(
-        "group.id",
-        "group_id",
-        Parser(_text, "a group id"),
-        _CONSUMER,
-        "Consumer group (partitions are assigned, not subscribed; no offsets are committed to it).",
+        name="client.id",
+        arg="client_id",
+        parser=Parser(_text, "a client id"),
+        roles=_ALL,
+        doc="Client id in the broker's logs and quotas.",
     ),
     KafkaProperty(
-        "auto.offset.reset",
-        "auto_offset_reset",
-        Parser(_offset_reset, "earliest, latest (or smallest, largest)"),
-        _CONSUMER,
-        "Where a read starts when its offset is out of range.",
+        name="request.timeout.ms",
+        arg="request_timeout_ms",
+        parser=int_range(1),
+        roles=_ALL,
+        doc="How long a request may wait for its answer.",
     ),
-    KafkaProperty("fetch.min.bytes", "fetch_min_bytes", int_range(1), _CONSUMER, "Least data a fetch waits for."),
-    KafkaProperty("fetch.max.bytes", "fetch_max_bytes", _BYTES, _CONSUMER, "Most data one fetch returns."),
-    KafkaProperty("fetch.max.wait.ms", "fetch_max_wait_ms", _MS, _CONSUMER, "Longest a fetch waits for fetch.min.bytes."),
     KafkaProperty(
-        "max.partition.fetch.bytes", "max_partition_fetch_bytes", _BYTES, _CONSUMER, "Most data a fetch returns per partition."
+        name="connections.max.idle.ms",
+        arg="connections_max_idle_ms",
+        parser=_MS,
+        roles=_ALL,
+        doc="Idle connections close after this.",
     ),
-    KafkaProperty("max.poll.records", "max_poll_records", int_range(1), _CONSUMER, "Most records one poll returns."),
-    KafkaProperty("session.timeout.ms", "session_timeout_ms", int_range(1), _CONSUMER, "Group session timeout."),
-    KafkaProperty("heartbeat.interval.ms", "heartbeat_interval_ms", int_range(1), _CONSUMER, "Group heartbeat interval."),
     KafkaProperty(
-        "isolation.level",
-        "isolation_level",
-        choice({"read_uncommitted": "read_uncommitted", "read_committed": "read_committed"}),
-        _CONSUMER,
-        "read_uncommitted or read_committed (transactional producers).",
+        name="metadata.max.age.ms",
+        arg="metadata_max_age_ms",
+        parser=_MS,
+        roles=_ALL,
+        doc="Metadata is refreshed at least this often.",
     ),
-    KafkaProperty("check.crcs", "check_crcs", _BOOLEAN, _CONSUMER, "Check each record batch's CRC."),
     KafkaProperty(
-        "client.rack",
-        "client_rack",
-        Parser(_text, "a rack id"),
-        _CONSUMER,
-        "Rack of the client (fetch from the nearest replica).",
+        name="reconnect.backoff.ms",
+        arg="reconnect_backoff_ms",
+        parser=_MS,
+        roles=_ALL,
+        doc="Wait before reconnecting to a broker.",
     ),
-    KafkaProperty("acks", "acks", choice({"0": 0, "1": 1, "all": "all", "-1": "all"}), _PRODUCER, "0, 1 or all (-1)."),
-    KafkaProperty("linger.ms", "linger_ms", _MS, _PRODUCER, "Wait for more records before sending a batch."),
-    KafkaProperty("batch.size", "batch_size", _BYTES, _PRODUCER, "Largest record batch per partition."),
     KafkaProperty(
-        "compression.type",
-        "compression_type",
-        choice({c: (None if c == "none" else c) for c in ("none", "gzip", "snappy", "lz4", "zstd")}),
-        _PRODUCER,
-        "none, gzip, snappy, lz4 or zstd.",
+        name="reconnect.backoff.max.ms",
+        arg="reconnect_backoff_max_ms",
+        parser=_MS,
+        roles=_ALL,
+        doc="Longest wait before reconnecting.",
     ),
-    KafkaProperty("max.request.size", "max_request_size", int_range(1), _PRODUCER, "Largest request the producer sends."),
-    KafkaProperty("retries", "retries", int_range(0), _PRODUCER, "Retries of a failed send."),
     KafkaProperty(
-        "delivery.timeout.ms", "delivery_timeout_ms", int_range(1), _PRODUCER, "Longest a send may take, retries included."
+        name="retry.backoff.ms", arg="retry_backoff_ms", parser=_MS, roles=_ALL, doc="Wait before retrying a failed request."
     ),
-    KafkaProperty("max.block.ms", "max_block_ms", _MS, _PRODUCER, "Longest send() blocks on a full buffer or metadata."),
-    KafkaProperty("enable.idempotence", "enable_idempotence", _BOOLEAN, _PRODUCER, "Idempotent producer."),
     KafkaProperty(
-        "max.in.flight.requests.per.connection",
-        "max_in_flight_requests_per_connection",
-        int_range(1),
-        _PRODUCER,
-        "Unanswered requests per connection.",
+        name="receive.buffer.bytes",
+        arg="receive_buffer_bytes",
+        parser=int_range(-1),
+        roles=_ALL,
+        doc="TCP receive buffer (-1: the OS default).",
+    ),
+    KafkaProperty(
+        name="send.buffer.bytes",
+        arg="send_buffer_bytes",
+        parser=int_range(-1),
+        roles=_ALL,
+        doc="TCP send buffer (-1: the OS default).",
+    ),
+    KafkaProperty(
+        name="group.id",
+        arg="group_id",
+        parser=Parser(_text, "a group id"),
+        roles=_CONSUMER,
+        doc="Consumer group (partitions are assigned, not subscribed; no offsets are committed to it).",
+    ),
+    KafkaProperty(
+        name="auto.offset.reset",
+        arg="auto_offset_reset",
+        parser=Parser(_offset_reset, "earliest, latest (or smallest, largest)"),
+        roles=_CONSUMER,
+        doc="Where a read starts when its offset is out of range.",
+    ),
+    KafkaProperty(
+        name="fetch.min.bytes", arg="fetch_min_bytes", parser=int_range(1), roles=_CONSUMER, doc="Least data a fetch waits for."
+    ),
+    KafkaProperty(
+        name="fetch.max.bytes", arg="fetch_max_bytes", parser=_BYTES, roles=_CONSUMER, doc="Most data one fetch returns."
+    ),
+    KafkaProperty(
+        name="fetch.max.wait.ms",
+        arg="fetch_max_wait_ms",
+        parser=_MS,
+        roles=_CONSUMER,
+        doc="Longest a fetch waits for fetch.min.bytes.",
+    ),
+    KafkaProperty(
+        name="max.partition.fetch.bytes",
+        arg="max_partition_fetch_bytes",
+        parser=_BYTES,
+        roles=_CONSUMER,
+        doc="Most data a fetch returns per partition.",
+    ),
+    KafkaProperty(
+        name="max.poll.records",
+        arg="max_poll_records",
+        parser=int_range(1),
+        roles=_CONSUMER,
+        doc="Most records one poll returns.",
+    ),
+    KafkaProperty(
+        name="session.timeout.ms", arg="session_timeout_ms", parser=int_range(1), roles=_CONSUMER, doc="Group session timeout."
+    ),
+    KafkaProperty(
+        name="heartbeat.interval.ms",
+        arg="heartbeat_interval_ms",
+        parser=int_range(1),
+        roles=_CONSUMER,
+        doc="Group heartbeat interval.",
+    ),
+    KafkaProperty(
+        name="isolation.level",
+        arg="isolation_level",
+        parser=choice({"read_uncommitted": "read_uncommitted", "read_committed": "read_committed"}),
+        roles=_CONSUMER,
+        doc="read_uncommitted or read_committed (transactional producers).",
+    ),
+    KafkaProperty(name="check.crcs", arg="check_crcs", parser=_BOOLEAN, roles=_CONSUMER, doc="Check each record batch's CRC."),
+    KafkaProperty(
+        name="client.rack",
+        arg="client_rack",
+        parser=Parser(_text, "a rack id"),
+        roles=_CONSUMER,
+        doc="Rack of the client (fetch from the nearest replica).",
+    ),
+    KafkaProperty(
+        name="acks",
+        arg="acks",
+        parser=choice({"0": 0, "1": 1, "all": "all", "-1": "all"}),
+        roles=_PRODUCER,
+        doc="0, 1 or all (-1).",
+    ),
+    KafkaProperty(
+        name="linger.ms", arg="linger_ms", parser=_MS, roles=_PRODUCER, doc="Wait for more records before sending a batch."
+    ),
+    KafkaProperty(name="batch.size", arg="batch_size", parser=_BYTES, roles=_PRODUCER, doc="Largest record batch per partition."),
+    KafkaProperty(
+        name="compression.type",
+        arg="compression_type",
+        parser=choice({c: (None if c == "none" else c) for c in ("none", "gzip", "snappy", "lz4", "zstd")}),
+        roles=_PRODUCER,
+        doc="none, gzip, snappy, lz4 or zstd.",
+    ),
+    KafkaProperty(
+        name="max.request.size",
+        arg="max_request_size",
+        parser=int_range(1),
+        roles=_PRODUCER,
+        doc="Largest request the producer sends.",
+    ),
+    KafkaProperty(name="retries", arg="retries", parser=int_range(0), roles=_PRODUCER, doc="Retries of a failed send."),
+    KafkaProperty(
+        name="delivery.timeout.ms",
+        arg="delivery_timeout_ms",
+        parser=int_range(1),
+        roles=_PRODUCER,
+        doc="Longest a send may take, retries included.",
+    ),
+    KafkaProperty(
+        name="max.block.ms",
+        arg="max_block_ms",
+        parser=_MS,
+        roles=_PRODUCER,
+        doc="Longest send() blocks on a full buffer or metadata.",
+    ),
+    KafkaProperty(
+        name="enable.idempotence", arg="enable_idempotence", parser=_BOOLEAN, roles=_PRODUCER, doc="Idempotent producer."
+    ),
+    KafkaProperty(
+        name="max.in.flight.requests.per.connection",
+        arg="max_in_flight_requests_per_connection",
+        parser=int_range(1),
+        roles=_PRODUCER,
+        doc="Unanswered requests per connection.",
     ),
 )
 _BY_NAME = {p.name: p for p in PROPERTIES}
@@ -507,7 +621,9 @@ def env_properties(text: str | None, role: str) -> dict[str, str]:
     return {p: str(v) for p, v in found.items() if role in _BY_NAME[p].roles}
 
 
-def settings_for(props: Mapping[str, str], system: str, role: str, bootstrap: str, env: str | None = None) -> KafkaClientSettings:
+def settings_for(
+    props: Mapping[str, str], system: str, role: str, *, bootstrap: str, env: str | None = None
+) -> KafkaClientSettings:
     """The settings of a `role` client of `system` from flat properties (a job config's), with `env`
     (ENV_PROPERTIES' text) over them; a ValueError names every problem, secrets masked."""
     properties = role_properties(props, system, role) | env_properties(env, role)

@@ -38,7 +38,7 @@ parallelism, and a mistyped factor (say 4096) would flood the checkpoint store.
 """
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Key:
     """One Samza key. `default` is the text a `.properties` file would hold (None: unset),
     so the README's defaults read as the declarations do."""
@@ -75,11 +75,11 @@ SAME_AS_SAMZA: Final = "Samza's key, same meaning"
 """`Key.samza` of a key Samza reads the same way (read in Samza's TaskConfig, JobConfig, StorageConfig, SystemConfig, ...)."""
 
 
-def key(name: str, parser: Parser[Any], default: str | None | _Required, doc: str, samza: str | None = None) -> Any:
+def key(name: str, parser: Parser[Any], default: str | None | _Required, *, doc: str, samza: str | None = None) -> Any:
     """A `JobConfig` field declaring key `name`; the field's default is the key's, parsed."""
     if isinstance(default, _Required):
-        return field(metadata={"key": Key(name, parser, None, doc, required=True, samza=samza)})
-    k = Key(name, parser, default, doc, samza=samza)
+        return field(metadata={"key": Key(name=name, parser=parser, default=None, doc=doc, required=True, samza=samza)})
+    k = Key(name=name, parser=parser, default=default, doc=doc, samza=samza)
     return field(default=k.default_value, metadata={"key": k})
 
 
@@ -90,156 +90,159 @@ def declared_keys(cls: Any) -> tuple[tuple[str, Key], ...]:
 
 SYSTEM_KEYS: tuple[Key, ...] = (
     Key(
-        "systems.<system>.consumer.bootstrap.servers",
-        nonempty,
-        None,
-        "Kafka bootstrap servers of a system (KAFKA_BOOTSTRAP_SERVERS overrides it).",
+        name="systems.<system>.consumer.bootstrap.servers",
+        parser=nonempty,
+        default=None,
+        doc="Kafka bootstrap servers of a system (KAFKA_BOOTSTRAP_SERVERS overrides it).",
         samza=SAME_AS_SAMZA,
     ),
     Key(
-        "systems.<system>.producer.bootstrap.servers",
-        nonempty,
-        None,
-        "Kafka bootstrap servers for output to a system.",
+        name="systems.<system>.producer.bootstrap.servers",
+        parser=nonempty,
+        default=None,
+        doc="Kafka bootstrap servers for output to a system.",
         samza=SAME_AS_SAMZA,
     ),
     Key(
-        "systems.<system>.samza.factory",
-        nonempty,
-        None,
-        "Samza's system factory class; accepted for compatibility, not used.",
+        name="systems.<system>.samza.factory",
+        parser=nonempty,
+        default=None,
+        doc="Samza's system factory class; accepted for compatibility, not used.",
         samza="Samza's key; accepted so that a Samza config loads, not used (Kafka is the only system)",
     ),
     Key(
-        "systems.<system>.default.stream.samza.offset.default",
-        offset_default,
-        "upcoming",
-        "Where the job's first generation starts on each partition: oldest or upcoming (partitions added later start at their oldest offset).",
+        name="systems.<system>.default.stream.samza.offset.default",
+        parser=offset_default,
+        default="upcoming",
+        doc="Where the job's first generation starts on each partition: oldest or upcoming (partitions added later start at their oldest offset).",
         samza=SAME_AS_SAMZA,
     ),
     Key(
-        "systems.<system>.samza.offset.default",
-        offset_default,
-        None,
-        "Samza's deprecated name of the key above, read when that one is unset (as Samza's SystemConfig does).",
+        name="systems.<system>.samza.offset.default",
+        parser=offset_default,
+        default=None,
+        doc="Samza's deprecated name of the key above, read when that one is unset (as Samza's SystemConfig does).",
         samza=SAME_AS_SAMZA,
     ),
     Key(
-        "systems.<system>.default.stream.offset.default",
-        offset_default,
-        None,
-        "This product's earlier name of the key above, read when neither Samza key is set.",
+        name="systems.<system>.default.stream.offset.default",
+        parser=offset_default,
+        default=None,
+        doc="This product's earlier name of the key above, read when neither Samza key is set.",
         samza="not read by Samza, whose name is systems.<system>.default.stream.samza.offset.default",
     ),
     Key(
-        "systems.<system>.samza.key.serde",
-        serde,
-        "string",
-        "Key serde of a system: string, json or byte.",
+        name="systems.<system>.samza.key.serde",
+        parser=serde,
+        default="string",
+        doc="Key serde of a system: string, json or byte.",
         samza="Samza's system-level serde key names a serde registered under serializers.registry.<name>.class; here it names the serde itself",
     ),
     Key(
-        "systems.<system>.samza.msg.serde",
-        serde,
-        "json",
-        "Message serde of a system: string, json or byte.",
+        name="systems.<system>.samza.msg.serde",
+        parser=serde,
+        default="json",
+        doc="Message serde of a system: string, json or byte.",
         samza="as samza.key.serde; unset, Samza hands the bytes over as they are, here they are read as JSON",
     ),
 )
 
 STORE_KEYS: tuple[Key, ...] = (
     Key(
-        "stores.<store>.backup.factories",
-        parse_factories,
-        None,
-        "Backup backends of a store (overrides stores.backup.factories); a commit writes every one's marker into CheckpointV2 (dual commit).",
+        name="stores.<store>.backup.factories",
+        parser=parse_factories,
+        default=None,
+        doc="Backup backends of a store (overrides stores.backup.factories); a commit writes every one's marker into CheckpointV2 (dual commit).",
         samza=SAME_AS_SAMZA,
     ),
     Key(
-        "stores.<store>.restore.factories",
-        parse_factories,
-        None,
-        "Restore backends of a store in priority order: the first with a marker for the store wins (default: stores.restore.factories, else the Kafka changelog when the store has one, else its backup factories).",
+        name="stores.<store>.restore.factories",
+        parser=parse_factories,
+        default=None,
+        doc="Restore backends of a store in priority order: the first with a marker for the store wins (default: stores.restore.factories, else the Kafka changelog when the store has one, else its backup factories).",
         samza=SAME_AS_SAMZA,
     ),
     Key(
-        "stores.<store>.restore.factory",
-        parse_factories,
-        None,
-        "Deprecated singular of stores.<store>.restore.factories (accepted with a warning).",
+        name="stores.<store>.restore.factory",
+        parser=parse_factories,
+        default=None,
+        doc="Deprecated singular of stores.<store>.restore.factories (accepted with a warning).",
         deprecated_for="stores.<store>.restore.factories",
         samza="an older singular spelling; Samza reads the plural",
     ),
     Key(
-        "stores.<store>.changelog",
-        changelog_stream,
-        None,
-        "Compacted Kafka topic backing a store, system.stream, or a stream of job.changelog.system (created when missing).",
+        name="stores.<store>.changelog",
+        parser=changelog_stream,
+        default=None,
+        doc="Compacted Kafka topic backing a store, system.stream, or a stream of job.changelog.system (created when missing).",
         samza=SAME_AS_SAMZA,
     ),
     Key(
-        "stores.<store>.side.inputs",
-        parse_side_inputs,
-        None,
-        "Compacted topics (system.stream, comma-separated) that feed table <store>, read whole into every container (replicated); overrides the app's TableDescriptor.",
+        name="stores.<store>.side.inputs",
+        parser=parse_side_inputs,
+        default=None,
+        doc="Compacted topics (system.stream, comma-separated) that feed table <store>, read whole into every container (replicated); overrides the app's TableDescriptor.",
         samza=SAME_AS_SAMZA,
     ),
     Key(
-        "stores.<store>.side.inputs.processor.factory",
-        module_factory,
-        None,
-        "module:factory, a function of no arguments returning processor(message) -> [(key, value), ...] for table <store> (Samza's SideInputsProcessor); default: the record's key and value.",
+        name="stores.<store>.side.inputs.processor.factory",
+        parser=module_factory,
+        default=None,
+        doc="module:factory, a function of no arguments returning processor(message) -> [(key, value), ...] for table <store> (Samza's SideInputsProcessor); default: the record's key and value.",
         samza="Samza's key names a SideInputsProcessorFactory class; here a module:factory function",
     ),
     Key(
-        "stores.<store>.blob.retain",
-        int_range(1, 1000),
-        "2",
-        "Blob-store snapshots kept per virtual task and store; older ones are deleted after a commit.",
+        name="stores.<store>.blob.retain",
+        parser=int_range(1, 1000),
+        default="2",
+        doc="Blob-store snapshots kept per virtual task and store; older ones are deleted after a commit.",
     ),
 )
 
 REPORTER_KEYS: tuple[Key, ...] = (
     Key(
-        "metrics.reporter.<name>.class",
-        choice(REPORTER_CLASSES),
-        None,
-        "What a reporter is: statsd (the default for a reporter named statsd); Samza's JMX and snapshot reporter factories are accepted and not run (a warning says so).",
+        name="metrics.reporter.<name>.class",
+        parser=choice(REPORTER_CLASSES),
+        default=None,
+        doc="What a reporter is: statsd (the default for a reporter named statsd); Samza's JMX and snapshot reporter factories are accepted and not run (a warning says so).",
         samza="Samza's key; its JMX and snapshot reporter factories load with a warning and are not run",
     ),
     Key(
-        "metrics.reporter.<name>.host", nonempty, None, "StatsD host (default: Airflow's [metrics] statsd_host, else localhost)."
+        name="metrics.reporter.<name>.host",
+        parser=nonempty,
+        default=None,
+        doc="StatsD host (default: Airflow's [metrics] statsd_host, else localhost).",
     ),
     Key(
-        "metrics.reporter.<name>.port",
-        int_range(1, 65535),
-        None,
-        "StatsD UDP port (default: Airflow's [metrics] statsd_port, else 8125).",
+        name="metrics.reporter.<name>.port",
+        parser=int_range(1, 65535),
+        default=None,
+        doc="StatsD UDP port (default: Airflow's [metrics] statsd_port, else 8125).",
     ),
     *(
         Key(
-            f"metrics.reporter.<name>.{k}",
-            nonempty,
-            None,
-            f"Samza's MetricsSnapshotReporter {k}; accepted, not used.",
+            name=f"metrics.reporter.<name>.{k}",
+            parser=nonempty,
+            default=None,
+            doc=f"Samza's MetricsSnapshotReporter {k}; accepted, not used.",
             samza="Samza's key; accepted so that a Samza config loads, not used",
         )
         for k in ("stream", "interval", "blacklist")
     ),
     Key(
-        "metrics.reporter.<name>.prefix",
-        statsd_prefix,
-        None,
-        "Prefix of every metric name (default: <Airflow's statsd_prefix>.elasticity, else elasticity).",
+        name="metrics.reporter.<name>.prefix",
+        parser=statsd_prefix,
+        default=None,
+        doc="Prefix of every metric name (default: <Airflow's statsd_prefix>.elasticity, else elasticity).",
     ),
 )
 
 KAFKA_CLIENT_KEYS: tuple[Key, ...] = tuple(
     Key(
-        f"systems.<system>.{'<client>' if p.roles == ROLES else p.roles[0]}.{p.name}",
-        p.parser,
-        None,
-        f"Kafka's {p.name} for the system's {' and '.join(p.roles)} clients: {p.doc}",
+        name=f"systems.<system>.{'<client>' if p.roles == ROLES else p.roles[0]}.{p.name}",
+        parser=p.parser,
+        default=None,
+        doc=f"Kafka's {p.name} for the system's {' and '.join(p.roles)} clients: {p.doc}",
         secret=p.secret,
         samza="Samza passes systems.<system>.consumer.* and producer.* to Kafka's clients likewise",
     )

@@ -19,7 +19,7 @@ BROKER = "broker"
 CONNECT_SERVER = "spark-connect"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DaemonState:
     pid: int
     port: int

@@ -60,7 +60,9 @@ def client_settings(config: JobConfig | None, system: str = "kafka", role: str =
     if role == "producer" and config is not None and not os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
         bootstrap = config.get(f"systems.{system}.producer.bootstrap.servers") or bootstrap
     try:
-        return settings_for(config.raw_map if config else {}, system, role, bootstrap, os.environ.get(ENV_PROPERTIES))
+        return settings_for(
+            config.raw_map if config else {}, system, role, bootstrap=bootstrap, env=os.environ.get(ENV_PROPERTIES)
+        )
     except ValueError as e:
         raise ConfigError(str(e)) from None
 

@@ -111,7 +111,9 @@ class Daemon:
                     f"the {self.name} exited with code {proc.returncode}; see {self.log_file}:\n{tail(self.log_file)}"
                 )
             if port_open(port, host=self.host):
-                state = DaemonState(proc.pid, port, str(self.data_dir), str(self.log_file), self.host)
+                state = DaemonState(
+                    pid=proc.pid, port=port, data_dir=str(self.data_dir), log_file=str(self.log_file), host=self.host
+                )
                 self.state_file.write_text(json.dumps(asdict(state)))
                 self.port_file.write_text(str(port))
                 return state

@@ -34,7 +34,7 @@ from elasticity.jobmodel.keybucket import record_hash
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class QualityInputs:
     audit: pd.DataFrame  # committed batches' audit rows
     inputs: pd.DataFrame  # re-read input records: system, stream, partition, offset, key

@@ -34,7 +34,7 @@ _TABLES = ("positions", "state", "kafka-positions")
 State = dict[str, dict[Any, Any]]  # store -> key -> expected value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Cursor:
     last_batch: int
     done: Done
@@ -46,7 +46,13 @@ class Cursor:
 
 def start() -> Cursor:
     """The edge before the first validation: nothing done, nothing read."""
-    return Cursor(0, Done(1, {}), pd.DataFrame(columns=POSITION_COLUMNS), {}, pd.DataFrame(columns=KAFKA_COLUMNS))
+    return Cursor(
+        last_batch=0,
+        done=Done(1, {}),
+        positions=pd.DataFrame(columns=POSITION_COLUMNS),
+        state={},
+        kafka_positions=pd.DataFrame(columns=KAFKA_COLUMNS),
+    )
 
 
 def validated_batch(folder: Path) -> int:
@@ -75,7 +81,14 @@ def load(folder: Path, stores: Mapping[str, StoreDescriptor]) -> Cursor | None:
             state[name][d.key_from(k)] = d.value_from(v)
     kafka_positions = pd.read_parquet(folder / doc["kafka_positions"]) if "kafka_positions" in doc else None
     edges = {t: {int(p): int(o) for p, o in parts.items()} for t, parts in doc.get("kafka_edges", {}).items()}
-    return Cursor(int(doc["last_batch"]), Done(int(doc["factor"]), cps), positions, state, kafka_positions, edges)
+    return Cursor(
+        last_batch=int(doc["last_batch"]),
+        done=Done(int(doc["factor"]), cps),
+        positions=positions,
+        state=state,
+        kafka_positions=kafka_positions,
+        kafka_edges=edges,
+    )
 
 
 def next_positions(previous: pd.DataFrame, audit: pd.DataFrame, generation_of_batch: dict[int, int]) -> pd.DataFrame:

@@ -218,7 +218,9 @@ def _consistent_state(store: CheckpointStore, coordinator: JobCoordinator, after
     raise RuntimeError(f"job {coordinator.job!r}: batches kept committing while data quality read the checkpoints")
 
 
-def _pinned_state(config: JobConfig, store: CheckpointStore, coordinator: JobCoordinator, app: ApplicationDescriptor, after: int):
+def _pinned_state(
+    config: JobConfig, store: CheckpointStore, coordinator: JobCoordinator, *, app: ApplicationDescriptor, after: int
+):
     """The committed batches (after `after`), their checkpoints and (for the `state` check) the stores' values those
     checkpoints commit, read together, before the slow reads. Each commit deletes the blob-store snapshots beyond
     `stores.<store>.blob.retain`, so a snapshot that vanishes while it is restored was superseded by a newer
@@ -254,6 +256,7 @@ def load_inputs(
     config: JobConfig,
     store: CheckpointStore,
     inputs: Inputs,
+    *,
     from_batch: int | None,
     to_batch: int | None,
     since: cursor.Cursor | None = None,
@@ -263,7 +266,9 @@ def load_inputs(
     stores' expected values folded on from the edge's."""
     coordinator = JobCoordinator(config, store, inputs)
     app = load_application(config.app_class, config.inputs)
-    committed, generation, cps, stored = _pinned_state(config, store, coordinator, app, since.last_batch if since else 0)
+    committed, generation, cps, stored = _pinned_state(
+        config, store, coordinator, app=app, after=since.last_batch if since else 0
+    )
     window = [
         p
         for p in committed
@@ -306,19 +311,21 @@ def load_inputs(
     kafka = _kafka_outputs(config, app, ids, since)
     generation_of_batch = {p.batch_id: p.generation for p in committed}
     q = QualityInputs(
-        audit,
-        records[list(KEYS)],
-        sink,
-        generation_of_batch,
-        generation.factor if generation else 1,
-        cps,
-        since.done if since else None,
-        since.positions if since else None,
-        state,
-        kafka.records if kafka else None,
-        kafka.batches if kafka else None,
-        since.kafka_positions if since and kafka else None,
-        since.last_batch if since and kafka and since.kafka_edges else 0,  # an edge of an earlier version read none
+        audit=audit,
+        inputs=records[list(KEYS)],
+        sink=sink,
+        generation_of_batch=generation_of_batch,
+        factor=generation.factor if generation else 1,
+        checkpoints=cps,
+        before=since.done if since else None,
+        positions=since.positions if since else None,
+        state=state,
+        kafka=kafka.records if kafka else None,
+        kafka_batches=kafka.batches if kafka else None,
+        kafka_positions=since.kafka_positions if since and kafka else None,
+        validated_batch=since.last_batch
+        if since and kafka and since.kafka_edges
+        else 0,  # an edge of an earlier version read none
     )
     span = f"batches {ids[0]}..{ids[-1]}" if ids else "no new committed batch"
     edge = None
@@ -326,12 +333,12 @@ def load_inputs(
         span += f" (new since batch {since.last_batch})" if since.last_batch else " (the first validation)"
         if ids:
             edge = cursor.Cursor(
-                ids[-1],
-                Done(q.factor, cps),
-                cursor.next_positions(since.positions, audit, generation_of_batch),
-                expected,
-                _kafka_positions(since.kafka_positions, kafka.records) if kafka else None,
-                kafka.edges if kafka else {},
+                last_batch=ids[-1],
+                done=Done(q.factor, cps),
+                positions=cursor.next_positions(since.positions, audit, generation_of_batch),
+                state=expected,
+                kafka_positions=_kafka_positions(since.kafka_positions, kafka.records) if kafka else None,
+                kafka_edges=kafka.edges if kafka else {},
             )
     return Loaded(q, span, ids, edge)
 
@@ -340,6 +347,7 @@ def run_quality(
     config: JobConfig,
     store: CheckpointStore,
     inputs: Inputs,
+    *,
     from_batch: int | None = None,
     to_batch: int | None = None,
     report_dir: str | os.PathLike[str] | None = None,
@@ -351,11 +359,11 @@ def run_quality(
     root = Path(report_dir or config.report_dir)
     stores = load_application(config.app_class, config.inputs).stores
     since = (cursor.load(root, stores) or cursor.start()) if incremental else None
-    loaded = load_inputs(config, store, inputs, from_batch, to_batch, since)
+    loaded = load_inputs(config, store, inputs, from_batch=from_batch, to_batch=to_batch, since=since)
     q, span, window = loaded.inputs, loaded.span, loaded.window
     name = run_name or time.strftime("%Y%m%dT%H%M%S")
     folder = root / "runs" / "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-    result = run_suites(q, folder, config.job_name, name, span)
+    result = run_suites(q, folder, config.job_name, run_name=name, window=span)
     metrics = store.metrics(config.job_name, limit=200)
     summary = {
         "job": config.job_name,

@@ -90,7 +90,13 @@ def processed_messages(config: JobConfig, audit: pd.DataFrame, records: pd.DataF
         key = deserialize(config.serde(r.system, "key"), r.key, "key")
         value = deserialize(config.serde(r.system, "msg"), r.value, "value")
         out.append(
-            Message(key, value, SystemStreamPartition(r.system, r.stream, int(r.partition)), int(r.offset), int(r.timestamp))
+            Message(
+                key=key,
+                value=value,
+                ssp=SystemStreamPartition(r.system, r.stream, int(r.partition)),
+                offset=int(r.offset),
+                timestamp=int(r.timestamp),
+            )
         )
     return out
 

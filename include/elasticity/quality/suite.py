@@ -23,7 +23,7 @@ os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 SITE = "elasticity_dq"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Check:
     name: str
     table: Callable[[checks.QualityInputs], pd.DataFrame]
@@ -38,78 +38,78 @@ def _expectations():
 
     return [
         Check(
-            "no_loss",
-            checks.loss_table,
-            lambda: gxe.ExpectColumnValuesToBeInSet(column="audited", value_set=[True]),
-            "every input record below the committed checkpoints was processed (audited)",
-            "input records x audit",
+            name="no_loss",
+            table=checks.loss_table,
+            expectation=lambda: gxe.ExpectColumnValuesToBeInSet(column="audited", value_set=[True]),
+            describe="every input record below the committed checkpoints was processed (audited)",
+            asset="input records x audit",
         ),
         Check(
-            "key_order",
-            checks.order_table,
-            lambda: gxe.ExpectColumnValuesToBeInSet(column="in_order", value_set=[True]),
-            "per key, processing order follows offset order, across batches and rescales",
-            "audit rows by key",
+            name="key_order",
+            table=checks.order_table,
+            expectation=lambda: gxe.ExpectColumnValuesToBeInSet(column="in_order", value_set=[True]),
+            describe="per key, processing order follows offset order, across batches and rescales",
+            asset="audit rows by key",
         ),
         Check(
-            "routing",
-            checks.routing_table,
-            lambda: gxe.ExpectColumnValuesToBeBetween(column="tasks_per_key", min_value=1, max_value=1),
-            "within a generation every key was handled by exactly one virtual task",
-            "virtual tasks per key",
+            name="routing",
+            table=checks.routing_table,
+            expectation=lambda: gxe.ExpectColumnValuesToBeBetween(column="tasks_per_key", min_value=1, max_value=1),
+            describe="within a generation every key was handled by exactly one virtual task",
+            asset="virtual tasks per key",
         ),
         Check(
-            "audit_unique",
-            checks.audit_table,
-            lambda: gxe.ExpectCompoundColumnsToBeUnique(column_list=["stream", "partition", "offset"]),
-            "no input record was processed twice",
-            "audit rows",
+            name="audit_unique",
+            table=checks.audit_table,
+            expectation=lambda: gxe.ExpectCompoundColumnsToBeUnique(column_list=["stream", "partition", "offset"]),
+            describe="no input record was processed twice",
+            asset="audit rows",
         ),
         Check(
-            "sink_unique",
-            checks.sink_table,
-            lambda: gxe.ExpectCompoundColumnsToBeUnique(column_list=["output", "source_partition", "source_offset"]),
-            "no input record appears twice in the exactly-once sink",
-            "sink rows",
+            name="sink_unique",
+            table=checks.sink_table,
+            expectation=lambda: gxe.ExpectCompoundColumnsToBeUnique(column_list=["output", "source_partition", "source_offset"]),
+            describe="no input record appears twice in the exactly-once sink",
+            asset="sink rows",
         ),
         Check(
-            "state",
-            checks.state_table,
-            lambda: gxe.ExpectColumnValuesToBeInSet(column="matches", value_set=[True]),
-            "every stored value equals the aggregate recomputed from the processed input below the checkpoints",
-            "stored keys",
-            lambda q: q.state is not None,
+            name="state",
+            table=checks.state_table,
+            expectation=lambda: gxe.ExpectColumnValuesToBeInSet(column="matches", value_set=[True]),
+            describe="every stored value equals the aggregate recomputed from the processed input below the checkpoints",
+            asset="stored keys",
+            applies=lambda q: q.state is not None,
         ),
         Check(
-            "kafka_unique",
-            checks.kafka_unique_table,
-            lambda: gxe.ExpectCompoundColumnsToBeUnique(
+            name="kafka_unique",
+            table=checks.kafka_unique_table,
+            expectation=lambda: gxe.ExpectCompoundColumnsToBeUnique(
                 column_list=["output", "source_system", "source_stream", "source_partition", "source_offset", "nth"]
             ),
-            "no input record's output appears twice in an exactly-once Kafka output, read read_committed",
-            "Kafka output records by input record",
-            lambda q: q.kafka is not None,
+            describe="no input record's output appears twice in an exactly-once Kafka output, read read_committed",
+            asset="Kafka output records by input record",
+            applies=lambda q: q.kafka is not None,
         ),
         Check(
-            "kafka_key_order",
-            checks.kafka_order_table,
-            lambda: gxe.ExpectColumnValuesToBeInSet(column="in_order", value_set=[True]),
-            "per key, an exactly-once Kafka output's records follow their input records' order",
-            "Kafka output records by key",
-            lambda q: q.kafka is not None,
+            name="kafka_key_order",
+            table=checks.kafka_order_table,
+            expectation=lambda: gxe.ExpectColumnValuesToBeInSet(column="in_order", value_set=[True]),
+            describe="per key, an exactly-once Kafka output's records follow their input records' order",
+            asset="Kafka output records by key",
+            applies=lambda q: q.kafka is not None,
         ),
         Check(
-            "kafka_no_loss",
-            checks.kafka_loss_table,
-            lambda: gxe.ExpectColumnValuesToBeInSet(column="complete", value_set=[True]),
-            "every committed batch's Kafka outputs are visible read_committed, as many as its commit record counts",
-            "committed batches x Kafka outputs",
-            lambda q: q.kafka is not None,
+            name="kafka_no_loss",
+            table=checks.kafka_loss_table,
+            expectation=lambda: gxe.ExpectColumnValuesToBeInSet(column="complete", value_set=[True]),
+            describe="every committed batch's Kafka outputs are visible read_committed, as many as its commit record counts",
+            asset="committed batches x Kafka outputs",
+            applies=lambda q: q.kafka is not None,
         ),
     ]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class CheckResult:
     name: str
     describe: str
@@ -137,7 +137,7 @@ class QualityResult:
         )
 
 
-def run_suites(q: checks.QualityInputs, report_dir: str | Path, job: str, run_name: str, window: str) -> QualityResult:
+def run_suites(q: checks.QualityInputs, report_dir: str | Path, job: str, *, run_name: str, window: str) -> QualityResult:
     """Validate every check; Data Docs name each validation after the run and its window, and
     each data asset after the job and the table checked, and open offline (`offline_docs`)."""
     import great_expectations as gx
@@ -183,13 +183,13 @@ def run_suites(q: checks.QualityInputs, report_dir: str | Path, job: str, run_na
         examples = [str(table["record"].iloc[i]) for i in positions[:20] if isinstance(i, int) and i < len(table)]
         results.append(
             CheckResult(
-                check.name,
-                check.describe,
-                r.expectation_config.type,
-                bool(r.success),
-                len(table),
-                int(r.result.get("unexpected_count") or 0),
-                examples,
+                name=check.name,
+                describe=check.describe,
+                expectation=r.expectation_config.type,
+                success=bool(r.success),
+                rows=len(table),
+                unexpected=int(r.result.get("unexpected_count") or 0),
+                examples=examples,
             )
         )
     ctx.build_data_docs(site_names=[SITE])

@@ -219,6 +219,7 @@ class MicroBatchEngine:
     def run(
         self,
         max_records: int | None = None,
+        *,
         until_caught_up: bool = False,
         owner: str | None = None,
         max_seconds: float | None = None,
@@ -337,11 +338,17 @@ class MicroBatchEngine:
         t0 = time.perf_counter()
         generation, cps, pending = self._start(owner, snapshot)
         plan, high = self._plan(
-            generation, cps, pending, max_records, owner, after=snapshot[0].batch_id if snapshot else None, high=high
+            generation,
+            cps,
+            pending,
+            max_records=max_records,
+            owner=owner,
+            after=snapshot[0].batch_id if snapshot else None,
+            high=high,
         )
         self._open_gate()
         if plan is None:
-            return self._summary(generation, None, cps, high, {"plan": _ms(t0)}, {}), None, cps, high
+            return self._summary(generation, None, cps, high=high, durations={"plan": _ms(t0)}, metrics={}), None, cps, high
         self._clean_batch(*self.store.batches_with_status(self.job, "abandoned"))
         durations = {"plan": _ms(t0)}
 
@@ -357,7 +364,7 @@ class MicroBatchEngine:
 
         metrics = self._batch_metrics(durations, new_cps, rows)
         high = self._high_watermarks(plan)
-        summary = self._summary(generation, plan, new_cps, high, durations, metrics)
+        summary = self._summary(generation, plan, new_cps, high=high, durations=durations, metrics=metrics)
         _count(summary, rows)
         summary.replayed = pending is not None
         summary.durations_ms["total"] = _ms(t0)
@@ -399,6 +406,7 @@ class MicroBatchEngine:
         generation: Generation,
         cps: dict[TaskName, TaskCheckpoint],
         pending: BatchPlan | None,
+        *,
         max_records: int,
         owner: str,
         after: int | None,
@@ -583,6 +591,7 @@ class MicroBatchEngine:
         generation: Generation,
         plan: BatchPlan | None,
         cps: dict[TaskName, TaskCheckpoint],
+        *,
         high: dict[SystemStreamPartition, int],
         durations: dict[str, float],
         metrics: dict[str, Any],

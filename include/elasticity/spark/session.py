@@ -88,7 +88,7 @@ def check_master(master: str, timeout_s: float = 3.0) -> None:
     )
 
 
-def check_shared_paths(config: JobConfig, master: str, blobs: bool) -> None:
+def check_shared_paths(config: JobConfig, master: str, *, blobs: bool) -> None:
     """On a cluster, executors write the sinks (and the blob store): a default under one host's
     ELASTICITY_HOME would split them over hosts, so an unset key stops the job, naming what to set."""
     if master.startswith("local"):

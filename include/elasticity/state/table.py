@@ -161,7 +161,11 @@ class SideInputTable:
             except RecordSerdeError as e:
                 log.warning("table %s: side-input record %s@%d skipped: %s", d.name, ssp, offset, e)
                 continue
-            entries = [(key, value)] if self.processor is None else self.processor(Message(key, value, ssp, offset, ts))
+            entries = (
+                [(key, value)]
+                if self.processor is None
+                else self.processor(Message(key=key, value=value, ssp=ssp, offset=offset, timestamp=ts))
+            )
             for ek, ev in entries:
                 if ek is None:
                     continue

@@ -40,7 +40,7 @@ class StoreRow:
     disk_bytes: int | None  # local RocksDB size at the latest batch that touched it (None: not seen yet)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TaskRow:
     task: str
     container: str
@@ -56,7 +56,7 @@ class ScheduleRuleView:
     next_ms: int  # when the rule fires next
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PolicyView:
     """The active scale policy and what it does next."""
 
@@ -81,7 +81,7 @@ class EngineHealth:
     error: str | None = None  # why not, in one line
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunInProgress:
     """The micro-batch DAG's running run: for how long, which attempt, what the last failed attempt said."""
 
@@ -93,7 +93,7 @@ class RunInProgress:
     last_error: str | None = None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class JobView:
     job: str
     generation: int | None
@@ -145,7 +145,9 @@ def build_view(
     coordinator = JobCoordinator(config, store, inputs)
     current = coordinator.current()
     job = config.job_name
-    view = JobView(job, current.number if current else None, current.factor if current else None, policy=policy)
+    view = JobView(
+        job=job, generation=current.number if current else None, factor=current.factor if current else None, policy=policy
+    )
     view.before, view.runs_before = before, runs_before
     reports = config.report_dir
     runs = run_page(reports, limit=QUALITY_RUNS, before=runs_before)
@@ -193,7 +195,7 @@ def build_view(
                 StoreRow(s, markers.get(s, {}), sizes.get((name, s)))
                 for s in sorted(markers.keys() | {s for t_, s in sizes if t_ == name})
             )
-            view.tasks.append(TaskRow(name, c.processor_id, rows, rates.get(name), stores))
+            view.tasks.append(TaskRow(task=name, container=c.processor_id, sspkbs=rows, rate=rates.get(name), stores=stores))
             view.lag_per_task[name] = sum(r.lag or 0 for r in rows)
             for ssp, row in zip(sorted(cp.offsets), rows, strict=True):
                 partition = f"{ssp.system}.{ssp.stream}.{ssp.partition}"
@@ -206,7 +208,7 @@ def build_view(
     return view
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MoveRow:
     new_task: str
     sspkb: str
@@ -215,7 +217,7 @@ class MoveRow:
     skipping: tuple[str, ...]  # watermarks "bucket/factor<offset": records below already processed
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RescalePreview:
     """The dry run of a rescale, as the rescale DAG would apply it now."""
 
@@ -237,18 +239,34 @@ def preview_rescale(config: JobConfig, store: CheckpointStore, inputs: Inputs, f
     before = len(plan.old.job_model.tasks()) if plan.old else 0
     m = plan.migration
     if m is None:
-        return RescalePreview(config.job_name, plan.old.factor if plan.old else None, factor, before, before, (), ())
+        return RescalePreview(
+            job=config.job_name,
+            old_factor=plan.old.factor if plan.old else None,
+            new_factor=factor,
+            tasks_before=before,
+            tasks_after=before,
+            moves=(),
+            notes=(),
+        )
     moves = tuple(
         MoveRow(
-            mv.new_task.name,
-            ssp_to_key(mv.ssp),
-            mv.offset,
-            tuple(t.name for t in mv.old_tasks),
-            tuple(f"{w.bucket}/{w.factor}<{w.offset}" for w in mv.watermarks),
+            new_task=mv.new_task.name,
+            sspkb=ssp_to_key(mv.ssp),
+            offset=mv.offset,
+            from_tasks=tuple(t.name for t in mv.old_tasks),
+            skipping=tuple(f"{w.bucket}/{w.factor}<{w.offset}" for w in mv.watermarks),
         )
         for mv in m.moves
     )
     notes = tuple(
         filter(None, [m.describe_new_ssps()] + [f"input partition no longer read: {ssp_to_key(s)}" for s in m.dropped_ssps])
     )
-    return RescalePreview(config.job_name, m.old_factor, m.new_factor, before, len(m.checkpoints), moves, notes)
+    return RescalePreview(
+        job=config.job_name,
+        old_factor=m.old_factor,
+        new_factor=m.new_factor,
+        tasks_before=before,
+        tasks_after=len(m.checkpoints),
+        moves=moves,
+        notes=notes,
+    )

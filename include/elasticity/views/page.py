@@ -75,7 +75,7 @@ def static(name: str) -> str:
     return (files("elasticity.views") / "static" / name).read_text()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TaskPage:
     """One page of the virtual-task table and the per-container summary above it."""
 
@@ -97,12 +97,12 @@ def task_page(view: JobView, page: int) -> TaskPage:
         c[0] += 1
         c[1] += view.lag_per_task.get(t.task, 0)
     return TaskPage(
-        page,
-        pages,
-        first,
-        min(first + PAGE_SIZE, len(view.tasks)),
-        view.tasks[first : first + PAGE_SIZE],
-        [(c, n, lag, p) for c, (n, lag, p) in containers.items()],
+        page=page,
+        pages=pages,
+        first=first,
+        last=min(first + PAGE_SIZE, len(view.tasks)),
+        rows=view.tasks[first : first + PAGE_SIZE],
+        containers=[(c, n, lag, p) for c, (n, lag, p) in containers.items()],
     )
 
 
@@ -127,7 +127,7 @@ def _runs_pager(view: JobView) -> tuple[str | None, str | None, str]:
     )
 
 
-def render(view: JobView, page: int = 1, can_trigger: bool = True) -> str:
+def render(view: JobView, page: int = 1, *, can_trigger: bool = True) -> str:
     """The page; the latest batches' table shows what they did, where they ran, and the stores they had to
     restore (a slot that moved executor restores its stores from their backends)."""
     return ENV.get_template("job_page.html").render(
