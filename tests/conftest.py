@@ -146,3 +146,39 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory):
 
     with SeaweedS3(tmp_path_factory.mktemp("seaweedfs")) as server:
         yield server
+
+
+# Each module's time (set-up, calls and tear-down of its tests), printed at the end of a run beside its budget in
+# docs/reference/testing.md: a module over budget is told, never failed (a loaded machine drifts).
+BUDGETS = REPO / "docs" / "reference" / "testing.md"
+DEFAULT_BUDGET_S = 30.0  # a module the table does not name
+_module_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    module = report.nodeid.split("::", 1)[0]
+    _module_seconds[module] = _module_seconds.get(module, 0.0) + report.duration
+
+
+def module_budgets(page: Path = BUDGETS) -> dict[str, float]:
+    """The budget table's rows: | `tests/...py` | seconds | what it proves |."""
+    budgets: dict[str, float] = {}
+    if not page.exists():
+        return budgets
+    for line in page.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and cells[0].startswith("`tests/") and cells[1].replace(",", "").isdigit():
+            budgets[cells[0].strip("`")] = float(cells[1].replace(",", ""))
+    return budgets
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    slow = sorted(((s, m) for m, s in _module_seconds.items() if s >= 5.0), reverse=True)
+    if not slow:
+        return
+    budgets = module_budgets()
+    terminalreporter.section("seconds per module (budgets: docs/reference/testing.md)")
+    for seconds, module in slow:
+        budget = budgets.get(module, DEFAULT_BUDGET_S)
+        over = "  over budget" if seconds > budget else ""
+        terminalreporter.write_line(f"{seconds:8.1f} s of {budget:5.0f}  {module}{over}")

@@ -4,6 +4,7 @@
 import json
 import os
 import uuid
+from datetime import timedelta
 
 import pyarrow as pa
 import pytest
@@ -135,8 +136,15 @@ def test_quality_dag_fails_on_a_corrupted_audit(world):
             "rewritten",
             pa.Table.from_pylist([r for r in rows if r["batch_id"] == b], schema=AUDIT_SCHEMA),
         )
-    dq = dagbag().dags[f"elastic_data_quality__{job}"].test(run_conf={"from_batch": 1})  # a manual window over every batch
+    dag = dagbag().dags[f"elastic_data_quality__{job}"]
+    retries = {t.task_id: t.retries for t in dag.tasks}
+    assert all(r >= 2 for r in retries.values()), retries
+    for t in dag.tasks:  # every retry still runs and fails; only the 20 s between attempts is not waited out
+        t.retry_delay = timedelta(0)
+    dq = dag.test(run_conf={"from_batch": 1})  # a manual window over every batch
     assert dq.state == "failed"
+    tries = {ti.task_id: ti.try_number for ti in dq.get_task_instances()}
+    assert tries == {t: r + 1 for t, r in retries.items()}, tries  # the first attempt and each retry, all failed
     with pytest.raises(QualityFailed, match=rf"no_loss .*{victim['stream']}-{victim['partition']}@{victim['offset']}"):
         quality(job, 1, None, report_dir=None)
 
