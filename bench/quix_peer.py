@@ -33,7 +33,9 @@ def main() -> None:
         auto_offset_reset="earliest",
         state_dir=state_dir,
         use_changelog_topics=True,
-        # the embedded broker answers empty fetches at once: without a backoff an idle consumer spins
+        # kept for comparable runs, though it does not stop the idle spin: it postpones fetches only while librdkafka's
+        # queue is full, and the embedded broker answers an empty fetch at once, ignoring fetch.wait.max.ms, so a
+        # consumer at its partitions' end fetches again at once (bench/fetch_wait_bench.py, docs/comparison.md)
         consumer_extra_config={"fetch.queue.backoff.ms": 100},
     )
     first: list[float] = []
