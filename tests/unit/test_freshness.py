@@ -70,6 +70,9 @@ def test_a_batchs_freshness_is_its_commit_time_minus_its_oldest_and_newest_recor
     s.commit_at(20_000)
     assert s.committed_ms == 20_000 and s.freshness_ms == {"oldest": 11_000, "newest": 6_750}
     gauges = {m.name: (m.value, m.kind) for m in batch_metrics(s)}
+    late = summary(rows)
+    late.commit_at(12_000)  # a producer's clock ahead of the driver's: recorded as measured
+    assert late.freshness_ms == {"oldest": 3_000, "newest": -1_250}
     assert gauges["fresh.batch-freshness-oldest-ms"] == (11_000, "g")
     assert gauges["fresh.batch-freshness-newest-ms"] == (6_750, "g")
 
