@@ -267,3 +267,42 @@ def test_fail_policy_commits_the_others_and_stops_the_failing_task(spark, kafka_
     stopped = [o for cp in cps.values() for o in cp.offsets.values()]
     assert min(stopped) <= 2 < max(stopped)  # the failing tasks stopped early; the others moved on
     assert not engine.store.pending_plan(config.job_name)
+
+
+def test_each_batch_records_how_old_its_records_were_at_its_commit(spark, kafka_bootstrap, job):
+    """Records sent with explicit timestamps (a second apart, from ten minutes ago), batches of at most 150 with
+    their commits overlapping the next batch: each batch's freshness is its commit time minus the lowest and
+    highest timestamp of the records it audited, its commit time within the run, and the store keeps it."""
+    from kafka import KafkaProducer
+
+    topic, props, tmp_path = job
+    props["app.class"] = "elasticity.apps.identity:build"
+    base = int(time.time() * 1000) - 600_000
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+    futures = [
+        (base + 1000 * i, producer.send(topic, key=b"k%d" % (i % 7), value=b'{"i": %d}' % i, timestamp_ms=base + 1000 * i))
+        for i in range(300)
+    ]
+    producer.flush()
+    stamp = {(m.partition, m.offset): ts for ts, m in ((ts, f.get(timeout=30)) for ts, f in futures)}
+    producer.close()
+    config = validate(props)
+    engine = MicroBatchEngine(config, spark)
+    before = int(time.time() * 1000)
+    summaries = [s for s in engine.run(max_records=150, until_caught_up=True) if s.batch_id is not None]
+    after = int(time.time() * 1000)
+
+    assert len(summaries) >= 2 and summaries[-1].lag_left == 0
+    audit = committed_audit(engine.store, config.job_name, str(tmp_path / "audit"))
+    assert len(audit) == 300
+    for s in summaries:
+        times = [stamp[(r["partition"], r["offset"])] for r in audit if r["batch_id"] == s.batch_id]
+        assert s.committed_ms is not None and before <= s.committed_ms <= after
+        assert (s.oldest_timestamp_ms, s.newest_timestamp_ms) == (min(times), max(times))
+        assert s.freshness_ms == {"oldest": s.committed_ms - min(times), "newest": s.committed_ms - max(times)}
+        assert before - max(times) <= s.freshness_ms["newest"] <= s.freshness_ms["oldest"] <= after - base
+    stored = {m["batch_id"]: m["freshness_ms"] for m in engine.store.metrics(config.job_name)}
+    assert stored == {s.batch_id: s.freshness_ms for s in summaries}
+    assert engine.store.freshness(config.job_name, since_ms=before - 1000) == [
+        (s.freshness_ms["oldest"], s.freshness_ms["newest"]) for s in summaries
+    ]

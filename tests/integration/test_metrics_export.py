@@ -57,6 +57,10 @@ def test_a_batch_and_a_rescale_reach_a_statsd_socket_as_the_store_has_them(spark
     for name in ("keyhash-compute-ns", "process-ns-per-message", "total-input-consumption-ns", "commit-ns"):
         assert listener.values(f"{p}.{name}") == [f"{stored[name]}|g"], name
     assert listener.values(f"{p}.records-read") == [f"{n}|c"]
+    fresh = engine.store.metrics(job)[-1]["freshness_ms"]  # records sent just now: timestamped by the producer
+    assert fresh == batch.freshness_ms and 0 <= fresh["newest"] <= fresh["oldest"]
+    assert listener.values(f"{p}.batch-freshness-oldest-ms") == [f"{fresh['oldest']}|g"]
+    assert listener.values(f"{p}.batch-freshness-newest-ms") == [f"{fresh['newest']}|g"]
     assert listener.values(f"{p}.task-count") == ["4|g", "4|g", "8|g"]  # first generation, the batch, the rescale
     tasks = stored["process-ns"]
     assert len(tasks) == 4 and sum(stored["records"].values()) == n
@@ -109,5 +113,25 @@ def test_rescale_metrics_are_kept_per_generation_on_both_stores(store_url, job_n
         ]
         assert store.rescale_metrics(job_name, limit=1) == [{"generation": 2, "checkpoint-compute-ns": 9}]
         assert store.rescale_metrics("another-job") == []
+    finally:
+        store.close()
+
+
+def test_batch_freshness_is_kept_beside_the_summary_on_both_stores(store_url, job_name):
+    """The columns the job page's percentiles read, on SQLite and PostgreSQL: a re-record replaces them, a batch
+    without timestamped records has none, and `since_ms` leaves out what was recorded before it."""
+    from elasticity.checkpoint.store import CheckpointStore
+
+    clock = [1_000]
+    store = CheckpointStore(store_url, clock=lambda: clock[0])
+    try:
+        store.record_metrics(job_name, 1, 1, json.dumps({"batch_id": 1}), freshness={"oldest": 90, "newest": 80})
+        clock[0] = 2_000
+        store.record_metrics(job_name, 2, 1, json.dumps({"batch_id": 2}), freshness={"oldest": 70, "newest": 60})
+        store.record_metrics(job_name, 2, 1, json.dumps({"batch_id": 2}), freshness={"oldest": 50, "newest": 40})
+        store.record_metrics(job_name, 3, 1, json.dumps({"batch_id": 3}))
+        assert store.freshness(job_name, since_ms=0) == [(90, 80), (50, 40)]
+        assert store.freshness(job_name, since_ms=1_500) == [(50, 40)]
+        assert [m["batch_id"] for m in store.metrics(job_name)] == [1, 2, 3]
     finally:
         store.close()

@@ -206,6 +206,10 @@ def test_page_shows_charts_tasks_policy_and_quality_in_chromium(job, airflow, br
     assert "ago)" in page.locator("#rescales time").first.inner_text()  # local time and how long ago
     assert "manual hold" in page.locator("#policy").inner_text() and "0 20 * * *" in page.locator("#policy").inner_text()
     assert page.locator("#quality .badge.success").first.inner_text() == "PASSED"
+    fresh = page.locator("#freshness").inner_text()  # the batches just committed: p50 / p99 of the last hour
+    assert " / " in fresh and "newest record" in fresh and fresh != "-", fresh
+    cells = page.locator("#batches td.freshness").all_inner_texts()
+    assert cells and all(" / " in c for c in cells), cells
     page.screenshot(path=str(OUTPUT / "elastic-job-page.png"), full_page=True)
     keep_docs_picture_true(page)
     context.close()

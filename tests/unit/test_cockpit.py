@@ -128,3 +128,35 @@ def test_the_page_reads_a_page_of_batches_and_of_data_quality_runs(tmp_path):
     assert all(t.rate is not None for t in older.tasks)  # rates of the latest batches, whatever the page
     page = render(older)
     assert "id=batches-newest href='?runs_before=4#batches'" in page and "runs-older" not in page
+
+
+def test_the_page_shows_each_batchs_freshness_and_the_last_hours_percentiles(tmp_path):
+    import json
+    import time
+
+    from elasticity.views.jobview import metrics_page
+
+    config, store = job(tmp_path, factor=2)  # batches 1..3, recorded without freshness (no timestamped record)
+    now = int(time.time() * 1000)
+    for b, (oldest, newest) in zip((4, 5), [(1_500, 300), (95_000, 42_000)], strict=True):
+        summary = {**store.metrics("bench-ui", limit=1)[0], "batch_id": b, "freshness_ms": {"oldest": oldest, "newest": newest}}
+        store.record_metrics("bench-ui", b, 1, json.dumps(summary), freshness=summary["freshness_ms"])
+    view = build_view(config, store, Inputs(), now_ms=now)
+    f = view.freshness
+    assert f is not None and (f.batches, f.oldest_p50, f.oldest_p99, f.newest_p50, f.newest_p99) == (
+        2,
+        1_500,
+        95_000,
+        300,
+        42_000,
+    )
+    page = render(view)
+    card = re.search(r"<div class=\"v\" id=freshness>(.*?)</div></div>", page, re.S)
+    assert card and "1.5 s / 1.6 min" in card[1] and "newest record 300 ms / 42.0 s; 2 batches" in card[1]
+    cells = re.findall(r"<td class='num freshness'>([^<]*)</td>", page)
+    assert cells == ["1.6 min / 42.0 s", "1.5 s / 300 ms", "-", "-", "-"]  # newest batch first
+    assert build_view(config, store, Inputs(), now_ms=now + 2 * 3_600_000).freshness is None  # an hour on: none
+    api = metrics_page(store, "bench-ui", limit=2)
+    assert [b["freshness_ms"] for b in api["batches"]] == [{"oldest": 1_500, "newest": 300}, {"oldest": 95_000, "newest": 42_000}]
+    assert api["freshness"] == {"batches": 2, "oldest_p50": 1_500, "oldest_p99": 95_000, "newest_p50": 300, "newest_p99": 42_000}
+    assert api["older"] == 4

@@ -15,7 +15,7 @@ from fastapi.responses import FileResponse, HTMLResponse
 from elasticity.config import MAX_ELASTICITY_FACTOR, ConfigError
 from elasticity.jobmodel.grouping import GroupingError
 from elasticity.quality.history import run_page
-from elasticity.views.jobview import BATCHES, MAX_BATCHES, QUALITY_RUNS, JobView, build_view, preview_rescale
+from elasticity.views.jobview import BATCHES, MAX_BATCHES, QUALITY_RUNS, JobView, build_view, metrics_page, preview_rescale
 from elasticity.views.page import RESCALE_DAG, render
 
 
@@ -84,12 +84,11 @@ def make_app() -> FastAPI:
 
     @router.get("/api/jobs/{job}/metrics")
     def metrics(job: str, limit: int = limit_q, before: int | None = before_q) -> dict[str, Any]:
-        """A page of the batches' metrics, oldest first, and `older`: the `before` of the page before it."""
+        """A page of the batches' metrics, oldest first, `older`: the `before` of the page before it, and
+        `freshness`: p50/p99 over the last hour."""
         from elasticity.airflow.tasks import open_job
 
-        store = open_job(known(job))[1]
-        batches = store.metrics(job, limit=limit, before=before)
-        return {"batches": batches, "older": batches[0]["batch_id"] if len(batches) == limit else None}
+        return metrics_page(open_job(known(job))[1], job, limit=limit, before=before)
 
     @router.get("/api/jobs/{job}/quality")
     def quality(

@@ -42,6 +42,7 @@ from elasticity.config import elasticity_home
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskName
 from elasticity.jobmodel.object_mapper import ssp_to_key
 from elasticity.kafka.admin import Kafka, settings
+from elasticity.metrics.freshness import timestamp_span
 from elasticity.serializers import RecordSerdeError, deserialize, serialize
 from elasticity.state.commit_manager import Markers
 from elasticity.state.table import SideInputBatch, SlotTables
@@ -66,6 +67,8 @@ SUMMARY_SCHEMA = pa.schema(
         ("checkpoint_id", pa.string()),  # of the task's state snapshot in this batch (stateful jobs)
         ("state_markers", pa.string()),  # JSON CheckpointV2 state-checkpoint-markers of that snapshot
         ("state_metrics", pa.string()),  # JSON {store: metrics of this batch, and where the store was restored from}
+        ("oldest_timestamp", pa.int64()),  # the slot's lowest and highest Kafka record timestamp (on its first row)
+        ("newest_timestamp", pa.int64()),
     ]
 )
 
@@ -91,6 +94,8 @@ class TaskSummary(NamedTuple):
     checkpoint_id: str | None
     state_markers: str | None
     state_metrics: str | None
+    oldest_timestamp: int | None
+    newest_timestamp: int | None
 
     @classmethod
     def of(cls, table: pa.Table) -> list[TaskSummary]:
@@ -195,6 +200,7 @@ def run_slots(ctx: ProcessContext, reads: SlotReads, batches: Iterator[pa.Record
             start = time.perf_counter_ns()
             table, counts = reads.read(slot)
             read_ns = time.perf_counter_ns() - start
+            oldest, newest = timestamp_span(table.column("timestamp"))  # the batch's freshness, as an aggregate
             rows = process_slot(ctx, slot, table)
             for name in sorted(counts.read.keys() - {r["task_name"] for r in rows}):  # every record skipped
                 rows.append({"task_name": name, "records": 0, "processed": 0, "dead_lettered": 0, "outputs": 0, "process_ns": 0})
@@ -208,6 +214,8 @@ def run_slots(ctx: ProcessContext, reads: SlotReads, batches: Iterator[pa.Record
                     "skipped": counts.skipped[r["task_name"]],
                     "read_ns": read_ns if i == 0 else 0,
                     "hash_ns": counts.hash_ns if i == 0 else 0,
+                    "oldest_timestamp": oldest if i == 0 else None,
+                    "newest_timestamp": newest if i == 0 else None,
                     "executor": where,
                 }
                 for i, r in enumerate(rows)

@@ -129,6 +129,10 @@ batch_metrics = Table(
     Column("generation", Integer, nullable=False),
     Column("created_ms", BigInteger, nullable=False),
     Column("metrics", Text, nullable=False),  # JSON: the batch summary and SEP-32's metrics
+    # the summary's freshness_ms, as columns: the job page's percentiles over an hour read no JSON
+    Column("freshness_oldest_ms", BigInteger),
+    Column("freshness_newest_ms", BigInteger),
+    Index("ix_elasticity_batch_metrics_created", "job_name", "created_ms"),
 )
 
 rescale_metrics = Table(
@@ -267,6 +271,12 @@ class CheckpointStore:
         if "side_inputs" not in {c["name"] for c in inspect(self.engine).get_columns(batches.name)}:
             with self.engine.begin() as conn:
                 conn.execute(text(f"ALTER TABLE {batches.name} ADD COLUMN side_inputs TEXT"))
+        if "freshness_oldest_ms" not in {c["name"] for c in inspect(self.engine).get_columns(batch_metrics.name)}:
+            with self.engine.begin() as conn:
+                for column in ("freshness_oldest_ms", "freshness_newest_ms"):
+                    conn.execute(text(f"ALTER TABLE {batch_metrics.name} ADD COLUMN {column} BIGINT"))
+                for index in batch_metrics.indexes:
+                    index.create(conn, checkfirst=True)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -349,14 +359,36 @@ class CheckpointStore:
                 conn.execute(select(batches.c.batch_id).where(batches.c.job_name == job, batches.c.status == status)).scalars()
             )
 
-    def record_metrics(self, job: str, batch_id: int, generation: int, metrics_json: str) -> None:
+    def record_metrics(
+        self, job: str, batch_id: int, generation: int, metrics_json: str, *, freshness: Mapping[str, int] | None = None
+    ) -> None:
+        """A batch's summary; `freshness`: its {"oldest", "newest"} freshness_ms, kept as columns too."""
+        ages = {"freshness_oldest_ms": freshness["oldest"], "freshness_newest_ms": freshness["newest"]} if freshness else {}
         self._put_metrics(
-            batch_metrics, batch_metrics.c.batch_id, job, number=batch_id, metrics_json=metrics_json, generation=generation
+            batch_metrics,
+            batch_metrics.c.batch_id,
+            job,
+            number=batch_id,
+            metrics_json=metrics_json,
+            generation=generation,
+            **ages,
         )
 
     def metrics(self, job: str, limit: int = 100, before: int | None = None) -> list[dict]:
         """The latest batches' metrics (with `before`, of the batches below that id), oldest first."""
         return self._latest_metrics(batch_metrics, batch_metrics.c.batch_id, job, limit=limit, before=before)
+
+    def freshness(self, job: str, *, since_ms: int) -> list[tuple[int, int]]:
+        """Each batch's (oldest, newest) freshness in ms, of the batches recorded since `since_ms` (as they
+        committed), in batch order; batches without one (no timestamped record) are left out."""
+        t = batch_metrics.c
+        query = (
+            select(t.freshness_oldest_ms, t.freshness_newest_ms)
+            .where(t.job_name == job, t.created_ms >= since_ms, t.freshness_oldest_ms.is_not(None))
+            .order_by(t.batch_id)
+        )
+        with self.engine.connect() as conn:
+            return [(int(o), int(n)) for o, n in conn.execute(query)]
 
     def record_rescale_metrics(self, job: str, generation: int, metrics_json: str) -> None:
         """What the rescale that wrote `generation` measured (one row per generation)."""

@@ -5,7 +5,9 @@ but not processed, because their key bucket's task had them already): here the
 records a batch read and skipped as already processed (below their virtual task's
 checkpoint, or a merge's watermark). `process-ns` is not Samza's container timer
 of one envelope's process call: here it is one virtual task's whole slice of a
-batch; the per-envelope figure is `process-ns-per-message`.
+batch; the per-envelope figure is `process-ns-per-message`. Samza has no end-to-end
+latency metric: a batch's freshness (`elasticity.metrics.freshness`) goes out in its
+style, `batch-freshness-oldest-ms` and `batch-freshness-newest-ms`.
 
 A batch's figures travel in its summary (the store's batch table); a rescale's
 (`job-model-generation-ns`, `checkpoint-compute-ns`: SEP-32 reports them at a
@@ -22,6 +24,7 @@ from dataclasses import asdict, dataclass
 from sqlalchemy.exc import SQLAlchemyError
 
 from elasticity.checkpoint.store import CheckpointStore
+from elasticity.metrics.freshness import NEWEST_GAUGE, OLDEST_GAUGE
 from elasticity.metrics.reporters import Metric, Reporters, metric_name
 from elasticity.metrics.summary import BatchSummary
 
@@ -31,8 +34,8 @@ BATCH_GAUGES = ("keyhash-compute-ns", "process-ns-per-message", "total-input-con
 
 
 def batch_metrics(summary: BatchSummary) -> list[Metric]:
-    """A committed batch: job-level gauges, counters of records, and per virtual task its
-    `process-ns` (the slice), records and `process-ns-per-message`."""
+    """A committed batch: job-level gauges (its freshness among them), counters of records, and per
+    virtual task its `process-ns` (the slice), records and `process-ns-per-message`."""
     job, m = summary.job, summary.metrics
     out = [Metric(metric_name(job, k), m[k]) for k in BATCH_GAUGES if isinstance(m.get(k), int)]
     out += [
@@ -42,6 +45,11 @@ def batch_metrics(summary: BatchSummary) -> list[Metric]:
         Metric(metric_name(job, "skipped-envelopes"), summary.skipped, "c"),
         Metric(metric_name(job, "dead-lettered"), summary.dead_lettered, "c"),
     ]
+    if summary.freshness_ms is not None:  # none for a batch of no timestamped record
+        out += [
+            Metric(metric_name(job, OLDEST_GAUGE), summary.freshness_ms["oldest"]),
+            Metric(metric_name(job, NEWEST_GAUGE), summary.freshness_ms["newest"]),
+        ]
     records = m.get("records", {})
     for task, ns in sorted(m.get("process-ns", {}).items()):
         n = records.get(task, 0)

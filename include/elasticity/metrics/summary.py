@@ -8,6 +8,8 @@ from typing import Any
 
 import orjson
 
+from elasticity.metrics.freshness import freshness
+
 
 @dataclass(kw_only=True)
 class BatchSummary:
@@ -30,6 +32,15 @@ class BatchSummary:
     durations_ms: dict[str, float] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    oldest_timestamp_ms: int | None = None  # the Kafka timestamps of the batch's oldest and newest records processed
+    newest_timestamp_ms: int | None = None
+    committed_ms: int | None = None  # when its commit was durable (None: not committed yet)
+    freshness_ms: dict[str, int] | None = None  # {"oldest", "newest"}: their age at the commit (elasticity.metrics.freshness)
+
+    def commit_at(self, committed_ms: int) -> None:
+        """The batch's commit is durable at `committed_ms`: how old its oldest and newest records were then."""
+        self.committed_ms = committed_ms
+        self.freshness_ms = freshness(self.oldest_timestamp_ms, self.newest_timestamp_ms, committed_ms)
 
     def to_json(self) -> str:
         """Its fields as they are (a deep copy first, as `asdict` makes, took longer than the dump at

@@ -52,6 +52,7 @@ from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 from elasticity.jobmodel.object_mapper import ssp_from_key, ssp_to_key
 from elasticity.kafka.admin import Kafka, client_settings, create_topic
 from elasticity.kafka.consumer import KafkaInputs
+from elasticity.metrics.freshness import batch_span
 from elasticity.metrics.job_metrics import batch_metrics, per_message_ns
 from elasticity.metrics.reporters import Reporters
 from elasticity.metrics.summary import BatchSummary
@@ -241,13 +242,17 @@ class MicroBatchEngine:
         by_batch: dict[int, BatchSummary] = {}
 
         def committed(plan: BatchPlan, covers: tuple[int, ...], commit_ns: int) -> None:
+            durable_ms = int(time.time() * 1000)  # the commit, and the batches folded into it, are durable now
             for batch_id in (*covers, plan.batch_id):
                 summary = by_batch[batch_id]
                 assert summary.generation is not None  # only a batch with nothing to read has none, and it commits nothing
                 summary.metrics["commit-ns"] = commit_ns if batch_id == plan.batch_id else 0
                 summary.durations_ms["commit"] = round(commit_ns / 1e6, 1) if batch_id == plan.batch_id else 0.0
                 summary.metrics["commit"] = "committed" if batch_id == plan.batch_id else f"folded into batch {plan.batch_id}"
-                self.store.record_metrics(self.job, batch_id, summary.generation, summary.to_json())
+                summary.commit_at(durable_ms)
+                self.store.record_metrics(
+                    self.job, batch_id, summary.generation, summary.to_json(), freshness=summary.freshness_ms
+                )
                 for staged in self.staged_outputs:  # in the Kafka topic now, with the checkpoint
                     delete_batches(staged.root, [batch_id])
                 if self.reporters.reporters:  # a metric per virtual task: none built for no reporter
@@ -632,6 +637,7 @@ def _count(summary: BatchSummary, rows: list[TaskSummary]) -> None:
     summary.dead_lettered = sum(r.dead_lettered for r in rows)
     summary.outputs = sum(r.outputs for r in rows)
     summary.errors = [r.error for r in rows if r.error]
+    summary.oldest_timestamp_ms, summary.newest_timestamp_ms = batch_span((r.oldest_timestamp, r.newest_timestamp) for r in rows)
 
 
 def _with_state(

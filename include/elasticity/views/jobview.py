@@ -6,7 +6,8 @@ JSON; no Airflow here, so it is built the same way in a benchmark."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import time
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from elasticity.batch.coordinator import Inputs, JobCoordinator
@@ -14,6 +15,7 @@ from elasticity.batch.lag import lag_report
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import JobConfig
 from elasticity.jobmodel.object_mapper import ssp_to_key
+from elasticity.metrics.freshness import HOUR_MS, FreshnessWindow, window
 from elasticity.metrics.rates import task_rates
 from elasticity.quality.history import run_page
 
@@ -109,6 +111,7 @@ class JobView:
     # (SEP-32's offset lag counts a partition's records once per key bucket: factor times as many)
     records_behind_per_partition: dict[str, int] = field(default_factory=dict)
     lag_error: str | None = None  # why the live lag is unknown (broker down): never an older generation's figures instead
+    freshness: FreshnessWindow | None = None  # p50/p99 over the batches committed in the last hour (None: none had records)
     batches: list[dict[str, Any]] = field(default_factory=list)  # BatchSummary JSON of recent batches, oldest first
     rescales: list[dict[str, Any]] = field(default_factory=list)
     policy: PolicyView | None = None
@@ -139,9 +142,11 @@ def build_view(
     limit: int = BATCHES,
     before: int | None = None,
     runs_before: int | None = None,
+    now_ms: int | None = None,
 ) -> JobView:
     """The page's data; its histories are pages (`limit` batches below batch `before`, the data-quality runs below
-    run `runs_before`; None: the latest), so a request reads the same amount whatever the job's age."""
+    run `runs_before`; None: the latest), so a request reads the same amount whatever the job's age. Freshness
+    percentiles are over the hour before `now_ms` (None: now)."""
     coordinator = JobCoordinator(config, store, inputs)
     current = coordinator.current()
     job = config.job_name
@@ -161,6 +166,7 @@ def build_view(
     view.batches = store.metrics(job, limit=limit, before=before)
     view.older_batches = view.batches[0]["batch_id"] if len(view.batches) == limit else None
     recent = view.batches if before is None else store.metrics(job, limit=BATCHES)
+    view.freshness = last_hour_freshness(store, job, now_ms)
     try:  # the current model's checkpoints against fresh high watermarks
         view.lag_per_sspkb = lag_report(config, store, inputs).per_sspkb
     except (ConnectionError, OSError, RuntimeError) as e:
@@ -206,6 +212,24 @@ def build_view(
         for g in store.generations(job, limit=RESCALES)
     ]
     return view
+
+
+def last_hour_freshness(store: CheckpointStore, job: str, now_ms: int | None = None) -> FreshnessWindow | None:
+    """Freshness p50/p99 over the batches committed in the hour before `now_ms` (None: now)."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    return window(store.freshness(job, since_ms=now - HOUR_MS))
+
+
+def metrics_page(store: CheckpointStore, job: str, *, limit: int, before: int | None = None) -> dict[str, Any]:
+    """`/api/jobs/<job>/metrics`: a page of the batches' metrics, oldest first (each with its freshness_ms),
+    `older` (the `before` of the page before it), and `freshness`: p50/p99 over the last hour."""
+    batches = store.metrics(job, limit=limit, before=before)
+    last_hour = last_hour_freshness(store, job)
+    return {
+        "batches": batches,
+        "older": batches[0]["batch_id"] if len(batches) == limit else None,
+        "freshness": asdict(last_hour) if last_hour else None,
+    }
 
 
 @dataclass(frozen=True, kw_only=True)

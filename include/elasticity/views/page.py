@@ -40,6 +40,17 @@ def utc(ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
 
 
+def age(ms: int | None) -> str:
+    """A freshness as the page shows it: ms below a second, then seconds, minutes, hours."""
+    if ms is None:
+        return "-"
+    if abs(ms) < 1000:
+        return f"{ms} ms"
+    if abs(ms) < 60_000:
+        return f"{ms / 1000:.1f} s"
+    return f"{ms / 60_000:.1f} min" if abs(ms) < 3_600_000 else f"{ms / 3_600_000:.1f} h"
+
+
 def disk_size(s: StoreRow) -> str:
     if s.disk_bytes is None:
         return "size ?"
@@ -66,7 +77,7 @@ def environment(package: str) -> jinja2.Environment:
 
 
 ENV = environment("elasticity.views")
-ENV.filters.update(disk_size=disk_size, markers=markers)
+ENV.filters.update(age=age, disk_size=disk_size, markers=markers)
 
 
 @cache
