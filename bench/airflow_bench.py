@@ -54,6 +54,7 @@ def job_config(folder: Path, topic: str, max_records: int) -> str:
                 f"task.inputs=kafka.{topic}",
                 "app.class=elasticity.apps.enrichment:build",
                 *lines,
+                "airflow.microbatch.trigger=schedule",
                 "airflow.microbatch.schedule=0 0 1 1 *",  # runs are triggered here, one at a time
                 "airflow.microbatch.max.seconds=600",  # one run drains the backlog
                 f"batch.max.records={max_records}",

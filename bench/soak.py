@@ -235,6 +235,7 @@ class Soak:
                     f"task.inputs=kafka.{TOPIC}",
                     *lines,
                     f"systems.kafka.consumer.bootstrap.servers={bootstrap}",
+                    "airflow.microbatch.trigger=schedule",
                     "airflow.microbatch.schedule=*/1 * * * *",
                     "airflow.microbatch.max.seconds=40",
                     "job.lease.ttl.ms=60000",  # a killed batch's lease lapses within a minute for the next run

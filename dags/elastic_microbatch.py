@@ -1,7 +1,9 @@
 """elastic_microbatch__<job>: one DAG per job config in the jobs folder
 (ELASTICITY_JOBS_DIR, default include/jobs of the current directory).
 
-On `airflow.microbatch.schedule` (every minute), never two runs of a job at once
+When records wait (`airflow.microbatch.trigger=lag`, the default: the job's lag
+watcher in Airflow's triggerer updates the `elastic_lag__<job>` asset) or on
+`airflow.microbatch.schedule` (`schedule`), never two runs of a job at once
 (max_active_runs=1, plus the job's lease), one task runs the job's micro-batches:
 a lag probe first (nothing to read: the task is skipped in about a second, no
 Spark), then batches until caught up or `airflow.microbatch.max.seconds`, on the
@@ -17,9 +19,10 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import DAG
 
+from elasticity.airflow.assets import microbatch_schedule
 from elasticity.airflow.hooks import job_configs
 from elasticity.airflow.operators import MicroBatchOperator
-from elasticity.config import key_value, parse_properties
+from elasticity.config import parse_properties
 
 for job, path in job_configs().items():
     props = parse_properties(path.read_text())
@@ -27,7 +30,7 @@ for job, path in job_configs().items():
         dag_id=f"elastic_microbatch__{job}",
         description=f"Micro-batches of elastic job {job} ({path.name})",
         doc_md=__doc__,
-        schedule=key_value(props, "airflow.microbatch.schedule"),
+        schedule=microbatch_schedule(job, str(path), props),
         start_date=datetime(2026, 1, 1),
         catchup=False,
         max_active_runs=1,

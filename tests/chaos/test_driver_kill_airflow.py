@@ -42,6 +42,7 @@ def test_the_driver_killed_mid_run_through_airflow_heals_without_a_person(cluste
         "job.name": name,
         "task.inputs": f"kafka.{topic}",
         "batch.max.records": "300",
+        "airflow.microbatch.trigger": "schedule",  # a scheduled run, and the next one after the kill
     }
     props |= {k: v for k, v in state.job_settings(name).items() if k != "spark.remote"}  # spark_default says where
     props["job.report.path"] = str(tmp_path / "reports")

@@ -279,6 +279,7 @@ def test_airflows_scheduler_drives_the_cluster_job_a_rescale_and_data_quality_an
         "job.name": name,
         "task.inputs": f"kafka.{topic}",
         "batch.max.records": "300",
+        "airflow.microbatch.trigger": "schedule",  # the test waits for a scheduled run
     }
     props |= {k: v for k, v in state.job_settings(name).items() if k != "spark.remote"}  # spark_default says where
     props["job.report.path"] = str(tmp_path / "reports")

@@ -3,7 +3,8 @@
 `airflow standalone` (api-server, scheduler, dag-processor, triggerer) on a free
 loopback port with its own AIRFLOW_HOME, the connections of the embedded default
 (a real broker, a warm Spark Connect server, a SQLite store). The scheduler runs
-the job's micro-batch DAG on its schedule; a rescale is triggered through the
+one job's micro-batch DAG on its schedule (`airflow.microbatch.trigger=schedule`), another's when its lag
+watcher in the triggerer sees records wait (`lag`, the default), and none while nothing waits; a rescale is triggered through the
 REST API as the UI's trigger form does; the real TriggerDagRunOperator starts the
 data-quality DAG; a schedule rule is held by the manual rescale, then applied.
 A second job, the example copying orders to a Kafka topic exactly-once, commits
@@ -13,7 +14,9 @@ through the same scheduler and passes data quality with its Kafka checks.
 from __future__ import annotations
 
 import json
+import time
 import uuid
+from datetime import datetime
 from types import SimpleNamespace
 
 import pytest
@@ -37,7 +40,18 @@ def world(kafka_bootstrap, spark_connect, tmp_path_factory):
     job = f"sched{uuid.uuid4().hex[:6]}"
     (tmp / "jobs").mkdir()
     store_url = f"sqlite:///{tmp / 'store.db'}"
-    props = job_props(job, topic, tmp, factor=2, **{"batch.max.records": "300", "job.elasticity.manual.hold.ms": "3600000"})
+    props = job_props(
+        job,
+        topic,
+        tmp,
+        factor=2,
+        **{
+            "batch.max.records": "300",
+            "job.elasticity.manual.hold.ms": "3600000",
+            "airflow.microbatch.trigger": "schedule",
+            "airflow.microbatch.max.seconds": "600",  # both batches in one run, however long a loaded machine takes
+        },
+    )
     props.pop("task.checkpoint.store.url")  # the elasticity_store connection says where the store is
     config_file = write_properties(tmp / "jobs" / f"{job}.properties", props)
     copy_topic = fresh_topic(kafka_bootstrap, "sched-copy", 2, records=300, keys=20, seed=43)
@@ -46,6 +60,11 @@ def world(kafka_bootstrap, spark_connect, tmp_path_factory):
     copy_props = example | job_props(copy_job, copy_topic, tmp / copy_job, factor=4, **{"batch.max.records": "200"})
     copy_props.pop("task.checkpoint.store.url")
     write_properties(tmp / "jobs" / f"{copy_job}.properties", copy_props)
+    lag_topic = fresh_topic(kafka_bootstrap, "sched-lag", 2)
+    lag_job = f"lag{uuid.uuid4().hex[:6]}"
+    lag_props = job_props(lag_job, lag_topic, tmp / lag_job)  # airflow.microbatch.trigger: lag, the default
+    lag_props.pop("task.checkpoint.store.url")
+    write_properties(tmp / "jobs" / f"{lag_job}.properties", lag_props)
     airflow = AirflowStandalone(
         tmp / "airflow",
         free_port(),
@@ -65,6 +84,8 @@ def world(kafka_bootstrap, spark_connect, tmp_path_factory):
             copy_job=copy_job,
             copy_topic=copy_topic,
             copy_reports=tmp / copy_job / "report",
+            lag_job=lag_job,
+            lag_topic=lag_topic,
             bootstrap=kafka_bootstrap,
             config_file=config_file,
             airflow=airflow,
@@ -148,3 +169,30 @@ def test_a_job_copying_to_kafka_commits_exactly_once_and_passes_data_quality(wor
     print(
         f"copy runs {[r['dag_run_id'] for r in runs]}: {len(copies)} records read read_committed, data quality {dq[-1]['dag_run_id']}"
     )
+
+
+def test_records_start_a_run_through_the_lag_watcher_and_nothing_waiting_starts_none(world):
+    job, airflow, api, store = world.lag_job, world.airflow, world.api, world.store
+    dag = f"elastic_microbatch__{job}"
+    assert api.wait_dag(dag)["is_paused"] is False
+    # a new job: its watcher asks for the first run at once, which creates its generation (its topic is empty)
+    first = wait_for(lambda: finished(api, dag), 240, "no first run of the lag-watched job", airflow)[-1]
+    assert first["run_type"] == "asset_triggered" and first["state"] == "success", airflow.tail(60)
+    wait_for(lambda: store.generation(job) is not None, 60, "no generation after the first run", airflow)
+    wait_for(lambda: all(r["state"] in ("success", "failed") for r in api.runs(dag)), 240, "a run still on", airflow)
+    # nothing waits: no run starts (a minute's schedule would have started one)
+    before, quiet_until = {r["dag_run_id"] for r in api.runs(dag)}, time.monotonic() + 30
+    while time.monotonic() < quiet_until:
+        assert {r["dag_run_id"] for r in api.runs(dag)} == before, "a run started with nothing to read"
+        time.sleep(3)
+    fed = datetime.now().astimezone()
+    send(world.bootstrap, world.lag_topic, demo_records(50, keys=10, seed=44))
+    new = wait_for(lambda: [r for r in api.runs(dag) if r["dag_run_id"] not in before], 120, "no run after the records", airflow)[
+        0
+    ]
+    run = api.wait_run(dag, new["dag_run_id"], 240)
+    assert run["run_type"] == "asset_triggered" and run["state"] == "success", airflow.tail(60)
+    mine = [m for m in store.metrics(job) if m["owner"] == run["dag_run_id"]]
+    assert sum(m["processed"] for m in mine) == 50 and mine[-1]["lag_left"] == 0
+    started = datetime.fromisoformat(run["start_date"])
+    print(f"lag run {run['dag_run_id']}: started {(started - fed).total_seconds():.1f} s after 50 records were fed")

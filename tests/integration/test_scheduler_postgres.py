@@ -94,6 +94,7 @@ def world(kafka_bootstrap, s3_server, tmp_path_factory):
             props = parse_properties(CLUSTER_JOB.read_text())
             props = {k: v.replace("s3://state/demo/", f"s3://state/{job}/") for k, v in props.items()}
             props.update({"job.name": job, "task.inputs": f"kafka.{topic}", "batch.max.records": "300"})
+            props["airflow.microbatch.trigger"] = "schedule"  # the test waits for a scheduled run
             assert all(props[k].startswith("s3://") for k in ("blob.store.uri", "job.output.path", "job.audit.path"))
             (tmp / "jobs").mkdir()
             write_properties(tmp / "jobs" / f"{job}.properties", props)

@@ -56,6 +56,7 @@ def job(spark, kafka_bootstrap, tmp_path_factory):
             # the micro-batch DAG runs once when Airflow first sees it (nothing to read) and then on the last test's
             # trigger only: a scheduled run against the dead engine would retry for minutes with max_active_runs=1,
             # holding that trigger back
+            "airflow.microbatch.trigger": "schedule",
             "airflow.microbatch.schedule": "@once",
             "app.class": "elasticity.apps.enrichment:build_stateful",  # the demo's app: a store
             "task.checkpoint.read.versions": "2,1",

@@ -7,6 +7,8 @@ Both the store and the brokers answer it or fail fast, before any Spark starts.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from elasticity.batch.coordinator import Inputs, JobCoordinator
@@ -26,6 +28,7 @@ class LagReport:
     per_sspkb: dict[str, int] = field(default_factory=dict)  # each virtual task's SSPKb: high watermark - its offset
     per_ssp: dict[str, int] = field(default_factory=dict)  # each input partition, from its slowest virtual task
     new_partitions: tuple[str, ...] = ()  # input partitions the current job model does not have yet
+    committed: int = 0  # the sum of the committed start offsets: it moves when a batch commits
 
     @property
     def total(self) -> int:
@@ -62,7 +65,8 @@ def lag_report(config: JobConfig, store: CheckpointStore, inputs: Inputs) -> Lag
         for cp in cps.values()
         for ssp, offset in cp.offsets.items()
     }
-    per_ssp = {ssp_to_key(ssp): max(0, high[ssp] - start) for ssp, start in start_offsets(cps.values()).items()}
+    starts = start_offsets(cps.values())
+    per_ssp = {ssp_to_key(ssp): max(0, high[ssp] - start) for ssp, start in starts.items()}
     return LagReport(
         job=config.job_name,
         generation=generation.number,
@@ -71,4 +75,95 @@ def lag_report(config: JobConfig, store: CheckpointStore, inputs: Inputs) -> Lag
         per_sspkb=per_sspkb,
         per_ssp=per_ssp,
         new_partitions=tuple(ssp_to_key(s) for s in sorted(wanted - known)),
+        committed=sum(starts.values()),
     )
+
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LagObservation:
+    """What one poll of the lag watcher saw."""
+
+    lag: int  # records waiting
+    must_run: bool  # a first run, a written-ahead batch to replay or new input partitions: a run has work whatever the lag
+    leased: bool  # a live run (or rescale) holds the job's lease: it runs batches until caught up
+    position: tuple[int | None, int]  # (generation, committed offsets): it moves when a run commits or rescales
+
+    @staticmethod
+    def of(report: LagReport, *, leased: bool) -> LagObservation:
+        must_run = report.generation is None or report.pending_batch is not None or bool(report.new_partitions)
+        return LagObservation(report.total, must_run, leased, (report.generation, report.committed))
+
+
+@dataclass(frozen=True, kw_only=True)
+class LagThresholds:
+    records: int = 1  # airflow.microbatch.lag.records
+    max_wait_ms: int = 60_000  # airflow.microbatch.lag.max.wait.ms
+    cooldown_ms: int = 60_000  # airflow.microbatch.lag.cooldown.ms
+
+    @staticmethod
+    def of(config: JobConfig) -> LagThresholds:
+        return LagThresholds(
+            records=config.microbatch_lag_records,
+            max_wait_ms=config.microbatch_lag_max_wait_ms,
+            cooldown_ms=config.microbatch_lag_cooldown_ms,
+        )
+
+
+class LagWatch:
+    """Decides, poll by poll, when waiting records should start a micro-batch run: once `records` wait, or
+    once fewer have waited `max_wait_ms`. Never while a run holds the lease (records arriving then are that
+    run's: it runs until caught up), and once per burst: after firing it stays quiet until it has seen a run
+    (the lease taken, or the committed position moved) or `cooldown_ms` has passed (a run that never came).
+    Pure: the clock is the caller's, so a restart of the watcher only forgets what the next poll sees again."""
+
+    def __init__(self, thresholds: LagThresholds) -> None:
+        self.thresholds = thresholds
+        self.waiting_since_ms: int | None = None  # when lag was first seen above zero, no run since
+        self.fired_ms: int | None = None  # when it last fired, until a run is seen
+        self.fired_position: tuple[int | None, int] | None = None
+
+    def observe(self, seen: LagObservation, now_ms: int) -> bool:
+        """True when this observation should start a run."""
+        t = self.thresholds
+        if seen.leased:  # a run is on: it covers what waits, and its end re-arms the watcher
+            self.waiting_since_ms = self.fired_ms = self.fired_position = None
+            return False
+        if self.fired_ms is not None:
+            if seen.position == self.fired_position and now_ms - self.fired_ms < t.cooldown_ms:
+                return False
+            self.fired_ms = self.fired_position = None  # a run came and went (or never came): armed again
+        if seen.lag <= 0 and not seen.must_run:
+            self.waiting_since_ms = None
+            return False
+        if self.waiting_since_ms is None:
+            self.waiting_since_ms = now_ms
+        if seen.must_run or seen.lag >= t.records or now_ms - self.waiting_since_ms >= t.max_wait_ms:
+            self.waiting_since_ms = None
+            self.fired_ms, self.fired_position = now_ms, seen.position
+            return True
+        return False
+
+
+class LagProbe:
+    """One poll of a job's lag and lease (store reads and broker metadata, no records), on clients kept open
+    across polls: `inputs` should hold its consumers (HeldKafkaInputs)."""
+
+    def __init__(self, config: JobConfig, store: CheckpointStore, inputs: Inputs) -> None:
+        self.config = config
+        self.store = store
+        self.inputs = inputs
+
+    def observe(self) -> LagObservation:
+        leased = self.store.lease(self.config.job_name) is not None
+        if leased:  # no broker call while a run is on
+            return LagObservation(0, False, True, (None, 0))
+        return LagObservation.of(lag_report(self.config, self.store, self.inputs), leased=False)
+
+    def close(self) -> None:
+        close: Callable[[], None] | None = getattr(self.inputs, "close", None)
+        if close is not None:
+            close()
+        self.store.close()

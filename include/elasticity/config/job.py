@@ -244,8 +244,44 @@ class JobConfig:
         "60",
         doc="The autosizer sizes the job to drain its backlog within this.",
     )
+    microbatch_trigger: str = key(
+        "airflow.microbatch.trigger",
+        choice({"lag": "lag", "schedule": "schedule"}),
+        "lag",
+        doc="What starts the job's elastic_microbatch DAG: `lag`, an event from a watcher in Airflow's triggerer "
+        "when records wait (event-driven scheduling, no empty runs); `schedule`, `airflow.microbatch.schedule`.",
+    )
     microbatch_schedule: str = key(
-        "airflow.microbatch.schedule", nonempty, "*/1 * * * *", doc="Cron schedule of the job's elastic_microbatch DAG."
+        "airflow.microbatch.schedule",
+        nonempty,
+        "*/1 * * * *",
+        doc="Cron schedule of the job's elastic_microbatch DAG when `airflow.microbatch.trigger` is `schedule`.",
+    )
+    microbatch_lag_poll_ms: int = key(
+        "airflow.microbatch.lag.poll.ms",
+        int_range(100),
+        "2000",
+        doc="How often the lag watcher (`airflow.microbatch.trigger=lag`) reads the job's lag: broker metadata "
+        "and the store, no records.",
+    )
+    microbatch_lag_records: int = key(
+        "airflow.microbatch.lag.records",
+        int_range(1),
+        "1",
+        doc="The lag watcher starts a run once this many records wait.",
+    )
+    microbatch_lag_max_wait_ms: int = key(
+        "airflow.microbatch.lag.max.wait.ms",
+        int_range(0),
+        "60000",
+        doc="Fewer records than `airflow.microbatch.lag.records` start a run once they have waited this long.",
+    )
+    microbatch_lag_cooldown_ms: int = key(
+        "airflow.microbatch.lag.cooldown.ms",
+        int_range(0),
+        "60000",
+        doc="After starting a run, the lag watcher starts none until it has seen one (the job's lease taken or its "
+        "checkpoints moved) or this much time has passed.",
     )
     microbatch_max_seconds: int = key(
         "airflow.microbatch.max.seconds",
@@ -583,7 +619,12 @@ def key_value(props: Mapping[str, str], name: str) -> Any:
     if found is None:
         raise KeyError(f"no config key {name!r}")
     text = props.get(name)
-    return found.default_value if text is None else found.parser(text)
+    if text is None:
+        return found.default_value
+    try:
+        return found.parser(text)
+    except ValueError as e:
+        raise ConfigError(f"{name}={text.strip()!r}: expected {e}") from None
 
 
 def did_you_mean(name: str) -> str | None:

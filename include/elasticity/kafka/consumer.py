@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 from kafka import KafkaConsumer, TopicPartition
 
 from elasticity.config import JobConfig
+from elasticity.config.kafka_clients import KafkaClientSettings
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition
 from elasticity.kafka.admin import Kafka, TopicError, client_settings, partition_counts, probe, settings
 
@@ -57,6 +58,75 @@ class KafkaInputs:
                 found = c.beginning_offsets(list(tps)) if which == "oldest" else c.end_offsets(list(tps))
                 out.update({tps[tp]: int(o) for tp, o in found.items()})
         return out
+
+
+class HeldKafkaInputs(KafkaInputs):
+    """KafkaInputs that keep one consumer per system open across calls, for a watcher polling the lag every
+    few seconds: a new client per poll (probe, bootstrap, metadata) costs more CPU than the poll itself.
+    Partition counts come from the consumer's metadata, refreshed every `metadata_max_age_ms`. A failed call
+    closes the system's consumer; the next call opens a new one."""
+
+    def __init__(
+        self,
+        config: JobConfig,
+        settings_of: Callable[[str], KafkaClientSettings] | None = None,
+        metadata_max_age_ms: int = 30_000,
+    ) -> None:
+        super().__init__(config)
+        self._settings_of = settings_of or (lambda system: client_settings(config, system))
+        self._metadata_max_age_ms = metadata_max_age_ms
+        self._consumers: dict[str, KafkaConsumer] = {}
+
+    def _consumer(self, system: str) -> KafkaConsumer:
+        if system not in self._consumers:
+            kafka = self._settings_of(system)
+            probe(kafka)
+            self._consumers[system] = KafkaConsumer(
+                **kafka.kwargs(
+                    request_timeout_ms=15_000,
+                    client_id="elasticity-lag",
+                    isolation_level="read_committed",
+                    metadata_max_age_ms=self._metadata_max_age_ms,
+                ),
+                enable_auto_commit=False,
+            )
+        return self._consumers[system]
+
+    @contextmanager
+    def _using(self, system: str) -> Iterator[KafkaConsumer]:
+        try:
+            yield self._consumer(system)
+        except Exception:
+            self._drop(system)
+            raise
+
+    def _drop(self, system: str) -> None:
+        c = self._consumers.pop(system, None)
+        if c is not None:
+            c.close()
+
+    def partition_counts(self, streams: Iterable[SystemStream]) -> dict[SystemStream, int]:
+        counts: dict[SystemStream, int] = {}
+        for s in streams:
+            with self._using(s.system) as c:
+                found = c.partitions_for_topic(s.stream)
+            if not found:
+                raise TopicError(f"topic {s.stream!r} (input {s}) not found on {self._settings_of(s.system)}")
+            counts[s] = len(found)
+        return counts
+
+    def offsets(self, ssps: Iterable[SystemStreamPartition], which: str) -> dict[SystemStreamPartition, int]:
+        out = {}
+        for system, group in self._by_system(ssps).items():
+            with self._using(system) as c:
+                tps = {TopicPartition(s.stream, s.partition): s for s in group}
+                found = c.beginning_offsets(list(tps)) if which == "oldest" else c.end_offsets(list(tps))
+            out.update({tps[tp]: int(o) for tp, o in found.items()})
+        return out
+
+    def close(self) -> None:
+        for system in list(self._consumers):
+            self._drop(system)
 
 
 STALL_TIMEOUT_S = 30.0

@@ -385,7 +385,7 @@ def serve(home: Path, port: int = 8080, db: AirflowDb | None = None, spark_remot
         print(
             f"""
 Airflow UI: {airflow.base}   login: admin   password: {airflow.password()}
-  elastic_microbatch__{name}   runs every minute (already unpaused): a lag probe, then batches until caught up
+  elastic_microbatch__{name}   runs when records wait (already unpaused): batches until caught up
   elastic_rescale            Trigger -> job {name}, factor N -> Trigger: the rescale, then a data-quality run
   elastic_data_quality__{name} after each committed run: report {job.report_dir}/summary.html
   the elastic job page       Browse -> Elastic job {name} ({airflow.base}/elasticity/jobs/{name})

@@ -64,7 +64,7 @@ def run_story(records: int = 6000) -> int:
             before = max((m["batch_id"] for m in store.metrics(JOB, limit=1)), default=0)
             run_id = api.trigger(f"elastic_microbatch__{JOB}")
             api.wait_run(f"elastic_microbatch__{JOB}", run_id, 1800)
-            api.wait_idle(f"elastic_microbatch__{JOB}")  # a scheduled run may have taken part of the work
+            api.wait_idle(f"elastic_microbatch__{JOB}")  # a run the lag watcher started may have taken part of the work
             done = [m for m in store.metrics(JOB, limit=500) if m["batch_id"] > before]
             runs = sorted({m["owner"] for m in done})
             task_s = sum(ti["duration"] or 0 for r in runs for ti in api.task_instances(f"elastic_microbatch__{JOB}", r))
