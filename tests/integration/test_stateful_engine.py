@@ -248,31 +248,36 @@ def test_stateful_batches_on_spark_connect(spark_connect, kafka_bootstrap, job):
     assert_state_and_outputs(config, store)
 
 
-@pytest.mark.parametrize(
-    "fault",
-    [
-        "state.snapshot.done:kill",  # a Python worker dies after its snapshot, before the driver hears of it
-        "state.blob.index_uploaded:kill",  # a worker dies after its upload (the driver commits, it is durable)
-        "commit.upload:kill",  # the driver dies while the uploads of an async commit run
-        "commit.fenced:kill",  # the driver dies inside the checkpoint transaction
-        "commit.after_commit:kill",  # the driver dies after the checkpoint, before any cleanup
-    ],
+# each kill point, in turn on one job, with the exit codes of its killed run: a worker's death fails the Spark task
+# it is running, after its snapshot always; after a background upload only if it was running the next batch's task
+# by then (else the driver commits, and goes on); a driver's death is its own SIGKILL
+KILLS = (
+    ("state.snapshot.done:kill", {1}),  # a Python worker dies after its snapshot, before the driver hears of it
+    ("state.blob.index_uploaded:kill", {0, 1}),  # a worker dies after its upload (the driver commits, it is durable)
+    ("commit.upload:kill", {137}),  # the driver dies while the uploads of an async commit run
+    ("commit.fenced:kill", {137}),  # the driver dies inside the checkpoint transaction
+    ("commit.after_commit:kill", {137}),  # the driver dies after the checkpoint, before any cleanup
 )
-def test_killed_during_a_stateful_commit_then_rerun(spark, kafka_bootstrap, job, fault):
+
+
+def test_killed_at_each_step_of_a_stateful_commit_then_rerun(spark, kafka_bootstrap, job):
+    """Every kill point on one job, as a scenario: new records, a run killed at the point, the rerun (another
+    driver, other Python workers) replays what was not committed, and the committed state and the outputs are
+    checked; then the next point. One job for all: its set-up and first batch once, and a duplicate or a loss
+    left by one kill stays in the state and the sink the next checks read."""
     topic, props, tmp_path = job
     feed(kafka_bootstrap, topic, 240, seed=15)
     props["spark.master"] = "local[2]"
     config = validate(props)
     MicroBatchEngine(config, spark).run(max_records=80, owner="airflow-run-1")
-    killed = run_cli(props, tmp_path, "--max-records", "60", "--until-caught-up", fault=fault)
-    # a worker's death fails the Spark task it is running: after its snapshot always; after a background
-    # upload only if it was running the next batch's task by then (else the driver commits, and goes on)
-    expected = {"commit": {137}, "state.snapshot.done": {1}, "state.blob.index_uploaded": {0, 1}}
-    assert killed.returncode in next(v for k, v in expected.items() if fault.startswith(k)), killed.stderr[-3000:]
-    # the rerun (another driver, other Python workers) replays what was not committed
-    engine = MicroBatchEngine(config, spark)
-    assert engine.run(max_records=70, until_caught_up=True, owner="airflow-run-1")[-1].lag_left == 0
-    assert_state_and_outputs(config, engine.store)
+    for n, (fault, codes) in enumerate(KILLS):
+        if n:
+            feed(kafka_bootstrap, topic, 160, seed=15 + n)  # what the killed run reads: the previous rerun caught up
+        killed = run_cli(props, tmp_path, "--max-records", "60", "--until-caught-up", fault=fault)
+        assert killed.returncode in codes, f"{fault}: {killed.stderr[-3000:]}"
+        engine = MicroBatchEngine(config, spark)
+        assert engine.run(max_records=70, until_caught_up=True, owner="airflow-run-1")[-1].lag_left == 0, fault
+        assert_state_and_outputs(config, engine.store)
 
 
 def test_dual_commit_restores_from_each_backend_and_a_missing_marker_falls_back(spark, kafka_bootstrap, job, s3_server):

@@ -15,6 +15,7 @@ from kafka.partitioner.default import murmur2
 from elasticity.batch.coordinator import JobCoordinator
 from elasticity.batch.planning import Router, advance, plan_ranges
 from elasticity.checkpoint.batch_plan import BatchPlan
+from elasticity.checkpoint.store import Generation
 from elasticity.checkpoint.task_checkpoint import CheckpointId, TaskCheckpoint, state_of
 from elasticity.jobmodel.keybucket import record_hash
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskName
@@ -139,13 +140,16 @@ class ReferenceRunner:
             assert p.offset > last.get(k, -1), f"key {p.key!r} of {p.ssp} out of order at offset {p.offset}"
             last[k] = p.offset
 
-    def assert_checkpoints_cover_only_processed(self) -> None:
-        """No loss: below a task's checkpoint, or under one of its watermarks, every record of its bucket was processed."""
-        generation = self.coordinator.current()
+    def assert_checkpoints_cover_only_processed(
+        self, generation: Generation | None = None, cps: Mapping[TaskName, TaskCheckpoint] | None = None
+    ) -> None:
+        """No loss: below a task's checkpoint, or under one of its watermarks, every record of its bucket was processed.
+        The current generation and its checkpoints, read here unless the caller read them already."""
+        generation = generation or self.coordinator.current()
         if generation is None:
             return
         done = {(p.ssp, p.offset) for p in self.log}
-        for cp in self.coordinator.checkpoints(generation).values():
+        for cp in (self.coordinator.checkpoints(generation) if cps is None else cps).values():
             for ssp, next_offset in cp.offsets.items():
                 base = ssp.without_key_bucket()
                 for offset in range(min(next_offset, len(self.inputs.topics[base.system_stream][base.partition]))):
