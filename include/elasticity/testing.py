@@ -36,7 +36,8 @@ from rocksdict import AccessType, Options, Rdict
 from elasticity.api.descriptors import StoreDescriptor
 from elasticity.api.stream import KV, ApplicationDescriptor, OutputStream, load_application
 from elasticity.batch.exactly_once import staging_root
-from elasticity.batch.processing import ProcessContext, process_slot
+from elasticity.batch.process_context import ProcessContext
+from elasticity.batch.processing import process_slot
 from elasticity.batch.reader import Chunk, ReadCounts, Routed, RouteTable, route
 from elasticity.batch.sinks import batch_file_name
 from elasticity.checkpoint.task_checkpoint import CheckpointId, CheckpointV2

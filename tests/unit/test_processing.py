@@ -10,7 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from elasticity.batch.processing import ProcessContext, process_slot
+from elasticity.batch.process_context import ProcessContext
+from elasticity.batch.processing import process_slot
 from elasticity.batch.reader import ROUTED_SCHEMA as ROUTED
 from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition
@@ -255,7 +256,7 @@ def test_virtual_tasks_run_together_leave_what_each_would_alone(tmp_path_factory
 
 
 def test_the_drivers_summary_row_has_the_summary_schemas_columns_in_order():
-    from elasticity.batch.processing import SUMMARY_SCHEMA, TaskSummary
+    from elasticity.batch.outcome import SUMMARY_SCHEMA, TaskSummary
 
     assert list(TaskSummary._fields) == SUMMARY_SCHEMA.names
 
@@ -291,7 +292,7 @@ def test_a_slot_runs_its_units_on_its_own_thread_when_its_app_computes_and_on_th
 
 
 def test_an_app_that_waits_keeps_the_pool():
-    from elasticity.batch.processing import PassHistory
+    from elasticity.batch.scheduling import PassHistory
 
     h = PassHistory()
     h.observe(single=False, cpu_ns=10, wall_ns=100)  # 10 % busy: waiting, side by side

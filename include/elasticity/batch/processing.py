@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import bisect
 import gc
-import heapq
 import json
 import socket
 import threading
@@ -25,7 +24,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,95 +33,21 @@ from elasticity.api.context import TaskContext
 from elasticity.api.executor import SliceExecutor
 from elasticity.api.stream import ApplicationDescriptor, Message, OutputStream, load_application
 from elasticity.batch.exactly_once import staging_root
+from elasticity.batch.outcome import SUMMARY_SCHEMA
+from elasticity.batch.process_context import ProcessContext
 from elasticity.batch.reader import SlotReads
-from elasticity.batch.shipped import Shipped, prefer_shipped
+from elasticity.batch.scheduling import PassHistory, _Slice, _units
+from elasticity.batch.shipped import prefer_shipped
 from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, Source, dead_letter, in_file, write_batch_file
 from elasticity.batch.slot_claims import claim
 from elasticity.config import elasticity_home
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskName
 from elasticity.jobmodel.object_mapper import ssp_to_key
-from elasticity.kafka.admin import Kafka, settings
+from elasticity.kafka.admin import settings
 from elasticity.serializers import RecordSerdeError, deserialize, serialize
 from elasticity.state.commit_manager import Markers
-from elasticity.state.table import SideInputBatch, SlotTables
-from elasticity.state.worker import BatchState, ContainerState, open_container
-
-SUMMARY_SCHEMA = pa.schema(
-    [
-        ("task_name", pa.string()),
-        ("records", pa.int64()),
-        ("processed", pa.int64()),
-        ("dead_lettered", pa.int64()),
-        ("outputs", pa.int64()),
-        ("process_ns", pa.int64()),
-        ("group_ns", pa.int64()),  # wall time of the whole group of virtual tasks this one ran in (one Python worker)
-        ("read", pa.int64()),  # records of the task's buckets in the batch's ranges, processed or skipped
-        ("skipped", pa.int64()),  # of those, already processed (below its offset or under a watermark)
-        ("read_ns", pa.int64()),  # the slot's read and route time (on its first row)
-        ("hash_ns", pa.int64()),  # the slot's key hashing time (on its first row)
-        ("executor", pa.string()),  # where the slot ran: host and state folder
-        ("stopped", pa.string()),  # JSON {sspkb key: first offset not processed}, when the task stopped early
-        ("error", pa.string()),
-        ("checkpoint_id", pa.string()),  # of the task's state snapshot in this batch (stateful jobs)
-        ("state_markers", pa.string()),  # JSON CheckpointV2 state-checkpoint-markers of that snapshot
-        ("state_metrics", pa.string()),  # JSON {store: metrics of this batch, and where the store was restored from}
-    ]
-)
-
-
-class TaskSummary(NamedTuple):
-    """One virtual task's summary row as the driver reads it (SUMMARY_SCHEMA's columns, in order): a tuple per
-    task, not an object with a field lookup per attribute, as thousands come back per batch."""
-
-    task_name: str
-    records: int
-    processed: int
-    dead_lettered: int
-    outputs: int
-    process_ns: int
-    group_ns: int
-    read: int
-    skipped: int
-    read_ns: int
-    hash_ns: int
-    executor: str
-    stopped: str | None
-    error: str | None
-    checkpoint_id: str | None
-    state_markers: str | None
-    state_metrics: str | None
-
-    @classmethod
-    def of(cls, table: pa.Table) -> list[TaskSummary]:
-        """The rows of a table of SUMMARY_SCHEMA, column by column."""
-        return [cls(*r) for r in zip(*(table.column(n).to_pylist() for n in cls._fields), strict=True)]
-
-
-@dataclass(frozen=True, kw_only=True)
-class ProcessContext:
-    """Everything a worker needs, shipped with the closure (plain values only)."""
-
-    job_name: str
-    batch_id: int
-    app_class: str
-    job_inputs: tuple[SystemStream, ...]
-    key_serdes: dict[str, str]  # system -> serde
-    msg_serdes: dict[str, str]
-    output_path: str
-    audit_path: str
-    dead_letter_path: str
-    output_bootstraps: dict[str, Kafka]  # system -> its producer's settings, for Kafka outputs
-    policy: str = "dlq"
-    max_concurrency: int = 1
-    callback_timeout_ms: int | None = None
-    thread_pool_size: int = 0  # job.container.thread.pool.size (the config's default is 64): 0 = one after another
-    state: BatchState | None = None  # a job with stores
-    tables: SideInputBatch | None = None  # a job with tables: their side inputs and this batch's read-up-to offsets
-    stage_kafka: bool = False  # processing.guarantee=exactly_once: Kafka outputs wait for the commit's transaction
-    slot_claims: str | None = None  # a local master's batch token: tasks claim the slot their process holds (slot_claims)
-    slots: int = 0  # the job's process slots (with slot_claims)
-    shipped: Shipped = ()  # the user code the driver shipped (spark.shipping): imported from there
-
+from elasticity.state.table import SlotTables
+from elasticity.state.worker import ContainerState, open_container
 
 U = TypeVar("U")
 R = TypeVar("R")
@@ -295,70 +220,12 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
     return rows
 
 
-@dataclass
-class PassHistory:
-    """Whether an app's passes wait or compute, learnt in each Python worker from its own passes: the pool's
-    threads overlap slices that wait (a lookup, a sleep), but for slices that compute the GIL runs one thread at
-    a time and the threads only add switches (a 0 ms app at 4,096 virtual tasks spent a third of its process
-    stage on 256 threads). A pass on the pool that kept its threads busy (thread CPU over the pass's time, at
-    least BUSY) is followed by a pass on the slot's own thread, which shows how long the slices wait: more than
-    half of its time, and the pool comes back for `backoff` passes (doubling each time, so an app that both
-    computes and waits is tried on one thread rarely)."""
-
-    BUSY = 0.7
-    WAITING = 0.5
-
-    single: bool = False  # the next pass runs its units one after another on the slot's thread
-    pool_passes: int = 0  # passes left on the pool before one thread is tried again
-    backoff: int = 8
-
-    def observe(self, *, single: bool, cpu_ns: int, wall_ns: int) -> None:
-        busy = cpu_ns / wall_ns if wall_ns > 0 else 1.0
-        if single:
-            if busy < self.WAITING:
-                self.single, self.pool_passes, self.backoff = False, self.backoff, min(2 * self.backoff, 4096)
-        elif self.pool_passes > 0:
-            self.pool_passes -= 1
-        elif busy >= self.BUSY:
-            self.single = True
-
-
 _histories: dict[str, PassHistory] = {}
 
 
 def _history(app_class: str) -> PassHistory:
     with _apps_lock:
         return _histories.setdefault(app_class, PassHistory())
-
-
-@dataclass(frozen=True)
-class _Slice:
-    """A virtual task's records: rows [start, end) of the slot's sorted records."""
-
-    name: str
-    start: int
-    end: int
-
-    @property
-    def size(self) -> int:
-        return self.end - self.start
-
-
-def _units(tasks: list[_Slice], threads: int, *, alone: bool) -> list[tuple[_Slice, ...]]:
-    """The slices dealt into at most `threads` units, each run as one pass of the operator graph on one thread,
-    the largest first: at thousands of small virtual tasks a pass per slice cost more than its records. Dealt
-    longest first to the unit with the fewest records so far, which bounds a unit of I/O-bound tasks as the
-    pool's threads taking slice after slice would. A window's timer fires per task (`alone`): a slice a unit."""
-    if alone or len(tasks) <= threads:
-        return [(t,) for t in sorted(tasks, key=lambda t: -t.size)]
-    bins: list[list[_Slice]] = [[] for _ in range(threads)]
-    loads = [(0, i) for i in range(threads)]
-    for t in sorted(tasks, key=lambda t: -t.size):
-        load, i = heapq.heappop(loads)
-        bins[i].append(t)
-        heapq.heappush(loads, (load + t.size, i))
-    units = [tuple(sorted(b, key=lambda t: t.start)) for b in bins if b]
-    return sorted(units, key=lambda u: -sum(t.size for t in u))
 
 
 _pool: ThreadPoolExecutor | None = None

@@ -39,8 +39,10 @@ from elasticity.batch.async_commit import AsyncCommitter
 from elasticity.batch.coordinator import JobCoordinator
 from elasticity.batch.exactly_once import ExactlyOnceOutputs, StagedOutput, staging_root
 from elasticity.batch.lease import held_lease
+from elasticity.batch.outcome import SUMMARY_SCHEMA, TaskSummary
 from elasticity.batch.planning import advance_all, plan_ranges
-from elasticity.batch.processing import SUMMARY_SCHEMA, ProcessContext, TaskSummary, run_slots
+from elasticity.batch.process_context import ProcessContext
+from elasticity.batch.processing import run_slots
 from elasticity.batch.reader import Owner, RouteTable, SlotReads, chunks
 from elasticity.batch.sink_identity import guard_sinks
 from elasticity.batch.sinks import delete_batches, output_roots
