@@ -15,7 +15,6 @@ Nothing here imports Spark.
 from __future__ import annotations
 
 import bisect
-import gc
 import json
 import socket
 import threading
@@ -31,36 +30,27 @@ import pyarrow.compute as pc
 
 from elasticity.api.context import TaskContext
 from elasticity.api.executor import SliceExecutor
-from elasticity.api.stream import ApplicationDescriptor, Message, OutputStream, load_application
+from elasticity.api.stream import ApplicationDescriptor, Message, OutputStream
+from elasticity.batch.container_process import container_process
 from elasticity.batch.exactly_once import staging_root
 from elasticity.batch.outcome import SUMMARY_SCHEMA
 from elasticity.batch.process_context import ProcessContext
 from elasticity.batch.reader import SlotReads
-from elasticity.batch.scheduling import PassHistory, _Slice, _units
+from elasticity.batch.scheduling import _Slice, _units
 from elasticity.batch.shipped import prefer_shipped
 from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, Source, dead_letter, in_file, write_batch_file
 from elasticity.batch.slot_claims import claim
 from elasticity.config import elasticity_home
-from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskName
+from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 from elasticity.jobmodel.object_mapper import ssp_to_key
 from elasticity.kafka.admin import settings
 from elasticity.serializers import RecordSerdeError, deserialize, serialize
 from elasticity.state.commit_manager import Markers
 from elasticity.state.table import SlotTables
-from elasticity.state.worker import ContainerState, open_container
+from elasticity.state.worker import ContainerState
 
 U = TypeVar("U")
 R = TypeVar("R")
-_apps: dict[tuple[str | None, tuple[SystemStream, ...]], ApplicationDescriptor] = {}
-_apps_lock = threading.Lock()
-
-
-def _application(ctx: ProcessContext) -> ApplicationDescriptor:
-    key = (ctx.app_class, ctx.job_inputs)
-    with _apps_lock:
-        if key not in _apps:
-            _apps[key] = load_application(ctx.app_class, ctx.job_inputs)
-        return _apps[key]
 
 
 @dataclass
@@ -87,36 +77,20 @@ class _Outputs:
             p.close()
 
 
-_slots_started = 0
-_last_slot: dict[str, int] = {}  # job -> the process slot this Python worker ran last (its stores are open here)
-
-
-def _freeze_long_lived() -> None:
-    """PySpark's daemon runs a full gc.collect() in a reused Python worker after each of its tasks, holding the
-    GIL while that task's snapshot uploads run and before the next task is read. A warm worker holds some 130k
-    long-lived objects (its modules, clients, stores), and each such collection took 80-370 ms here. What is alive
-    as a process's second slot starts is long-lived (the first slot's imports and caches; the first slot's garbage
-    is collected): it is frozen once (gc.freeze), so later collections scan only what is newer."""
-    global _slots_started
-    _slots_started += 1
-    if _slots_started == 2:
-        gc.freeze()
-
-
 def run_slots(ctx: ProcessContext, reads: SlotReads, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """mapInArrow function over the placed slots (`spark.placement`): each input row is a process slot, whose
     records are read, routed and processed here, in one Spark task."""
-    _freeze_long_lived()
+    process = container_process()
+    process.start_slot()
     if ctx.shipped and prefer_shipped(ctx.shipped):
-        with _apps_lock:
-            _apps.clear()  # built from the code it replaces
+        process.forget_applications()  # built from the code it replaces
     for b in batches:
         for partition in b.column(0).to_pylist():
             slot = partition
             if ctx.slot_claims is not None:  # a local master: the slot whose stores this process holds
                 folder = elasticity_home() / "slot-claims" / ctx.slot_claims
-                slot = claim(folder, partition, ctx.slots, _last_slot.get(ctx.job_name))
-                _last_slot[ctx.job_name] = slot
+                slot = claim(folder, partition, ctx.slots, process.last_slot.get(ctx.job_name))
+                process.last_slot[ctx.job_name] = slot
             start = time.perf_counter_ns()
             table, counts = reads.read(slot)
             read_ns = time.perf_counter_ns() - start
@@ -161,14 +135,15 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
     bounds = [0] + [i for i in range(1, len(names)) if names[i] != names[i - 1]] + [len(names)]
     records = _Records.of(table)
     tasks = [_Slice(names[a], a, b) for a, b in zip(bounds, bounds[1:], strict=False)]
-    app = _application(ctx)
+    process = container_process()
+    app = process.application(ctx.app_class, ctx.job_inputs)
     outputs = _Outputs(ctx)
     tables = SlotTables(ctx.tables, app.tables, slot) if ctx.tables else None  # caught up before any slice
     container = None
     markers: dict[TaskName, Markers] = {}
     # Samza's job.container.thread.pool.size: 0 = no pool, the slices run one after another
     pool = min(ctx.thread_pool_size, len(tasks))
-    history = _history(ctx.app_class) if pool > 1 else None
+    history = process.history(ctx.app_class) if pool > 1 else None
     if history is not None and history.single:
         pool = 1
     units = _units(tasks, max(1, pool), alone=bool(app.windows))
@@ -182,7 +157,7 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
             if container is not None:
                 for t in unit:
                     container.restore(TaskName(t.name))
-            ran = _run_unit(ctx, unit, records, outputs=outputs, container=container, tables=tables)
+            ran = _run_unit(ctx, app, unit, records, outputs=outputs, container=container, tables=tables)
             if container is not None:
                 assert ctx.state is not None
                 for row in ran.rows:
@@ -194,12 +169,12 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
             cpu_ns.append(time.thread_time_ns() - started)
 
     try:
-        container = open_container(ctx.state, app.stores.values(), slot) if ctx.state else None
+        container = process.open_container(ctx.state, app.stores.values(), slot) if ctx.state else None
         started = time.perf_counter_ns()
-        ran = [run(u) for u in units] if pool <= 1 else _side_by_side(run, units, pool)
+        ran = [run(u) for u in units] if pool <= 1 else _side_by_side(run, units, pool, process.threads(pool))
         if history is not None:
             history.observe(single=pool <= 1, cpu_ns=sum(cpu_ns), wall_ns=time.perf_counter_ns() - started)
-        _write_slot_files(ctx, slot, table, ran)
+        _write_slot_files(ctx, app, slot, table, units=ran)
         rows = sorted((r for u in ran for r in u.rows), key=lambda r: r["task_name"])
         if container is not None:
             assert ctx.state is not None
@@ -220,32 +195,8 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
     return rows
 
 
-_histories: dict[str, PassHistory] = {}
-
-
-def _history(app_class: str) -> PassHistory:
-    with _apps_lock:
-        return _histories.setdefault(app_class, PassHistory())
-
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _threads(size: int) -> ThreadPoolExecutor:
-    """The process's slice threads, kept from batch to batch: a pool started per slot and batch spent more
-    than the slices themselves at thousands of small virtual tasks (a thread and a future per slice)."""
-    global _pool
-    with _pool_lock:
-        if _pool is None or _pool._max_workers < size:
-            if _pool is not None:
-                _pool.shutdown(wait=False)
-            _pool = ThreadPoolExecutor(size, thread_name_prefix="vtask")
-        return _pool
-
-
-def _side_by_side(run: Callable[[U], R], units: list[U], threads: int) -> list[R]:
-    """`run` over the units on `threads` threads, each taking the next unit as it finishes one (in the given
+def _side_by_side(run: Callable[[U], R], units: list[U], threads: int, pool: ThreadPoolExecutor) -> list[R]:
+    """`run` over the units on `threads` threads of `pool`, each taking the next unit as it finishes one (in the given
     order); every unit runs, and the first failure in that order is raised once all have ended."""
     done: list[Any] = [None] * len(units)
     errors: list[BaseException | None] = [None] * len(units)
@@ -263,7 +214,7 @@ def _side_by_side(run: Callable[[U], R], units: list[U], threads: int) -> list[R
             except BaseException as e:  # noqa: BLE001 - raised below, after the other units
                 errors[i[0]] = e
 
-    for f in [_threads(threads).submit(runner) for _ in range(min(threads, len(units)))]:
+    for f in [pool.submit(runner) for _ in range(min(threads, len(units)))]:
         f.result()
     failure = next((e for e in errors if e is not None), None)
     if failure is not None:
@@ -308,11 +259,11 @@ class _UnitRun:
     dead: list[tuple[int, dict[str, Any]]]  # (task's first row, DEAD_LETTER_SCHEMA row)
 
 
-def _sink_roots(ctx: ProcessContext) -> dict[OutputStream, str | None]:
+def _sink_roots(ctx: ProcessContext, app: ApplicationDescriptor) -> dict[OutputStream, str | None]:
     """Each output's root for the slot's files: a Parquet output's, or an exactly-once Kafka output's staging
     root; None for a Kafka output sent at-least-once."""
     out: dict[OutputStream, str | None] = {}
-    for o in _application(ctx).outputs.values():
+    for o in app.outputs.values():
         if o.kind == "parquet":
             out[o] = f"{ctx.output_path.rstrip('/')}/{o.name}"
         else:
@@ -320,12 +271,14 @@ def _sink_roots(ctx: ProcessContext) -> dict[OutputStream, str | None]:
     return out
 
 
-def _write_slot_files(ctx: ProcessContext, slot: int, table: pa.Table, units: list[_UnitRun]) -> None:
+def _write_slot_files(
+    ctx: ProcessContext, app: ApplicationDescriptor, slot: int, table: pa.Table, *, units: list[_UnitRun]
+) -> None:
     """Each sink's rows of the slot's virtual tasks, in task order, as one file per (batch, slot), which a retry
     of the batch overwrites (a retry placed differently finds the batch's files deleted first: `delete_batches`).
     Every Parquet output and the audit get their file, empty or not; dead letters only when there are some."""
     name = f"slot-{slot}"
-    for root in (r for r in _sink_roots(ctx).values() if r is not None):
+    for root in (r for r in _sink_roots(ctx, app).values() if r is not None):
         pieces = sorted((p for u in units for p in u.outputs.get(root, ())), key=lambda p: p[0])
         rows = [r for _, rs in pieces for r in rs]
         columns = zip(*rows, strict=True) if rows else [()] * len(in_file(OUTPUT_SCHEMA))
@@ -358,6 +311,7 @@ def _table(columns: list[Any], schema: pa.Schema) -> pa.Table:
 
 def _run_unit(
     ctx: ProcessContext,
+    app: ApplicationDescriptor,
     unit: tuple[_Slice, ...],
     records: _Records,
     *,
@@ -369,7 +323,6 @@ def _run_unit(
     message, here operator at a time), each task's messages with its own context (its stores; the container's
     tables), each task stopping on its own; then what each task keeps: its summary row, outputs, audit rows and
     dead letters."""
-    app = _application(ctx)
     messages, failed, ends = _messages(ctx, unit, records, container=container, tables=tables)
     result = SliceExecutor(
         app=app, max_concurrency=ctx.max_concurrency, callback_timeout_ms=ctx.callback_timeout_ms, policy=ctx.policy
@@ -398,7 +351,7 @@ def _run_unit(
 
     sent = [0] * len(unit)
     files: dict[str, list[tuple[int, list[tuple[Any, ...]]]]] = {}
-    for out, root in _sink_roots(ctx).items():
+    for out, root in _sink_roots(ctx, app).items():
         produced = []  # (task, item) of what the kept records produced
         for p in result.outputs.get(out, ()):
             j = task_of(p[0])
