@@ -5,7 +5,11 @@ graph each, on the slot's thread or the pool's, as the app's pass history says (
 from __future__ import annotations
 
 import heapq
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 
 @dataclass
@@ -37,7 +41,7 @@ class PassHistory:
 
 
 @dataclass(frozen=True)
-class _Slice:
+class Slice:
     """A virtual task's records: rows [start, end) of the slot's sorted records."""
 
     name: str
@@ -49,14 +53,14 @@ class _Slice:
         return self.end - self.start
 
 
-def _units(tasks: list[_Slice], threads: int, *, alone: bool) -> list[tuple[_Slice, ...]]:
+def deal_units(tasks: list[Slice], threads: int, *, alone: bool) -> list[tuple[Slice, ...]]:
     """The slices dealt into at most `threads` units, each run as one pass of the operator graph on one thread,
     the largest first: at thousands of small virtual tasks a pass per slice cost more than its records. Dealt
     longest first to the unit with the fewest records so far, which bounds a unit of I/O-bound tasks as the
     pool's threads taking slice after slice would. A window's timer fires per task (`alone`): a slice a unit."""
     if alone or len(tasks) <= threads:
         return [(t,) for t in sorted(tasks, key=lambda t: -t.size)]
-    bins: list[list[_Slice]] = [[] for _ in range(threads)]
+    bins: list[list[Slice]] = [[] for _ in range(threads)]
     loads = [(0, i) for i in range(threads)]
     for t in sorted(tasks, key=lambda t: -t.size):
         load, i = heapq.heappop(loads)
@@ -64,3 +68,34 @@ def _units(tasks: list[_Slice], threads: int, *, alone: bool) -> list[tuple[_Sli
         heapq.heappush(loads, (load + t.size, i))
     units = [tuple(sorted(b, key=lambda t: t.start)) for b in bins if b]
     return sorted(units, key=lambda u: -sum(t.size for t in u))
+
+
+U = TypeVar("U")
+R = TypeVar("R")
+
+
+def side_by_side(run: Callable[[U], R], units: list[U], threads: int, pool: ThreadPoolExecutor) -> list[R]:
+    """`run` over the units on `threads` threads of `pool`, each taking the next unit as it finishes one (in the given
+    order); every unit runs, and the first failure in that order is raised once all have ended."""
+    done: list[Any] = [None] * len(units)
+    errors: list[BaseException | None] = [None] * len(units)
+    queue = iter(enumerate(units))
+    lock = threading.Lock()
+
+    def runner() -> None:
+        while True:
+            with lock:
+                i = next(queue, None)
+            if i is None:
+                return
+            try:
+                done[i[0]] = run(i[1])
+            except BaseException as e:  # noqa: BLE001 - raised below, after the other units
+                errors[i[0]] = e
+
+    for f in [pool.submit(runner) for _ in range(min(threads, len(units)))]:
+        f.result()
+    failure = next((e for e in errors if e is not None), None)
+    if failure is not None:
+        raise failure
+    return done
