@@ -35,7 +35,7 @@ from elasticity.api.stream import ApplicationDescriptor, load_application
 from elasticity.batch.async_commit import AsyncCommitter
 from elasticity.batch.coordinator import JobCoordinator
 from elasticity.batch.exactly_once import ExactlyOnceOutputs, StagedOutput, staging_root
-from elasticity.batch.lease import held_lease
+from elasticity.batch.lease import LeaseHeartbeat, held_lease
 from elasticity.batch.outcome import SUMMARY_SCHEMA, TaskSummary, batch_summary, count_records, new_checkpoints, summary_metrics
 from elasticity.batch.planning import plan_ranges
 from elasticity.batch.process_context import (
@@ -225,92 +225,61 @@ class MicroBatchEngine:
         lands (from the upload thread, for async commits)."""
         owner = owner or default_batch_owner()
         cap = self.config.batch_max_records if max_records is None else max_records
+        self._check_cluster()
+        deadline = None if max_seconds is None else time.monotonic() + max_seconds
+        # the heartbeat spans everything done under the lease, the last upload too; it stops before the release
+        with held_lease(self.store, self.job, owner, self.config.lease_ttl_ms) as lease:
+            commits = _Commits(self, owner, on_commit)
+            try:
+                commits.start()
+                # job identity: sinks written under another store fail the start (elasticity.batch.sink_identity)
+                guard_sinks(self.config, self.store, lambda: self.coordinator.initialize(owner, settled=True), reset=reset_sinks)
+                summaries = self._batches(lease, commits, cap, until_caught_up=until_caught_up, deadline=deadline)
+                self._open_gate()  # no next plan
+                commits.committer.flush()
+            finally:
+                self._open_gate()
+                commits.close()
+        return summaries
+
+    def _check_cluster(self) -> None:
+        """Before the lease: the master is up, and the paths the executors share are shared."""
         master = spark_master(self.spark)
         check_master(master)  # a Connect server whose master is down: fail now, naming it
         check_shared_paths(self.config, master, blobs=self.storage is not None and BLOB_STORE_FACTORY in self._factories())
-        started = time.monotonic()
+
+    def _batches(
+        self, lease: LeaseHeartbeat, commits: _Commits, cap: int, *, until_caught_up: bool, deadline: float | None
+    ) -> list[BatchSummary]:
+        """Batch after batch under the lease: one (and the chain a failed run left planned), or until no lag
+        is left or the deadline has passed. A batch in the loop commits on the upload thread while the next
+        one runs; a single or replayed batch, or one with errors, commits now."""
         summaries: list[BatchSummary] = []
-        by_batch: dict[int, BatchSummary] = {}
-
-        def committed(plan: BatchPlan, covers: tuple[int, ...], commit_ns: int) -> None:
-            for batch_id in (*covers, plan.batch_id):
-                summary = by_batch[batch_id]
-                assert summary.generation is not None  # only a batch with nothing to read has none, and it commits nothing
-                summary.metrics["commit-ns"] = commit_ns if batch_id == plan.batch_id else 0
-                summary.durations_ms["commit"] = round(commit_ns / 1e6, 1) if batch_id == plan.batch_id else 0.0
-                summary.metrics["commit"] = "committed" if batch_id == plan.batch_id else f"folded into batch {plan.batch_id}"
-                self.store.record_metrics(self.job, batch_id, summary.generation, summary.to_json())
-                for staged in self.staged_outputs:  # in the Kafka topic now, with the checkpoint
-                    delete_batches(staged.root, [batch_id])
-                if self.reporters.reporters:  # a metric per virtual task: none built for no reporter
-                    self.reporters.report(batch_metrics(summary))
-                if on_commit:
-                    on_commit(summary)
-
-        # the heartbeat spans everything done under the lease, the last upload too; it stops before the release
-        with held_lease(self.store, self.job, owner, self.config.lease_ttl_ms) as lease:
-            exactly_once = self._exactly_once(owner)
-
-            def before_commit(plan: BatchPlan, cps: list[TaskCheckpoint], covers: tuple[int, ...]) -> None:
-                if exactly_once is not None:
-                    exactly_once.commit(plan, cps, covers)
-                    faults.point("commit.kafka_committed")
-
-            committer = AsyncCommitter(
-                self.store,
-                self.config.checkpoint_write_versions,
-                owner,
-                max_delay_ms=self.config.commit_max_delay_ms,
-                timeout_ms=self.config.commit_timeout_ms,
-                on_committed=committed,
-                await_state=self._await_state,
-                on_failure=self._cancel_running,
-                before_commit=before_commit,
-            )
-            try:
-                if exactly_once is not None:
-                    exactly_once.start()  # what earlier runs left: fenced, or rolled forward
-                # job identity: sinks written under another store fail the start (elasticity.batch.sink_identity)
-                guard_sinks(self.config, self.store, lambda: self.coordinator.initialize(owner, settled=True), reset=reset_sinks)
-                snapshot, high = None, None
-                while True:
-                    lease.check()  # no batch is started that its commit would be fenced from
-                    summary, plan, new_cps, high = self.run_one(cap, owner, snapshot, high)
-                    self._freeze_long_lived()
-                    summary.owner = owner
-                    summaries.append(summary)
-                    if plan is None:
-                        break
-                    by_batch[plan.batch_id] = summary
-                    if until_caught_up and not summary.replayed and not summary.errors:
-                        # the upload's commit waits for the next batch's plan (set in run_one): the plan goes first
-                        self._planned = threading.Event()
-                        summary.metrics["commit"] = committer.submit(plan, new_cps.values(), self._planned)
-                        snapshot = (plan, new_cps)
-                    else:
-                        committer.flush()
-                        t = time.perf_counter_ns()
-                        self._await_state(new_cps.values(), self.config.commit_timeout_ms / 1000)
-                        before_commit(plan, list(new_cps.values()), ())
-                        self.store.commit_batch(plan, new_cps.values(), self.config.checkpoint_write_versions, owner=owner)
-                        committed(plan, (), time.perf_counter_ns() - t)
-                        snapshot = None
-                    if summary.errors:
-                        raise BatchFailed("; ".join(summary.errors))
-                    if summary.replayed and self.store.pending_plan(self.job) is not None:
-                        continue  # a failed run's whole chain of planned batches replays, in order, in one run
-                    out_of_time = max_seconds is not None and time.monotonic() - started >= max_seconds
-                    if not until_caught_up or summary.lag_left == 0 or out_of_time:
-                        break
-                self._open_gate()  # no next plan
-                committer.flush()
-            finally:
-                self._open_gate()
-                try:
-                    committer.close()
-                finally:
-                    if exactly_once is not None:
-                        exactly_once.close()
+        snapshot: tuple[BatchPlan, dict[TaskName, TaskCheckpoint]] | None = None
+        high = None
+        while True:
+            lease.check()  # no batch is started that its commit would be fenced from
+            summary, plan, new_cps, high = self.run_one(cap, commits.owner, snapshot, high)
+            self._freeze_long_lived()
+            summary.owner = commits.owner
+            summaries.append(summary)
+            if plan is None:
+                break
+            if until_caught_up and not summary.replayed and not summary.errors:
+                # the upload's commit waits for the next batch's plan (set in run_one): the plan goes first
+                self._planned = threading.Event()
+                commits.submit(plan, new_cps, summary, planned=self._planned)
+                snapshot = (plan, new_cps)
+            else:
+                commits.commit_now(plan, new_cps, summary)
+                snapshot = None
+            if summary.errors:
+                raise BatchFailed("; ".join(summary.errors))
+            if summary.replayed and self.store.pending_plan(self.job) is not None:
+                continue  # a failed run's whole chain of planned batches replays, in order, in one run
+            out_of_time = deadline is not None and time.monotonic() >= deadline
+            if not until_caught_up or summary.lag_left == 0 or out_of_time:
+                break
         return summaries
 
     def run_one(
@@ -485,6 +454,80 @@ class MicroBatchEngine:
         roots += output_roots(c.output_dir) + [o.root for o in self.staged_outputs]
         for root in roots:
             delete_batches(root, batch_ids)
+
+
+class _Commits:
+    """One run's commits: each batch's checkpoints committed (on the upload thread behind the next batch, or now),
+    the exactly-once outputs' transaction before each, and as each lands its metrics recorded and reported, its
+    staged outputs deleted and `on_commit` told."""
+
+    def __init__(self, engine: MicroBatchEngine, owner: str, on_commit: Callable[[BatchSummary], None] | None) -> None:
+        self.store, self.job, self.owner, self.on_commit = engine.store, engine.job, owner, on_commit
+        self.staged_outputs, self.reporters = engine.staged_outputs, engine.reporters
+        self.write_versions = engine.config.checkpoint_write_versions
+        self.timeout_s = engine.config.commit_timeout_ms / 1000
+        self.await_state = engine._await_state
+        self.by_batch: dict[int, BatchSummary] = {}
+        self.exactly_once = engine._exactly_once(owner)
+        self.committer = AsyncCommitter(
+            self.store,
+            self.write_versions,
+            owner,
+            max_delay_ms=engine.config.commit_max_delay_ms,
+            timeout_ms=engine.config.commit_timeout_ms,
+            on_committed=self.committed,
+            await_state=self.await_state,
+            on_failure=engine._cancel_running,
+            before_commit=self.before_commit,
+        )
+
+    def start(self) -> None:
+        if self.exactly_once is not None:
+            self.exactly_once.start()  # what earlier runs left: fenced, or rolled forward
+
+    def submit(
+        self, plan: BatchPlan, new_cps: dict[TaskName, TaskCheckpoint], summary: BatchSummary, *, planned: threading.Event
+    ) -> None:
+        """The batch's commit on the upload thread, once the next batch's plan is written (`planned`)."""
+        self.by_batch[plan.batch_id] = summary
+        summary.metrics["commit"] = self.committer.submit(plan, new_cps.values(), planned)
+
+    def commit_now(self, plan: BatchPlan, new_cps: dict[TaskName, TaskCheckpoint], summary: BatchSummary) -> None:
+        """The batch's commit on this thread, after any upload still running."""
+        self.by_batch[plan.batch_id] = summary
+        self.committer.flush()
+        t = time.perf_counter_ns()
+        self.await_state(new_cps.values(), self.timeout_s)
+        self.before_commit(plan, list(new_cps.values()), ())
+        self.store.commit_batch(plan, new_cps.values(), self.write_versions, owner=self.owner)
+        self.committed(plan, (), time.perf_counter_ns() - t)
+
+    def before_commit(self, plan: BatchPlan, cps: list[TaskCheckpoint], covers: tuple[int, ...]) -> None:
+        if self.exactly_once is not None:
+            self.exactly_once.commit(plan, cps, covers)
+            faults.point("commit.kafka_committed")
+
+    def committed(self, plan: BatchPlan, covers: tuple[int, ...], commit_ns: int) -> None:
+        for batch_id in (*covers, plan.batch_id):
+            summary = self.by_batch[batch_id]
+            assert summary.generation is not None  # only a batch with nothing to read has none, and it commits nothing
+            summary.metrics["commit-ns"] = commit_ns if batch_id == plan.batch_id else 0
+            summary.durations_ms["commit"] = round(commit_ns / 1e6, 1) if batch_id == plan.batch_id else 0.0
+            summary.metrics["commit"] = "committed" if batch_id == plan.batch_id else f"folded into batch {plan.batch_id}"
+            self.store.record_metrics(self.job, batch_id, summary.generation, summary.to_json())
+            for staged in self.staged_outputs:  # in the Kafka topic now, with the checkpoint
+                delete_batches(staged.root, [batch_id])
+            if self.reporters.reporters:  # a metric per virtual task: none built for no reporter
+                self.reporters.report(batch_metrics(summary))
+            if self.on_commit:
+                self.on_commit(summary)
+
+    def close(self) -> None:
+        try:
+            self.committer.close()
+        finally:
+            if self.exactly_once is not None:
+                self.exactly_once.close()
 
 
 def _ms(start: float) -> float:
