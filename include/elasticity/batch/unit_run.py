@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from elasticity.api.context import TaskContext
-from elasticity.api.executor import SliceExecutor
+from elasticity.api.executor import SliceExecutor, SliceResult
 from elasticity.api.stream import ApplicationDescriptor, Message, OutputStream
 from elasticity.batch.exactly_once import staging_root
 from elasticity.batch.process_context import ProcessContext
@@ -119,35 +119,78 @@ def run_unit(
     result = SliceExecutor(
         app=app, max_concurrency=ctx.max_concurrency, callback_timeout_ms=ctx.callback_timeout_ms, policy=ctx.policy
     ).run(messages, failed, ends)
-    n = len(messages)
-    slot_row = [g for t in unit for g in range(t.start, t.end)]  # a message's row in the slot's records
-    starts = [0, *ends[:-1]]
-    # where each task's kept records end: all of them, or those before its stop; a stopped task with stores keeps
-    # none (its stores saw records past the stop, operator at a time: only its last checkpoint's state is
-    # consistent with its offsets)
-    kept_end = [
-        end if j not in result.stops else (start if container is not None else result.stops[j])
-        for j, (start, end) in enumerate(zip(starts, ends, strict=True))
-    ]
+    kept = _Kept.of(unit, records, result, ends=ends, stateful=container is not None)
+    files, sent = _sink_rows(ctx, app, kept, outputs)
+    dead = _DeadLetters.of(ctx, kept)
+    rows = [_task_row(kept, j, sent=sent[j], dead=dead) for j in range(len(unit))]
+    kept_ranges = [(t.start, t.start + kept.count(j)) for j, t in enumerate(unit)]
+    return UnitRun(rows=rows, outputs=files, kept=kept_ranges, failed=dead.failed_rows, dead=dead.letters)
 
-    def task_of(i: int) -> int:
-        return bisect.bisect_right(ends, i) if i < n else len(unit) - 1  # a closed window: the unit's one task
 
-    def kept(i: int, j: int) -> bool:
+@dataclass(frozen=True, kw_only=True)
+class _Kept:
+    """What a unit's pass keeps: item i of the pass is message i (i < n) or a closed window (i >= n); each task keeps
+    its records up to its stop, if it stopped."""
+
+    unit: tuple[Slice, ...]
+    records: Records
+    result: SliceResult
+    n: int  # the pass's messages
+    ends: list[int]  # where each task's messages end
+    starts: list[int]  # where they start
+    kept_end: list[int]  # where each task's kept messages end
+    slot_row: list[int]  # a message's row in the slot's records
+
+    @classmethod
+    def of(cls, unit: tuple[Slice, ...], records: Records, result: SliceResult, *, ends: list[int], stateful: bool) -> _Kept:
+        starts = [0, *ends[:-1]]
+        # where each task's kept records end: all of them, or those before its stop; a stopped task with stores keeps
+        # none (its stores saw records past the stop, operator at a time: only its last checkpoint's state is
+        # consistent with its offsets)
+        kept_end = [
+            end if j not in result.stops else (start if stateful else result.stops[j])
+            for j, (start, end) in enumerate(zip(starts, ends, strict=True))
+        ]
+        return cls(
+            unit=unit,
+            records=records,
+            result=result,
+            n=ends[-1] if ends else 0,
+            ends=ends,
+            starts=starts,
+            kept_end=kept_end,
+            slot_row=[g for t in unit for g in range(t.start, t.end)],
+        )
+
+    def task_of(self, i: int) -> int:
+        return bisect.bisect_right(self.ends, i) if i < self.n else len(self.unit) - 1  # a closed window: the unit's one task
+
+    def kept(self, i: int, j: int) -> bool:
         """Item i of task j: a record before its task's stop, or a closed window of a task that did not stop."""
-        return i < kept_end[j] if i < n else j not in result.stops
+        return i < self.kept_end[j] if i < self.n else j not in self.result.stops
 
-    def source(i: int) -> Source:
+    def source(self, i: int) -> Source:
         """The input record an output or a dead letter comes from; for a closed window, the last record folded into it."""
-        return records.source(slot_row[i]) if i < n else result.timers[i].source
+        return self.records.source(self.slot_row[i]) if i < self.n else self.result.timers[i].source
 
+    def count(self, j: int) -> int:
+        """Task j's kept records."""
+        return self.kept_end[j] - self.starts[j]
+
+
+def _sink_rows(
+    ctx: ProcessContext, app: ApplicationDescriptor, kept: _Kept, outputs: Producers
+) -> tuple[dict[str, list[tuple[int, list[tuple[Any, ...]]]]], list[int]]:
+    """What the kept items produced: sent on the shared producer (a Kafka output at-least-once), or as rows for
+    the slot's file of its sink (by the first slot row of their task); and how many each task sent."""
+    unit = kept.unit
     sent = [0] * len(unit)
     files: dict[str, list[tuple[int, list[tuple[Any, ...]]]]] = {}
     for out, root in sink_roots(ctx, app).items():
         produced = []  # (task, item) of what the kept records produced
-        for p in result.outputs.get(out, ()):
-            j = task_of(p[0])
-            if kept(p[0], j):
+        for p in kept.result.outputs.get(out, ()):
+            j = kept.task_of(p[0])
+            if kept.kept(p[0], j):
                 produced.append((j, p))
                 sent[j] += 1
         if root is None:
@@ -159,72 +202,85 @@ def run_unit(
         by_task: dict[int, list[tuple[Any, ...]]] = {}
         for j, (i, k, v) in produced:
             task_rows = by_task.setdefault(j, [])
-            system, stream, partition, offset = source(i)
+            system, stream, partition, offset = kept.source(i)
             if serdes is not None:  # made by its system's serdes, as the at-least-once producer makes them
                 key, value = serialize(serdes[0], k), serialize(serdes[1], v)
             else:
                 key, value = k if isinstance(k, bytes) else serialize("string", k), serialize("json", v)
             task_rows.append((key, value, unit[j].name, len(task_rows), partition, offset, system, stream))
         files[root] = [(unit[j].start, r) for j, r in by_task.items()]
+    return files, sent
 
-    dead: list[tuple[int, dict[str, Any]]] = []
-    dead_count, failed_kept = [0] * len(unit), [0] * len(unit)
-    failed_rows = set()
 
-    def dead_letter_of(i: int, key: bytes | None, value: bytes | None, error: str) -> None:
-        j = task_of(i)
-        dead_count[j] += 1
-        dead.append(
-            (
-                unit[j].start,
-                dead_letter(source(i), key, value, task_name=TaskName(unit[j].name), batch_id=ctx.batch_id, error=error),
-            )
+@dataclass(kw_only=True)
+class _DeadLetters:
+    """A unit's dead letters (by the first slot row of their task), and per task how many it dead-lettered and how
+    many of its kept records failed."""
+
+    ctx: ProcessContext
+    kept: _Kept
+    letters: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    count: list[int] = field(default_factory=list)
+    failed_kept: list[int] = field(default_factory=list)
+    failed_rows: set[int] = field(default_factory=set)  # slot rows of the kept records that failed
+
+    @classmethod
+    def of(cls, ctx: ProcessContext, kept: _Kept) -> _DeadLetters:
+        """Failed records, records late for a window, and closed windows that failed downstream, of what the unit keeps."""
+        dead = cls(ctx=ctx, kept=kept, count=[0] * len(kept.unit), failed_kept=[0] * len(kept.unit))
+        result, records, n, slot_row = kept.result, kept.records, kept.n, kept.slot_row
+        for i, err in sorted(result.failures.items()):
+            if i < n and kept.kept(i, kept.task_of(i)):
+                dead.failed_kept[kept.task_of(i)] += 1
+                dead.failed_rows.add(slot_row[i])
+                dead.add(i, records.keys[slot_row[i]], records.values[slot_row[i]], err)
+        # late for a window: dropped by that window only, the record itself was processed
+        for i, reasons in sorted(result.late.items()):
+            if i < n and kept.kept(i, kept.task_of(i)):
+                for reason in reasons:
+                    dead.add(i, records.keys[slot_row[i]], records.values[slot_row[i]], reason)
+        for i, err in sorted(result.failures.items()):  # closed windows that failed downstream, when their task did not stop
+            if i >= n and kept.kept(i, kept.task_of(i)):
+                pane = result.timers[i].pane
+                key = serialize("string", pane.key) if not isinstance(pane.key, bytes) else pane.key
+                dead.add(i, key, serialize("json", pane.as_dict()), err)
+        return dead
+
+    def add(self, i: int, key: bytes | None, value: bytes | None, error: str) -> None:
+        j = self.kept.task_of(i)
+        task = self.kept.unit[j]
+        self.count[j] += 1
+        letter = dead_letter(
+            self.kept.source(i), key, value, task_name=TaskName(task.name), batch_id=self.ctx.batch_id, error=error
         )
+        self.letters.append((task.start, letter))
 
-    for i, err in sorted(result.failures.items()):
-        if i < n and kept(i, task_of(i)):
-            failed_kept[task_of(i)] += 1
-            failed_rows.add(slot_row[i])
-            dead_letter_of(i, records.keys[slot_row[i]], records.values[slot_row[i]], err)
-    # late for a window: dropped by that window only, the record itself was processed
-    for i, reasons in sorted(result.late.items()):
-        if i < n and kept(i, task_of(i)):
-            for reason in reasons:
-                dead_letter_of(i, records.keys[slot_row[i]], records.values[slot_row[i]], reason)
-    for i, err in sorted(result.failures.items()):  # closed windows that failed downstream, when their task did not stop
-        if i >= n and kept(i, task_of(i)):
-            pane = result.timers[i].pane
-            key = serialize("string", pane.key) if not isinstance(pane.key, bytes) else pane.key
-            dead_letter_of(i, key, serialize("json", pane.as_dict()), err)
 
-    rows = []
-    for j, t in enumerate(unit):
-        stopped: dict[str, int] = {}
-        error = None
-        if j in result.stops:
-            stop = result.stops[j]
-            stopped, error = _where_stopped(
-                records,
-                t,
-                kept_end[j] - starts[j],
-                stop=stop,
-                stop_source=source(stop) if stop < n else None,
-                error=result.failures[stop],
-            )
-        rows.append(
-            {
-                "task_name": t.name,
-                "records": t.size,
-                "processed": kept_end[j] - starts[j] - failed_kept[j],  # late records count: other branches processed them
-                "dead_lettered": dead_count[j],
-                "outputs": sent[j],
-                "process_ns": result.process_ns * t.size // max(1, n),  # the unit's pass, by the task's share of its records
-                "stopped": json.dumps(stopped) if stopped else None,
-                "error": error,
-            }
+def _task_row(kept: _Kept, j: int, *, sent: int, dead: _DeadLetters) -> dict[str, Any]:
+    """Task j's summary row: its records, what it processed, dead-lettered and sent, and where and why it stopped."""
+    t, result = kept.unit[j], kept.result
+    stopped: dict[str, int] = {}
+    error = None
+    if j in result.stops:
+        stop = result.stops[j]
+        stopped, error = _where_stopped(
+            kept.records,
+            t,
+            kept.count(j),
+            stop=stop,
+            stop_source=kept.source(stop) if stop < kept.n else None,
+            error=result.failures[stop],
         )
-    kept_ranges = [(t.start, t.start + kept_end[j] - starts[j]) for j, t in enumerate(unit)]
-    return UnitRun(rows=rows, outputs=files, kept=kept_ranges, failed=failed_rows, dead=dead)
+    return {
+        "task_name": t.name,
+        "records": t.size,
+        "processed": kept.count(j) - dead.failed_kept[j],  # late records count: other branches processed them
+        "dead_lettered": dead.count[j],
+        "outputs": sent,
+        "process_ns": result.process_ns * t.size // max(1, kept.n),  # the unit's pass, by the task's share of its records
+        "stopped": json.dumps(stopped) if stopped else None,
+        "error": error,
+    }
 
 
 def _messages(
