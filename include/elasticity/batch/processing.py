@@ -37,6 +37,7 @@ from elasticity.config import elasticity_home
 from elasticity.jobmodel.model import TaskName
 from elasticity.state.commit_manager import Markers
 from elasticity.state.table import SlotTables
+from elasticity.state.worker import ContainerState
 
 
 def run_slots(ctx: ProcessContext, reads: SlotReads, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -81,22 +82,7 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
     """The slot's routed records through its virtual tasks' slices; a summary row per task that had records."""
     if table.num_rows == 0:
         return []
-    table = table.take(
-        pc.sort_indices(
-            table,
-            [
-                ("task_name", "ascending"),
-                ("system", "ascending"),
-                ("stream", "ascending"),
-                ("partition", "ascending"),
-                ("offset", "ascending"),
-            ],
-        )
-    )
-    names = table.column("task_name").to_pylist()
-    bounds = [0] + [i for i in range(1, len(names)) if names[i] != names[i - 1]] + [len(names)]
-    records = Records.of(table)
-    tasks = [Slice(names[a], a, b) for a, b in zip(bounds, bounds[1:], strict=False)]
+    table, records, tasks = _slices(table)
     process = container_process()
     app = process.application(ctx.app_class, ctx.job_inputs)
     outputs = Producers(ctx)
@@ -140,14 +126,7 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
         rows = sorted((r for u in ran for r in u.rows), key=lambda r: r["task_name"])
         if container is not None:
             assert ctx.state is not None
-            for r in rows:
-                task = TaskName(r["task_name"])
-                if task in markers:
-                    r["checkpoint_id"], r["state_markers"] = (
-                        str(ctx.state.checkpoint_id),
-                        json.dumps(markers[task], sort_keys=True),
-                    )
-                r["state_metrics"] = json.dumps(container.report(task))
+            _add_state(rows, container, markers, checkpoint_id=str(ctx.state.checkpoint_id))
     finally:
         outputs.flush()
         if container is not None:
@@ -155,3 +134,33 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
         if tables is not None:
             tables.close()
     return rows
+
+
+def _slices(table: pa.Table) -> tuple[pa.Table, Records, list[Slice]]:
+    """The slot's records sorted by virtual task, SSP and offset, and each task's slice of them."""
+    table = table.take(
+        pc.sort_indices(
+            table,
+            [
+                ("task_name", "ascending"),
+                ("system", "ascending"),
+                ("stream", "ascending"),
+                ("partition", "ascending"),
+                ("offset", "ascending"),
+            ],
+        )
+    )
+    names = table.column("task_name").to_pylist()
+    bounds = [0] + [i for i in range(1, len(names)) if names[i] != names[i - 1]] + [len(names)]
+    return table, Records.of(table), [Slice(names[a], a, b) for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def _add_state(
+    rows: list[dict[str, Any]], container: ContainerState, markers: dict[TaskName, Markers], *, checkpoint_id: str
+) -> None:
+    """Each task's row with its snapshot's checkpoint id and markers (a task that took one) and its stores' metrics."""
+    for r in rows:
+        task = TaskName(r["task_name"])
+        if task in markers:
+            r["checkpoint_id"], r["state_markers"] = checkpoint_id, json.dumps(markers[task], sort_keys=True)
+        r["state_metrics"] = json.dumps(container.report(task))
