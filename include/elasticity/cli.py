@@ -363,32 +363,58 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="elasticity", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
-    job = argparse.ArgumentParser(add_help=False)  # what every command reading a job config takes
-    job.add_argument("--config", required=True, help="job .properties file")
-    job.add_argument("--strict", action="store_true", help="unknown config keys are errors (as job.config.strict=true)")
+    parser = argparse.ArgumentParser(prog="elasticity", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    _init_parser(sub)
+    _broker_parser(sub)
+    _topic_parser(sub)
+    _job_model_parser(sub)
+    _feed_parser(sub)
+    _checkpoint_tool_parser(sub)
+    _rescale_parser(sub)
+    _run_batch_parser(sub)
+    _spark_parser(sub)
+    _cluster_parser(sub)
+    _airflow_parser(sub)
+    _demo_parser(sub)
+    return parser
 
-    i = sub.add_parser(
+
+def _job_options() -> argparse.ArgumentParser:
+    """What every command reading a job config takes."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--config", required=True, help="job .properties file")
+    options.add_argument("--strict", action="store_true", help="unknown config keys are errors (as job.config.strict=true)")
+    return options
+
+
+def _init_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
         "init", help="a new project in an empty folder: a job config, its app and test, Airflow's dags/ and plugins/"
     )
-    i.add_argument("folder", help="the project's folder: new or empty")
-    i.add_argument("--job", default="orders", help="the job's name, also its input topic's (default orders)")
-    i.set_defaults(func=cmd_init)
+    parser.add_argument("folder", help="the project's folder: new or empty")
+    parser.add_argument("--job", default="orders", help="the job's name, also its input topic's (default orders)")
+    parser.set_defaults(func=cmd_init)
 
-    b = sub.add_parser("broker", help="run the embedded Kafka-protocol broker (data under $ELASTICITY_HOME)")
-    b.add_argument("action", choices=["start", "stop", "status"])
-    b.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default 9092)")
-    b.set_defaults(func=cmd_broker)
 
-    t = sub.add_parser("topic", help="create a topic on the configured broker")
-    t.add_argument("action", choices=["create"])
-    t.add_argument("name")
-    t.add_argument("--partitions", type=int, default=4)
-    t.set_defaults(func=cmd_topic)
+def _broker_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("broker", help="run the embedded Kafka-protocol broker (data under $ELASTICITY_HOME)")
+    parser.add_argument("action", choices=["start", "stop", "status"])
+    parser.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default 9092)")
+    parser.set_defaults(func=cmd_broker)
 
-    j = sub.add_parser("job-model", parents=[job], help="print the JobModel as Samza-style JSON")
-    j.add_argument(
+
+def _topic_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("topic", help="create a topic on the configured broker")
+    parser.add_argument("action", choices=["create"])
+    parser.add_argument("name")
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.set_defaults(func=cmd_topic)
+
+
+def _job_model_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("job-model", parents=[_job_options()], help="print the JobModel as Samza-style JSON")
+    parser.add_argument(
         "--partitions",
         nargs="+",
         action="extend",
@@ -396,97 +422,120 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SYSTEM.STREAM=N",
         help="partition counts, repeatable (default: ask the broker)",
     )
-    j.add_argument(
+    parser.add_argument(
         "--format", choices=["json", "table"], default="json", help="table: one 'stream:partition - task' line per SSP"
     )
-    j.set_defaults(func=cmd_job_model)
+    parser.set_defaults(func=cmd_job_model)
 
-    f = sub.add_parser("feed", parents=[job], help="write demo records (keyed JSON, per-key seq) to the job's inputs")
-    f.add_argument("--records", type=int, default=10_000)
-    f.add_argument("--keys", type=int, default=200)
-    f.add_argument("--partitions", type=int, default=4, help="partitions of topics that do not exist yet")
-    f.add_argument("--seed", type=int, default=7)
-    f.set_defaults(func=cmd_feed)
 
-    c = sub.add_parser(
+def _feed_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "feed", parents=[_job_options()], help="write demo records (keyed JSON, per-key seq) to the job's inputs"
+    )
+    parser.add_argument("--records", type=int, default=10_000)
+    parser.add_argument("--keys", type=int, default=200)
+    parser.add_argument("--partitions", type=int, default=4, help="partitions of topics that do not exist yet")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.set_defaults(func=cmd_feed)
+
+
+def _checkpoint_tool_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
         "checkpoint-tool",
-        parents=[job],
+        parents=[_job_options()],
         help="read or replace the current generation's checkpoints; import from or export to a Samza checkpoint topic",
     )
-    c.add_argument("action", choices=["read", "write", "import", "export"])
-    c.add_argument("file", nargs="?", help="FILE.json for write, in the format read prints")
-    c.add_argument("--from-kafka", metavar="SYSTEM.TOPIC", help="import: Samza's checkpoint topic to resume from")
-    c.add_argument("--to-kafka", metavar="SYSTEM.TOPIC", help="export: the topic to write Samza checkpoints to")
-    c.add_argument(
+    parser.add_argument("action", choices=["read", "write", "import", "export"])
+    parser.add_argument("file", nargs="?", help="FILE.json for write, in the format read prints")
+    parser.add_argument("--from-kafka", metavar="SYSTEM.TOPIC", help="import: Samza's checkpoint topic to resume from")
+    parser.add_argument("--to-kafka", metavar="SYSTEM.TOPIC", help="export: the topic to write Samza checkpoints to")
+    parser.add_argument(
         "--allow-reprocessing",
         action="store_true",
         help="export at factor > 1: write each partition at its slowest bucket even when Samza would then process "
         "the faster buckets' records again",
     )
-    c.set_defaults(func=cmd_checkpoint_tool)
+    parser.set_defaults(func=cmd_checkpoint_tool)
 
-    r = sub.add_parser("rescale", parents=[job], help="change the elasticity factor: migrate checkpoints to a new generation")
-    r.add_argument("--factor", type=int, default=None, help="new factor (default: the current one, picking up new partitions)")
-    r.add_argument("--dry-run", action="store_true", help="print the migration, write nothing")
-    r.add_argument("--owner", default=None, help="lease owner id (a retry with the same id may retake its lease)")
-    r.add_argument("--abandon-pending", action="store_true", help="abandon a planned batch that never committed")
-    r.set_defaults(func=cmd_rescale)
 
-    b = sub.add_parser("run-batch", parents=[job], help="run one micro-batch on Spark (plan, read, route, process, sink, commit)")
-    b.add_argument(
+def _rescale_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "rescale", parents=[_job_options()], help="change the elasticity factor: migrate checkpoints to a new generation"
+    )
+    parser.add_argument(
+        "--factor", type=int, default=None, help="new factor (default: the current one, picking up new partitions)"
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print the migration, write nothing")
+    parser.add_argument("--owner", default=None, help="lease owner id (a retry with the same id may retake its lease)")
+    parser.add_argument("--abandon-pending", action="store_true", help="abandon a planned batch that never committed")
+    parser.set_defaults(func=cmd_rescale)
+
+
+def _run_batch_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "run-batch", parents=[_job_options()], help="run one micro-batch on Spark (plan, read, route, process, sink, commit)"
+    )
+    parser.add_argument(
         "--max-records", type=_positive("--max-records"), default=None, help="cap of this batch, >= 1 (default batch.max.records)"
     )
-    b.add_argument("--until-caught-up", action="store_true", help="keep running batches until no lag is left")
-    b.add_argument("--max-seconds", type=float, default=None, help="with --until-caught-up: start no new batch after this")
-    b.add_argument("--owner", default=None, help="lease owner id (default batch@host:pid)")
-    b.add_argument(
+    parser.add_argument("--until-caught-up", action="store_true", help="keep running batches until no lag is left")
+    parser.add_argument("--max-seconds", type=float, default=None, help="with --until-caught-up: start no new batch after this")
+    parser.add_argument("--owner", default=None, help="lease owner id (default batch@host:pid)")
+    parser.add_argument(
         "--reset-sinks",
         action="store_true",
         help="start although the sinks were written under another checkpoint store: move the old outputs aside",
     )
-    b.set_defaults(func=cmd_run_batch)
+    parser.set_defaults(func=cmd_run_batch)
 
-    k = sub.add_parser("spark", help="run the embedded Spark Connect server, the warm engine (state under $ELASTICITY_HOME)")
-    k.add_argument("action", choices=["start", "stop", "status"])
-    k.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default 15002)")
-    k.add_argument("--master", default="local[*]", help="master of the server's driver (default local[*])")
-    k.set_defaults(func=cmd_spark)
 
-    cl = sub.add_parser(
+def _spark_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("spark", help="run the embedded Spark Connect server, the warm engine (state under $ELASTICITY_HOME)")
+    parser.add_argument("action", choices=["start", "stop", "status"])
+    parser.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default 15002)")
+    parser.add_argument("--master", default="local[*]", help="master of the server's driver (default local[*])")
+    parser.set_defaults(func=cmd_spark)
+
+
+def _cluster_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
         "cluster", help="a Spark standalone master and workers on this machine, with shared S3 storage and a Connect server"
     )
-    cl.add_argument("action", choices=["start", "stop", "status"])
-    cl.add_argument("--workers", type=int, default=2, help="workers, each its own host (work dir, ELASTICITY_HOME)")
-    cl.add_argument("--cores", type=int, default=1, help="cores per worker")
-    cl.add_argument("--memory", default="1g", help="memory per worker")
-    cl.set_defaults(func=cmd_cluster)
+    parser.add_argument("action", choices=["start", "stop", "status"])
+    parser.add_argument("--workers", type=int, default=2, help="workers, each its own host (work dir, ELASTICITY_HOME)")
+    parser.add_argument("--cores", type=int, default=1, help="cores per worker")
+    parser.add_argument("--memory", default="1g", help="memory per worker")
+    parser.set_defaults(func=cmd_cluster)
 
-    a = sub.add_parser(
+
+def _airflow_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
         "airflow", help="Airflow as users run it on the embedded default (broker, Spark Connect, SQLite), until Ctrl-C"
     )
-    a.add_argument("--port", type=int, default=8080, help="port of the UI and API on 127.0.0.1")
-    a.add_argument(
+    parser.add_argument("--port", type=int, default=8080, help="port of the UI and API on 127.0.0.1")
+    parser.add_argument(
         "--db",
         default="sqlite",
         help="metadata and checkpoints: sqlite (default), postgres (databases elasticity_airflow and elasticity on "
         "127.0.0.1:5432, created when missing, run by the LocalExecutor) or a server postgresql+psycopg://user@host:port",
     )
-    a.add_argument(
+    parser.add_argument(
         "--spark-remote", default=None, help="spark_default: this Spark Connect server (sc://host:port, e.g. a cluster's)"
     )
-    a.add_argument(
+    parser.add_argument(
         "--cluster",
         action="store_true",
         help="run the jobs on the local cluster (`elasticity cluster start`): its Connect server, its shared storage, "
         "the job configs of include/jobs/cluster",
     )
-    a.add_argument("--init-only", action="store_true", help="create the databases and migrate Airflow's tables, then exit")
-    a.set_defaults(func=cmd_airflow)
+    parser.add_argument("--init-only", action="store_true", help="create the databases and migrate Airflow's tables, then exit")
+    parser.set_defaults(func=cmd_airflow)
 
-    d = sub.add_parser("demo", help="the whole story through Airflow: feed, batches, scale up and down, data quality")
-    d.add_argument("--records", type=int, default=6000, help="orders fed before each phase")
-    d.set_defaults(func=cmd_demo)
-    return p
+
+def _demo_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("demo", help="the whole story through Airflow: feed, batches, scale up and down, data quality")
+    parser.add_argument("--records", type=int, default=6000, help="orders fed before each phase")
+    parser.set_defaults(func=cmd_demo)
 
 
 def _log_to_stderr() -> None:

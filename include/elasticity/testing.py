@@ -35,8 +35,10 @@ from rocksdict import AccessType, Options, Rdict
 
 from elasticity.api.descriptors import StoreDescriptor
 from elasticity.api.stream import KV, ApplicationDescriptor, OutputStream, load_application
+from elasticity.batch.container_process import container_process
 from elasticity.batch.exactly_once import staging_root
-from elasticity.batch.processing import ProcessContext, process_slot
+from elasticity.batch.process_context import ProcessContext
+from elasticity.batch.processing import process_slot
 from elasticity.batch.reader import Chunk, ReadCounts, Routed, RouteTable, route
 from elasticity.batch.sinks import batch_file_name
 from elasticity.checkpoint.task_checkpoint import CheckpointId, CheckpointV2
@@ -45,12 +47,10 @@ from elasticity.jobmodel.grouping import build_job_model
 from elasticity.jobmodel.model import JobModel, SystemStream, SystemStreamPartition, TaskName
 from elasticity.jobmodel.object_mapper import ssp_from_key
 from elasticity.serializers import deserialize, serialize
-from elasticity.state.handover import PARKING
 from elasticity.state.rocksdb import StoreDirs, raw_items
 from elasticity.state.store_config import StorageConfig, local_state_dir
 from elasticity.state.table import SideInputBatch, SideInputTable, TableBatch, TableSource, _processor, resolve_tables
 from elasticity.state.worker import BatchState
-from elasticity.state.worker import _containers as _worker_containers
 
 __all__ = ["DeadLetter", "Emitted", "Record", "Result", "TaskRun", "TestRun"]
 
@@ -486,15 +486,7 @@ class TestRun:
         harness's folder when it made it."""
         if self.storage is not None:
             for tasks in self._slots.values():
-                container = _worker_containers.pop((self.storage, tasks), None)
-                if container is None:
-                    continue
-                for stores in container.csm.tasks.values():
-                    for ts in stores.values():
-                        PARKING.take(ts)
-                for q in container._queues.values():
-                    q.shutdown(wait=True)
-                container.csm.close()
+                container_process().close_container((self.storage, tasks))
         if self._own_folder:
             shutil.rmtree(self.folder, ignore_errors=True)
 

@@ -12,6 +12,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from elasticity.batch import reader
+from elasticity.batch.container_process import container_process
 from elasticity.cli import main
 from elasticity.config import validate
 from elasticity.jobmodel.grouping import build_job_model
@@ -88,9 +89,9 @@ def test_a_chunk_reads_exactly_its_offsets_with_librdkafka_on_a_reused_consumer(
                 (o, f"k{c.partition}-{o}".encode() if o % 7 else None, f"{c.partition}-{o}".encode())
                 for o in range(c.start, c.end)
             ]
-        assert reader._fast_consumers[kafka_bootstrap] is not None  # librdkafka read them
+        assert container_process().fast_consumers[kafka_bootstrap] is not None  # librdkafka read them
     finally:
-        reader.close_consumers()
+        container_process().close_consumers()
 
 
 def test_missing_topic_is_named(kafka_bootstrap):

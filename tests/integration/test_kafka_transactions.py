@@ -10,6 +10,7 @@ import pytest
 from confluent_kafka import Producer
 
 from elasticity.batch import reader
+from elasticity.batch.container_process import container_process
 from elasticity.config import validate
 from elasticity.jobmodel.model import SystemStreamPartition
 from elasticity.kafka.admin import create_topic
@@ -67,7 +68,7 @@ def transactional_topic(kafka_bootstrap):
 @pytest.mark.parametrize("client", ["librdkafka", "kafka-python"])
 def test_a_chunk_reads_committed_records_only_and_ends_on_a_marker(kafka_bootstrap, transactional_topic, client):
     if client == "kafka-python":
-        reader._fast_consumers[kafka_bootstrap] = None  # the reader's kafka-python path (a SASL login takes it)
+        container_process().fast_consumers[kafka_bootstrap] = None  # the reader's kafka-python path (a SASL login takes it)
     try:
 
         def read(start: int, end: int) -> list[tuple[int, bytes]]:
@@ -81,7 +82,7 @@ def test_a_chunk_reads_committed_records_only_and_ends_on_a_marker(kafka_bootstr
         assert read(3, 7) == []  # aborted records and their marker only
         assert read(9, 10) == []  # the last marker alone
     finally:
-        reader.close_consumers()
+        container_process().close_consumers()
 
 
 def test_a_batch_is_planned_up_to_the_last_stable_offset(kafka_bootstrap, transactional_topic):

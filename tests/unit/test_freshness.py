@@ -6,7 +6,8 @@ from collections import Counter
 
 import pyarrow as pa
 
-from elasticity.batch.processing import TaskSummary, run_slots
+from elasticity.batch.outcome import TaskSummary
+from elasticity.batch.processing import run_slots
 from elasticity.batch.reader import ROUTED_SCHEMA, ReadCounts
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.metrics.freshness import HOUR_MS, batch_span, percentile, window

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from elasticity.batch.processing import ProcessContext, process_slot
+from elasticity.batch.process_context import ProcessContext
+from elasticity.batch.processing import process_slot
 from elasticity.batch.reader import ROUTED_SCHEMA as ROUTED
 from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition
@@ -255,7 +256,7 @@ def test_virtual_tasks_run_together_leave_what_each_would_alone(tmp_path_factory
 
 
 def test_the_drivers_summary_row_has_the_summary_schemas_columns_in_order():
-    from elasticity.batch.processing import SUMMARY_SCHEMA, TaskSummary
+    from elasticity.batch.outcome import SUMMARY_SCHEMA, TaskSummary
 
     assert list(TaskSummary._fields) == SUMMARY_SCHEMA.names
 
@@ -274,24 +275,26 @@ def busy_app(app):
 def test_a_slot_runs_its_units_on_its_own_thread_when_its_app_computes_and_on_the_pool_when_it_waits(tmp_path):
     """The pass history decides (its rules are tested below, without timing): one thread for an app whose passes
     kept the pool busy, the pool otherwise; and a pass is observed, here on the pool, as computing."""
-    from elasticity.batch import processing
+    from elasticity.batch.container_process import fresh_container_process
+    from elasticity.batch.scheduling import PassHistory
 
+    process = fresh_container_process()  # a new Python worker's: no history learnt yet
     app_class = "tests.unit.test_processing:busy_app"
     context = dataclasses.replace(ctx(tmp_path), app_class=app_class, thread_pool_size=64)
     batch = rows(*((f"Partition_0-{t}-8", t, t, b"1") for t in range(8)))
-    processing._histories[app_class] = processing.PassHistory(single=True)
+    process.histories[app_class] = PassHistory(single=True)
     _threads.clear()
     assert sum(r["processed"] for r in process_slot(context, 0, batch)) == 8
     assert set(_threads.values()) == {threading.get_ident()}  # the slot's own thread
-    processing._histories[app_class] = processing.PassHistory(single=False, pool_passes=5)
+    process.histories[app_class] = PassHistory(single=False, pool_passes=5)
     _threads.clear()
     process_slot(context, 0, batch)
     assert threading.get_ident() not in set(_threads.values())  # the pool's threads
-    assert processing._histories[app_class].pool_passes == 4  # the pass was observed
+    assert process.histories[app_class].pool_passes == 4  # the pass was observed
 
 
 def test_an_app_that_waits_keeps_the_pool():
-    from elasticity.batch.processing import PassHistory
+    from elasticity.batch.scheduling import PassHistory
 
     h = PassHistory()
     h.observe(single=False, cpu_ns=10, wall_ns=100)  # 10 % busy: waiting, side by side

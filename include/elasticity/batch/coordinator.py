@@ -212,71 +212,85 @@ class JobCoordinator:
         try:
             faults.point("rescale.lease_acquired")
             if not settled and self.config.processing_guarantee == "exactly_once":
-                # no transaction of the old generation stays open, and what one committed is in the store
-                settle(
-                    self.job,
-                    self.config.job_id,
-                    self.store,
-                    kafka_for=lambda system: client_settings(self.config, system, "producer"),
-                    write_versions=self.config.checkpoint_write_versions,
-                    owner=owner,
-                )
-            t = time.perf_counter_ns()
-            old, factor, model = self._target(factor)
-            metrics = {"job-model-generation-ns": time.perf_counter_ns() - t}
-            if old is not None and self.storage is not None:
-                from elasticity.state.rescale import clean_stale_moves
-
-                clean_stale_moves(self.storage[0], old.number)  # what a crashed move left
-            if self._unchanged(old, factor, model):
-                return RescalePlan(old=old, model=model, factor=factor, migration=None, metrics=metrics)
-            done: list[Migration] = []
-            # the stores move from the checkpoints as read now (a stateless app's are read once, under the lock)
-            moved_from = self.checkpoints(old) if old and self.storage is not None else {}
-            move = self._move_state(old, moved_from, factor, model=model, dry_run=False) if old else None
-
-            def compute(old_cps: dict[TaskName, TaskCheckpoint]) -> Mapping[TaskName, TaskCheckpoint]:
-                # from the checkpoints the transaction reads under the row lock
-                t = time.perf_counter_ns()
-                if move is not None and _committed_state(old_cps) != _committed_state(moved_from):
-                    raise StoreError(
-                        f"job {self.job!r}: a checkpoint was written while the state moved; nothing was changed, rerun the rescale"
-                    )
-                done.append(self._migrate(old, old_cps, factor, model))
-                new = move.apply(done[-1].checkpoints) if move is not None else done[-1].checkpoints
-                metrics["checkpoint-compute-ns"] = time.perf_counter_ns() - t
-                return new
-
-            reason = f"rescale {old.factor} -> {factor}" if old else f"first generation at factor {factor}"
-            new = self._write_generation(
-                old,
-                factor,
-                model,
-                compute=compute,
-                owner=owner,
-                reason=f"{reason} ({trigger or 'by ' + owner})",
-                abandon_pending=abandon_pending,
-                origin=origin if old else "start",
-            )
-            if move is not None:
-                from elasticity.state.rescale import finish
-
-                faults.point("rescale.state.committed")
-                assert self.storage is not None
-                finish(self.storage[0], move)
-                metrics["state-move-ns"] = move.state_move_ns
-            self._record_rescale(old, new, metrics)
-            log.info(
-                "job %r: %s -> factor %d: %s",
-                self.job,
-                f"factor {old.factor}" if old else "new job",
-                factor,
-                " ".join(f"{k}={v}" for k, v in metrics.items()),
-            )
-            return RescalePlan(old=old, model=model, factor=factor, migration=done[-1], state=move, metrics=metrics)
+                self._settle(owner)
+            return self._rescale_leased(factor, owner, abandon_pending=abandon_pending, trigger=trigger, origin=origin)
         finally:
             if not already_ours:
                 self.store.release_lease(self.job, owner)
+
+    def _settle(self, owner: str) -> None:
+        """No transaction of the old generation stays open, and what one committed is in the store."""
+        settle(
+            self.job,
+            self.config.job_id,
+            self.store,
+            kafka_for=lambda system: client_settings(self.config, system, "producer"),
+            write_versions=self.config.checkpoint_write_versions,
+            owner=owner,
+        )
+
+    def _rescale_leased(
+        self, factor: int | None, owner: str, *, abandon_pending: bool, trigger: str | None, origin: str
+    ) -> RescalePlan:
+        """`rescale`'s steps under the held lease: the target, the state's move, the new generation written with
+        the migrated checkpoints, then the move finished and the rescale's metrics recorded."""
+        t = time.perf_counter_ns()
+        old, factor, model = self._target(factor)
+        metrics = {"job-model-generation-ns": time.perf_counter_ns() - t}
+        if old is not None and self.storage is not None:
+            from elasticity.state.rescale import clean_stale_moves
+
+            clean_stale_moves(self.storage[0], old.number)  # what a crashed move left
+        if self._unchanged(old, factor, model):
+            return RescalePlan(old=old, model=model, factor=factor, migration=None, metrics=metrics)
+        done: list[Migration] = []
+        # the stores move from the checkpoints as read now (a stateless app's are read once, under the lock)
+        moved_from = self.checkpoints(old) if old and self.storage is not None else {}
+        move = self._move_state(old, moved_from, factor, model=model, dry_run=False) if old else None
+
+        def compute(old_cps: dict[TaskName, TaskCheckpoint]) -> Mapping[TaskName, TaskCheckpoint]:
+            # from the checkpoints the transaction reads under the row lock
+            t = time.perf_counter_ns()
+            if move is not None and _committed_state(old_cps) != _committed_state(moved_from):
+                raise StoreError(
+                    f"job {self.job!r}: a checkpoint was written while the state moved; nothing was changed, rerun the rescale"
+                )
+            done.append(self._migrate(old, old_cps, factor, model))
+            new = move.apply(done[-1].checkpoints) if move is not None else done[-1].checkpoints
+            metrics["checkpoint-compute-ns"] = time.perf_counter_ns() - t
+            return new
+
+        reason = f"rescale {old.factor} -> {factor}" if old else f"first generation at factor {factor}"
+        new = self._write_generation(
+            old,
+            factor,
+            model,
+            compute=compute,
+            owner=owner,
+            reason=f"{reason} ({trigger or 'by ' + owner})",
+            abandon_pending=abandon_pending,
+            origin=origin if old else "start",
+        )
+        self._finish_rescale(old, new, move, metrics)
+        return RescalePlan(old=old, model=model, factor=factor, migration=done[-1], state=move, metrics=metrics)
+
+    def _finish_rescale(self, old: Generation | None, new: Generation, move: StateMove | None, metrics: dict[str, int]) -> None:
+        """After the new generation is written: the state's move finished, the rescale's metrics recorded and logged."""
+        if move is not None:
+            from elasticity.state.rescale import finish
+
+            faults.point("rescale.state.committed")
+            assert self.storage is not None
+            finish(self.storage[0], move)
+            metrics["state-move-ns"] = move.state_move_ns
+        self._record_rescale(old, new, metrics)
+        log.info(
+            "job %r: %s -> factor %d: %s",
+            self.job,
+            f"factor {old.factor}" if old else "new job",
+            new.factor,
+            " ".join(f"{k}={v}" for k, v in metrics.items()),
+        )
 
     def _record_rescale(self, old: Generation | None, new: Generation, metrics: dict[str, int]) -> None:
         """SEP-32's rescale metrics: job-model-generation-ns and checkpoint-compute-ns (and state-move-ns)."""

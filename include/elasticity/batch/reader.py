@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from elasticity.batch.container_process import container_process
 from elasticity.batch.sinks import SOURCE_FIELDS
 from elasticity.checkpoint.batch_plan import OffsetRange
 from elasticity.checkpoint.task_checkpoint import Watermark
@@ -31,8 +32,6 @@ if TYPE_CHECKING:
 RECORD_SCHEMA = pa.schema([*SOURCE_FIELDS, ("value", pa.binary()), ("timestamp", pa.int64())])
 ROUTED_SCHEMA = pa.schema([*RECORD_SCHEMA, ("key_bucket", pa.int32()), ("task_name", pa.string())])
 
-_consumers: dict[Kafka, KafkaConsumer] = {}  # one consumer per client settings and Python worker, reused across chunks
-_fast_consumers: dict[Kafka, Consumer | None] = {}  # the same with confluent-kafka (None: settings it cannot take)
 LIBRDKAFKA_DEFAULTS = {
     "group.id": "elasticity-reader",  # librdkafka asks for one; partitions are assigned, no offset is committed
     "client.id": "elasticity-reader",
@@ -78,7 +77,8 @@ def chunks(ranges: Iterable[OffsetRange], bootstraps: Mapping[str, Kafka], chunk
 def _consumer(bootstrap: Kafka) -> KafkaConsumer:
     from kafka import KafkaConsumer
 
-    c = _consumers.get(bootstrap)
+    consumers = container_process().consumers  # one per client settings and Python worker, reused across chunks
+    c = consumers.get(bootstrap)
     if c is None:
         c = KafkaConsumer(
             **settings(bootstrap).kwargs(
@@ -89,7 +89,7 @@ def _consumer(bootstrap: Kafka) -> KafkaConsumer:
             ),
             enable_auto_commit=False,
         )
-        _consumers[bootstrap] = c
+        consumers[bootstrap] = c
     return c
 
 
@@ -98,19 +98,11 @@ def _fast_consumer(bootstrap: Kafka) -> Consumer | None:
     settings have no librdkafka counterpart here (`KafkaClientSettings.librdkafka`)."""
     from confluent_kafka import Consumer
 
-    if bootstrap not in _fast_consumers:
+    fast_consumers = container_process().fast_consumers
+    if bootstrap not in fast_consumers:
         config = settings(bootstrap).librdkafka(**LIBRDKAFKA_DEFAULTS)
-        _fast_consumers[bootstrap] = Consumer(config) if config is not None else None
-    return _fast_consumers[bootstrap]
-
-
-def close_consumers() -> None:
-    """Close the cached consumers (a driver that read directly, not a Spark worker)."""
-    while _consumers:
-        _consumers.popitem()[1].close()
-    while _fast_consumers:
-        if (c := _fast_consumers.popitem()[1]) is not None:
-            c.close()
+        fast_consumers[bootstrap] = Consumer(config) if config is not None else None
+    return fast_consumers[bootstrap]
 
 
 Record = tuple[int, bytes | None, bytes | None, int]  # offset, key, value, timestamp (ms)

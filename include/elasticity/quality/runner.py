@@ -24,9 +24,10 @@ import pandas as pd
 
 from elasticity import faults
 from elasticity.api.stream import ApplicationDescriptor, load_application
+from elasticity.batch.container_process import container_process
 from elasticity.batch.coordinator import Inputs, JobCoordinator
 from elasticity.batch.exactly_once import provenance
-from elasticity.batch.reader import Chunk, close_consumers, read_chunk
+from elasticity.batch.reader import Chunk, read_chunk
 from elasticity.batch.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, output_roots, read_table
 from elasticity.checkpoint.commit_record import complete_records
 from elasticity.checkpoint.store import CheckpointStore
@@ -71,7 +72,7 @@ def _read_inputs(
             ):
                 rows.append(batch.to_pandas()[names])
     finally:
-        close_consumers()
+        container_process().close_consumers()  # a driver that read directly, not a Spark worker
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=names)
 
 

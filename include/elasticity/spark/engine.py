@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import json
 import logging
 import os
 import socket
@@ -26,9 +25,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from functools import cached_property, partial
-from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -38,22 +35,30 @@ from elasticity.api.stream import ApplicationDescriptor, load_application
 from elasticity.batch.async_commit import AsyncCommitter
 from elasticity.batch.coordinator import JobCoordinator
 from elasticity.batch.exactly_once import ExactlyOnceOutputs, StagedOutput, staging_root
-from elasticity.batch.lease import held_lease
-from elasticity.batch.planning import advance_all, plan_ranges
-from elasticity.batch.processing import SUMMARY_SCHEMA, ProcessContext, TaskSummary, run_slots
-from elasticity.batch.reader import Owner, RouteTable, SlotReads, chunks
+from elasticity.batch.lease import LeaseHeartbeat, held_lease
+from elasticity.batch.outcome import SUMMARY_SCHEMA, TaskSummary, batch_summary, count_records, new_checkpoints, summary_metrics
+from elasticity.batch.planning import plan_ranges
+from elasticity.batch.process_context import (
+    ProcessContext,
+    batch_state,
+    create_output_topics,
+    process_context,
+    slot_of,
+    slot_reads,
+    table_batch,
+)
+from elasticity.batch.processing import run_slots
+from elasticity.batch.reader import SlotReads
 from elasticity.batch.sink_identity import guard_sinks
 from elasticity.batch.sinks import delete_batches, output_roots
 from elasticity.checkpoint.batch_plan import BatchPlan
 from elasticity.checkpoint.store import CheckpointStore, Generation
-from elasticity.checkpoint.task_checkpoint import CheckpointId, TaskCheckpoint, state_of
+from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
 from elasticity.config import BLOB_STORE_FACTORY, ConfigError, JobConfig
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName
-from elasticity.jobmodel.object_mapper import ssp_from_key, ssp_to_key
-from elasticity.kafka.admin import Kafka, client_settings, create_topic
+from elasticity.kafka.admin import client_settings
 from elasticity.kafka.consumer import KafkaInputs
-from elasticity.metrics.freshness import batch_span
-from elasticity.metrics.job_metrics import batch_metrics, per_message_ns
+from elasticity.metrics.job_metrics import batch_metrics
 from elasticity.metrics.reporters import Reporters
 from elasticity.metrics.summary import BatchSummary
 from elasticity.spark.placement import placed_slots, rebalance
@@ -61,8 +66,8 @@ from elasticity.spark.session import check_master, check_shared_paths, spark_mas
 from elasticity.spark.shipping import ship_user_code
 from elasticity.state.backends.blob_manager import BlobStoreManager
 from elasticity.state.backends.blobstore import await_durable
-from elasticity.state.store_config import StorageConfig, state_dir
-from elasticity.state.table import SideInputBatch, TableBatch, TableSource, resolve_tables
+from elasticity.state.store_config import StorageConfig
+from elasticity.state.table import SideInputBatch, TableSource, resolve_tables
 from elasticity.state.worker import BatchState
 
 log = logging.getLogger(__name__)
@@ -173,21 +178,7 @@ class MicroBatchEngine:
         app had tables records none: read up to now)."""
         if not self.tables:
             return None
-        recorded = dict(plan.side_inputs) or dict(self._side_input_offsets())
-        out = []
-        for t in self.tables:
-            systems = sorted({s.system for s in t.streams})
-            out.append(
-                TableBatch(
-                    name=t.name,
-                    targets=tuple((ssp, o) for ssp, o in sorted(recorded.items()) if ssp.system_stream in t.streams),
-                    bootstraps=tuple((s, client_settings(self.config, s)) for s in systems),
-                    serdes=tuple((s, self.config.serde(s, "key"), self.config.serde(s, "msg")) for s in systems),
-                    processor_factory=t.processor_factory,
-                )
-            )
-        configured = state_dir(self.config)
-        return SideInputBatch(self.job, str(configured) if configured else None, tuple(out))
+        return table_batch(self.config, self.tables, dict(plan.side_inputs) or dict(self._side_input_offsets()))
 
     def _await_state(self, cps: Iterable[TaskCheckpoint], timeout_s: float) -> None:
         """Before a checkpoint is written: its blob-store snapshots, uploading in the workers, are durable."""
@@ -234,96 +225,61 @@ class MicroBatchEngine:
         lands (from the upload thread, for async commits)."""
         owner = owner or default_batch_owner()
         cap = self.config.batch_max_records if max_records is None else max_records
+        self._check_cluster()
+        deadline = None if max_seconds is None else time.monotonic() + max_seconds
+        # the heartbeat spans everything done under the lease, the last upload too; it stops before the release
+        with held_lease(self.store, self.job, owner, self.config.lease_ttl_ms) as lease:
+            commits = _Commits(self, owner, on_commit)
+            try:
+                commits.start()
+                # job identity: sinks written under another store fail the start (elasticity.batch.sink_identity)
+                guard_sinks(self.config, self.store, lambda: self.coordinator.initialize(owner, settled=True), reset=reset_sinks)
+                summaries = self._batches(lease, commits, cap, until_caught_up=until_caught_up, deadline=deadline)
+                self._open_gate()  # no next plan
+                commits.committer.flush()
+            finally:
+                self._open_gate()
+                commits.close()
+        return summaries
+
+    def _check_cluster(self) -> None:
+        """Before the lease: the master is up, and the paths the executors share are shared."""
         master = spark_master(self.spark)
         check_master(master)  # a Connect server whose master is down: fail now, naming it
         check_shared_paths(self.config, master, blobs=self.storage is not None and BLOB_STORE_FACTORY in self._factories())
-        started = time.monotonic()
+
+    def _batches(
+        self, lease: LeaseHeartbeat, commits: _Commits, cap: int, *, until_caught_up: bool, deadline: float | None
+    ) -> list[BatchSummary]:
+        """Batch after batch under the lease: one (and the chain a failed run left planned), or until no lag
+        is left or the deadline has passed. A batch in the loop commits on the upload thread while the next
+        one runs; a single or replayed batch, or one with errors, commits now."""
         summaries: list[BatchSummary] = []
-        by_batch: dict[int, BatchSummary] = {}
-
-        def committed(plan: BatchPlan, covers: tuple[int, ...], commit_ns: int) -> None:
-            durable_ms = int(time.time() * 1000)  # the commit, and the batches folded into it, are durable now
-            for batch_id in (*covers, plan.batch_id):
-                summary = by_batch[batch_id]
-                assert summary.generation is not None  # only a batch with nothing to read has none, and it commits nothing
-                summary.metrics["commit-ns"] = commit_ns if batch_id == plan.batch_id else 0
-                summary.durations_ms["commit"] = round(commit_ns / 1e6, 1) if batch_id == plan.batch_id else 0.0
-                summary.metrics["commit"] = "committed" if batch_id == plan.batch_id else f"folded into batch {plan.batch_id}"
-                summary.commit_at(durable_ms)
-                self.store.record_metrics(
-                    self.job, batch_id, summary.generation, summary.to_json(), freshness=summary.freshness_ms
-                )
-                for staged in self.staged_outputs:  # in the Kafka topic now, with the checkpoint
-                    delete_batches(staged.root, [batch_id])
-                if self.reporters.reporters:  # a metric per virtual task: none built for no reporter
-                    self.reporters.report(batch_metrics(summary))
-                if on_commit:
-                    on_commit(summary)
-
-        # the heartbeat spans everything done under the lease, the last upload too; it stops before the release
-        with held_lease(self.store, self.job, owner, self.config.lease_ttl_ms) as lease:
-            exactly_once = self._exactly_once(owner)
-
-            def before_commit(plan: BatchPlan, cps: list[TaskCheckpoint], covers: tuple[int, ...]) -> None:
-                if exactly_once is not None:
-                    exactly_once.commit(plan, cps, covers)
-                    faults.point("commit.kafka_committed")
-
-            committer = AsyncCommitter(
-                self.store,
-                self.config.checkpoint_write_versions,
-                owner,
-                max_delay_ms=self.config.commit_max_delay_ms,
-                timeout_ms=self.config.commit_timeout_ms,
-                on_committed=committed,
-                await_state=self._await_state,
-                on_failure=self._cancel_running,
-                before_commit=before_commit,
-            )
-            try:
-                if exactly_once is not None:
-                    exactly_once.start()  # what earlier runs left: fenced, or rolled forward
-                # job identity: sinks written under another store fail the start (elasticity.batch.sink_identity)
-                guard_sinks(self.config, self.store, lambda: self.coordinator.initialize(owner, settled=True), reset=reset_sinks)
-                snapshot, high = None, None
-                while True:
-                    lease.check()  # no batch is started that its commit would be fenced from
-                    summary, plan, new_cps, high = self.run_one(cap, owner, snapshot, high)
-                    self._freeze_long_lived()
-                    summary.owner = owner
-                    summaries.append(summary)
-                    if plan is None:
-                        break
-                    by_batch[plan.batch_id] = summary
-                    if until_caught_up and not summary.replayed and not summary.errors:
-                        # the upload's commit waits for the next batch's plan (set in run_one): the plan goes first
-                        self._planned = threading.Event()
-                        summary.metrics["commit"] = committer.submit(plan, new_cps.values(), self._planned)
-                        snapshot = (plan, new_cps)
-                    else:
-                        committer.flush()
-                        t = time.perf_counter_ns()
-                        self._await_state(new_cps.values(), self.config.commit_timeout_ms / 1000)
-                        before_commit(plan, list(new_cps.values()), ())
-                        self.store.commit_batch(plan, new_cps.values(), self.config.checkpoint_write_versions, owner=owner)
-                        committed(plan, (), time.perf_counter_ns() - t)
-                        snapshot = None
-                    if summary.errors:
-                        raise BatchFailed("; ".join(summary.errors))
-                    if summary.replayed and self.store.pending_plan(self.job) is not None:
-                        continue  # a failed run's whole chain of planned batches replays, in order, in one run
-                    out_of_time = max_seconds is not None and time.monotonic() - started >= max_seconds
-                    if not until_caught_up or summary.lag_left == 0 or out_of_time:
-                        break
-                self._open_gate()  # no next plan
-                committer.flush()
-            finally:
-                self._open_gate()
-                try:
-                    committer.close()
-                finally:
-                    if exactly_once is not None:
-                        exactly_once.close()
+        snapshot: tuple[BatchPlan, dict[TaskName, TaskCheckpoint]] | None = None
+        high = None
+        while True:
+            lease.check()  # no batch is started that its commit would be fenced from
+            summary, plan, new_cps, high = self.run_one(cap, commits.owner, snapshot, high)
+            self._freeze_long_lived()
+            summary.owner = commits.owner
+            summaries.append(summary)
+            if plan is None:
+                break
+            if until_caught_up and not summary.replayed and not summary.errors:
+                # the upload's commit waits for the next batch's plan (set in run_one): the plan goes first
+                self._planned = threading.Event()
+                commits.submit(plan, new_cps, summary, planned=self._planned)
+                snapshot = (plan, new_cps)
+            else:
+                commits.commit_now(plan, new_cps, summary)
+                snapshot = None
+            if summary.errors:
+                raise BatchFailed("; ".join(summary.errors))
+            if summary.replayed and self.store.pending_plan(self.job) is not None:
+                continue  # a failed run's whole chain of planned batches replays, in order, in one run
+            out_of_time = deadline is not None and time.monotonic() >= deadline
+            if not until_caught_up or summary.lag_left == 0 or out_of_time:
+                break
         return summaries
 
     def run_one(
@@ -353,7 +309,8 @@ class MicroBatchEngine:
         )
         self._open_gate()
         if plan is None:
-            return self._summary(generation, None, cps, high=high, durations={"plan": _ms(t0)}, metrics={}), None, cps, high
+            summary = batch_summary(self.job, generation, None, cps, high=high, durations={"plan": _ms(t0)}, metrics={})
+            return summary, None, cps, high
         self._clean_batch(*self.store.batches_with_status(self.job, "abandoned"))
         durations = {"plan": _ms(t0)}
 
@@ -364,13 +321,13 @@ class MicroBatchEngine:
         durations["process"] = round(max((r.group_ns - r.read_ns for r in rows), default=0) / 1e6, 1)
 
         t = time.perf_counter()
-        new_cps = self._new_checkpoints(plan, cps, rows)
+        new_cps = new_checkpoints(plan, cps, rows, stateful=self.storage is not None)
         durations["checkpoint"] = _ms(t)  # the batch's new checkpoints (SEP-32's checkpoint-compute-ns is a rescale's)
 
-        metrics = self._batch_metrics(durations, new_cps, rows)
+        metrics = summary_metrics(durations, new_cps, rows, stateful=self.storage is not None)
         high = self._high_watermarks(plan)
-        summary = self._summary(generation, plan, new_cps, high=high, durations=durations, metrics=metrics)
-        _count(summary, rows)
+        summary = batch_summary(self.job, generation, plan, new_cps, high=high, durations=durations, metrics=metrics)
+        count_records(summary, rows)
         summary.replayed = pending is not None
         summary.durations_ms["total"] = _ms(t0)
         summary.finished_ms = int(time.time() * 1000)
@@ -456,38 +413,6 @@ class MicroBatchEngine:
         self._recent_executors.append(used)
         return rows
 
-    def _new_checkpoints(
-        self, plan: BatchPlan, cps: dict[TaskName, TaskCheckpoint], rows: list[TaskSummary]
-    ) -> dict[TaskName, TaskCheckpoint]:
-        """Each virtual task's checkpoint after the batch: past its ranges, or at the first offset it did not
-        keep where it stopped; with the state snapshot it took, for a job with stores."""
-        stopped = {
-            TaskName(r.task_name): {ssp_from_key(k): int(v) for k, v in json.loads(r.stopped).items()} for r in rows if r.stopped
-        }
-        new_cps = advance_all(cps, plan.ranges, stopped)
-        return _with_state(new_cps, cps, rows) if self.storage is not None else new_cps
-
-    def _batch_metrics(
-        self,
-        durations: dict[str, float],
-        new_cps: dict[TaskName, TaskCheckpoint],
-        rows: list[TaskSummary],
-    ) -> dict[str, Any]:
-        """SEP-32's batch metrics, the stores' and the per-task figures of the job page."""
-        metrics: dict[str, Any] = {
-            "total-input-consumption-ns": int((durations["spark"] - durations["process"]) * 1e6),
-            # per message, as SEP-32 means it: the hashing alone, timed in each Arrow batch of the read (RouteTable)
-            "keyhash-compute-ns": per_message_ns(sum(r.hash_ns for r in rows), sum(r.read for r in rows)),
-            "executors": sorted({r.executor for r in rows}),
-        }
-        if self.storage is not None:
-            metrics.update(_state_metrics(new_cps, rows))
-        ran = [r for r in rows if r.records]
-        metrics["process-ns"] = {r.task_name: r.process_ns for r in ran}  # per virtual task: its slice
-        metrics["process-ns-per-message"] = per_message_ns(sum(r.process_ns for r in ran), sum(r.records for r in ran))
-        metrics["records"] = {r.task_name: r.records for r in ran}  # per virtual task: its records/s on the job page
-        return metrics
-
     def _high_watermarks(self, plan: BatchPlan) -> dict[SystemStreamPartition, int]:
         """Each planned SSP's high watermark after the batch, for the lag left (the plan's end if the broker says nothing)."""
         high = {r.ssp: r.end for r in plan.ranges}
@@ -497,90 +422,29 @@ class MicroBatchEngine:
     # --- placement ---------------------------------------------------------------
 
     def _slot_reads(self, plan: BatchPlan, generation: Generation, cps: dict[TaskName, TaskCheckpoint]) -> SlotReads:
-        """What each slot reads: the chunks of its tasks' SSPs, and which task and slot own each key bucket."""
-        systems = {r.ssp.system for r in plan.ranges}
-        bootstraps = {s: client_settings(self.config, s) for s in systems}
-        cs = chunks([r for r in plan.ranges if r.size > 0], bootstraps, self.config.read_chunk_records)
-        slot_of = self._slots(generation)
-        owners: dict[tuple[str, str, int], dict[int, Owner]] = {}
-        for name, cp in cps.items():
-            for ssp, offset in cp.offsets.items():
-                owners.setdefault((ssp.system, ssp.stream, ssp.partition), {})[ssp.key_bucket] = (
-                    name.name,
-                    offset,
-                    cp.watermarks.get(ssp, ()),
-                    slot_of[name],
-                )
-        return SlotReads.of(RouteTable(generation.factor, owners), cs)
-
-    def _slots(self, generation: Generation) -> dict[TaskName, int]:
-        """Each virtual task's process slot: a container's tasks are dealt round-robin over
-        `job.container.process.count` slots, each one Spark task and one Python worker (no GIL shared
-        between slots); a task stays whole, in offset order, in one."""
-        per = self.config.container_process_count
-        return {
-            t.task_name: ci * per + ti % per
-            for ci, c in enumerate(generation.job_model.containers)
-            for ti, t in enumerate(c.tasks)
-        }
+        slots = slot_of(generation, self.config.container_process_count)
+        return slot_reads(self.config, plan, generation, cps, slots=slots)
 
     def _context(self, plan: BatchPlan, generation: Generation, cps: dict[TaskName, TaskCheckpoint]) -> ProcessContext:
-        c = self.config
-        app = self.app
-        kafka_outputs = [o for o in app.outputs.values() if o.kind == "kafka"]
-        kafka_systems = {s.system for s in c.inputs} | {o.system for o in kafka_outputs}
-        bootstraps: dict[str, Kafka] = {}
-        for s in kafka_systems:
-            with contextlib.suppress(ConnectionError):  # no broker: no Kafka output on this system
-                bootstraps[s] = client_settings(c, s, "producer")
-        if kafka_outputs:
-            partitions = max(self.inputs.partition_counts(c.inputs).values())
-            for o in kafka_outputs:
-                create_topic(
-                    client_settings(c, o.system, "admin"), o.name, partitions
-                )  # intermediate streams get the inputs' width
+        create_output_topics(self.config, self.app, self.inputs)
         local = self._local_master
-        return ProcessContext(
-            job_name=c.job_name,
-            batch_id=plan.batch_id,
-            app_class=c.app_class,
-            job_inputs=c.inputs,
-            key_serdes={s: c.serde(s, "key") for s in kafka_systems},
-            msg_serdes={s: c.serde(s, "msg") for s in kafka_systems},
-            output_path=c.output_dir,
-            audit_path=c.audit_dir,
-            dead_letter_path=c.dead_letter_dir,
-            output_bootstraps=bootstraps,
-            policy=c.dead_letter_policy,
-            max_concurrency=c.max_concurrency,
-            callback_timeout_ms=c.callback_timeout_ms,
-            thread_pool_size=c.thread_pool_size,
+        return process_context(
+            self.config,
+            self.app,
+            plan,
+            generation,
             state=self._batch_state(generation, cps),
             tables=self._table_batch(plan),
             stage_kafka=bool(self.staged_outputs),
             slot_claims=uuid.uuid4().hex if local and (self.storage is not None or self.tables) else None,
-            slots=len(generation.job_model.containers) * c.container_process_count,
-            shipped=ship_user_code(self.spark, c),  # each batch: a changed app is the next batch's
+            shipped=ship_user_code(self.spark, self.config),  # each batch: a changed app is the next batch's
         )
 
     def _batch_state(self, generation: Generation, cps: dict[TaskName, TaskCheckpoint]) -> BatchState | None:
-        """Where each virtual task's state starts (`cps`: the last written checkpoints, or the previous
-        batch's while its upload runs) and which checkpoints are written (cleanup may rely on those)."""
         if self.storage is None:
             return None
-        slot_of = self._slots(generation)
-        slots: dict[int, list[tuple[str, int]]] = {}
-        for t in generation.job_model.tasks():
-            slots.setdefault(slot_of[t.task_name], []).append((t.task_name.name, t.changelog_partition))
-        written = self.coordinator.checkpoints(generation)
-        return BatchState(
-            storage=self.storage,
-            checkpoint_id=CheckpointId.create(),
-            slots={s: tuple(sorted(ts)) for s, ts in slots.items()},
-            start={t.name: state_of(cp) for t, cp in cps.items()},
-            written={t.name: v2 for t, cp in written.items() if (v2 := state_of(cp)) is not None},
-            changelog_partitions=len(generation.job_model.tasks()),
-        )
+        slots = slot_of(generation, self.config.container_process_count)
+        return batch_state(self.storage, generation, cps, written=self.coordinator.checkpoints(generation), slots=slots)
 
     def _clean_batch(self, *batch_ids: int) -> None:
         if not batch_ids:
@@ -591,101 +455,81 @@ class MicroBatchEngine:
         for root in roots:
             delete_batches(root, batch_ids)
 
-    def _summary(
-        self,
-        generation: Generation,
-        plan: BatchPlan | None,
-        cps: dict[TaskName, TaskCheckpoint],
-        *,
-        high: dict[SystemStreamPartition, int],
-        durations: dict[str, float],
-        metrics: dict[str, Any],
-    ) -> BatchSummary:
-        lag: dict[str, int] = {}
-        committed: dict[str, dict[str, int]] = {}
-        starts: dict[SystemStreamPartition, int] = {}  # per input partition, its slowest virtual task's offset
-        for name, cp in cps.items():  # one pass: thousands of virtual tasks
-            offsets = committed[name.name] = {}
-            for ssp, offset in cp.offsets.items():
-                key, base = ssp_to_key(ssp), ssp.without_key_bucket()
-                lag[key] = max(0, high.get(base, offset) - offset)
-                offsets[key] = offset
-                if offset < starts.get(base, offset + 1):
-                    starts[base] = offset
-        metrics["task-count"] = len(cps)
-        metrics["lag"] = lag
-        return BatchSummary(
-            job=self.job,
-            batch_id=plan.batch_id if plan else None,
-            generation=generation.number,
-            factor=generation.factor,
-            task_count=len(cps),
-            offsets_committed=committed if plan else {},
-            lag_left=sum(max(0, high.get(b, o) - o) for b, o in starts.items()),  # from the slowest virtual task
-            lag_per_sspkb=lag,
-            durations_ms=durations,
-            metrics=metrics,
+
+class _Commits:
+    """One run's commits: each batch's checkpoints committed (on the upload thread behind the next batch, or now),
+    the exactly-once outputs' transaction before each, and as each lands its metrics recorded and reported, its
+    staged outputs deleted and `on_commit` told."""
+
+    def __init__(self, engine: MicroBatchEngine, owner: str, on_commit: Callable[[BatchSummary], None] | None) -> None:
+        self.store, self.job, self.owner, self.on_commit = engine.store, engine.job, owner, on_commit
+        self.staged_outputs, self.reporters = engine.staged_outputs, engine.reporters
+        self.write_versions = engine.config.checkpoint_write_versions
+        self.timeout_s = engine.config.commit_timeout_ms / 1000
+        self.await_state = engine._await_state
+        self.by_batch: dict[int, BatchSummary] = {}
+        self.exactly_once = engine._exactly_once(owner)
+        self.committer = AsyncCommitter(
+            self.store,
+            self.write_versions,
+            owner,
+            max_delay_ms=engine.config.commit_max_delay_ms,
+            timeout_ms=engine.config.commit_timeout_ms,
+            on_committed=self.committed,
+            await_state=self.await_state,
+            on_failure=engine._cancel_running,
+            before_commit=self.before_commit,
         )
 
+    def start(self) -> None:
+        if self.exactly_once is not None:
+            self.exactly_once.start()  # what earlier runs left: fenced, or rolled forward
 
-def _count(summary: BatchSummary, rows: list[TaskSummary]) -> None:
-    """The batch's record counts: read from the tasks' buckets and skipped as already processed, processed,
-    dead-lettered and output, and why tasks stopped."""
-    summary.records_read = sum(r.read for r in rows)
-    summary.skipped = sum(r.skipped for r in rows)
-    summary.processed = sum(r.processed for r in rows)
-    summary.dead_lettered = sum(r.dead_lettered for r in rows)
-    summary.outputs = sum(r.outputs for r in rows)
-    summary.errors = [r.error for r in rows if r.error]
-    summary.oldest_timestamp_ms, summary.newest_timestamp_ms = batch_span((r.oldest_timestamp, r.newest_timestamp) for r in rows)
+    def submit(
+        self, plan: BatchPlan, new_cps: dict[TaskName, TaskCheckpoint], summary: BatchSummary, *, planned: threading.Event
+    ) -> None:
+        """The batch's commit on the upload thread, once the next batch's plan is written (`planned`)."""
+        self.by_batch[plan.batch_id] = summary
+        summary.metrics["commit"] = self.committer.submit(plan, new_cps.values(), planned)
 
+    def commit_now(self, plan: BatchPlan, new_cps: dict[TaskName, TaskCheckpoint], summary: BatchSummary) -> None:
+        """The batch's commit on this thread, after any upload still running."""
+        self.by_batch[plan.batch_id] = summary
+        self.committer.flush()
+        t = time.perf_counter_ns()
+        self.await_state(new_cps.values(), self.timeout_s)
+        self.before_commit(plan, list(new_cps.values()), ())
+        self.store.commit_batch(plan, new_cps.values(), self.write_versions, owner=self.owner)
+        self.committed(plan, (), time.perf_counter_ns() - t)
 
-def _with_state(
-    new_cps: dict[TaskName, TaskCheckpoint], cps: dict[TaskName, TaskCheckpoint], rows: list[TaskSummary]
-) -> dict[TaskName, TaskCheckpoint]:
-    """Each task's new checkpoint with its snapshot of this batch; a task that took none (no records
-    here, or stopped) keeps the state of the checkpoint it started from."""
-    snapped = {TaskName(r.task_name): r for r in rows if r.checkpoint_id}
-    out = {}
-    for name, cp in new_cps.items():
-        r = snapped.get(name)
-        if r is not None and r.checkpoint_id and r.state_markers:
-            out[name] = replace(cp, checkpoint_id=CheckpointId.parse(r.checkpoint_id), state_markers=json.loads(r.state_markers))
-        else:
-            out[name] = replace(cp, checkpoint_id=cps[name].checkpoint_id, state_markers=cps[name].state_markers)
-    return out
+    def before_commit(self, plan: BatchPlan, cps: list[TaskCheckpoint], covers: tuple[int, ...]) -> None:
+        if self.exactly_once is not None:
+            self.exactly_once.commit(plan, cps, covers)
+            faults.point("commit.kafka_committed")
 
+    def committed(self, plan: BatchPlan, covers: tuple[int, ...], commit_ns: int) -> None:
+        durable_ms = int(time.time() * 1000)  # the commit, and the batches folded into it, are durable now
+        for batch_id in (*covers, plan.batch_id):
+            summary = self.by_batch[batch_id]
+            assert summary.generation is not None  # only a batch with nothing to read has none, and it commits nothing
+            summary.metrics["commit-ns"] = commit_ns if batch_id == plan.batch_id else 0
+            summary.durations_ms["commit"] = round(commit_ns / 1e6, 1) if batch_id == plan.batch_id else 0.0
+            summary.metrics["commit"] = "committed" if batch_id == plan.batch_id else f"folded into batch {plan.batch_id}"
+            summary.commit_at(durable_ms)
+            self.store.record_metrics(self.job, batch_id, summary.generation, summary.to_json(), freshness=summary.freshness_ms)
+            for staged in self.staged_outputs:  # in the Kafka topic now, with the checkpoint
+                delete_batches(staged.root, [batch_id])
+            if self.reporters.reporters:  # a metric per virtual task: none built for no reporter
+                self.reporters.report(batch_metrics(summary))
+            if self.on_commit:
+                self.on_commit(summary)
 
-def _state_metrics(cps: dict[TaskName, TaskCheckpoint], rows: list[TaskSummary]) -> dict[str, Any]:
-    """Per store, this batch's metrics summed over its virtual tasks ("store-metrics"), and per virtual
-    task and store its checkpoint id, markers, size and restore source ("stores"), for the summary and
-    the job page."""
-    totals: dict[str, dict[str, int]] = {}
-    local: dict[str, dict[str, dict[str, Any]]] = {}  # task -> store -> disk usage and restore source
-    for r in rows:
-        for store, m in json.loads(r.state_metrics or "{}").items():
-            source = m.pop("restored-from")
-            agg = totals.setdefault(store, {})
-            for k, v in m.items():
-                agg[k] = agg.get(k, 0) + v
-            local.setdefault(r.task_name, {})[store] = {"disk-usage-bytes": m["disk-usage-bytes"], "restored-from": source}
-    stores: dict[str, dict[str, Any]] = {}
-    for name, cp in cps.items():
-        markers: dict[str, dict[str, str]] = {}
-        for factory, by_store in cp.state_markers.items():
-            for store, marker in by_store.items():
-                markers.setdefault(store, {})[factory] = marker
-        for store in markers.keys() | local.get(name.name, {}).keys():
-            stores.setdefault(name.name, {})[store] = {
-                "checkpoint-id": str(cp.checkpoint_id),
-                "markers": markers.get(store, {}),
-                **local.get(name.name, {}).get(store, {}),
-            }
-    restores = {
-        "count": sum(t.get("restores", 0) for t in totals.values()),
-        "bytes": sum(t.get("restore-bytes", 0) for t in totals.values()),
-    }
-    return {"store-metrics": totals, "stores": stores, "state-restores": restores}
+    def close(self) -> None:
+        try:
+            self.committer.close()
+        finally:
+            if self.exactly_once is not None:
+                self.exactly_once.close()
 
 
 def _ms(start: float) -> float:

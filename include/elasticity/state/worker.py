@@ -2,8 +2,8 @@
 
 The driver ships a `BatchState` with each batch: the checkpoint each virtual
 task starts from, the last checkpoint written (for cleanup) and the id of this
-batch's snapshots. `open_container` keeps one ContainerStorageManager per
-worker process, job and task set, so a warm session reuses its clients, pools
+batch's snapshots. The worker process keeps one ContainerStorageManager per
+job and task set (`batch.container_process`), so a warm session reuses its clients, pools
 and backends; a task whose stores this process released after its own snapshot
 is reopened as it is (no restore).
 
@@ -141,6 +141,15 @@ class ContainerState:
             for s, m in now.items()
         }
 
+    def close(self) -> None:
+        """The end of this process's use of the container: its queued uploads and cleanups end, then every
+        store closes, parked ones too."""
+        for ts in self._stores():
+            PARKING.take(ts)
+        for q in self._queues.values():
+            q.shutdown(wait=True)
+        self.csm.close()
+
     def _upload(self, snapshot: TaskSnapshot, indexes: list[str]) -> None:
         try:
             self.csm.upload([snapshot])
@@ -197,20 +206,3 @@ class Heartbeat:
             for index, n in beats.items():
                 with contextlib.suppress(OSError):  # a missed beat only brings the driver's give-up nearer
                     self.blobs.put_bytes(index + ALIVE, str(n).encode())
-
-
-_containers: dict[tuple[StorageConfig, tuple[tuple[str, int], ...]], ContainerState] = {}
-_lock = threading.Lock()
-
-
-def open_container(state: BatchState, descriptors: Collection[StoreDescriptor], slot: int) -> ContainerState:
-    """This process's ContainerState for the slot's tasks (cached per job, store config and task set),
-    set to where the batch starts."""
-    tasks = state.slots[slot]
-    with _lock:
-        key = (state.storage, tasks)
-        if key not in _containers:
-            _containers[key] = ContainerState(state, descriptors, tasks)
-        container = _containers[key]
-    container.begin(state)
-    return container

@@ -1,0 +1,51 @@
+"""A process slot's files of a batch: each sink's rows of its virtual tasks, the audit and the dead letters, one
+file per (batch, slot). Nothing here imports Spark."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from elasticity.api.stream import ApplicationDescriptor
+from elasticity.batch.process_context import ProcessContext
+from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, in_file, write_batch_file
+from elasticity.batch.unit_run import UnitRun, sink_roots
+
+
+def write_slot_files(
+    ctx: ProcessContext, app: ApplicationDescriptor, slot: int, table: pa.Table, *, units: list[UnitRun]
+) -> None:
+    """Each sink's rows of the slot's virtual tasks, in task order, as one file per (batch, slot), which a retry
+    of the batch overwrites (a retry placed differently finds the batch's files deleted first: `delete_batches`).
+    Every Parquet output and the audit get their file, empty or not; dead letters only when there are some."""
+    name = f"slot-{slot}"
+    for root in (r for r in sink_roots(ctx, app).values() if r is not None):
+        pieces = sorted((p for u in units for p in u.outputs.get(root, ())), key=lambda p: p[0])
+        rows = [r for _, rs in pieces for r in rs]
+        columns = zip(*rows, strict=True) if rows else [()] * len(in_file(OUTPUT_SCHEMA))
+        write_batch_file(root, ctx.batch_id, name, _table(list(columns), in_file(OUTPUT_SCHEMA)))
+    ranges = sorted(r for u in units for r in u.kept)
+    failed = set().union(*(u.failed for u in units))
+    if sum(b - a for a, b in ranges) == table.num_rows:
+        kept = table
+    else:
+        kept = table.take(pa.array([g for a, b in ranges for g in range(a, b)], pa.int64()))
+    seq = [i for a, b in ranges for i in range(b - a)]
+    status = ["dead_letter" if g in failed else "processed" for a, b in ranges for g in range(a, b)]
+    audit = _table(
+        [*(kept.column(n) for n in ("system", "stream", "partition", "offset", "key", "task_name")), seq, status],
+        in_file(AUDIT_SCHEMA),
+    )
+    write_batch_file(ctx.audit_path, ctx.batch_id, name, audit)
+    dead = [d for _, d in sorted((d for u in units for d in u.dead), key=lambda d: d[0])]
+    if dead:
+        write_batch_file(ctx.dead_letter_path, ctx.batch_id, name, pa.Table.from_pylist(dead, schema=DEAD_LETTER_SCHEMA))
+
+
+def _table(columns: list[Any], schema: pa.Schema) -> pa.Table:
+    """Columns, Arrow or plain values, as a table of `schema`."""
+    arrays = [
+        c if isinstance(c, pa.ChunkedArray | pa.Array) else pa.array(c, f.type) for c, f in zip(columns, schema, strict=True)
+    ]
+    return pa.Table.from_arrays(arrays, schema=schema)
