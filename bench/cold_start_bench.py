@@ -1,10 +1,13 @@
 """Cold-start benchmark: a job's first batch on a Spark Connect server that has just started, with and without
 the server's warm-up (elasticity.local.warmup), beside a warm batch, measured side by side in one run.
 
-  (a) a fresh server (local[2]) without warm-up: the job's first batch
-  (b) a fresh server with warm-up (started as `elasticity spark start` starts it, the job's config among those
-      whose sessions it readies), the batch started once the warm-up is done: the job's first batch
+  (a) a job's first batch after its server (local[2]) started again on its address, without warm-up
+  (b) the same with the warm-up (started as `elasticity spark start` starts it, the job's config among those
+      whose sessions it readies), the batch started once the warm-up is done
   (c) a warm batch: the median of the job's next batches on server (b)
+
+Each job ran a batch on the server before it was stopped (its stores are in the blob store): the first batch
+after the restart restores them, as a job's would after a deploy or a driver restart.
 
 The job is the stateful demo job as cpu_bench.py runs it (enrichment:build_stateful, RocksDB backed up to the blob
 store, 3,000-record batches, factor 2, 2 containers, the lookup at 0 ms), its driver this process (a Connect
@@ -17,6 +20,7 @@ usage: .venv/bin/python bench/cold_start_bench.py [--warm-batches 5]
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -30,6 +34,7 @@ sys.path.insert(0, str(REPO / "include"))
 
 from elasticity.apps.demo_feed import demo_records  # noqa: E402
 from elasticity.config import load_config  # noqa: E402
+from elasticity.config.services import port_open  # noqa: E402
 from elasticity.kafka.admin import create_topic  # noqa: E402
 from elasticity.kafka.producer import send  # noqa: E402
 from elasticity.local.broker import EmbeddedBroker  # noqa: E402
@@ -60,21 +65,49 @@ def job_file(home: Path, topic: str) -> Path:
         "job.output.path": f"{home}/{name}/out",
         "job.audit.path": f"{home}/{name}/audit",
         "job.dead.letter.path": f"{home}/{name}/dlq",
+        "task.checkpoint.read.versions": "2,1",
     }
     path = home / f"{name}.properties"
     path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
     return path
 
 
+def batches(remote: str, path: Path, count: int) -> list[tuple[float, dict[str, float]]]:
+    """`count` batches of the job through a new engine and session (a new driver's): each one's wall time
+    and durations."""
+    config = load_config(path)
+    out = []
+    t = time.perf_counter()
+    engine = MicroBatchEngine(config, session(config, target=SparkTarget("connect", remote, "bench")))
+    try:
+        for _ in range(count):
+            (summary,) = engine.run(max_records=BATCH)
+            assert summary.processed == BATCH, summary.processed
+            out.append((time.perf_counter() - t, summary.durations_ms))
+            t = time.perf_counter()
+    finally:
+        engine.spark.stop()  # the next server's session is a new object, on the same address
+    return out
+
+
 def run(home: Path, bootstrap: str, *, warm_up: bool, warm_batches: int) -> dict[str, float]:
-    """A fresh server, a new job with a backlog of 1 + warm_batches batches: each batch's wall time."""
+    """A job that ran a batch on a server, the server started again on its address (as the supervisor does),
+    with or without warm-up, and the job's next batches: the first one's and the warm ones' wall time."""
     topic = f"cold-{uuid.uuid4().hex[:6]}"
     create_topic(bootstrap, topic, PARTITIONS)
-    send(bootstrap, topic, demo_records(BATCH * (1 + warm_batches), keys=USERS, seed=1, null_key_every=0, hot_key_share=0))
+    send(bootstrap, topic, demo_records(BATCH * (2 + warm_batches), keys=USERS, seed=1, null_key_every=0, hot_key_share=0))
     path = job_file(home, topic)
     server = SparkConnectServer(home / f"spark-{'warm' if warm_up else 'cold'}")
+    state = server.start(port=free_port(), master="local[2]", env={"DEMO_LOOKUP_MS": "0"})
+    try:
+        batches(state.remote, path, 1)  # the job exists, its state in the blob store
+    finally:
+        server.stop()
+    deadline = time.monotonic() + 60
+    while port_open(state.port) and time.monotonic() < deadline:  # the stopped JVM's sockets closing
+        time.sleep(0.2)
     t = time.perf_counter()
-    state = server.start(port=free_port(), master="local[2]", env={"DEMO_LOOKUP_MS": "0"}, warm_up=[path] if warm_up else None)
+    state = server.start(port=state.port, master="local[2]", env={"DEMO_LOOKUP_MS": "0"}, warm_up=[path] if warm_up else None)
     out = {"port_s": time.perf_counter() - t}
     try:
         if warm_up:
@@ -82,21 +115,16 @@ def run(home: Path, bootstrap: str, *, warm_up: bool, warm_batches: int) -> dict
                 time.sleep(0.5)
             assert w is not None and w.state == "warm", f"warm-up: {w}"
             out["warm_up_s"] = time.perf_counter() - t - out["port_s"]
-        config = load_config(path)
-        t = time.perf_counter()
-        engine = MicroBatchEngine(config, session(config, target=SparkTarget("connect", state.remote, "bench")))
-        times = []
-        for _ in range(1 + warm_batches):
-            (summary,) = engine.run(max_records=BATCH)
-            assert summary.processed == BATCH, summary.processed
-            times.append(time.perf_counter() - t)
-            t = time.perf_counter()
-        engine.spark.client.close()
+        ran = batches(state.remote, path, 1 + warm_batches)
     finally:
         server.stop()
+    times = [w for w, _ in ran]
     out["first_s"], out["warm_s"] = times[0], statistics.median(times[1:])
     label = "with warm-up" if warm_up else "no warm-up"
-    print(f"  {label}: batches (s): {', '.join(f'{x:.2f}' for x in times)}", flush=True)
+    print(f"  {label}: batches after the restart (s): {', '.join(f'{x:.2f}' for x in times)}", flush=True)
+    keys = ("plan", "spark", "read", "process", "commit", "total")
+    for name, (_, d) in (("first", ran[0]), ("second", ran[1])):
+        print(f"  {label}: {name} batch, ms: {json.dumps({k: d.get(k) for k in keys})}", flush=True)
     return out
 
 
@@ -117,10 +145,10 @@ def main() -> int:
         broker.stop()
     warm = b["warm_s"]
     rows = [
-        ("(a) first batch, fresh server, no warm-up", f"{a['first_s']:.2f} s", f"{a['first_s'] / warm:.1f}x the warm batch"),
-        ("(b) first batch, fresh server, warmed up", f"{b['first_s']:.2f} s", f"{b['first_s'] / warm:.1f}x the warm batch"),
+        ("(a) first batch after a restart, no warm-up", f"{a['first_s']:.2f} s", f"{a['first_s'] / warm:.1f}x the warm batch"),
+        ("(b) first batch after a restart, warmed up", f"{b['first_s']:.2f} s", f"{b['first_s'] / warm:.1f}x the warm batch"),
         ("(c) warm batch (median of the next ones on (b))", f"{warm:.2f} s", f"on (a): {a['warm_s']:.2f} s"),
-        ("server start (port open), (b) / (a)", f"{b['port_s']:.1f} s / {a['port_s']:.1f} s", "what `spark start` waits"),
+        ("server restart (port open), (b) / (a)", f"{b['port_s']:.1f} s / {a['port_s']:.1f} s", "what `spark start` waits"),
         ("warm-up (background, after the port opened)", f"{b['warm_up_s']:.1f} s", "the batch of (b) started after it"),
     ]
     width = max(len(r[0]) for r in rows)

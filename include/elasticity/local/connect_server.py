@@ -20,6 +20,7 @@ from elasticity.config import elasticity_home
 from elasticity.config.services import CONNECT_SERVER
 from elasticity.local.daemon import HOST, Daemon, DaemonError, DaemonState
 from elasticity.local.warmup import WarmUpState, start_warm_up
+from elasticity.local.warmup import state_path as warm_up_state
 from elasticity.local.warmup import status as warm_up_status
 from elasticity.spark.jvm_logging import log4j_options
 
@@ -70,8 +71,8 @@ class SparkConnectServer:
         """`warm_up`: once the port opens, warm the server in the background (elasticity.local.warmup),
         readying the sessions of these job configs; None: no warm-up."""
         running = self.status()
-        if running and port is None:
-            return running
+        if running and port in (None, running.port):
+            return running  # warmed up (or not) when it started
         port = port or self.daemon.last_port() or DEFAULT_PORT
         home = spark_home()
         command = [
@@ -105,6 +106,7 @@ class SparkConnectServer:
             **(env or {}),
         }
         state = SparkServerState(**vars(self.daemon.start(command, port, timeout_s, env)))
+        warm_up_state(self.daemon.home).unlink(missing_ok=True)  # a former run's
         if warm_up is not None:
             start_warm_up(state.remote, self.daemon.home, [str(j) for j in warm_up], env=env)
         return state

@@ -89,13 +89,20 @@ def status(server_home: Path) -> WarmUpState | None:
 
 
 def start_warm_up(
-    remote: str, server_home: Path, jobs: Sequence[str] = (), *, env: dict[str, str] | None = None
+    remote: str,
+    server_home: Path,
+    jobs: Sequence[str] = (),
+    *,
+    env: dict[str, str] | None = None,
+    bootstrap: str | None = None,
 ) -> subprocess.Popen[bytes]:
     """The warm-up of the server at `remote`, detached (it outlives the command that started the server); its
-    state and log under `server_home`. `jobs`: job config files whose sessions are readied; `env`: the server's."""
+    state and log under `server_home`. `jobs`: job config files whose sessions are readied; `env`: the server's;
+    `bootstrap`: the broker of the synthetic job (default: the embedded broker, when it runs)."""
     log = server_home / "warm-up.log"
     command = [sys.executable, "-m", "elasticity.local.warmup", remote, "--home", str(server_home)]
     command += [arg for j in jobs for arg in ("--job", str(j))]
+    command += ["--bootstrap", bootstrap] if bootstrap else []
     with open(log, "ab") as out:
         proc = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=out, stderr=out, cwd=server_home, env=env, start_new_session=True
@@ -171,6 +178,7 @@ def synthetic_job(bootstrap: str, folder: Path) -> Any:
             "job.output.path": str(folder / "out"),
             "job.audit.path": str(folder / "audit"),
             "job.dead.letter.path": str(folder / "dlq"),
+            "task.checkpoint.read.versions": "2,1",
         }
     )
 
@@ -202,7 +210,8 @@ def warm_engine(remote: str, bootstrap: str | None) -> str:
         done = sum(s.processed for s in summaries)
         if done != WARM_RECORDS:
             raise RuntimeError(f"the synthetic job processed {done} of {WARM_RECORDS} records")
-        return f"the stateful demo job, {len(summaries) - 1} batches on the embedded broker"
+        batches = sum(1 for s in summaries if s.batch_id is not None)
+        return f"the stateful demo job, {batches} batches on {bootstrap}"
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
