@@ -288,7 +288,6 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
 
 def cmd_spark(args: argparse.Namespace) -> int:
     from elasticity.local.connect_server import SparkConnectServer
-
     from elasticity.local.warmup import project_jobs
 
     server = SparkConnectServer()

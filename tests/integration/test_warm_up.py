@@ -8,7 +8,7 @@ import os
 
 from elasticity.batch.sinks import OUTPUT_SCHEMA, read_table
 from elasticity.config import load_config
-from elasticity.local.warmup import DONE, WARM_RECORDS, start_warm_up, status
+from elasticity.local.warmup import DONE, WARM_BATCH, WARM_RECORDS, start_warm_up, status
 from elasticity.spark.engine import MicroBatchEngine
 from elasticity.spark.session import session
 from elasticity.spark.target import SparkTarget
@@ -28,7 +28,7 @@ def test_the_warm_up_runs_the_engine_readies_the_jobs_session_and_the_server_the
     state = status(home)
     assert state is not None and state.state == "warm", state
     assert state.jobs == [props["job.name"]]
-    assert f"{WARM_RECORDS // 300} batches" in state.engine
+    assert f"{WARM_RECORDS // WARM_BATCH} batches" in state.engine
     assert DONE in (home / "warm-up.log").read_text()
 
     config = load_config(job)

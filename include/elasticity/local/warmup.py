@@ -35,8 +35,9 @@ from typing import Any
 
 from elasticity.config.services import BROKER, alive, running_service
 
-WARM_RECORDS = 900  # three of the demo job's batches at 300 records: each stage's classes loaded and run again
+WARM_RECORDS = 3000  # ten of the demo job's batches at 300 records: each stage's classes loaded, its hot paths compiled
 WARM_BATCH = 300
+READY_ROUNDS = 3  # a session's first plans cost its server more than later ones
 DONE = "warm-up done"  # the log line a warm server ends its warm-up with
 
 
@@ -111,12 +112,13 @@ def start_warm_up(
     return proc
 
 
-def project_jobs() -> list[Path]:
-    """The project's job configs (ELASTICITY_JOBS_DIR, else include/jobs): none when there is no project here."""
+def project_jobs(folder: str = "") -> list[Path]:
+    """The project's job configs (ELASTICITY_JOBS_DIR, else include/jobs; its `folder`, e.g. the local cluster's
+    `cluster`): none when there is no project here."""
     from elasticity.airflow.project import ProjectError, jobs_dir
 
     try:
-        return sorted(jobs_dir().glob("*.properties"))
+        return sorted((jobs_dir() / folder).glob("*.properties"))
     except ProjectError:
         return []
 
@@ -142,10 +144,16 @@ def _import_stages(batches: Iterator[Any]) -> Iterator[Any]:
 def ready_slots(spark: Any, slots: int) -> int:
     """The session's placed slots cached and a Python worker per concurrent slot with the stages imported;
     returns the workers that answered."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
     from elasticity.spark.placement import placed_slots
 
-    rows = placed_slots(spark, slots).mapInArrow(_import_stages, "pid long").collect()
-    return len({r.pid for r in rows})
+    placed = placed_slots(spark, slots)
+    schema = StructType([StructField("pid", LongType())])  # a type, as the engine's: no DDL to parse
+    pids: set[int] = set()
+    for _ in range(READY_ROUNDS):  # as the engine's batches do: mapInArrow over the slots, fetched as Arrow
+        pids.update(placed.mapInArrow(_import_stages, schema).toArrow().column("pid").to_pylist())
+    return len(pids)
 
 
 # --- the warm-up ------------------------------------------------------------------------------------------
