@@ -73,20 +73,19 @@ def job_file(home: Path, topic: str) -> Path:
 
 
 def batches(remote: str, path: Path, count: int) -> list[tuple[float, dict[str, float]]]:
-    """`count` batches of the job through a new engine and session (a new driver's): each one's wall time
-    and durations."""
+    """`count` batches of the job, each a run of its own through a new engine (as `elasticity run-batch` runs
+    one: its lease, its job model, its sinks' check), on the job's session: each one's wall time and durations."""
     config = load_config(path)
+    spark = session(config, target=SparkTarget("connect", remote, "bench"))
     out = []
-    t = time.perf_counter()
-    engine = MicroBatchEngine(config, session(config, target=SparkTarget("connect", remote, "bench")))
     try:
         for _ in range(count):
-            (summary,) = engine.run(max_records=BATCH)
+            t = time.perf_counter()
+            (summary,) = MicroBatchEngine(config, spark).run(max_records=BATCH)
             assert summary.processed == BATCH, summary.processed
             out.append((time.perf_counter() - t, summary.durations_ms))
-            t = time.perf_counter()
     finally:
-        engine.spark.stop()  # the next server's session is a new object, on the same address
+        spark.stop()  # the next server's session is a new object, on the same address
     return out
 
 

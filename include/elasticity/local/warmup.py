@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,39 +123,6 @@ def project_jobs(folder: str = "") -> list[Path]:
         return []
 
 
-# --- in the Python workers --------------------------------------------------------------------------------
-
-
-def _import_stages(batches: Iterator[Any]) -> Iterator[Any]:
-    """mapInArrow function: what a slot's first batch imports (the read, route, process and sink stages, the
-    Kafka client, the stores and RocksDB), imported now in this worker, which the session keeps."""
-    import pyarrow as pa
-
-    import elasticity.batch.processing  # noqa: F401
-    import elasticity.kafka.consumer  # noqa: F401
-    import elasticity.state.worker  # noqa: F401
-
-    with contextlib.suppress(ImportError):
-        import rocksdict  # noqa: F401
-    for b in batches:
-        yield pa.RecordBatch.from_pylist([{"pid": os.getpid()} for _ in range(b.num_rows)])
-
-
-def ready_slots(spark: Any, slots: int) -> int:
-    """The session's placed slots cached and a Python worker per concurrent slot with the stages imported;
-    returns the workers that answered."""
-    from pyspark.sql.types import LongType, StructField, StructType
-
-    from elasticity.spark.placement import placed_slots
-
-    placed = placed_slots(spark, slots)
-    schema = StructType([StructField("pid", LongType())])  # a type, as the engine's: no DDL to parse
-    pids: set[int] = set()
-    for _ in range(READY_ROUNDS):  # as the engine's batches do: mapInArrow over the slots, fetched as Arrow
-        pids.update(placed.mapInArrow(_import_stages, schema).toArrow().column("pid").to_pylist())
-    return len(pids)
-
-
 # --- the warm-up ------------------------------------------------------------------------------------------
 
 
@@ -193,6 +160,7 @@ def synthetic_job(bootstrap: str, folder: Path) -> Any:
 
 def warm_engine(remote: str, bootstrap: str | None) -> str:
     """Step 1 on a throwaway session, released after; what it ran."""
+    from elasticity.spark.placement import ready_slots
     from elasticity.spark.session import session
     from elasticity.spark.target import SparkTarget, with_session_id
 
@@ -234,12 +202,13 @@ def _delete_topic(config: Any) -> None:
 def warm_job(remote: str, job_file: str) -> str:
     """Step 2 for one job config: its session's slots and workers; the job's name."""
     from elasticity.config import load_config
+    from elasticity.spark.placement import ready_slots
     from elasticity.spark.session import session
     from elasticity.spark.target import SparkTarget
 
     config = load_config(job_file)
     spark = session(config, target=SparkTarget("connect", remote, "warm-up"))
-    ready_slots(spark, config.container_count * config.container_process_count)
+    ready_slots(spark, config.container_count * config.container_process_count, READY_ROUNDS)
     return config.job_name  # the session stays: it is the job's
 
 
