@@ -146,6 +146,7 @@ def synthetic_job(bootstrap: str, folder: Path) -> Any:
             "job.container.count": "2",
             "systems.kafka.default.stream.samza.offset.default": "oldest",
             "batch.max.records": str(WARM_BATCH),
+            "task.max.concurrency": "64",  # the demo's simulated lookups overlap: no wait is warm-up
             "stores.totals.backup.factories": "blobstore",
             "blob.store.uri": (folder / "blobs").as_uri(),
             "job.state.dir": str(folder / "state"),
