@@ -37,4 +37,4 @@ def test_the_warm_up_runs_the_engine_readies_the_jobs_session_and_the_server_the
     assert sum(s.processed for s in summaries) == 120
     rows = read_table(f"{props['job.output.path']}/output", OUTPUT_SCHEMA).to_pylist()
     assert len(rows) == 120
-    assert len({(r["partition"], r["offset"]) for r in rows}) == 120  # each record once
+    assert len({(r["source_partition"], r["source_offset"]) for r in rows}) == 120  # each record once
