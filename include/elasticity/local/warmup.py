@@ -163,7 +163,7 @@ def warm_engine(remote: str, bootstrap: str | None) -> str:
     """Step 1 on a throwaway session, released after; what it ran."""
     from elasticity.spark.placement import ready_slots
     from elasticity.spark.session import session
-    from elasticity.spark.target import SparkTarget, with_session_id
+    from elasticity.spark.target import SparkTarget
 
     folder = Path(tempfile.mkdtemp(prefix="elasticity-warm-up-"))
     try:
@@ -171,8 +171,8 @@ def warm_engine(remote: str, bootstrap: str | None) -> str:
             from elasticity.config import validate
 
             config = validate({"job.name": f"elasticity-warm-up-{uuid.uuid4().hex[:8]}", "task.inputs": "kafka.none"})
-            spark = session(config, target=SparkTarget("connect", with_session_id(remote, config.job_name), "warm-up"))
-            ready_slots(spark, 2)
+            spark = session(config, target=SparkTarget("connect", remote, "warm-up"))
+            ready_slots(spark, 2, READY_ROUNDS)
             spark.stop()
             return "no broker: the stages imported"
         from elasticity.spark.engine import MicroBatchEngine
