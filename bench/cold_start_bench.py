@@ -160,4 +160,4 @@ def main() -> int:
 if __name__ == "__main__":
     import results
 
-    sys.exit(results.run("cold_start", main))
+    sys.exit(results.run("cold_start", main, "cold_start_bench.py"))
