@@ -27,7 +27,6 @@ from elasticity.config import elasticity_home
 from elasticity.local.connect_server import SparkConnectServer, log4j_options, spark_home
 from elasticity.local.daemon import HOST, Daemon, DaemonError, free_port
 from elasticity.local.s3server import ACCESS_KEY, BUCKET, SECRET_KEY, wait_ready, weed_command
-from elasticity.local.warmup import project_jobs
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -145,7 +144,6 @@ class LocalCluster:
                 "spark.scheduler.maxRegisteredResourcesWaitingTime": "60s",
             },
             env=shared,
-            warm_up=project_jobs("cluster"),  # in the background; the supervisor's restart of the driver warms it up again
         )
         state = self.status()
         if state is None:
