@@ -57,9 +57,10 @@ def commit() -> str:
     return head.stdout.strip() + (" with uncommitted changes" if dirty.stdout.strip() else "")
 
 
-def run(name: str, main: Callable[[], int | None]) -> int:
+def run(name: str, main: Callable[[], int | None], script: str | None = None) -> int:
+    """`script`: the benchmark's file when it is not `<name>.py`."""
     header = (
-        f"`{' '.join(['bench/' + name + '.py', *sys.argv[1:]])}` at {commit()}, "
+        f"`{' '.join(['bench/' + (script or name + '.py'), *sys.argv[1:]])}` at {commit()}, "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, on {machine()}:"
     )
     tee = _Tee(sys.stdout)
@@ -71,5 +72,6 @@ def run(name: str, main: Callable[[], int | None]) -> int:
     if code == 0:
         LATEST.mkdir(parents=True, exist_ok=True)
         body = tee.text.getvalue().strip("\n")
-        (LATEST / f"{name}.md").write_text(f"<!-- written by bench/{name}.py -->\n{header}\n\n```text\n{body}\n```\n")
+        written_by = f"<!-- written by bench/{script or name + '.py'} -->"
+        (LATEST / f"{name}.md").write_text(f"{written_by}\n{header}\n\n```text\n{body}\n```\n")
     return code

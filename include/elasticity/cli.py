@@ -288,17 +288,25 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
 
 def cmd_spark(args: argparse.Namespace) -> int:
     from elasticity.local.connect_server import SparkConnectServer
+    from elasticity.local.warmup import project_jobs
 
     server = SparkConnectServer()
+    warm_up = None
     if args.action == "start":
         _project_apps()  # its Python workers import the apps by name
-    return _service(
+        warm_up = None if args.no_warm_up else project_jobs()
+    code = _service(
         args.action,
         server,
-        lambda: server.start(port=args.port, master=args.master),
+        lambda: server.start(port=args.port, master=args.master, warm_up=warm_up),
         address=lambda s: s.remote,
-        started=f"Spark Connect server pid {{state.pid}} ({args.master}), log {{state.log_file}}",
+        started=f"Spark Connect server pid {{state.pid}} ({args.master}), log {{state.log_file}}"
+        + ("" if warm_up is None else "; warming up in the background (`elasticity spark status`)"),
     )
+    if args.action == "status" and code == 0:
+        warm = server.warm_up_status()
+        print(f"warm-up: {warm.line() if warm else 'none'}", file=sys.stderr)
+    return code
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
@@ -494,6 +502,11 @@ def _spark_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("action", choices=["start", "stop", "status"])
     parser.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default 15002)")
     parser.add_argument("--master", default="local[*]", help="master of the server's driver (default local[*])")
+    parser.add_argument(
+        "--no-warm-up",
+        action="store_true",
+        help="start: serve without the background warm-up (a synthetic job, the project's jobs' sessions readied)",
+    )
     parser.set_defaults(func=cmd_spark)
 
 

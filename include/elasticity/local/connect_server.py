@@ -12,12 +12,16 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from elasticity.config import elasticity_home
 from elasticity.config.services import CONNECT_SERVER
 from elasticity.local.daemon import HOST, Daemon, DaemonError, DaemonState
+from elasticity.local.warmup import WarmUpState, start_warm_up
+from elasticity.local.warmup import state_path as warm_up_state
+from elasticity.local.warmup import status as warm_up_status
 from elasticity.spark.jvm_logging import log4j_options
 
 DEFAULT_PORT = 15002
@@ -62,10 +66,13 @@ class SparkConnectServer:
         *,
         conf: dict[str, str] | None = None,
         env: dict[str, str] | None = None,
+        warm_up: Sequence[str | Path] | None = None,
     ) -> SparkServerState:
+        """`warm_up`: once the port opens, warm the server in the background (elasticity.local.warmup),
+        readying the sessions of these job configs; None: no warm-up."""
         running = self.status()
-        if running and port is None:
-            return running
+        if running and port in (None, running.port):
+            return running  # warmed up (or not) when it started
         port = port or self.daemon.last_port() or DEFAULT_PORT
         home = spark_home()
         command = [
@@ -98,7 +105,14 @@ class SparkConnectServer:
             "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
             **(env or {}),
         }
-        return SparkServerState(**vars(self.daemon.start(command, port, timeout_s, env)))
+        state = SparkServerState(**vars(self.daemon.start(command, port, timeout_s, env)))
+        warm_up_state(self.daemon.home).unlink(missing_ok=True)  # a former run's
+        if warm_up is not None:
+            start_warm_up(state.remote, self.daemon.home, [str(j) for j in warm_up], env=env)
+        return state
+
+    def warm_up_status(self) -> WarmUpState | None:
+        return warm_up_status(self.daemon.home)
 
     def stop(self) -> bool:
         return self.daemon.stop()

@@ -11,8 +11,14 @@ stage: each slot's task reads its own SSPs and processes them (no shuffle).
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
+
+import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import LongType, StructField, StructType
 
 
 def placed_slots(spark: SparkSession, slots: int) -> DataFrame:
@@ -35,3 +41,29 @@ def rebalance(spark: SparkSession, slots: int, used: set[str], recent: set[str])
         return False
     spark.range(0, slots, 1, slots).unpersist()
     return True
+
+
+def _import_stages(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function: what a slot's first batch imports (the read, route, process and sink stages, the
+    Kafka client, the stores and RocksDB), imported now in this Python worker, which the session keeps."""
+    import elasticity.batch.processing  # noqa: F401
+    import elasticity.kafka.consumer  # noqa: F401
+    import elasticity.state.worker  # noqa: F401
+
+    with contextlib.suppress(ImportError):
+        import rocksdict  # noqa: F401
+    for b in batches:
+        yield pa.RecordBatch.from_pylist([{"pid": os.getpid()} for _ in range(b.num_rows)])
+
+
+def ready_slots(spark: SparkSession, slots: int, rounds: int = 1) -> int:
+    """A session readied for a job's batches (a server's warm-up): its placed slots cached and a Python worker
+    per concurrent slot with the stages imported, mapped over `rounds` times as the engine's batches map (a
+    type, not DDL; fetched as Arrow): a session's first plans cost its server more than later ones. Returns
+    the workers that answered."""
+    placed = placed_slots(spark, slots)
+    schema = StructType([StructField("pid", LongType())])
+    pids: set[int] = set()
+    for _ in range(rounds):
+        pids.update(placed.mapInArrow(_import_stages, schema).toArrow().column("pid").to_pylist())
+    return len(pids)
