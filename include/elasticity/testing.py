@@ -37,7 +37,7 @@ from elasticity.api.descriptors import StoreDescriptor
 from elasticity.api.stream import KV, ApplicationDescriptor, OutputStream, load_application
 from elasticity.batch.container_process import container_process
 from elasticity.batch.exactly_once import staging_root
-from elasticity.batch.process_context import ProcessContext
+from elasticity.batch.process_context import ProcessContext, process_context
 from elasticity.batch.processing import process_slot
 from elasticity.batch.reader import Chunk, ReadCounts, Routed, RouteTable, route
 from elasticity.batch.sinks import batch_file_name
@@ -351,27 +351,15 @@ class TestRun:
         )
 
     def _context(self, state: BatchState | None, tables: SideInputBatch | None, slots: int) -> ProcessContext:
-        c = self.config
-        systems = {s.system for s in c.inputs} | {o.system for o in self.app.outputs.values() if o.kind == "kafka"}
-        return ProcessContext(
-            job_name=c.job_name,
-            batch_id=self.batch_id,
-            app_class=c.app_class,
-            job_inputs=c.inputs,
-            key_serdes={s: c.serde(s, "key") for s in systems},
-            msg_serdes={s: c.serde(s, "msg") for s in systems},
-            output_path=c.output_dir,
-            audit_path=c.audit_dir,
-            dead_letter_path=c.dead_letter_dir,
-            output_bootstraps={},
-            policy=c.dead_letter_policy,
-            max_concurrency=c.max_concurrency,
-            callback_timeout_ms=c.callback_timeout_ms,
-            thread_pool_size=c.thread_pool_size,
+        return process_context(
+            self.config,
+            self.app,
+            self.batch_id,
+            slots=slots,
             state=state,
             tables=tables,
             stage_kafka=True,  # Kafka outputs to files, as under exactly-once: no broker to send to
-            slots=slots,
+            output_bootstraps={},
         )
 
     # --- side inputs ---------------------------------------------------------------

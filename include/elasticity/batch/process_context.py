@@ -53,21 +53,23 @@ class ProcessContext:
 def process_context(
     config: JobConfig,
     app: ApplicationDescriptor,
-    plan: BatchPlan,
-    generation: Generation,
+    batch_id: int,
     *,
+    slots: int,
     state: BatchState | None,
     tables: SideInputBatch | None,
     stage_kafka: bool,
-    slot_claims: str | None,
-    shipped: Shipped,
+    slot_claims: str | None = None,
+    shipped: Shipped = (),
+    output_bootstraps: dict[str, Kafka] | None = None,
 ) -> ProcessContext:
-    """The batch's ProcessContext: the job's serdes, sinks and policies, with the batch's state and tables."""
+    """The batch's ProcessContext: the job's serdes, sinks and policies, with the batch's state and tables (the
+    engine's and the test harness's: `output_bootstraps={}` when there is no broker to send to)."""
     c = config
     kafka_systems = _kafka_systems(config, app)
     return ProcessContext(
         job_name=c.job_name,
-        batch_id=plan.batch_id,
+        batch_id=batch_id,
         app_class=c.app_class,
         job_inputs=c.inputs,
         key_serdes={s: c.serde(s, "key") for s in kafka_systems},
@@ -75,7 +77,7 @@ def process_context(
         output_path=c.output_dir,
         audit_path=c.audit_dir,
         dead_letter_path=c.dead_letter_dir,
-        output_bootstraps=_output_bootstraps(config, kafka_systems),
+        output_bootstraps=_output_bootstraps(config, kafka_systems) if output_bootstraps is None else output_bootstraps,
         policy=c.dead_letter_policy,
         max_concurrency=c.max_concurrency,
         callback_timeout_ms=c.callback_timeout_ms,
@@ -84,7 +86,7 @@ def process_context(
         tables=tables,
         stage_kafka=stage_kafka,
         slot_claims=slot_claims,
-        slots=len(generation.job_model.containers) * c.container_process_count,
+        slots=slots,
         shipped=shipped,
     )
 

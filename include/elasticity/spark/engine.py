@@ -431,8 +431,8 @@ class MicroBatchEngine:
         return process_context(
             self.config,
             self.app,
-            plan,
-            generation,
+            plan.batch_id,
+            slots=len(generation.job_model.containers) * self.config.container_process_count,
             state=self._batch_state(generation, cps),
             tables=self._table_batch(plan),
             stage_kafka=bool(self.staged_outputs),
