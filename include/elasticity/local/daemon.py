@@ -21,6 +21,8 @@ from pathlib import Path
 
 from elasticity.config.services import HOST, DaemonState, alive, port_open, read_state, state_file
 
+RELEASE_WAIT_S = 30.0  # how long a restart waits for its dead predecessor's port
+
 
 class DaemonError(RuntimeError):
     pass
@@ -84,6 +86,18 @@ class Daemon:
     def status(self) -> DaemonState | None:
         return read_state(self.state_file)
 
+    def _released(self, port: int, wait_s: float = RELEASE_WAIT_S) -> bool:
+        """Whether our own last process, just killed, lets go of its port: a JVM's main thread is a zombie (not
+        alive) while its other threads still exit and hold its sockets, longer on a loaded machine."""
+        if port != self.last_port():
+            return False
+        deadline = time.monotonic() + wait_s
+        while port_open(port, host=self.host):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.2)
+        return True
+
     def start(self, command: Sequence[str], port: int, timeout_s: float, env: dict[str, str] | None = None) -> DaemonState:
         """Run `command` (which must listen on host:port) unless this service already runs."""
         running = self.status()
@@ -91,7 +105,7 @@ class Daemon:
             if port != running.port:
                 raise DaemonError(f"the {self.name} already runs at {running.address} for {self.home}; stop it first")
             return running
-        if port_open(port, host=self.host):
+        if port_open(port, host=self.host) and not self._released(port):
             raise DaemonError(f"port {self.host}:{port} is taken by another process; choose one with --port")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_file, "ab") as log:
