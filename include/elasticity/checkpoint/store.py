@@ -48,7 +48,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.pool import StaticPool
 
 from elasticity import faults
@@ -246,6 +246,24 @@ def _side_inputs_from_json(text_: str | None) -> tuple[tuple[SystemStreamPartiti
     return tuple((ssp_from_key(k), int(o)) for k, o in json.loads(text_)) if text_ else ()
 
 
+SCHEMA_ATTEMPTS = 5
+
+
+def _racing_other_openers(create: Callable[[], None]) -> None:
+    """Runs a schema step that checks, then creates. Processes opening a new store at once (the triggers of
+    several jobs, a DAG run beside the job page) race between the check and the create; the loser's error
+    ("already exists", a duplicate in PostgreSQL's catalog) means the winner made it: look again."""
+    for attempt in range(1, SCHEMA_ATTEMPTS + 1):
+        try:
+            create()
+            return
+        except DBAPIError as e:
+            lost = any(m in str(e.orig or e).lower() for m in ("already exists", "duplicate"))
+            if not lost or attempt == SCHEMA_ATTEMPTS:
+                raise
+            time.sleep(0.02 * attempt)
+
+
 class CheckpointStore:
     def __init__(self, url: str, history_size: int = 10, clock: Callable[[], int] = _now_ms) -> None:
         self.url = url
@@ -253,8 +271,8 @@ class CheckpointStore:
         self.history_size = history_size
         self.clock = clock
         try:  # the first connection is the store's probe: an unreachable store fails here, naming its address
-            metadata.create_all(self.engine)
-            self._add_missing_columns()
+            _racing_other_openers(lambda: metadata.create_all(self.engine))
+            _racing_other_openers(self._add_missing_columns)
         except OperationalError as e:
             self.engine.dispose()
             reason = str(e.orig or e).strip().splitlines()[0] if str(e.orig or e).strip() else type(e).__name__
