@@ -22,8 +22,12 @@ settings.load_profile("ci" if os.environ.get("CI") else "default")
 REPO = Path(__file__).resolve().parents[1]
 
 # Airflow reads its configuration when first imported: point it at a private,
-# throw-away home (SQLite) before any test module imports it.
-os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="elasticity-airflow-"))
+# throw-away home (SQLite) before any test module imports it; one per pytest-xdist worker (`make test` runs two),
+# which inherit the home their controller made, unless the caller set its own.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if "AIRFLOW_HOME" not in os.environ or os.environ.get("ELASTICITY_TESTS_AIRFLOW_HOME_OF", _WORKER) != _WORKER:
+    os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix=f"elasticity-airflow-{_WORKER}")
+    os.environ["ELASTICITY_TESTS_AIRFLOW_HOME_OF"] = _WORKER
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "dags")
 os.environ.setdefault("ELASTICITY_PROJECT_DIR", str(REPO))  # this checkout is the Airflow project, wherever pytest runs

@@ -301,10 +301,11 @@ def test_preview_then_apply_starts_an_elastic_rescale_run(job, airflow, browser)
     run = api.run("elastic_rescale", run_id)
     assert run["conf"] == {"job": name, "factor": 8, "dry_run": False}
     context.close()
+    assert api.wait_run("elastic_rescale", run_id, 240)["state"] == "success", af.tail(60)  # the next test reads factor 8
 
 
 def test_the_page_says_the_engine_is_down_the_run_retrying_and_the_records_actually_behind(job, airflow, browser):
-    """Last (it feeds the topic): 60 new orders at factor 4 are 60 records behind and 240 offsets of SEP-32's
+    """Last (it feeds the topic): 60 new orders at factor 8 (the applied rescale) are 60 records behind and 480 offsets of SEP-32's
     lag (a partition's records counted once per bucket); spark_default's server is down: the page says so,
     naming it, and the micro-batch run it fails shows its attempt and its error line."""
     name, tmp, _ = job
@@ -319,7 +320,7 @@ def test_the_page_says_the_engine_is_down_the_run_retrying_and_the_records_actua
     headers = {"Authorization": f"Bearer {api.token}"}
     data = requests.get(f"{af.base}/elasticity/api/jobs/{name}", headers=headers, timeout=30).json()
     assert data["records_behind_per_partition"] and sum(data["records_behind_per_partition"].values()) == 60
-    assert sum(data["lag_per_task"].values()) == 4 * 60
+    assert data["factor"] == 8 and sum(data["lag_per_task"].values()) == 8 * 60
     assert data["engine"]["address"] == f"sc://{DEAD_ENGINE}" and data["engine"]["reachable"] is False
     assert data["engine"]["since_ms"] > 0 and "elasticity cluster start" in data["engine"]["error"]
     api.unpause(dag)
