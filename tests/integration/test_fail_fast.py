@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -65,21 +66,24 @@ def closed() -> str:
     return f"127.0.0.1:{free_port()}"  # nothing listens there
 
 
-def _cli(config, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    env = {
-        k: v
-        for k, v in {**os.environ, **(env or {})}.items()
-        if k not in ("KAFKA_BOOTSTRAP_SERVERS", "ELASTICITY_CHECKPOINT_STORE_URL")
-    }
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "include"), str(REPO)])
-    return subprocess.run(
-        [sys.executable, "-m", "elasticity.cli", *args, "--config", str(config)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=HANG_GUARD_S,
-    )
+def _start(command: list[str], env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(proc: subprocess.Popen) -> subprocess.CompletedProcess:
+    try:
+        out, err = proc.communicate(timeout=HANG_GUARD_S)
+    finally:
+        proc.kill()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _start_cli(config, *args: str) -> subprocess.Popen:
+    return _start([sys.executable, "-m", "elasticity.cli", *args, "--config", str(config)], _cli_env())
+
+
+def _cli(config, *args: str) -> subprocess.CompletedProcess:
+    return _finish(_start_cli(config, *args))
 
 
 def _assert_one_error_line(done: subprocess.CompletedProcess, *names: str) -> None:
@@ -102,52 +106,66 @@ KAFKA_COMMANDS = {
 }
 
 
+STORE_COMMANDS = {
+    "run-batch": ["run-batch"],
+    "rescale": ["rescale", "--factor", "3"],
+    "checkpoint-tool read": ["checkpoint-tool", "read"],
+}
+STORE_URL = "postgresql+psycopg://elasticity:secret@{address}/checkpoints"
+
+
+@pytest.fixture(scope="module")
+def unreachable_runs(
+    silent, closed, kafka_bootstrap, tmp_path_factory
+) -> dict[tuple[str, str, str], subprocess.CompletedProcess]:
+    """Every command against each unreachable broker or store, started at once, each with a job and a folder of
+    its own: each one waits out its own timeout (a few seconds on the silent listener), none waits for another."""
+    started: dict[tuple[str, str, str], subprocess.Popen] = {}
+
+    def config(key: tuple[str, str, str], **props: str) -> Path:
+        folder = tmp_path_factory.mktemp("-".join(key).replace(" ", "-"))
+        return write_properties(
+            folder / "job.properties", job_props(f"fail-fast-{uuid.uuid4().hex[:8]}", "orders", folder, **props)
+        )
+
+    for name, address in (("silent", silent), ("closed", closed)):
+        for command, args in KAFKA_COMMANDS.items():
+            key = ("broker", name, command)
+            started[key] = _start_cli(config(key, **{"systems.kafka.consumer.bootstrap.servers": address}), *args)
+        env = {k: v for k, v in os.environ.items() if k != "ELASTICITY_HOME"}
+        env |= {"KAFKA_BOOTSTRAP_SERVERS": address, "PYTHONPATH": str(REPO / "include")}
+        started["broker", name, "topic create"] = _start([sys.executable, "-m", "elasticity.cli", "topic", "create", "t"], env)
+        for command, args in STORE_COMMANDS.items():
+            key = ("store", name, command)
+            props = {
+                "systems.kafka.consumer.bootstrap.servers": kafka_bootstrap,
+                "task.checkpoint.store.url": STORE_URL.format(address=address),
+            }
+            started[key] = _start_cli(config(key, **props), *args)
+    return {key: _finish(proc) for key, proc in started.items()}
+
+
 @pytest.mark.parametrize("broker", ["silent", "closed"])
-@pytest.mark.parametrize("command", list(KAFKA_COMMANDS))
-def test_a_broker_that_does_not_answer_fails_the_command_naming_it(request, tmp_path, broker, command):
+@pytest.mark.parametrize("command", [*KAFKA_COMMANDS, "topic create"])
+def test_a_broker_that_does_not_answer_fails_the_command_naming_it(request, unreachable_runs, broker, command):
     address = request.getfixturevalue(broker)
-    props = job_props("fail-fast", "orders", tmp_path, **{"systems.kafka.consumer.bootstrap.servers": address})
-    done = _cli(write_properties(tmp_path / "job.properties", props), *KAFKA_COMMANDS[command])
+    done = unreachable_runs["broker", broker, command]
     _assert_one_error_line(done, f"Kafka broker unreachable at {address}")
     if broker == "silent":
         assert "does not answer a Kafka request" in done.stderr
 
 
-@pytest.mark.parametrize("broker", ["silent", "closed"])
-def test_topic_create_fails_naming_the_broker(request, tmp_path, broker):
-    address = request.getfixturevalue(broker)
-    env = {k: v for k, v in os.environ.items() if k != "ELASTICITY_HOME"}
-    env |= {"KAFKA_BOOTSTRAP_SERVERS": address, "PYTHONPATH": str(REPO / "include")}
-    done = subprocess.run(
-        [sys.executable, "-m", "elasticity.cli", "topic", "create", "t"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=HANG_GUARD_S,
-    )
-    _assert_one_error_line(done, f"Kafka broker unreachable at {address}")
-
-
 @pytest.mark.parametrize("store", ["silent", "closed"])
-def test_a_store_that_does_not_answer_fails_run_batch_before_the_broker_and_spark(request, tmp_path, kafka_bootstrap, store):
+@pytest.mark.parametrize("command", list(STORE_COMMANDS))
+def test_a_store_that_does_not_answer_fails_the_command_before_the_broker_and_spark(request, unreachable_runs, store, command):
     address = request.getfixturevalue(store)
-    url = f"postgresql+psycopg://elasticity:secret@{address}/checkpoints"
-    props = job_props(
-        "fail-fast",
-        "orders",
-        tmp_path,
-        **{"systems.kafka.consumer.bootstrap.servers": kafka_bootstrap, "task.checkpoint.store.url": url},
+    done = unreachable_runs["store", store, command]
+    _assert_one_error_line(
+        done,
+        f"checkpoint store unreachable at {STORE_URL.format(address=address).replace('secret', '***')}",
+        "task.checkpoint.store.url",
     )
-    config = write_properties(tmp_path / "job.properties", props)
-    for args in (["run-batch"], ["rescale", "--factor", "3"], ["checkpoint-tool", "read"]):
-        done = _cli(config, *args)
-        _assert_one_error_line(
-            done,
-            f"checkpoint store unreachable at postgresql+psycopg://elasticity:***@{address}/checkpoints",
-            "task.checkpoint.store.url",
-        )
-        assert "secret" not in done.stderr
+    assert "secret" not in done.stderr
 
 
 @pytest.mark.parametrize("broker", ["silent", "closed"])
