@@ -4,6 +4,7 @@ the embedded broker (or the Kafka named by KAFKA_BOOTSTRAP_SERVERS)."""
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -35,6 +36,9 @@ os.environ.setdefault("AIRFLOW__CORE__PARALLELISM", "4")
 os.environ.setdefault("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # spark-submit of the venv
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+# Randomized trials draw new seeds each run, the same ones on every xdist worker (each collects the suite, and
+# workers must agree on its test ids): drawn here, in the process that starts them, which they inherit.
+os.environ.setdefault("ELASTICITY_TRIALS_BASE_SEED", str(random.SystemRandom().randrange(10**6)))
 
 
 # Folders under tests/ whose tests need a broker, Spark or the Airflow database: `-m "not integration"` skips them.
