@@ -110,8 +110,7 @@ def run(home: Path, bootstrap: str, *, warm_up: bool, warm_batches: int) -> dict
     out = {"port_s": time.perf_counter() - t}
     try:
         if warm_up:
-            while (w := server.warm_up_status()) is not None and w.state == "warming":
-                time.sleep(0.5)
+            w = server.wait_warm(600)
             assert w is not None and w.state == "warm", f"warm-up: {w}"
             out["warm_up_s"] = time.perf_counter() - t - out["port_s"]
         ran = batches(state.remote, path, 1 + warm_batches)

@@ -351,7 +351,7 @@ def cmd_airflow(args: argparse.Namespace) -> int:
         return init(db)
     _project_apps()  # Airflow's tasks and the Connect server it starts load the project's apps
     spark_remote = on_local_cluster(elasticity_home()) if args.cluster else args.spark_remote
-    return serve(elasticity_home(), args.port, db, spark_remote)
+    return serve(elasticity_home(), args.port, db, spark_remote, warm_up=not args.no_warm_up)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -542,6 +542,9 @@ def _airflow_parser(sub: argparse._SubParsersAction) -> None:
         "the job configs of include/jobs/cluster",
     )
     parser.add_argument("--init-only", action="store_true", help="create the databases and migrate Airflow's tables, then exit")
+    parser.add_argument(
+        "--no-warm-up", action="store_true", help="the embedded Spark Connect server it starts serves without its warm-up"
+    )
     parser.set_defaults(func=cmd_airflow)
 
 

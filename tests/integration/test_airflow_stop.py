@@ -89,6 +89,9 @@ def test_sigterm_stops_airflow_and_what_it_started(tmp_path, kafka_bootstrap, sp
             c for c in _descendants(proc.pid) if _session_of(c) == c and b"standalone" in _cmdline(c)
         ]
         assert len(_in_session(airflow)) > 1  # its api-server, scheduler, dag-processor, triggerer
+        if how == "make airflow":  # the embedded Connect server it started warms up while Airflow starts
+            warm_up = SparkConnectServer(tmp_path / "home").warm_up_status()
+            assert warm_up is not None and warm_up.state in ("warming", "warm"), warm_up
         cli = int(Path(f"/proc/{airflow}/stat").read_text().rsplit(")", 1)[1].split()[1])  # its parent: the CLI
         proc.send_signal(signal.SIGTERM)  # to the CLI, or to make alone
         code = proc.wait(timeout=120)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,6 +114,14 @@ class SparkConnectServer:
 
     def warm_up_status(self) -> WarmUpState | None:
         return warm_up_status(self.daemon.home)
+
+    def wait_warm(self, timeout_s: float) -> WarmUpState | None:
+        """The warm-up once it is no longer `warming`, or as it stands after `timeout_s`; None when the server
+        has none (started with no warm-up, or by an earlier command)."""
+        deadline = time.monotonic() + timeout_s
+        while (state := self.warm_up_status()) is not None and state.state == "warming" and time.monotonic() < deadline:
+            time.sleep(0.5)
+        return state
 
     def stop(self) -> bool:
         return self.daemon.stop()

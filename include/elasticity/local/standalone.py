@@ -272,12 +272,16 @@ def _session_members(sid: int) -> list[int]:
     return members
 
 
-def embedded_services(home: Path, store_url: str | None = None, spark_remote: str | None = None) -> dict[str, str]:
+def embedded_services(
+    home: Path, store_url: str | None = None, spark_remote: str | None = None, *, warm_up: bool = True
+) -> dict[str, str]:
     """Start (or find) the embedded broker and, unless `spark_remote` names another one (a cluster's), the
-    Spark Connect server; the connections that point at them and at the store (default: SQLite in `home`)."""
+    Spark Connect server, warmed up in the background as `elasticity spark start` warms it (`warm_up`); the
+    connections that point at them and at the store (default: SQLite in `home`)."""
     from elasticity.local.broker import EmbeddedBroker
     from elasticity.local.connect_server import SparkConnectServer
     from elasticity.local.daemon import DaemonError, free_port
+    from elasticity.local.warmup import project_jobs
 
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if not bootstrap:
@@ -288,10 +292,11 @@ def embedded_services(home: Path, store_url: str | None = None, spark_remote: st
             bootstrap = broker.start(port=free_port()).bootstrap
     if not spark_remote:
         server = SparkConnectServer(home)
+        jobs = project_jobs() if warm_up else None
         try:
-            spark_remote = server.start().remote
+            spark_remote = server.start(warm_up=jobs).remote
         except DaemonError:
-            spark_remote = server.start(port=free_port()).remote
+            spark_remote = server.start(port=free_port(), warm_up=jobs).remote
     return connections(bootstrap, spark_remote, store_url or f"sqlite:///{home / 'checkpoints.db'}")
 
 
@@ -349,9 +354,12 @@ def on_local_cluster(home: Path) -> str:
     return state.connect
 
 
-def serve(home: Path, port: int = 8080, db: AirflowDb | None = None, spark_remote: str | None = None) -> int:
+def serve(
+    home: Path, port: int = 8080, db: AirflowDb | None = None, spark_remote: str | None = None, *, warm_up: bool = True
+) -> int:
     """`make airflow`: the embedded default under Airflow's scheduler, in the foreground until Ctrl-C; its
-    metadata and checkpoints on SQLite, or on PostgreSQL with the LocalExecutor (`db`)."""
+    metadata and checkpoints on SQLite, or on PostgreSQL with the LocalExecutor (`db`); `warm_up`: the embedded
+    Connect server it starts warms up while Airflow starts."""
     from elasticity.apps.demo_feed import demo_records
     from elasticity.config import load_config
     from elasticity.kafka.admin import create_topic
@@ -364,7 +372,7 @@ def serve(home: Path, port: int = 8080, db: AirflowDb | None = None, spark_remot
         print(f"Airflow's metadata in PostgreSQL {db.metadata_url}, checkpoints in {db.store_url}; {EXECUTOR}", flush=True)
     engine = f"Spark Connect at {spark_remote}" if spark_remote else "the embedded Spark Connect server"
     print(f"starting the embedded broker, {engine} (state in {home}) ...", flush=True)
-    conns = embedded_services(home, db.store_url, spark_remote)
+    conns = embedded_services(home, db.store_url, spark_remote, warm_up=warm_up)
     bootstrap = "{host}:{port}".format(**json.loads(conns["AIRFLOW_CONN_KAFKA_DEFAULT"]))
     job = load_config(job_file)
     topic = job.inputs[0].stream
