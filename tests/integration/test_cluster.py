@@ -267,7 +267,7 @@ def test_airflows_scheduler_drives_the_cluster_job_a_rescale_and_data_quality_an
     cluster, kafka_bootstrap, tmp_path
 ):
     """`elasticity airflow --spark-remote <the cluster's Connect URL>` with the cluster's job config (compose's
-    include/jobs/cluster/demo.properties, on a topic and S3 paths of its own): the scheduled micro-batch run,
+    include/jobs/cluster/demo.properties, on a topic and S3 paths of its own): the micro-batch run its lag watcher starts,
     a rescale 2 -> 3 through the REST API as the trigger form sends it, the data-quality runs after both,
     and the job page's batches with the cluster's executors and the moved stores restored once."""
     local, _ = cluster
@@ -278,8 +278,7 @@ def test_airflows_scheduler_drives_the_cluster_job_a_rescale_and_data_quality_an
     props = parse_properties(CLUSTER_JOB.read_text()) | {
         "job.name": name,
         "task.inputs": f"kafka.{topic}",
-        "batch.max.records": "300",
-        "airflow.microbatch.trigger": "schedule",  # the test waits for a scheduled run
+        "batch.max.records": "300",  # airflow.microbatch.trigger: lag, compose's (and the default)
     }
     props |= {k: v for k, v in state.job_settings(name).items() if k != "spark.remote"}  # spark_default says where
     props["job.report.path"] = str(tmp_path / "reports")
@@ -302,8 +301,8 @@ def test_airflows_scheduler_drives_the_cluster_job_a_rescale_and_data_quality_an
         api, store = airflow.api(), CheckpointStore(store_url)
         batches = f"elastic_microbatch__{name}"
         assert api.wait_dag(batches)["is_paused"] is False
-        run = wait_for(lambda: finished(api, batches), 240, "no scheduled micro-batch run finished", airflow)[-1]
-        assert run["run_type"] == "scheduled" and run["state"] == "success", airflow.tail(60)
+        run = wait_for(lambda: finished(api, batches), 240, "no lag-triggered micro-batch run finished", airflow)[-1]
+        assert run["run_type"] == "asset_triggered" and run["state"] == "success", airflow.tail(60)  # the lag watcher's
         mine = [m for m in store.metrics(name) if m["owner"] == run["dag_run_id"]]
         assert [m["batch_id"] for m in mine] == [1, 2] and sum(m["processed"] for m in mine) == 400
         homes = set(state.workers)
@@ -317,8 +316,8 @@ def test_airflows_scheduler_drives_the_cluster_job_a_rescale_and_data_quality_an
         assert api.wait_run("elastic_rescale", rescale, 240)["state"] == "success", airflow.tail(60)
         assert (store.generation(name).factor, store.generation(name).origin) == (3, "manual")
         send(kafka_bootstrap, topic, demo_records(120, keys=20, seed=52))
-        # the batches at 3 now, as Airflow's trigger button asks, not at the next minute's scheduled run (the
-        # scheduler's own run is the first one above): a scheduled run meanwhile waits its turn (max_active_runs=1)
+        # the batches at 3 now, as Airflow's trigger button asks, not when the lag watcher's cool-down lets it fire
+        # again: a run it starts meanwhile waits its turn (max_active_runs=1)
         api.trigger(batches)
         at3 = wait_for(lambda: [m for m in store.metrics(name) if m["factor"] == 3], 180, "no batch committed at 3", airflow)
         assert at3[0]["metrics"]["state-restores"]["count"] > 0  # the moved stores, restored from S3 once

@@ -7,9 +7,10 @@ the warm engine as spark_default.
 
 `airflow standalone` runs the real scheduler, dag-processor and api-server on a
 fresh pair of databases that the set-up (`elasticity airflow --db postgres`'s
-AirflowDb) creates and the teardown drops. The story: the scheduler runs the
-micro-batch DAG on its schedule, a rescale comes through the REST API as the
-trigger form sends it, the data-quality DAG follows each.
+AirflowDb) creates and the teardown drops. The story: the job's lag watcher (in
+the triggerer, reading the checkpoints on PostgreSQL) starts the micro-batch DAG
+when records wait, a rescale comes through the REST API as the trigger form
+sends it, the data-quality DAG follows each.
 """
 
 from __future__ import annotations
@@ -93,8 +94,7 @@ def world(kafka_bootstrap, s3_server, tmp_path_factory):
             job = f"pgsched{suffix}"
             props = parse_properties(CLUSTER_JOB.read_text())
             props = {k: v.replace("s3://state/demo/", f"s3://state/{job}/") for k, v in props.items()}
-            props.update({"job.name": job, "task.inputs": f"kafka.{topic}", "batch.max.records": "300"})
-            props["airflow.microbatch.trigger"] = "schedule"  # the test waits for a scheduled run
+            props.update({"job.name": job, "task.inputs": f"kafka.{topic}", "batch.max.records": "300"})  # trigger: lag
             assert all(props[k].startswith("s3://") for k in ("blob.store.uri", "job.output.path", "job.audit.path"))
             (tmp / "jobs").mkdir()
             write_properties(tmp / "jobs" / f"{job}.properties", props)
@@ -139,9 +139,9 @@ def test_the_scheduler_on_postgres_runs_the_microbatches_with_the_local_executor
     job, airflow, api, store = world.job, world.airflow, world.api, world.store
     dag_id = f"elastic_microbatch__{job}"
     assert api.wait_dag(dag_id)["is_paused"] is False
-    runs = wait_for(lambda: finished(api, dag_id), 240, "no scheduled micro-batch run finished", airflow)
+    runs = wait_for(lambda: finished(api, dag_id), 240, "no lag-triggered micro-batch run finished", airflow)
     run = runs[-1]
-    assert run["run_type"] == "scheduled" and run["state"] == "success", airflow.tail(60)
+    assert run["run_type"] == "asset_triggered" and run["state"] == "success", airflow.tail(60)  # the lag watcher's
     # Airflow's metadata is in PostgreSQL, written by a scheduler running the LocalExecutor
     assert _metadata(world.db, "SELECT state FROM dag_run WHERE dag_id = :d AND run_id = :r", d=dag_id, r=run["dag_run_id"]) == [
         ("success",)
