@@ -312,6 +312,7 @@ def cmd_spark(args: argparse.Namespace) -> int:
 def cmd_cluster(args: argparse.Namespace) -> int:
     from elasticity.local.cluster import ClusterState, LocalCluster
     from elasticity.local.supervisor import SupervisorStatus, status_file, supervise
+    from elasticity.local.warmup import project_jobs
 
     cluster = LocalCluster()
     if args.action == "stop":
@@ -319,7 +320,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         return 0
     state: ClusterState | None = None
     if args.action == "start":
-        state = cluster.start(args.workers, args.cores, args.memory)
+        state = cluster.start(args.workers, args.cores, args.memory, warm_up=None if args.no_warm_up else project_jobs("cluster"))
         supervise(cluster, args.workers, args.cores, memory=args.memory)  # what dies from now on is started again
     else:
         state = cluster.status()
@@ -332,7 +333,8 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     print(f"master      {state.master}")
     for home in state.workers:
         print(f"worker      ELASTICITY_HOME={home}")
-    print(f"connect     {state.connect or 'not running'}")
+    warm = cluster.connect.warm_up_status() if state.connect else None
+    print(f"connect     {state.connect or 'not running'}{f' (warm-up: {warm.line()})' if warm else ''}")
     print(f"s3          {state.s3_endpoint or 'not running'}")
     print("# a client of the cluster (the CLI, `make airflow`) exports:")
     for k, v in state.env().items():
@@ -518,6 +520,9 @@ def _cluster_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--workers", type=int, default=2, help="workers, each its own host (work dir, ELASTICITY_HOME)")
     parser.add_argument("--cores", type=int, default=1, help="cores per worker")
     parser.add_argument("--memory", default="1g", help="memory per worker")
+    parser.add_argument(
+        "--no-warm-up", action="store_true", help="start: the Connect server serves without the warm-up start waits for"
+    )
     parser.set_defaults(func=cmd_cluster)
 
 

@@ -62,7 +62,9 @@ def cluster(tmp_path_factory):
         # as a user's workers have the user's app on theirs
         mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
         try:
-            state = local.start(workers=2, cores=1, memory="1g")
+            state = local.start(workers=2, cores=1, memory="1g", warm_up=[])  # as `elasticity cluster start` does
+            warm = local.connect.warm_up_status()  # done before start returned: no job meets it on the executors
+            assert warm is not None and warm.state == "warm", warm
             yield local, state
         finally:
             local.stop()

@@ -13,7 +13,7 @@ import pytest
 
 from elasticity.batch.shipped import prefer_shipped
 from elasticity.config import ConfigError, validate
-from elasticity.spark.shipping import app_archive, code_root, py_file_archives, user_modules
+from elasticity.spark.shipping import KEEP_UNUSED_S, app_archive, code_root, library_archive, py_file_archives, user_modules
 
 
 def package(folder: Path, name: str, body: str = "X = 1\n") -> Path:
@@ -128,3 +128,34 @@ def test_a_worker_imports_a_changed_app_from_its_new_archive(tmp_path):
     finally:
         sys.path[:] = saved
         sys.modules.pop(name, None)
+
+
+def test_runs_reuse_one_folder_that_keeps_what_recent_runs_shipped(tmp_path):
+    """Every driver process (an Airflow task each) writes into one folder: the library's archive, the same
+    bytes each time, is one file; a version unused for a week goes when a new one is written, one in use stays."""
+    import os
+    import time
+
+    library = Path(__import__("elasticity").__file__).parent
+    first = library_archive(library, tmp_path)
+    again = library_archive(library, tmp_path)
+    assert first.path == again.path and first.path.read_bytes() == again.path.read_bytes()
+    names = zipfile.ZipFile(first.path).namelist()
+    assert "elasticity/config/job.py" in names and "elasticity/views/templates/job_page.html" in names
+    assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
+    week_ago = time.time() - KEEP_UNUSED_S - 60
+    stale = tmp_path / "app-0123456789abcdef.zip"
+    stale.write_bytes(b"an old version")
+    os.utime(stale, (week_ago, week_ago))
+    os.utime(first.path, (week_ago, week_ago))
+    assert library_archive(library, tmp_path).path == first.path  # in use again: kept, and its clock reset
+    name = f"newapp{uuid.uuid4().hex[:6]}"
+    package(tmp_path / "code", name)
+    sys.path.insert(0, str(tmp_path / "code"))
+    try:
+        new = app_archive((name,), tmp_path)
+    finally:
+        sys.path.remove(str(tmp_path / "code"))
+    assert new is not None and new.path.exists() and first.path.exists()
+    assert not stale.exists()
+    assert sorted(p.name for p in tmp_path.glob("*.zip")) == sorted([first.path.name, new.path.name])

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +30,7 @@ from elasticity.local.s3server import ACCESS_KEY, BUCKET, SECRET_KEY, wait_ready
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+WARM_UP_WAIT_S = 300
 
 
 @dataclass(frozen=True)
@@ -106,9 +107,19 @@ class LocalCluster:
         )
 
     def start(
-        self, workers: int = 2, cores: int = 1, memory: str = "1g", *, master_port: int | None = None, timeout_s: float = 120
+        self,
+        workers: int = 2,
+        cores: int = 1,
+        memory: str = "1g",
+        *,
+        master_port: int | None = None,
+        timeout_s: float = 120,
+        warm_up: Sequence[Path] | None = None,
     ) -> ClusterState:
-        """Start what is not running yet: master, workers 0..N-1, the S3 server, the Connect server."""
+        """Start what is not running yet: master, workers 0..N-1, the S3 server, the Connect server. `warm_up`:
+        a Connect server it starts warms up (elasticity.local.warmup, these job configs' sessions readied) before
+        this returns, so that no job's slots meet the warm-up's on the executors; None: no warm-up (the
+        supervisor's restarts)."""
         env = {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": self.host}
         env.setdefault("PYSPARK_PYTHON", sys.executable)
         # recovery mode: a master started again reads its apps and workers back, instead of killing the
@@ -144,7 +155,10 @@ class LocalCluster:
                 "spark.scheduler.maxRegisteredResourcesWaitingTime": "60s",
             },
             env=shared,
+            warm_up=warm_up,
         )
+        if warm_up is not None:
+            self.connect.wait_warm(WARM_UP_WAIT_S)
         state = self.status()
         if state is None:
             raise DaemonError(f"the Spark master stopped while the cluster started; see {self.master.log_file}")

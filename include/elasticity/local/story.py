@@ -98,7 +98,7 @@ def run_story(records: int = 6000) -> int:
             rescale(config.elasticity_factor)  # a second demo starts where the first began
         feed(records // 10)
         batches()
-        _say("   (the job's first run on the server starts its Spark Connect session and Python workers: a warm-up)")
+        _say("   (a run's fixed cost weighs on the rate of 600 orders; the server's warm-up readied the job's session)")
         feed(records)
         batches()
         rescale(8)

@@ -6,14 +6,11 @@ that Spark Connect has are used (range, mapInArrow, observe, repartition)."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import socket
 import sys
-import tempfile
 import time
 import warnings
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -250,17 +247,11 @@ def preload_connect() -> None:
 
 
 def ship_library(spark: SparkSession) -> None:
-    """Make `elasticity` importable on executors that do not have it installed (cluster mode).
-    The archive is named by its content: a warm Connect session keeps the version it has."""
-    package = Path(__file__).resolve().parents[1]
-    files = sorted(p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-    digest = hashlib.sha256()
-    for f in files:
-        digest.update(str(f.relative_to(package)).encode() + f.read_bytes())
-    archive = Path(tempfile.mkdtemp(prefix="elasticity-lib-")) / f"elasticity-{digest.hexdigest()[:12]}.zip"
-    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
-        for f in files:
-            z.write(f, f.relative_to(package.parent))
+    """Make `elasticity` importable on executors that do not have it installed (cluster mode). The archive
+    is named by its content: a warm Connect session keeps the version it has."""
+    from elasticity.spark.shipping import library_archive, shipping_folder
+
+    archive = library_archive(Path(__file__).resolve().parents[1], shipping_folder()).path
     if type(spark).__module__.startswith("pyspark.sql.connect"):
         from pyspark.errors import PySparkException
 

@@ -7,13 +7,17 @@ one is added once per session. Code installed in site-packages, and the library 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import io
+import os
 import site
 import sys
 import sysconfig
+import tempfile
 import threading
+import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +27,7 @@ from elasticity.config import ConfigError, JobConfig
 
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the zip format's earliest: the same files give the same bytes
 LIBRARY = "elasticity"
+KEEP_UNUSED_S = 7 * 86400
 NAMED_CODE = ("stores.", ".side.inputs.processor.factory")  # a key naming user code, besides app.class
 
 
@@ -112,15 +117,35 @@ def top_modules(names: list[str]) -> tuple[str, ...]:
     return tuple(sorted(tops))
 
 
+def shipping_folder() -> Path:
+    """Where drivers keep the archives they ship, named by content: one folder for every run of the user's
+    jobs (a folder per driver process would leave one behind per Airflow task, for as long as a job runs)."""
+    return Path(tempfile.gettempdir()) / f"elasticity-shipped-{os.getuid()}"
+
+
 def _write(folder: Path, stem: str, data: bytes) -> Archive:
+    """The archive of `data` in `folder`, written once; archives unused for KEEP_UNUSED_S (former versions of
+    an app or of the library) are removed, so the folder holds what the job's recent runs shipped."""
     name = content_name(stem, data)
     path = folder / name
-    if not path.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        os.utime(path)  # in use: not pruned
+    except FileNotFoundError:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_bytes(data)
         tmp.replace(path)
+        cutoff = time.time() - KEEP_UNUSED_S
+        for old in folder.glob("*.zip"):
+            with contextlib.suppress(OSError):
+                if old.stat().st_mtime < cutoff:
+                    old.unlink()
     return Archive(name, path, top_modules(zipfile.ZipFile(io.BytesIO(data)).namelist()))
+
+
+def library_archive(package: Path, folder: Path) -> Archive:
+    """The library's own code (`package`: the `elasticity` folder), for executors that do not have it installed."""
+    return _write(folder, LIBRARY, deterministic_zip([(name, f.read_bytes()) for name, f in _entries(package)]))
 
 
 def app_archive(modules: tuple[str, ...], folder: Path) -> Archive | None:
@@ -155,7 +180,6 @@ def py_file_archives(paths: tuple[str, ...], folder: Path) -> list[Archive]:
     return out
 
 
-_folder: Path | None = None
 _added: set[tuple[str, str]] = set()  # (session, archive name) already added
 _lock = threading.Lock()
 
@@ -168,14 +192,10 @@ def _session_key(spark: Any) -> str:
 def ship_user_code(spark: Any, config: JobConfig) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """Add the app's code and `spark.submit.pyFiles` to the session (each content once per session), and
     return what the executors should import from: (archive name, its top-level modules), the app's first."""
-    global _folder
-    import tempfile
-
     with _lock:
-        if _folder is None or not _folder.is_dir():
-            _folder = Path(tempfile.mkdtemp(prefix="elasticity-code-"))
-        app = app_archive(user_modules(config), _folder)
-        archives = ([app] if app else []) + py_file_archives(config.submit_py_files or (), _folder)
+        folder = shipping_folder()
+        app = app_archive(user_modules(config), folder)
+        archives = ([app] if app else []) + py_file_archives(config.submit_py_files or (), folder)
         for a in archives[1 if app else 0 :]:
             if str(a.path) not in sys.path:  # the driver imports them too, as spark-submit --py-files has it
                 sys.path.insert(1, str(a.path))
@@ -189,8 +209,6 @@ def ship_user_code(spark: Any, config: JobConfig) -> tuple[tuple[str, tuple[str,
 
 def _add(spark: Any, path: Path) -> None:
     if type(spark).__module__.startswith("pyspark.sql.connect"):
-        import contextlib
-
         from pyspark.errors import PySparkException
 
         with contextlib.suppress(PySparkException):  # ARTIFACT_ALREADY_EXISTS: another driver process added it
