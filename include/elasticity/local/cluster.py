@@ -31,7 +31,6 @@ from elasticity.local.s3server import ACCESS_KEY, BUCKET, SECRET_KEY, wait_ready
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
-WARM_UP_WAIT_S = 300
 
 
 @dataclass(frozen=True)
@@ -164,7 +163,7 @@ class LocalCluster:
             warm_up=warm_up,
         )
         if warm_up is not None:
-            self.connect.wait_warm(WARM_UP_WAIT_S)
+            self.connect.wait_warm()
         state = self.status()
         if state is None:
             raise DaemonError(f"the Spark master stopped while the cluster started; see {self.master.log_file}")

@@ -29,6 +29,9 @@ DEFAULT_PORT = 15002
 CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
+WARM_UP_WAIT_S = 300.0  # the longest a command that waits for a server's warm-up waits
+
+
 @dataclass(frozen=True)
 class SparkServerState(DaemonState):
     @property
@@ -115,7 +118,7 @@ class SparkConnectServer:
     def warm_up_status(self) -> WarmUpState | None:
         return warm_up_status(self.daemon.home)
 
-    def wait_warm(self, timeout_s: float) -> WarmUpState | None:
+    def wait_warm(self, timeout_s: float = WARM_UP_WAIT_S) -> WarmUpState | None:
         """The warm-up once it is no longer `warming`, or as it stands after `timeout_s`; None when the server
         has none (started with no warm-up, or by an earlier command)."""
         deadline = time.monotonic() + timeout_s

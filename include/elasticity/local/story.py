@@ -21,7 +21,6 @@ from elasticity.local.daemon import free_port, port_open
 from elasticity.local.standalone import AirflowStandalone, demo_config_file, embedded_services
 
 JOB = "demo"
-WARM_UP_WAIT_S = 300
 USERS = 3000  # with a few hundred, the busiest of 32 virtual tasks holds so many that factor 8 gains little over 2
 
 
@@ -53,7 +52,7 @@ def run_story(records: int = 6000) -> int:
         airflow.wait_ready()
         api = airflow.api()
         api.wait_dag(f"elastic_microbatch__{JOB}")
-        warm = SparkConnectServer(home).wait_warm(WARM_UP_WAIT_S)  # its batches would share the cores the rates measure
+        warm = SparkConnectServer(home).wait_warm()  # its batches would share the cores the rates measure
         _say(f"   the Spark Connect server's warm-up: {warm.line() if warm else 'none (a server started before)'}")
         seeds = iter(range(1000, 10_000))
         step = iter(range(3, 100))
