@@ -75,7 +75,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 test: lint $(SYSTEM_STAMP)
-	$(BIN)/pytest -n 2 --dist loadfile
+	$(BIN)/pytest -n 2 --dist loadfile $(if $(SHUFFLE),--shuffle-modules=$(SHUFFLE))
 
 # tests/unit alone (no broker, Spark, Airflow database or network; no system packages, no lint), with a
 # tenth of the property-test examples of `make test` (the `unit` hypothesis profile): seconds, not minutes.

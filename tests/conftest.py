@@ -4,6 +4,13 @@ the embedded broker (or the Kafka named by KAFKA_BOOTSTRAP_SERVERS)."""
 from __future__ import annotations
 
 import os
+
+# gRPC's fork handlers restart its poller in a child forked while a channel is open (a Spark Connect client of an
+# earlier test); the child's close of its descriptors before exec closes the poller's epoll and gRPC aborts the
+# child (`epoll_wait error: Bad file descriptor`, SIGABRT). pyspark forks the classic session's JVM with a
+# `preexec_fn` (a real fork, handlers run): about 2 starts in 100 died so. Read by gRPC at its import: set first.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 import random
 import subprocess
 import sys
@@ -45,7 +52,33 @@ os.environ.setdefault("ELASTICITY_TRIALS_BASE_SEED", str(random.SystemRandom().r
 INTEGRATION = {"integration", "dags"}
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--shuffle-modules",
+        type=int,
+        metavar="SEED",
+        help="run the modules in an order drawn from SEED (each module's tests keep theirs): the suite must not depend on it",
+    )
+
+
+def shuffled_by_module(items: list[pytest.Item], seed: int) -> list[pytest.Item]:
+    """`items` with their modules in a random order drawn from `seed`; the same on every xdist worker."""
+    modules: dict[Path, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.path, []).append(item)
+    order = sorted(modules)
+    random.Random(seed).shuffle(order)
+    return [item for path in order for item in modules[path]]
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    seed = config.getoption("--shuffle-modules")
+    return None if seed is None else f"modules shuffled: --shuffle-modules={seed}"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if (seed := config.getoption("--shuffle-modules")) is not None:
+        items[:] = shuffled_by_module(items, seed)
     for item in items:
         if item.path.is_relative_to(REPO / "tests") and item.path.relative_to(REPO / "tests").parts[0] in INTEGRATION:
             item.add_marker(pytest.mark.integration)
@@ -104,23 +137,44 @@ def airflow_db() -> str:
 
 
 @pytest.fixture(scope="session")
-def spark():
-    """A real local SparkSession (local[2]: this machine has 2 cores)."""
-    # Python workers can import the test apps (tests/support/apps.py), as a user's workers import theirs
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+def spark(tmp_path_factory: pytest.TempPathFactory):
+    """A real local SparkSession (local[2]: this machine has 2 cores). Its JVM writes to `jvm.log`, whose tail a
+    failed start quotes: the gateway's own error says only that the process exited."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("elasticity-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate()
+    conf = (
+        SparkConf()
+        .setMaster("local[2]")
+        .setAppName("elasticity-tests")
+        .set("spark.ui.enabled", "false")
+        .set("spark.sql.shuffle.partitions", "4")
+        # Python workers can import the test apps (tests/support/apps.py), as a user's workers import theirs
+        .set("spark.executorEnv.PYTHONPATH", str(REPO))
     )
+    log = tmp_path_factory.mktemp("spark-driver") / "jvm.log"
+    with log.open("wb") as out:
+        try:
+            gateway = launch_gateway(conf, popen_kwargs={"stdout": out, "stderr": out})
+        except Exception as e:
+            raise RuntimeError(f"the local Spark driver did not start; the end of {log}:\n{log.read_text()[-4000:]}") from e
+    session = SparkSession(SparkContext(conf=conf, gateway=gateway))
     try:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _environment_kept():
+    """A module leaves the process's environment as it found it: the next module on this worker, whichever it is
+    (`--dist loadfile` deals modules in a different order each run), starts from the same one."""
+    before = dict(os.environ)
+    yield
+    if dict(os.environ) != before:
+        os.environ.clear()
+        os.environ.update(before)
 
 
 POSTGRES_ENV = "ELASTICITY_TEST_POSTGRES_URL"
