@@ -64,7 +64,7 @@ def test_sigterm_stops_airflow_and_what_it_started(tmp_path, kafka_bootstrap, sp
     env = {**os.environ, "ELASTICITY_HOME": str(tmp_path / "home"), "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap}
     env.pop("AIRFLOW_HOME", None)
     command = (
-        [sys.executable, "-m", "elasticity.cli", "airflow", "--port", str(port), "--spark-remote", spark_connect]
+        [sys.executable, "-m", "elasticity", "airflow", "--port", str(port), "--spark-remote", spark_connect]
         if how == "elasticity airflow"
         else ["make", "--no-print-directory", "airflow", f"PORT={port}"]  # its embedded Connect server, which stays
     )

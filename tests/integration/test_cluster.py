@@ -477,7 +477,7 @@ def test_the_supervisor_starts_a_dead_driver_and_worker_again_on_their_addresses
         assert after is not None and after.connect == before.connect and after.master == before.master
         env = {**os.environ, "ELASTICITY_HOME": str(local.root.parent), "PYTHONPATH": str(REPO / "include")}
         shown = subprocess.run(
-            [sys.executable, "-m", "elasticity.cli", "cluster", "status"], env=env, capture_output=True, text=True, timeout=60
+            [sys.executable, "-m", "elasticity", "cluster", "status"], env=env, capture_output=True, text=True, timeout=60
         )
         assert shown.returncode == 0, shown.stderr
         assert shown.stdout.startswith("supervisor  pid ") and "spark-connect 1" in shown.stdout, shown.stdout

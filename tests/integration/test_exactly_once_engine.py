@@ -187,7 +187,7 @@ class CopyJob:
     def cli(self, *args: str, fault: str | None = None) -> subprocess.CompletedProcess:
         """`elasticity <args>`; with `fault`, SIGKILLed at that fault point."""
         return subprocess.run(
-            [sys.executable, "-m", "elasticity.cli", *args, "--owner", self.owner, "--config", str(self.config_file)],
+            [sys.executable, "-m", "elasticity", *args, "--owner", self.owner, "--config", str(self.config_file)],
             cwd=REPO,
             env=self.env | ({"ELASTICITY_FAULT": f"{fault}:sigkill"} if fault else {}),
             capture_output=True,

@@ -79,7 +79,7 @@ def _finish(proc: subprocess.Popen) -> subprocess.CompletedProcess:
 
 
 def _start_cli(config, *args: str) -> subprocess.Popen:
-    return _start([sys.executable, "-m", "elasticity.cli", *args, "--config", str(config)], _cli_env())
+    return _start([sys.executable, "-m", "elasticity", *args, "--config", str(config)], _cli_env())
 
 
 def _cli(config, *args: str) -> subprocess.CompletedProcess:
@@ -134,7 +134,7 @@ def unreachable_runs(
             started[key] = _start_cli(config(key, **{"systems.kafka.consumer.bootstrap.servers": address}), *args)
         env = {k: v for k, v in os.environ.items() if k != "ELASTICITY_HOME"}
         env |= {"KAFKA_BOOTSTRAP_SERVERS": address, "PYTHONPATH": str(REPO / "include")}
-        started["broker", name, "topic create"] = _start([sys.executable, "-m", "elasticity.cli", "topic", "create", "t"], env)
+        started["broker", name, "topic create"] = _start([sys.executable, "-m", "elasticity", "topic", "create", "t"], env)
         for command, args in STORE_COMMANDS.items():
             key = ("store", name, command)
             props = {
@@ -218,7 +218,7 @@ def test_until_caught_up_prints_each_batch_as_it_commits(tmp_path, kafka_bootstr
         [
             sys.executable,
             "-m",
-            "elasticity.cli",
+            "elasticity",
             "run-batch",
             "--until-caught-up",
             "--max-records",
@@ -305,7 +305,7 @@ def test_a_connect_server_killed_mid_batch_fails_the_run_within_30s_naming_it(tm
         config = write_properties(tmp_path / "job.properties", props)
         env = _cli_env()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "elasticity.cli", "run-batch", "--until-caught-up", "--max-records", "10"]
+            [sys.executable, "-m", "elasticity", "run-batch", "--until-caught-up", "--max-records", "10"]
             + ["--config", str(config)],
             cwd=REPO,
             env=env,

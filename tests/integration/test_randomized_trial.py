@@ -120,7 +120,7 @@ class Trial:
     def cli(self, *args: str, fault: str | None = None) -> subprocess.CompletedProcess:
         env = self.env | ({"ELASTICITY_FAULT": fault} if fault else {})
         return subprocess.run(
-            [sys.executable, "-m", "elasticity.cli", *args, "--config", str(self.config_file)],
+            [sys.executable, "-m", "elasticity", *args, "--config", str(self.config_file)],
             cwd=REPO,
             env=env,
             capture_output=True,
@@ -159,7 +159,7 @@ class Trial:
             return
         delay = self.rng.uniform(0.5, 5.0)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "elasticity.cli", *args, "--config", str(self.config_file)],
+            [sys.executable, "-m", "elasticity", *args, "--config", str(self.config_file)],
             cwd=REPO,
             env=self.env,
             stdout=subprocess.PIPE,

@@ -104,6 +104,7 @@ def test_a_command_missing_its_extra_says_which_to_install(capsys, monkeypatch):
     import tomllib
 
     from elasticity import cli
+    from elasticity.cli import stack_commands
 
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert set(cli.EXTRA_OF.values()) <= set(extras)
@@ -111,7 +112,7 @@ def test_a_command_missing_its_extra_says_which_to_install(capsys, monkeypatch):
     def missing(args):
         raise ModuleNotFoundError("No module named 'requests'", name="requests")
 
-    monkeypatch.setattr(cli, "cmd_demo", missing)
+    monkeypatch.setattr(stack_commands, "cmd_demo", missing)
     assert main(["demo"]) == 2
     assert (
         "`elasticity demo` needs requests, which is not installed: pip install 'elasticity[airflow]'" in capsys.readouterr().err
@@ -127,11 +128,11 @@ def test_airflow_on_the_local_cluster_without_one_running_says_how_to_start_it(t
 def test_a_missing_module_outside_the_extra_is_not_blamed_on_it(monkeypatch):
     """A module the command's extra does not install (one a user's app imports, say) is not 'pip install
     elasticity[spark]': the error is left as it is (a missing app module itself is named by app.class)."""
-    from elasticity import cli
+    from elasticity.cli import stack_commands
 
     def missing(args):
         raise ModuleNotFoundError("No module named 'httpx'", name="httpx")
 
-    monkeypatch.setattr(cli, "cmd_demo", missing)
+    monkeypatch.setattr(stack_commands, "cmd_demo", missing)
     with pytest.raises(ModuleNotFoundError, match="httpx"):
         main(["demo"])
