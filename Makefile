@@ -41,7 +41,7 @@ demo: $(STAMP)
 	$(BIN)/elasticity demo
 
 # Airflow as users run it (scheduler, UI on 127.0.0.1:8080) on the embedded broker and Spark Connect server,
-# the demo job running every minute; Ctrl-C stops Airflow, `make stop` the broker and Spark.
+# the demo job running whenever records wait (its lag watcher); Ctrl-C stops Airflow, `make stop` the broker and Spark.
 # `make airflow DB=postgres`: Airflow's metadata and the checkpoints on the PostgreSQL server at 127.0.0.1:5432
 # (databases elasticity_airflow and elasticity, created when missing) with the LocalExecutor, as in production.
 # `make airflow CLUSTER=1`: the jobs run on the local cluster of `make cluster` (its Connect server as
