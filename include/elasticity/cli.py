@@ -9,7 +9,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from elasticity.batch.coordinator import JobCoordinator
+from elasticity.batch.coordinator.job_coordinator import JobCoordinator
 from elasticity.checkpoint.migration import MigrationError
 from elasticity.checkpoint.store import StoreError, masked
 from elasticity.checkpoint.tool import checkpoints_from_tool_json, checkpoints_to_tool_json
@@ -240,7 +240,7 @@ def _project_apps() -> None:
 
 
 def cmd_run_batch(args: argparse.Namespace) -> int:
-    from elasticity.batch.lag import lag_report
+    from elasticity.batch.coordinator.lag import lag_report
     from elasticity.checkpoint.store import CheckpointStore
     from elasticity.kafka.consumer import KafkaInputs
     from elasticity.metrics.summary import BatchSummary
