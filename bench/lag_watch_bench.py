@@ -27,8 +27,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "include"))
 
 from elasticity.airflow.lag_trigger import JobLagTrigger  # noqa: E402
-from elasticity.batch.coordinator import JobCoordinator  # noqa: E402
-from elasticity.batch.lag import LagProbe  # noqa: E402
+from elasticity.batch.coordinator.job_coordinator import JobCoordinator  # noqa: E402
+from elasticity.batch.coordinator.lag import LagProbe  # noqa: E402
 from elasticity.checkpoint.store import CheckpointStore  # noqa: E402
 from elasticity.config import load_config  # noqa: E402
 from elasticity.kafka.admin import create_topic  # noqa: E402

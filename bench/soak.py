@@ -53,8 +53,8 @@ os.environ.setdefault("ELASTICITY_PROJECT_DIR", str(REPO))  # the checkout's dag
 from kafka import KafkaProducer  # noqa: E402
 from sqlalchemy import select  # noqa: E402
 
-from elasticity.batch.lag import lag_report  # noqa: E402
-from elasticity.batch.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, read_table  # noqa: E402
+from elasticity.batch.coordinator.lag import lag_report  # noqa: E402
+from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, OUTPUT_SCHEMA, read_table  # noqa: E402
 from elasticity.checkpoint import store as st  # noqa: E402
 from elasticity.checkpoint.store import CheckpointStore  # noqa: E402
 from elasticity.config import load_config  # noqa: E402

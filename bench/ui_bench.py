@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from elasticity.batch.coordinator import JobCoordinator
+from elasticity.batch.coordinator.job_coordinator import JobCoordinator
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
 from elasticity.config import validate

@@ -35,7 +35,7 @@ from pathlib import Path
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from elasticity.apps.demo_feed import demo_records  # noqa: E402
-from elasticity.batch.coordinator import JobCoordinator  # noqa: E402
+from elasticity.batch.coordinator.job_coordinator import JobCoordinator  # noqa: E402
 from elasticity.config import validate  # noqa: E402
 from elasticity.kafka.admin import create_topic  # noqa: E402
 from elasticity.kafka.producer import send  # noqa: E402

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 
-from elasticity.batch.compaction import compact_sinks
+from elasticity.batch.sinks.compaction import compact_sinks
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import JobConfig
 

@@ -6,10 +6,10 @@ Kafka Streams' TopologyTestDriver and Flink's operator test harnesses, for this 
     result.outputs["parquet.enriched"], result.stores["totals"], result.dead_letters
 
 A `process` call is one micro-batch through the engine's own process stage
-(`batch.processing.process_slot`): the job's config validated by
+(`batch.container.processing.process_slot`): the job's config validated by
 `elasticity.config.validate`, its job model built by the groupers, each record
 partitioned by Kafka's murmur2 of its key bytes, routed to its virtual task by
-`batch.reader.route` (SEP-32's key bucket), decoded by the job's serdes, run
+`batch.container.reader.route` (SEP-32's key bucket), decoded by the job's serdes, run
 through `SliceExecutor` under `task.dead.letter.policy` and
 `task.max.concurrency`, with real RocksDB stores restored from and snapshotted
 to local checkpoints, and windows closed by the watermark as between batches.
@@ -35,12 +35,12 @@ from rocksdict import AccessType, Options, Rdict
 
 from elasticity.api.descriptors import StoreDescriptor
 from elasticity.api.stream import KV, ApplicationDescriptor, OutputStream, load_application
-from elasticity.batch.container_process import container_process
-from elasticity.batch.exactly_once import staging_root
-from elasticity.batch.process_context import ProcessContext, process_context
-from elasticity.batch.processing import process_slot
-from elasticity.batch.reader import Chunk, ReadCounts, Routed, RouteTable, route
-from elasticity.batch.sinks import batch_file_name
+from elasticity.batch.container.container_process import container_process
+from elasticity.batch.container.process_context import ProcessContext, process_context
+from elasticity.batch.container.processing import process_slot
+from elasticity.batch.container.reader import Chunk, ReadCounts, Routed, RouteTable, route
+from elasticity.batch.sinks.exactly_once import staging_root
+from elasticity.batch.sinks.outputs import batch_file_name
 from elasticity.checkpoint.task_checkpoint import CheckpointId, CheckpointV2
 from elasticity.config import JobConfig, validate
 from elasticity.jobmodel.grouping import build_job_model

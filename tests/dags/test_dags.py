@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import event
 
 from elasticity.apps.demo_feed import demo_records
-from elasticity.batch.sinks import AUDIT_SCHEMA, read_table, write_batch_file
+from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, read_table, write_batch_file
 from elasticity.kafka.admin import create_topic
 from elasticity.kafka.producer import send
 

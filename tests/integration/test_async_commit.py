@@ -7,7 +7,7 @@ import time
 import pytest
 
 from elasticity import faults
-from elasticity.batch.async_commit import AsyncCommitter
+from elasticity.batch.coordinator.async_commit import AsyncCommitter
 from elasticity.checkpoint.batch_plan import OffsetRange
 from elasticity.checkpoint.store import BatchStateError, CheckpointStore
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
@@ -144,7 +144,7 @@ def test_an_upload_commits_once_the_next_plan_is_written_or_after_the_gates_wait
     sets once that plan is written; with no gate set it goes after GATE_S all the same."""
     import threading
 
-    from elasticity.batch import async_commit
+    from elasticity.batch.coordinator import async_commit
 
     store, job, task = setup
     done: list[float] = []

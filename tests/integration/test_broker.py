@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from elasticity.batch import reader
-from elasticity.batch.container_process import container_process
+from elasticity.batch.container import reader
+from elasticity.batch.container.container_process import container_process
 from elasticity.cli import main
 from elasticity.config import validate
 from elasticity.jobmodel.grouping import build_job_model

@@ -25,9 +25,9 @@ import pytest
 import requests
 
 from elasticity.apps.demo_feed import demo_records
-from elasticity.batch.coordinator import JobCoordinator
-from elasticity.batch.sink_identity import IdentityMismatch, guard_sinks
-from elasticity.batch.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, output_roots, read_table, write_batch_file
+from elasticity.batch.coordinator.job_coordinator import JobCoordinator
+from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, OUTPUT_SCHEMA, output_roots, read_table, write_batch_file
+from elasticity.batch.sinks.sink_identity import IdentityMismatch, guard_sinks
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import ConfigError, parse_properties, validate
 from elasticity.jobmodel.model import SystemStream

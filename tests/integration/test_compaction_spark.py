@@ -3,8 +3,8 @@ once compacted, is one dataset to `spark.read.parquet(root)`, with the rows the 
 
 from __future__ import annotations
 
-from elasticity.batch.compaction import compact_sinks
-from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, list_root, read_table
+from elasticity.batch.sinks.compaction import compact_sinks
+from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, list_root, read_table
 from elasticity.config import validate
 from tests.support.sink_files import canonical, write, write_legacy
 

@@ -7,8 +7,8 @@ import pytest
 from kafka.admin import NewPartitions
 
 from elasticity.apps.demo_feed import demo_records
-from elasticity.batch.sink_identity import IdentityMismatch
-from elasticity.batch.sinks import AUDIT_SCHEMA, read_table
+from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, read_table
+from elasticity.batch.sinks.sink_identity import IdentityMismatch
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import validate
 from elasticity.kafka.admin import admin_client, create_topic

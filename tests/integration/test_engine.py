@@ -16,8 +16,8 @@ import pytest
 
 from elasticity import faults
 from elasticity.apps.demo_feed import demo_records
-from elasticity.batch.coordinator import JobCoordinator
-from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table
+from elasticity.batch.coordinator.job_coordinator import JobCoordinator
+from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import validate
 from elasticity.kafka.admin import create_topic
@@ -139,7 +139,7 @@ def test_compacted_sinks_keep_each_record_once_and_read_as_one_dataset_with_pyar
     import pandas as pd
     import pyarrow.parquet as pq
 
-    from elasticity.batch.compaction import compact_sinks
+    from elasticity.batch.sinks.compaction import compact_sinks
 
     topic, props, tmp_path = job
     props["job.output.compaction.target.bytes"] = "20000"  # a few compacted files, not one

@@ -8,8 +8,8 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from elasticity.batch.exactly_once import ExactlyOnceOutputs, StagedBatches, StagedOutput, staging_root
-from elasticity.batch.sinks import OUTPUT_SCHEMA, write_batch_file
+from elasticity.batch.sinks.exactly_once import ExactlyOnceOutputs, StagedBatches, StagedOutput, staging_root
+from elasticity.batch.sinks.outputs import OUTPUT_SCHEMA, write_batch_file
 from elasticity.checkpoint.batch_plan import OffsetRange
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint

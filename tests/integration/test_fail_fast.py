@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from elasticity.apps.demo_feed import demo_records
-from elasticity.batch.lag import lag_report
+from elasticity.batch.coordinator.lag import lag_report
 from elasticity.checkpoint.store import CheckpointStore, StoreError
 from elasticity.config import validate
 from elasticity.kafka.admin import BrokerUnreachable, create_topic
@@ -178,7 +178,7 @@ def test_the_lag_probe_fails_naming_the_broker_for_new_and_running_jobs(request,
     store = CheckpointStore(good.checkpoint_store_url())
     for started in (False, True):
         if started:
-            from elasticity.batch.coordinator import JobCoordinator
+            from elasticity.batch.coordinator.job_coordinator import JobCoordinator
 
             JobCoordinator(good, store, KafkaInputs(good)).initialize("test")
         bad = good.with_overrides({"systems.kafka.consumer.bootstrap.servers": address})

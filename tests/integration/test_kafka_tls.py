@@ -10,8 +10,8 @@ import uuid
 import pytest
 
 from elasticity.apps.demo_feed import demo_records
-from elasticity.batch.lag import lag_report
-from elasticity.batch.sinks import AUDIT_SCHEMA, read_table
+from elasticity.batch.coordinator.lag import lag_report
+from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, read_table
 from elasticity.config import validate
 from elasticity.jobmodel.model import SystemStream
 from elasticity.kafka.admin import BrokerUnreachable, client_settings, create_topic, partition_counts, probe

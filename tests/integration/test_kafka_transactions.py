@@ -9,8 +9,8 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
-from elasticity.batch import reader
-from elasticity.batch.container_process import container_process
+from elasticity.batch.container import reader
+from elasticity.batch.container.container_process import container_process
 from elasticity.config import validate
 from elasticity.jobmodel.model import SystemStreamPartition
 from elasticity.kafka.admin import create_topic

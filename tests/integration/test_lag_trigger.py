@@ -13,7 +13,7 @@ import pytest
 
 from elasticity.airflow.lag_trigger import JobLagTrigger
 from elasticity.apps.demo_feed import demo_records
-from elasticity.batch.coordinator import JobCoordinator
+from elasticity.batch.coordinator.job_coordinator import JobCoordinator
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import load_config
 from elasticity.kafka.consumer import KafkaInputs

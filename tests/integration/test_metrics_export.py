@@ -8,7 +8,7 @@ import sys
 import uuid
 
 from elasticity.apps.demo_feed import demo_records
-from elasticity.batch.coordinator import JobCoordinator
+from elasticity.batch.coordinator.job_coordinator import JobCoordinator
 from elasticity.config import validate
 from elasticity.kafka.admin import create_topic
 from elasticity.kafka.producer import send

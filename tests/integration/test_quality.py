@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 
 from elasticity.apps.demo_feed import demo_records
-from elasticity.batch.coordinator import JobCoordinator
-from elasticity.batch.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, read_table, write_batch_file
+from elasticity.batch.coordinator.job_coordinator import JobCoordinator
+from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, OUTPUT_SCHEMA, read_table, write_batch_file
 from elasticity.config import validate
 from elasticity.kafka.consumer import KafkaInputs
 from elasticity.kafka.producer import send
@@ -274,7 +274,7 @@ def test_incremental_kafka_checks_read_from_the_edge_and_catch_what_crosses_it(s
 
     from confluent_kafka import Producer
 
-    from elasticity.batch.exactly_once import provenance
+    from elasticity.batch.sinks.exactly_once import provenance
     from elasticity.kafka.transactions import read_committed
 
     os.environ["KAFKA_BOOTSTRAP_SERVERS"] = kafka_bootstrap

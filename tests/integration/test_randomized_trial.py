@@ -30,8 +30,8 @@ from pathlib import Path
 import pytest
 from kafka.admin import NewPartitions
 
-from elasticity.batch.exactly_once import provenance
-from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table
+from elasticity.batch.sinks.exactly_once import provenance
+from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import validate
 from elasticity.jobmodel.model import SystemStream

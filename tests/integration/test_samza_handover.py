@@ -189,7 +189,7 @@ def test_a_stateful_samza_job_hands_over_with_its_state_and_back(kafka_bootstrap
     per put, and one past the commit that a crash left) are imported; the next batches see the state (each order's
     running total continues Samza's); the export then hands the job back: Samza's reading rules find the input
     offsets and, through the markers, a changelog whose replay is the committed state."""
-    from elasticity.batch.sinks import OUTPUT_SCHEMA, read_table
+    from elasticity.batch.sinks.outputs import OUTPUT_SCHEMA, read_table
     from elasticity.config import validate
     from elasticity.spark.engine import MicroBatchEngine
     from tests.integration.test_engine import feed

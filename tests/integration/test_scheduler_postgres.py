@@ -24,7 +24,7 @@ from types import SimpleNamespace
 import pytest
 from sqlalchemy import create_engine, text
 
-from elasticity.batch.sinks import AUDIT_SCHEMA, read_table
+from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, read_table
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import parse_properties
 from elasticity.local.connect_server import SparkConnectServer

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from elasticity.batch.sinks import OUTPUT_SCHEMA, read_table
+from elasticity.batch.sinks.outputs import OUTPUT_SCHEMA, read_table
 from elasticity.config import validate
 from elasticity.kafka.producer import send
 from elasticity.spark.engine import MicroBatchEngine

@@ -15,8 +15,8 @@ import uuid
 import pytest
 
 from elasticity.api.stream import load_application
-from elasticity.batch.coordinator import JobCoordinator
-from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table
+from elasticity.batch.coordinator.job_coordinator import JobCoordinator
+from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import BLOB_STORE_FACTORY as BLOB
 from elasticity.config import KAFKA_CHANGELOG_FACTORY as KAFKA
@@ -406,7 +406,7 @@ def test_incremental_state_check_folds_only_the_new_batches_into_the_edge(spark,
     value the new batches never touch and on a wrong stored value, naming the key."""
     import pandas as pd
 
-    from elasticity.batch.sinks import delete_batches
+    from elasticity.batch.sinks.outputs import delete_batches
 
     topic, props, tmp_path = job
     feed(kafka_bootstrap, topic, 200, seed=31)

@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from elasticity.apps.demo_feed import demo_records
-from elasticity.batch.coordinator import JobCoordinator
+from elasticity.batch.coordinator.job_coordinator import JobCoordinator
 from elasticity.config import parse_properties, validate
 from elasticity.kafka.consumer import KafkaInputs
 from elasticity.kafka.producer import send

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from elasticity.batch.sinks import OUTPUT_SCHEMA, read_table
+from elasticity.batch.sinks.outputs import OUTPUT_SCHEMA, read_table
 from elasticity.config import load_config
 from elasticity.local.warmup import DONE, WARM_BATCH, WARM_RECORDS, start_warm_up, status
 from elasticity.spark.engine import MicroBatchEngine

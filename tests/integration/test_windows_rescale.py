@@ -28,8 +28,8 @@ from collections import defaultdict
 import pytest
 
 from elasticity.api.stream import load_application
-from elasticity.batch.coordinator import JobCoordinator
-from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table
+from elasticity.batch.coordinator.job_coordinator import JobCoordinator
+from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import validate
 from elasticity.jobmodel.keybucket import key_hash

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from elasticity.batch.coordinator import JobCoordinator
+from elasticity.batch.coordinator.job_coordinator import JobCoordinator
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import JobConfig, validate
 from elasticity.jobmodel.model import SystemStream

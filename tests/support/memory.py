@@ -12,8 +12,8 @@ from dataclasses import dataclass, field, replace
 
 from kafka.partitioner.default import murmur2
 
-from elasticity.batch.coordinator import JobCoordinator
-from elasticity.batch.planning import Router, advance, plan_ranges
+from elasticity.batch.coordinator.job_coordinator import JobCoordinator
+from elasticity.batch.coordinator.planning import Router, advance, plan_ranges
 from elasticity.checkpoint.batch_plan import BatchPlan
 from elasticity.checkpoint.store import Generation
 from elasticity.checkpoint.task_checkpoint import CheckpointId, TaskCheckpoint, state_of

@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from elasticity.batch.sinks import DEAD_LETTER_SCHEMA, in_file, write_batch_file
+from elasticity.batch.sinks.outputs import DEAD_LETTER_SCHEMA, in_file, write_batch_file
 
 
 def rows(schema: pa.Schema, *, batch: int, attempt: int, slot: int, n: int) -> list[dict[str, Any]]:

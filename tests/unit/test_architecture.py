@@ -38,6 +38,9 @@ LAYERS = (
     "cli",
     "__main__",
 )
+# `batch/`'s sub-roles, bottom to top: the sinks, the worker's side (Samza's SamzaContainer), the driver's
+# (its JobCoordinator); a role may import itself and the roles before it.
+BATCH_ROLES = ("sinks", "container", "coordinator")
 ONLY_IN = {"pyspark": "spark", "py4j": "spark", "airflow": "airflow", "fastapi": "airflow"}
 
 
@@ -79,6 +82,31 @@ def test_imports_go_down_the_layers():
         if _unit(m)
         for d in deps
         if d.startswith("elasticity.") and _unit(d) and rank[_unit(d)] > rank[_unit(m)]
+    )
+    assert upward == []
+
+
+def _batch_role(module: str) -> str:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "batch" else ""
+
+
+def test_every_batch_module_has_a_role():
+    """`batch/` holds its three sub-roles and nothing beside them (its own `__init__` aside)."""
+    assert {_batch_role(m) for m in MODULES if _unit(m) == "batch"} - {""} == set(BATCH_ROLES)
+    assert [m for m in MODULES if _unit(m) == "batch" and not _batch_role(m)] == ["elasticity.batch"]
+
+
+def test_batch_roles_import_down():
+    """Within `batch/`: the coordinator (driver) may import the container (worker) and the sinks, the container
+    the sinks, the sinks neither; so a Python worker never loads the driver's side."""
+    rank = {r: i for i, r in enumerate(BATCH_ROLES)}
+    upward = sorted(
+        f"{m} imports {d}"
+        for m, deps in GRAPH.items()
+        if _batch_role(m)
+        for d in deps
+        if _batch_role(d) and rank[_batch_role(d)] > rank[_batch_role(m)]
     )
     assert upward == []
 

@@ -4,7 +4,7 @@ the rescale preview, and Data Docs made to open offline."""
 import re
 
 from bench.ui_bench import Inputs, drift, record_batches
-from elasticity.batch.coordinator import JobCoordinator
+from elasticity.batch.coordinator.job_coordinator import JobCoordinator
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import validate
 from elasticity.metrics.charts import Chart, Series, nice_ticks, svg

@@ -18,8 +18,8 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from elasticity import faults
-from elasticity.batch.compaction import SinkMaintenance, compact_root, compact_sinks
-from elasticity.batch.sinks import (
+from elasticity.batch.sinks.compaction import SinkMaintenance, compact_root, compact_sinks
+from elasticity.batch.sinks.outputs import (
     AUDIT_SCHEMA,
     DEAD_LETTER_SCHEMA,
     OUTPUT_SCHEMA,

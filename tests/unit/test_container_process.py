@@ -1,7 +1,7 @@
 """A Python worker's state across batches (ContainerProcess): one per process from its first use, the app loaded
 once until the user's code changes, and a fresh one (a new worker's) closes the one it replaces."""
 
-from elasticity.batch.container_process import container_process, fresh_container_process
+from elasticity.batch.container.container_process import container_process, fresh_container_process
 from elasticity.jobmodel.model import SystemStream
 
 INPUTS = (SystemStream("kafka", "orders"),)

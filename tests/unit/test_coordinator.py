@@ -2,7 +2,7 @@
 
 import logging
 
-from elasticity.batch.coordinator import JobCoordinator
+from elasticity.batch.coordinator.job_coordinator import JobCoordinator
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import validate
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition

@@ -6,9 +6,9 @@ from collections import Counter
 
 import pyarrow as pa
 
-from elasticity.batch.outcome import TaskSummary
-from elasticity.batch.processing import run_slots
-from elasticity.batch.reader import ROUTED_SCHEMA, ReadCounts
+from elasticity.batch.container.processing import run_slots
+from elasticity.batch.container.reader import ROUTED_SCHEMA, ReadCounts
+from elasticity.batch.coordinator.outcome import TaskSummary
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.metrics.freshness import HOUR_MS, batch_span, percentile, window
 from elasticity.metrics.job_metrics import batch_metrics

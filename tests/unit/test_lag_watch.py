@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from elasticity.batch.lag import LagObservation, LagReport, LagThresholds, LagWatch
+from elasticity.batch.coordinator.lag import LagObservation, LagReport, LagThresholds, LagWatch
 
 POS = (1, 100)
 

@@ -10,7 +10,7 @@ import time
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from elasticity.batch.lease import LeaseLostError, held_lease
+from elasticity.batch.coordinator.lease import LeaseLostError, held_lease
 from elasticity.checkpoint.store import CheckpointStore, Lease
 
 JOB, OWNER = "j", "batch@host:1"

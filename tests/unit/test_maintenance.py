@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from elasticity.batch.sinks import AUDIT_SCHEMA, read_table, write_batch_file
+from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, read_table, write_batch_file
 from elasticity.checkpoint.batch_plan import OffsetRange
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint

@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from elasticity.batch.coordinator import JobCoordinator
+from elasticity.batch.coordinator.job_coordinator import JobCoordinator
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import ConfigError, validate
 from elasticity.jobmodel.model import SystemStream

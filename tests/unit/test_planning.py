@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from elasticity.batch.planning import advance, plan_ranges
+from elasticity.batch.coordinator.planning import advance, plan_ranges
 from elasticity.checkpoint.batch_plan import OffsetRange
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint, Watermark
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from elasticity.batch.process_context import ProcessContext
-from elasticity.batch.processing import process_slot
-from elasticity.batch.reader import ROUTED_SCHEMA as ROUTED
-from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table
+from elasticity.batch.container.process_context import ProcessContext
+from elasticity.batch.container.processing import process_slot
+from elasticity.batch.container.reader import ROUTED_SCHEMA as ROUTED
+from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition
 from elasticity.jobmodel.object_mapper import ssp_to_key
 from elasticity.serializers import RecordSerdeError, deserialize, serialize
@@ -126,7 +126,7 @@ def test_folders_earlier_versions_wrote_are_read_and_deleted_as_before(tmp_path)
     file per virtual task, `batch_id` in the file as well."""
     import pyarrow.parquet as pq
 
-    from elasticity.batch.sinks import delete_batches
+    from elasticity.batch.sinks.outputs import delete_batches
 
     process_slot(ctx(tmp_path, batch_id=7), 0, rows(("Partition_0-0-2", 0, 1, b'{"n": 1}')))
     new = read_table(str(tmp_path / "audit"), AUDIT_SCHEMA)
@@ -146,7 +146,7 @@ def test_folders_earlier_versions_wrote_are_read_and_deleted_as_before(tmp_path)
 def test_a_retry_on_fewer_slots_leaves_only_its_own_files(tmp_path):
     """A retried batch may be placed on other slots (the process count changed): the engine empties the batch's
     files first, so no file of the first attempt stays beside the retry's."""
-    from elasticity.batch.sinks import delete_batches
+    from elasticity.batch.sinks.outputs import delete_batches
 
     first = [rows(("Partition_0-0-2", 0, 1, b'{"n": 1}')), rows(("Partition_0-1-2", 1, 2, b'{"n": 2}'))]
     for slot, part in enumerate(first):
@@ -256,7 +256,8 @@ def test_virtual_tasks_run_together_leave_what_each_would_alone(tmp_path_factory
 
 
 def test_the_drivers_summary_row_has_the_summary_schemas_columns_in_order():
-    from elasticity.batch.outcome import SUMMARY_SCHEMA, TaskSummary
+    from elasticity.batch.container.processing import SUMMARY_SCHEMA
+    from elasticity.batch.coordinator.outcome import TaskSummary
 
     assert list(TaskSummary._fields) == SUMMARY_SCHEMA.names
 
@@ -275,8 +276,8 @@ def busy_app(app):
 def test_a_slot_runs_its_units_on_its_own_thread_when_its_app_computes_and_on_the_pool_when_it_waits(tmp_path):
     """The pass history decides (its rules are tested below, without timing): one thread for an app whose passes
     kept the pool busy, the pool otherwise; and a pass is observed, here on the pool, as computing."""
-    from elasticity.batch.container_process import fresh_container_process
-    from elasticity.batch.scheduling import PassHistory
+    from elasticity.batch.container.container_process import fresh_container_process
+    from elasticity.batch.container.scheduling import PassHistory
 
     process = fresh_container_process()  # a new Python worker's: no history learnt yet
     app_class = "tests.unit.test_processing:busy_app"
@@ -294,7 +295,7 @@ def test_a_slot_runs_its_units_on_its_own_thread_when_its_app_computes_and_on_th
 
 
 def test_an_app_that_waits_keeps_the_pool():
-    from elasticity.batch.scheduling import PassHistory
+    from elasticity.batch.container.scheduling import PassHistory
 
     h = PassHistory()
     h.observe(single=False, cpu_ns=10, wall_ns=100)  # 10 % busy: waiting, side by side

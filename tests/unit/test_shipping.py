@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from elasticity.batch.shipped import prefer_shipped
+from elasticity.batch.container.shipped import prefer_shipped
 from elasticity.config import ConfigError, validate
 from elasticity.spark.shipping import KEEP_UNUSED_S, app_archive, code_root, library_archive, py_file_archives, user_modules
 

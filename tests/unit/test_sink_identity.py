@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from elasticity.batch.coordinator import JobCoordinator
-from elasticity.batch.sink_identity import IDENTITY_FILE, IdentityMismatch, guard_sinks, store_identity
+from elasticity.batch.coordinator.job_coordinator import JobCoordinator
+from elasticity.batch.sinks.sink_identity import IDENTITY_FILE, IdentityMismatch, guard_sinks, store_identity
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import validate
 from elasticity.jobmodel.model import SystemStream

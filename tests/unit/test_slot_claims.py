@@ -5,7 +5,7 @@ import threading
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from elasticity.batch.slot_claims import claim
+from elasticity.batch.container.slot_claims import claim
 
 
 @settings(max_examples=50, deadline=None)

@@ -3,7 +3,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from elasticity.batch.reader import ROUTED_SCHEMA, Chunk, Columns, ReadCounts, Routed, RouteTable, SlotReads, route
+from elasticity.batch.container.reader import ROUTED_SCHEMA, Chunk, Columns, ReadCounts, Routed, RouteTable, SlotReads, route
 from elasticity.checkpoint.task_checkpoint import Watermark
 from elasticity.jobmodel.keybucket import record_hash
 

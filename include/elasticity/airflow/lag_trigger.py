@@ -22,7 +22,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
-from elasticity.batch.lag import LagProbe, LagThresholds, LagWatch
+from elasticity.batch.coordinator.lag import LagProbe, LagThresholds, LagWatch
 
 log = logging.getLogger(__name__)
 

@@ -133,7 +133,7 @@ class MicroBatchOperator(BaseOperator):
         return spark_target(self.spark_conn_id, config, Path(self.config_path).name)
 
     def execute(self, context: Any) -> list[int]:
-        from elasticity.batch.lag import lag_report
+        from elasticity.batch.coordinator.lag import lag_report
         from elasticity.checkpoint.store import CheckpointStore
         from elasticity.kafka.consumer import KafkaInputs
 

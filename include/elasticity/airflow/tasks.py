@@ -12,7 +12,7 @@ from typing import Any
 from croniter import croniter
 
 from elasticity.airflow.hooks import ElasticityHook, job_configs
-from elasticity.batch.coordinator import JobCoordinator
+from elasticity.batch.coordinator.job_coordinator import JobCoordinator
 from elasticity.checkpoint.store import CheckpointStore, LeaseHeldError
 from elasticity.config import JobConfig, load_config
 from elasticity.kafka.consumer import KafkaInputs

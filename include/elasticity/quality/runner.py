@@ -24,11 +24,11 @@ import pandas as pd
 
 from elasticity import faults
 from elasticity.api.stream import ApplicationDescriptor, load_application
-from elasticity.batch.container_process import container_process
-from elasticity.batch.coordinator import Inputs, JobCoordinator
-from elasticity.batch.exactly_once import provenance
-from elasticity.batch.reader import Chunk, read_chunk
-from elasticity.batch.sinks import AUDIT_SCHEMA, OUTPUT_SCHEMA, output_roots, read_table
+from elasticity.batch.container.container_process import container_process
+from elasticity.batch.container.reader import Chunk, read_chunk
+from elasticity.batch.coordinator.job_coordinator import Inputs, JobCoordinator
+from elasticity.batch.sinks.exactly_once import provenance
+from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, OUTPUT_SCHEMA, output_roots, read_table
 from elasticity.checkpoint.commit_record import complete_records
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import JobConfig

@@ -5,8 +5,8 @@ running, the previous batch's) up to the high watermarks, written ahead to the s
 of one stage, over the job's placed slots (`spark.placement`: one cached partition per process slot, so a
 slot runs on the same executor batch after batch): slot i's task reads the offset chunks of the SSPs its
 virtual tasks own buckets of with a Kafka consumer (assign + seek), keeps the records of its own tasks'
-buckets that they have not processed yet (`batch.reader`), sorts them by virtual task, SSP and offset, runs
-the tasks' slices on a thread pool and writes the sinks, a file per (batch, slot) (`batch.processing`); a
+buckets that they have not processed yet (`batch.container.reader`), sorts them by virtual task, SSP and offset, runs
+the tasks' slices on a thread pool and writes the sinks, a file per (batch, slot) (`batch.container.processing`); a
 job with stores restores them first and ends with a snapshot. One summary row per virtual task comes back
 to the driver, with what it read and skipped.
 On the driver again, the new checkpoints, and their commit: one fenced transaction, run synchronously, or
@@ -32,13 +32,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from elasticity import faults
 from elasticity.api.stream import ApplicationDescriptor, load_application
-from elasticity.batch.async_commit import AsyncCommitter
-from elasticity.batch.coordinator import JobCoordinator
-from elasticity.batch.exactly_once import ExactlyOnceOutputs, StagedOutput, staging_root
-from elasticity.batch.lease import LeaseHeartbeat, held_lease
-from elasticity.batch.outcome import SUMMARY_SCHEMA, TaskSummary, batch_summary, count_records, new_checkpoints, summary_metrics
-from elasticity.batch.planning import plan_ranges
-from elasticity.batch.process_context import (
+from elasticity.batch.container.process_context import (
     ProcessContext,
     batch_state,
     create_output_topics,
@@ -47,10 +41,16 @@ from elasticity.batch.process_context import (
     slot_reads,
     table_batch,
 )
-from elasticity.batch.processing import run_slots
-from elasticity.batch.reader import SlotReads
-from elasticity.batch.sink_identity import guard_sinks
-from elasticity.batch.sinks import delete_batches, output_roots
+from elasticity.batch.container.processing import SUMMARY_SCHEMA, run_slots
+from elasticity.batch.container.reader import SlotReads
+from elasticity.batch.coordinator.async_commit import AsyncCommitter
+from elasticity.batch.coordinator.job_coordinator import JobCoordinator
+from elasticity.batch.coordinator.lease import LeaseHeartbeat, held_lease
+from elasticity.batch.coordinator.outcome import TaskSummary, batch_summary, count_records, new_checkpoints, summary_metrics
+from elasticity.batch.coordinator.planning import plan_ranges
+from elasticity.batch.sinks.exactly_once import ExactlyOnceOutputs, StagedOutput, staging_root
+from elasticity.batch.sinks.outputs import delete_batches, output_roots
+from elasticity.batch.sinks.sink_identity import guard_sinks
 from elasticity.checkpoint.batch_plan import BatchPlan
 from elasticity.checkpoint.store import CheckpointStore, Generation
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
@@ -232,7 +232,7 @@ class MicroBatchEngine:
             commits = _Commits(self, owner, on_commit)
             try:
                 commits.start()
-                # job identity: sinks written under another store fail the start (elasticity.batch.sink_identity)
+                # job identity: sinks written under another store fail the start (elasticity.batch.sinks.sink_identity)
                 guard_sinks(self.config, self.store, lambda: self.coordinator.initialize(owner, settled=True), reset=reset_sinks)
                 summaries = self._batches(lease, commits, cap, until_caught_up=until_caught_up, deadline=deadline)
                 self._open_gate()  # no next plan

@@ -46,7 +46,7 @@ def rebalance(spark: SparkSession, slots: int, used: set[str], recent: set[str])
 def _import_stages(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """mapInArrow function: what a slot's first batch imports (the read, route, process and sink stages, the
     Kafka client, the stores and RocksDB), imported now in this Python worker, which the session keeps."""
-    import elasticity.batch.processing  # noqa: F401
+    import elasticity.batch.container.processing  # noqa: F401
     import elasticity.kafka.consumer  # noqa: F401
     import elasticity.state.worker  # noqa: F401
 

@@ -1,7 +1,7 @@
 """The user's code on the executors, shipped from the driver: the modules the job config names (`app.class`,
 `stores.<store>.side.inputs.processor.factory`) zipped from the driver's copy, and the pure-Python packages of
 Spark's `spark.submit.pyFiles`. Each archive is named by its content hash: a changed app is a new artifact,
-which the workers import in place of the old one (`elasticity.batch.processing` prefers it), and an unchanged
+which the workers import in place of the old one (`elasticity.batch.container.processing` prefers it), and an unchanged
 one is added once per session. Code installed in site-packages, and the library itself (shipped by
 `session.ship_library`), is the workers' own."""
 

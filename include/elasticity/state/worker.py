@@ -3,7 +3,7 @@
 The driver ships a `BatchState` with each batch: the checkpoint each virtual
 task starts from, the last checkpoint written (for cleanup) and the id of this
 batch's snapshots. The worker process keeps one ContainerStorageManager per
-job and task set (`batch.container_process`), so a warm session reuses its clients, pools
+job and task set (`batch.container.container_process`), so a warm session reuses its clients, pools
 and backends; a task whose stores this process released after its own snapshot
 is reopened as it is (no restore).
 

@@ -10,8 +10,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from elasticity.batch.coordinator import Inputs, JobCoordinator
-from elasticity.batch.lag import lag_report
+from elasticity.batch.coordinator.job_coordinator import Inputs, JobCoordinator
+from elasticity.batch.coordinator.lag import lag_report
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import JobConfig
 from elasticity.jobmodel.object_mapper import ssp_to_key

@@ -1,10 +1,10 @@
 """Process stage: one process slot's virtual-task slices, run side by side.
 
 Runs inside a Spark Python worker (or anywhere): the slot's records read and
-routed (`batch.reader`), run unit by unit (`batch.unit_run`), sinks written (one
-file per sink and slot: `batch.slot_files`), one summary row per virtual task out
-(`batch.outcome`). What the worker keeps across batches is its `ContainerProcess`.
-Slices run on a thread pool (Samza's `job.container.thread.pool.size`: `batch.scheduling`), each
+routed (`batch.container.reader`), run unit by unit (`batch.container.unit_run`), sinks written (one
+file per sink and slot: `batch.container.slot_files`), one summary row per virtual task out
+(SUMMARY_SCHEMA, which the driver reads in `batch.coordinator.outcome`). What the worker keeps across batches is its `ContainerProcess`.
+Slices run on a thread pool (Samza's `job.container.thread.pool.size`: `batch.container.scheduling`), each
 strictly in (SSP, offset) order, which is how I/O-bound virtual tasks overlap
 without more containers. For a job with stores, each slice restores its task's
 stores as it starts, operators reach them through `m.context.store(name)`, and
@@ -24,21 +24,44 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from elasticity.batch.container_process import container_process
-from elasticity.batch.outcome import SUMMARY_SCHEMA
-from elasticity.batch.process_context import ProcessContext
-from elasticity.batch.reader import SlotReads
-from elasticity.batch.scheduling import Slice, deal_units, side_by_side
-from elasticity.batch.shipped import prefer_shipped
-from elasticity.batch.slot_claims import claim
-from elasticity.batch.slot_files import write_slot_files
-from elasticity.batch.unit_run import Producers, Records, UnitRun, run_unit
+from elasticity.batch.container.container_process import container_process
+from elasticity.batch.container.process_context import ProcessContext
+from elasticity.batch.container.reader import SlotReads
+from elasticity.batch.container.scheduling import Slice, deal_units, side_by_side
+from elasticity.batch.container.shipped import prefer_shipped
+from elasticity.batch.container.slot_claims import claim
+from elasticity.batch.container.slot_files import write_slot_files
+from elasticity.batch.container.unit_run import Producers, Records, UnitRun, run_unit
 from elasticity.config import elasticity_home
 from elasticity.jobmodel.model import TaskName
 from elasticity.metrics.freshness import timestamp_span
 from elasticity.state.commit_manager import Markers
 from elasticity.state.table import SlotTables
 from elasticity.state.worker import ContainerState
+
+SUMMARY_SCHEMA = pa.schema(
+    [
+        ("task_name", pa.string()),
+        ("records", pa.int64()),
+        ("processed", pa.int64()),
+        ("dead_lettered", pa.int64()),
+        ("outputs", pa.int64()),
+        ("process_ns", pa.int64()),
+        ("group_ns", pa.int64()),  # wall time of the whole group of virtual tasks this one ran in (one Python worker)
+        ("read", pa.int64()),  # records of the task's buckets in the batch's ranges, processed or skipped
+        ("skipped", pa.int64()),  # of those, already processed (below its offset or under a watermark)
+        ("read_ns", pa.int64()),  # the slot's read and route time (on its first row)
+        ("hash_ns", pa.int64()),  # the slot's key hashing time (on its first row)
+        ("executor", pa.string()),  # where the slot ran: host and state folder
+        ("stopped", pa.string()),  # JSON {sspkb key: first offset not processed}, when the task stopped early
+        ("error", pa.string()),
+        ("checkpoint_id", pa.string()),  # of the task's state snapshot in this batch (stateful jobs)
+        ("state_markers", pa.string()),  # JSON CheckpointV2 state-checkpoint-markers of that snapshot
+        ("state_metrics", pa.string()),  # JSON {store: metrics of this batch, and where the store was restored from}
+        ("oldest_timestamp", pa.int64()),  # the slot's lowest and highest Kafka record timestamp (on its first row)
+        ("newest_timestamp", pa.int64()),
+    ]
+)
 
 
 def run_slots(ctx: ProcessContext, reads: SlotReads, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

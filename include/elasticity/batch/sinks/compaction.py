@@ -1,6 +1,6 @@
 """Compaction and retention of the Parquet sinks, so that a job running for months keeps a bounded number of files.
 
-Every micro-batch writes a file per sink and process slot (`batch.sinks`): at a batch a minute, 43,200 files a
+Every micro-batch writes a file per sink and process slot (`batch.sinks.outputs`): at a batch a minute, 43,200 files a
 month per sink. Compaction merges consecutive small files of validated batches into
 `compacted-<first>-<last>.parquet` files of about `job.output.compaction.target.bytes` (bin-packing to a target
 file size, as Spark/Delta's OPTIMIZE does); retention deletes whole files of validated batches older than the
@@ -12,7 +12,7 @@ doubling a row:
    temporary files (a writer that died before its rename);
 2. expire: delete the files of validated batches whose newest batch is older than the retention;
 3. compact: per group of consecutive files, write the compacted file atomically, then delete the group's files;
-   a reader that lists both reads only the compacted file (`sinks.list_root`).
+   a reader that lists both reads only the compacted file (`outputs.list_root`).
 Only batches at or below `through_batch` are touched: the last batch committed and validated by data quality
 (`quality.cursor.validated_batch`), which no retry writes again.
 
@@ -33,7 +33,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from elasticity import faults
-from elasticity.batch.sinks import (
+from elasticity.batch.sinks.outputs import (
     AUDIT_SCHEMA,
     DEAD_LETTER_SCHEMA,
     OUTPUT_SCHEMA,

@@ -18,7 +18,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
 
 from elasticity import faults
-from elasticity.batch.exactly_once import settle
+from elasticity.batch.sinks.exactly_once import settle
 from elasticity.checkpoint.migration import Migration, migrate
 from elasticity.checkpoint.state_markers import KafkaChangelogMarker
 from elasticity.checkpoint.store import CheckpointStore, Generation, StoreError

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from elasticity.batch.sinks import OUTPUT_SCHEMA, read_table
+from elasticity.batch.sinks.outputs import OUTPUT_SCHEMA, read_table
 from elasticity.checkpoint.batch_plan import BatchPlan
 from elasticity.checkpoint.commit_record import CommitRecord, last_record, to_parts
 from elasticity.checkpoint.store import CheckpointStore

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from elasticity.api.descriptors import StoreDescriptor
 from elasticity.api.stream import ApplicationDescriptor, load_application
-from elasticity.batch.scheduling import PassHistory
+from elasticity.batch.container.scheduling import PassHistory
 from elasticity.jobmodel.model import SystemStream
 from elasticity.kafka.admin import Kafka
 from elasticity.state.store_config import StorageConfig
@@ -73,7 +73,7 @@ class ContainerProcess:
             return self.apps[key]
 
     def forget_applications(self) -> None:
-        """The user's code changed (`batch.shipped`): apps built from the code it replaces are loaded again."""
+        """The user's code changed (`batch.container.shipped`): apps built from the code it replaces are loaded again."""
         with self._apps_lock:
             self.apps.clear()
 

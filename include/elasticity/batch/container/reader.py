@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from elasticity.batch.container_process import container_process
-from elasticity.batch.sinks import SOURCE_FIELDS
+from elasticity.batch.container.container_process import container_process
+from elasticity.batch.sinks.outputs import SOURCE_FIELDS
 from elasticity.checkpoint.batch_plan import OffsetRange
 from elasticity.checkpoint.task_checkpoint import Watermark
 from elasticity.jobmodel.keybucket import record_hash

@@ -11,8 +11,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from elasticity.batch.coordinator import Inputs, JobCoordinator
-from elasticity.batch.planning import start_offsets
+from elasticity.batch.coordinator.job_coordinator import Inputs, JobCoordinator
+from elasticity.batch.coordinator.planning import start_offsets
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import JobConfig
 from elasticity.jobmodel.model import SystemStreamPartition

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from elasticity.api.stream import ApplicationDescriptor
-from elasticity.batch.reader import Owner, RouteTable, SlotReads, chunks
-from elasticity.batch.shipped import Shipped
+from elasticity.batch.container.reader import Owner, RouteTable, SlotReads, chunks
+from elasticity.batch.container.shipped import Shipped
 from elasticity.checkpoint.batch_plan import BatchPlan
 from elasticity.checkpoint.store import Generation
 from elasticity.checkpoint.task_checkpoint import CheckpointId, TaskCheckpoint, state_of

@@ -8,9 +8,9 @@ from typing import Any
 import pyarrow as pa
 
 from elasticity.api.stream import ApplicationDescriptor
-from elasticity.batch.process_context import ProcessContext
-from elasticity.batch.sinks import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, in_file, write_batch_file
-from elasticity.batch.unit_run import UnitRun, sink_roots
+from elasticity.batch.container.process_context import ProcessContext
+from elasticity.batch.container.unit_run import UnitRun, sink_roots
+from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, in_file, write_batch_file
 
 
 def write_slot_files(

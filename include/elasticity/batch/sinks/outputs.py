@@ -1,13 +1,13 @@
 """Where a batch's results go: Parquet datasets written once per (batch, process
 slot), so a retried batch overwrites its own files and leaves no duplicates,
 and Kafka topics: exactly-once through staged rows and one transaction per batch
-(batch/exactly_once.py), or at-least-once with `processing.guarantee=at_least_once`.
+(batch/sinks/exactly_once.py), or at-least-once with `processing.guarantee=at_least_once`.
 
 Layout: flat, every file in the root, `batch_id` and the virtual task (`task_name`) columns in each:
 - `batch-<n:012d>-slot-<i>.parquet`: what process slot i wrote for batch n; a batch writes a bounded number of
   files however many virtual tasks it has;
 - `compacted-<first:012d>-<last:012d>.parquet`: every row of batches first..last, merged by
-  `batch.compaction` (so that a job running for months keeps a bounded number of files). A compacted file
+  `batch.sinks.compaction` (so that a job running for months keeps a bounded number of files). A compacted file
   supersedes every file whose batches it covers, an older compacted file too: `read_table` never reads those,
   and compaction deletes them.
 pyarrow, pandas and Spark read the root as one dataset once compaction has deleted what it covered. Hive folders

@@ -1,4 +1,4 @@
-"""A batch's outcome: one summary row per virtual task as the process stage reports it (SUMMARY_SCHEMA), read on
+"""A batch's outcome: one summary row per virtual task as the process stage reports it (`container.processing.SUMMARY_SCHEMA`), read on
 the driver as TaskSummary tuples, and what the driver makes of them: the new checkpoints, SEP-32's batch metrics
 and the stores', and the batch's summary. Nothing here imports Spark."""
 
@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
-from elasticity.batch.planning import advance_all
+from elasticity.batch.coordinator.planning import advance_all
 from elasticity.checkpoint.batch_plan import BatchPlan
 from elasticity.checkpoint.store import Generation
 from elasticity.checkpoint.task_checkpoint import CheckpointId, TaskCheckpoint
@@ -19,30 +19,6 @@ from elasticity.jobmodel.object_mapper import ssp_from_key, ssp_to_key
 from elasticity.metrics.freshness import batch_span
 from elasticity.metrics.job_metrics import per_message_ns
 from elasticity.metrics.summary import BatchSummary
-
-SUMMARY_SCHEMA = pa.schema(
-    [
-        ("task_name", pa.string()),
-        ("records", pa.int64()),
-        ("processed", pa.int64()),
-        ("dead_lettered", pa.int64()),
-        ("outputs", pa.int64()),
-        ("process_ns", pa.int64()),
-        ("group_ns", pa.int64()),  # wall time of the whole group of virtual tasks this one ran in (one Python worker)
-        ("read", pa.int64()),  # records of the task's buckets in the batch's ranges, processed or skipped
-        ("skipped", pa.int64()),  # of those, already processed (below its offset or under a watermark)
-        ("read_ns", pa.int64()),  # the slot's read and route time (on its first row)
-        ("hash_ns", pa.int64()),  # the slot's key hashing time (on its first row)
-        ("executor", pa.string()),  # where the slot ran: host and state folder
-        ("stopped", pa.string()),  # JSON {sspkb key: first offset not processed}, when the task stopped early
-        ("error", pa.string()),
-        ("checkpoint_id", pa.string()),  # of the task's state snapshot in this batch (stateful jobs)
-        ("state_markers", pa.string()),  # JSON CheckpointV2 state-checkpoint-markers of that snapshot
-        ("state_metrics", pa.string()),  # JSON {store: metrics of this batch, and where the store was restored from}
-        ("oldest_timestamp", pa.int64()),  # the slot's lowest and highest Kafka record timestamp (on its first row)
-        ("newest_timestamp", pa.int64()),
-    ]
-)
 
 
 class TaskSummary(NamedTuple):

@@ -16,10 +16,10 @@ import pyarrow as pa
 from elasticity.api.context import TaskContext
 from elasticity.api.executor import SliceExecutor, SliceResult
 from elasticity.api.stream import ApplicationDescriptor, Message, OutputStream
-from elasticity.batch.exactly_once import staging_root
-from elasticity.batch.process_context import ProcessContext
-from elasticity.batch.scheduling import Slice
-from elasticity.batch.sinks import Source, dead_letter
+from elasticity.batch.container.process_context import ProcessContext
+from elasticity.batch.container.scheduling import Slice
+from elasticity.batch.sinks.exactly_once import staging_root
+from elasticity.batch.sinks.outputs import Source, dead_letter
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 from elasticity.jobmodel.object_mapper import ssp_to_key
 from elasticity.kafka.admin import settings
