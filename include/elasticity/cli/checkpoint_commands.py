@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from elasticity.batch.coordinator import JobCoordinator
+from elasticity.batch.coordinator.job_coordinator import JobCoordinator
 from elasticity.checkpoint.store import StoreError, masked
 from elasticity.checkpoint.tool import checkpoints_from_tool_json, checkpoints_to_tool_json
 from elasticity.cli.options import job_coordinator, job_options

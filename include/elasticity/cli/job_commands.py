@@ -193,7 +193,7 @@ def _run_batch_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_run_batch(args: argparse.Namespace) -> int:
-    from elasticity.batch.lag import lag_report
+    from elasticity.batch.coordinator.lag import lag_report
     from elasticity.checkpoint.store import CheckpointStore
     from elasticity.kafka.consumer import KafkaInputs
     from elasticity.metrics.summary import BatchSummary

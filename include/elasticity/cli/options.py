@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from elasticity.batch.coordinator import JobCoordinator
+from elasticity.batch.coordinator.job_coordinator import JobCoordinator
 from elasticity.config import JobConfig, load_config
 
 
