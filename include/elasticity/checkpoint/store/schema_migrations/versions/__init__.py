@@ -1,1 +1,0 @@
-"""The revisions of the checkpoint store's schema, oldest first: 0001 (the baseline)."""
