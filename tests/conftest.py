@@ -11,10 +11,12 @@ import os
 # `preexec_fn` (a real fork, handlers run): about 2 starts in 100 died so. Read by gRPC at its import: set first.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
+import contextlib
 import random
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -191,6 +193,35 @@ def store_url(request, tmp_path) -> str:
             f"PostgreSQL store tests need {POSTGRES_ENV} (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test); .ci/run sets it"
         )
     return url
+
+
+@contextlib.contextmanager
+def empty_database(store_url: str, tmp_path: Path, name: str = "empty") -> Iterator[str]:
+    """A store URL with no tables yet: a new SQLite file, or a new schema of the PostgreSQL database."""
+    if store_url.startswith("sqlite"):
+        yield f"sqlite:///{tmp_path / f'{name}.db'}"
+        return
+    import uuid
+
+    from sqlalchemy import create_engine, text
+
+    schema = f"{name}_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(store_url)
+    with admin.begin() as conn:
+        conn.execute(text(f"CREATE SCHEMA {schema}"))
+    try:
+        yield f"{store_url}{'&' if '?' in store_url else '?'}options=-csearch_path%3D{schema}"
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
+        admin.dispose()
+
+
+@pytest.fixture
+def empty_store_url(store_url, tmp_path):
+    """A store URL with no tables yet: a new SQLite file, or a new schema of the PostgreSQL database."""
+    with empty_database(store_url, tmp_path) as url:
+        yield url
 
 
 @pytest.fixture

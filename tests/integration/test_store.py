@@ -294,28 +294,6 @@ def test_a_sqlite_store_makes_its_folder(tmp_path):
     assert (tmp_path / "new" / "home" / "checkpoints.db").is_file()
 
 
-@pytest.fixture
-def empty_store_url(store_url, tmp_path):
-    """A store URL with no tables yet: a new SQLite file, or a new schema of the PostgreSQL database."""
-    if store_url.startswith("sqlite"):
-        yield f"sqlite:///{tmp_path / 'empty.db'}"
-        return
-    import uuid
-
-    from sqlalchemy import create_engine, text
-
-    schema = f"empty_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(store_url)
-    with admin.begin() as conn:
-        conn.execute(text(f"CREATE SCHEMA {schema}"))
-    try:
-        yield f"{store_url}{'&' if '?' in store_url else '?'}options=-csearch_path%3D{schema}"
-    finally:
-        with admin.begin() as conn:
-            conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
-        admin.dispose()
-
-
 def test_openers_racing_on_a_new_store_all_open_it(empty_store_url):
     """The triggers of several jobs (or a run and the job page) opening a new store at once: each one opens it,
     none is told the store is unreachable because another created a table between its check and its create."""

@@ -1,0 +1,398 @@
+"""The checkpoint store: SQL through SQLAlchemy (SQLite embedded, PostgreSQL in production).
+
+It keeps, per job: the JobModel generations (factor and model of each), each virtual task's checkpoint
+history (the last N per version), the write-ahead batch plans, a lease with expiry, each batch's and
+rescale's metrics and each run's Kafka transactional ids. The `expire_*` methods are the retention rules
+(run by `elasticity.maintenance`): each deletes in statements of at most DELETE_CHUNK rows.
+
+Every write of checkpoints, plans or generations goes through one fenced transaction (`_fenced`): it opens
+with an UPDATE of the job row guarded by the generation the writer planned under. That statement both fences
+(a stale writer matches no row, fails, and changes nothing) and takes the row lock, so everything read after
+it in the same transaction is current. All tasks of a batch, or of a rescale, are written in that one
+transaction.
+
+`CheckpointStore` is the facade of the package's modules: `store_schema` (the tables), `schema_upgrade` and
+`schema_migrations/` (Alembic), `store_engine`, `leases` (leases and fences), `batch_rows`,
+`generation_rows`, `checkpoint_rows`, `metric_rows`, `transactional_ids` and `retention`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection
+from sqlalchemy.exc import OperationalError
+
+from elasticity import faults
+from elasticity.checkpoint.batch_plan import BatchPlan, OffsetRange
+from elasticity.checkpoint.store import (
+    batch_rows,
+    checkpoint_rows,
+    generation_rows,
+    leases,
+    metric_rows,
+    retention,
+    transactional_ids,
+)
+from elasticity.checkpoint.store.generation_rows import Generation
+from elasticity.checkpoint.store.leases import Lease
+from elasticity.checkpoint.store.schema_upgrade import SCHEMA_ATTEMPTS, ensure_schema
+from elasticity.checkpoint.store.store_engine import CONNECT_TIMEOUT_S, make_engine, masked, unreachable
+from elasticity.checkpoint.store.store_errors import (
+    BatchStateError,
+    LeaseHeldError,
+    PendingBatchError,
+    StaleGenerationError,
+    StoreError,
+)
+from elasticity.checkpoint.store.store_schema import (
+    CHECKPOINT_COLUMNS,
+    batch_metrics,
+    batches,
+    checkpoints,
+    generations,
+    jobs,
+    metadata,
+    rescale_metrics,
+    transactions,
+)
+from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
+from elasticity.jobmodel.model import JobModel, SystemStreamPartition, TaskName
+
+__all__ = [
+    "CHECKPOINT_COLUMNS",
+    "CONNECT_TIMEOUT_S",
+    "DELETE_CHUNK",
+    "SCHEMA_ATTEMPTS",
+    "BatchStateError",
+    "CheckpointStore",
+    "Generation",
+    "Lease",
+    "LeaseHeldError",
+    "PendingBatchError",
+    "StaleGenerationError",
+    "StoreError",
+    "batch_metrics",
+    "batches",
+    "checkpoints",
+    "generations",
+    "jobs",
+    "make_engine",
+    "masked",
+    "metadata",
+    "rescale_metrics",
+    "transactions",
+]
+
+DELETE_CHUNK = 1000
+"""Most rows one retention statement deletes."""
+
+T = TypeVar("T")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class CheckpointStore:
+    def __init__(self, url: str, history_size: int = 10, clock: Callable[[], int] = _now_ms) -> None:
+        self.url = url
+        self.engine = make_engine(url)
+        self.history_size = history_size
+        self.clock = clock
+        try:  # the first connection is the store's probe: an unreachable store fails here, naming its address
+            ensure_schema(self.engine)
+        except OperationalError as e:
+            self.engine.dispose()
+            raise unreachable(url, e) from None
+        except BaseException:  # a store a newer version upgraded, a failed upgrade
+            self.engine.dispose()
+            raise
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def _read(self, read: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """One read on a connection of its own."""
+        with self.engine.connect() as conn:
+            return read(conn, *args, **kwargs)
+
+    def _write(self, write: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """One unfenced write (lease, metrics, transactional ids) in a transaction of its own."""
+        with self.engine.begin() as conn:
+            return write(conn, *args, **kwargs)
+
+    @contextmanager
+    def _fenced(self, job: str, generation: int, owner: str | None, *, rescale_at: int | None = None) -> Iterator[Connection]:
+        """The transaction of every write of checkpoints, plans and generations, opened by its fence: the job
+        still at `generation` and no other owner holding the lease; with `rescale_at` (the rescale's time),
+        the writer holding the lease, and the job moved on to the next generation. A fenced writer fails
+        here (StaleGenerationError, LeaseHeldError) and nothing it would write is written."""
+        with self.engine.begin() as conn:
+            if rescale_at is None:
+                leases.fence(conn, job, generation, owner, now=self.clock())
+            else:
+                leases.take_generation(conn, job, generation, owner, now=rescale_at)
+            yield conn
+
+    # --- reads -------------------------------------------------------------
+
+    def generation(self, job: str, number: int | None = None) -> Generation | None:
+        return self._read(generation_rows.read, job, number)
+
+    def generations(self, job: str, limit: int | None = None) -> list[Generation]:
+        """The job's generations, oldest first; with `limit`, only the latest that many."""
+        with self.engine.connect() as conn:
+            numbers = generation_rows.numbers(conn, job, limit)
+            return [g for n in reversed(numbers) if (g := generation_rows.read(conn, job, n))]
+
+    def checkpoints(
+        self, job: str, generation: int, read_versions: tuple[int, ...] = (1,), live_max_age_ms: int = 600_000
+    ) -> dict[TaskName, TaskCheckpoint]:
+        return self._read(checkpoint_rows.latest, job, generation, read_versions=read_versions, live_max_age_ms=live_max_age_ms)
+
+    def checkpoint_history(self, job: str, task_name: TaskName, version: int) -> list[TaskCheckpoint]:
+        """The task's last N checkpoints (the history size), newest first."""
+        return self._read(checkpoint_rows.history, job, task_name, version, limit=self.history_size)
+
+    def pending_plan(self, job: str) -> BatchPlan | None:
+        return self._read(batch_rows.pending, job)
+
+    def plan(self, job: str, batch_id: int) -> tuple[BatchPlan, str] | None:
+        return self._read(batch_rows.plan, job, batch_id)
+
+    def lease(self, job: str) -> Lease | None:
+        return self._read(leases.lease, job, self.clock)
+
+    def plans(self, job: str, status: str | None = None, after: int = 0) -> list[BatchPlan]:
+        """Batch plans in batch order, optionally only those with `status`, and only those after batch `after`
+        (what an incremental reader has not seen: its cost by the new batches, not the job's age)."""
+        return self._read(batch_rows.plans, job, status, after)
+
+    def batches_with_status(self, job: str, status: str) -> list[int]:
+        return self._read(batch_rows.with_status, job, status)
+
+    # --- metrics -------------------------------------------------------------
+
+    def record_metrics(
+        self, job: str, batch_id: int, generation: int, metrics_json: str, *, freshness: Mapping[str, int] | None = None
+    ) -> None:
+        """A batch's summary; `freshness`: its {"oldest", "newest"} freshness_ms, kept as columns too."""
+        ages = metric_rows.freshness_columns(freshness)
+        key = batch_metrics.c.batch_id
+        self._write(
+            metric_rows.put,
+            batch_metrics,
+            key,
+            job,
+            number=batch_id,
+            metrics_json=metrics_json,
+            now=self.clock(),
+            generation=generation,
+            **ages,
+        )
+
+    def metrics(self, job: str, limit: int = 100, before: int | None = None) -> list[dict]:
+        """The latest batches' metrics (with `before`, of the batches below that id), oldest first."""
+        return self._read(metric_rows.latest, batch_metrics, batch_metrics.c.batch_id, job, limit=limit, before=before)
+
+    def freshness(self, job: str, *, since_ms: int) -> list[tuple[int, int]]:
+        """Each batch's (oldest, newest) freshness in ms, of the batches recorded since `since_ms` (as they
+        committed), in batch order; batches without one (no timestamped record) are left out."""
+        return self._read(metric_rows.freshness, job, since_ms=since_ms)
+
+    def record_rescale_metrics(self, job: str, generation: int, metrics_json: str) -> None:
+        """What the rescale that wrote `generation` measured (one row per generation)."""
+        key = rescale_metrics.c.generation
+        self._write(metric_rows.put, rescale_metrics, key, job, number=generation, metrics_json=metrics_json, now=self.clock())
+
+    def rescale_metrics(self, job: str, limit: int = 100, before: int | None = None) -> list[dict]:
+        """The latest rescales' metrics (with `before`, of the generations below that number), oldest first."""
+        return self._read(metric_rows.latest, rescale_metrics, rescale_metrics.c.generation, job, limit=limit, before=before)
+
+    # --- retention: each rule deletes in statements of at most DELETE_CHUNK rows --------
+
+    def expire_plans(self, job: str, *, before_ms: int, through_batch: int) -> int:
+        """Committed and abandoned plans that ended before `before_ms`, up to `through_batch` (what data quality
+        validated: its next window reads the plans after it). Never a pending plan, nor the latest one, whose id
+        the next plan's is counted from."""
+        return retention.expire_plans(self.engine, job, before_ms=before_ms, through_batch=through_batch, chunk=DELETE_CHUNK)
+
+    def expire_metrics(self, job: str, *, before_ms: int) -> int:
+        """Batch and rescale metrics recorded before `before_ms`, but the latest of each (the page's last batch)."""
+        return retention.expire_metrics(self.engine, job, before_ms=before_ms, chunk=DELETE_CHUNK)
+
+    def expire_transactional_ids(self, job: str, *, before_ms: int) -> int:
+        """Closed transactional ids recorded before `before_ms`: no run reads them again (open ones are fenced first)."""
+        return retention.expire_transactional_ids(self.engine, job, before_ms=before_ms, chunk=DELETE_CHUNK)
+
+    def expire_checkpoints(self, job: str) -> int:
+        """Checkpoints of the generations before the previous one: a batch reads the current generation's, a
+        rescale reads the current one's to write the next, and the previous stays for the operator."""
+        return retention.expire_checkpoints(self.engine, job, chunk=DELETE_CHUNK)
+
+    def expire_generations(self, job: str, *, before_ms: int) -> int:
+        """Generations written before `before_ms`, with their checkpoints, never the first (the job's identity in
+        its sinks), the current or the previous one."""
+        return retention.expire_generations(self.engine, job, before_ms=before_ms, chunk=DELETE_CHUNK)
+
+    # --- lease ---------------------------------------------------------------
+
+    def acquire_lease(self, job: str, owner: str, ttl_ms: int) -> Lease:
+        """Take (or renew) the job's lease; fails while another owner holds an unexpired one."""
+        return leases.acquire(self.engine, job, owner, ttl_ms, clock=self.clock)
+
+    def release_lease(self, job: str, owner: str) -> bool:
+        return self._write(leases.release, job, owner)
+
+    # --- batches -------------------------------------------------------------
+
+    def plan_batch(
+        self,
+        job: str,
+        generation: int,
+        ranges: tuple[OffsetRange, ...],
+        *,
+        owner: str | None = None,
+        after: int | None = None,
+        side_inputs: tuple[tuple[SystemStreamPartition, int], ...] = (),
+    ) -> BatchPlan:
+        """Write the plan ahead of running it. A plan still pending is returned instead,
+        so a retried batch replays exactly the same ranges; the earliest first.
+
+        `after` chains a plan behind the latest pending one, whose commit is still
+        uploading (async commit): its ranges start where that batch ends.
+        """
+        with self._fenced(job, generation, owner) as conn:
+            latest = batch_rows.pending(conn, job, last=True)
+            if latest is not None and (after is None or latest.batch_id != after):
+                return batch_rows.pending(conn, job) or latest
+            plan = batch_rows.insert_plan(conn, job, generation, ranges, side_inputs=side_inputs, now=self.clock())
+        faults.point("plan.after_commit")
+        return plan
+
+    def commit_batch(
+        self,
+        plan: BatchPlan,
+        task_checkpoints: Iterable[TaskCheckpoint],
+        write_versions: tuple[int, ...] = (1, 2),
+        *,
+        owner: str | None = None,
+        covers: tuple[int, ...] = (),
+    ) -> None:
+        """Checkpoints of every virtual task of the batch, in one transaction, fenced by generation.
+
+        `covers` names earlier batches whose own commit was skipped (async commit):
+        these checkpoints include their progress, so they are committed too. Any
+        other earlier batch still pending refuses the commit: batches commit in order.
+        """
+        ids = (*covers, plan.batch_id)
+        # built before the transaction: SQLite's write lock, which the next batch's plan waits for, is held less
+        rows = checkpoint_rows.rows_of(
+            plan.job_name,
+            plan.generation,
+            task_checkpoints,
+            write_versions=write_versions,
+            batch_id=plan.batch_id,
+            now=self.clock(),
+        )
+        with self._fenced(plan.job_name, plan.generation, owner) as conn:
+            faults.point("commit.fenced")
+            batch_rows.mark_committed(conn, plan, ids, now=self.clock())
+            faults.point("commit.plan_marked")
+            checkpoint_rows.insert_rows(conn, rows)
+            faults.point("commit.checkpoints_written")
+            if plan.batch_id % self.history_size == 0:  # amortized: a window over the generation's rows every N commits
+                checkpoint_rows.prune(conn, plan.job_name, plan.generation, keep=self.history_size)
+            faults.point("commit.before_commit")
+        faults.point("commit.after_commit")
+
+    # --- Kafka transactional ids (exactly-once outputs) -------------------------
+
+    def open_transactional_ids(self, job: str) -> list[tuple[str, str]]:
+        """(transactional.id, system) of the runs that may have left a transaction open, oldest first."""
+        return self._read(transactional_ids.open_ids, job)
+
+    def open_transactional_id(self, job: str, tid: str, system: str) -> None:
+        """Record a run's transactional.id before it is used, so that the next run fences it whatever happens."""
+        self._write(transactional_ids.record_open, job, tid, system, now=self.clock())
+
+    def close_transactional_ids(self, job: str, tids: Iterable[str]) -> None:
+        """Those ids hold no transaction any more (fenced, or their run ended cleanly)."""
+        if tids := list(tids):
+            self._write(transactional_ids.close, job, tids)
+
+    # --- generations -----------------------------------------------------------
+
+    def write_generation(
+        self,
+        job: str,
+        expected: int,
+        factor: int,
+        *,
+        model: JobModel,
+        compute: Callable[[dict[TaskName, TaskCheckpoint]], Mapping[TaskName, TaskCheckpoint]],
+        owner: str,
+        reason: str,
+        write_versions: tuple[int, ...] = (1, 2),
+        read_versions: tuple[int, ...] = (1,),
+        live_max_age_ms: int = 600_000,
+        abandon_pending: bool = False,
+        origin: str = "manual",
+    ) -> Generation:
+        """Atomically replace generation `expected` (0: none yet) by a new one.
+
+        `compute` gets the old generation's checkpoints, read under the row lock,
+        and returns the new generation's. The caller must hold the lease.
+        """
+        now = self.clock()
+        new = Generation(
+            job_name=job, number=expected + 1, factor=factor, job_model=model, reason=reason, created_ms=now, origin=origin
+        )
+        with self._fenced(job, expected, owner, rescale_at=now) as conn:
+            faults.point("rescale.fenced")
+            batch_rows.abandon_pending(conn, job, abandon=abandon_pending)
+            old = (
+                checkpoint_rows.latest(conn, job, expected, read_versions=read_versions, live_max_age_ms=live_max_age_ms)
+                if expected
+                else {}
+            )
+            computed = dict(compute(old))
+            missing = {t.task_name for t in model.tasks()} - set(computed)
+            if missing:
+                raise StoreError(f"no checkpoint computed for tasks {sorted(t.name for t in missing)[:5]}")
+            generation_rows.insert_generation(conn, new)
+            faults.point("rescale.generation_written")
+            self._insert_checkpoints(conn, job, new.number, computed.values(), write_versions=write_versions)
+            faults.point("rescale.checkpoints_written")
+        faults.point("rescale.after_commit")
+        return new
+
+    def replace_checkpoints(
+        self,
+        job: str,
+        generation: int,
+        task_checkpoints: Iterable[TaskCheckpoint],
+        *,
+        write_versions: tuple[int, ...],
+        owner: str | None,
+    ) -> None:
+        """The operator's overwrite (checkpoint-tool write), fenced like a commit."""
+        with self._fenced(job, generation, owner) as conn:
+            known = checkpoint_rows.task_names(conn, job, generation)
+            task_checkpoints = list(task_checkpoints)
+            unknown = sorted(cp.task_name.name for cp in task_checkpoints if cp.task_name.name not in known)
+            if unknown:
+                raise StoreError(f"job {job!r} generation {generation} has no tasks {unknown[:5]}; nothing was written")
+            self._insert_checkpoints(conn, job, generation, task_checkpoints, write_versions=write_versions)
+            checkpoint_rows.prune(conn, job, generation, keep=self.history_size)
+
+    def _insert_checkpoints(
+        self, conn: Connection, job: str, generation: int, cps: Iterable[TaskCheckpoint], *, write_versions: tuple[int, ...]
+    ) -> None:
+        """A rescale's or an operator's checkpoints (no batch), built inside the fenced transaction."""
+        rows = checkpoint_rows.rows_of(job, generation, cps, write_versions=write_versions, batch_id=None, now=self.clock())
+        checkpoint_rows.insert_rows(conn, rows)

@@ -1,0 +1,47 @@
+"""The store's SQLAlchemy engine: SQLite (a file in WAL mode, or in memory) or a PostgreSQL server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.pool import StaticPool
+
+from elasticity.checkpoint.store.store_errors import StoreError
+
+CONNECT_TIMEOUT_S = 5
+
+
+def make_engine(url: str) -> Engine:
+    if url in ("sqlite://", "sqlite:///:memory:"):
+        return create_engine("sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False})
+    if url.startswith("sqlite"):
+        if database := make_url(url).database:  # the default under a new project's $ELASTICITY_HOME, not made yet
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn, _record) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")  # readers do not block the committing writer
+            cur.execute("PRAGMA synchronous=FULL")  # a commit survives power loss, as a checkpoint must
+            cur.close()
+
+        return engine
+    # a server that accepts and never answers fails the connection here, instead of hanging for minutes
+    return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": CONNECT_TIMEOUT_S})
+
+
+def masked(url: str) -> str:
+    """The URL as logs and errors may show it: no password."""
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def unreachable(url: str, e: OperationalError) -> StoreError:
+    """The error of a store whose first connection (its probe) failed, naming its address."""
+    reason = str(e.orig or e).strip().splitlines()[0] if str(e.orig or e).strip() else type(e).__name__
+    return StoreError(
+        f"checkpoint store unreachable at {masked(url)} (task.checkpoint.store.url / ELASTICITY_CHECKPOINT_STORE_URL): {reason}"
+    )

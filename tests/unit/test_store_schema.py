@@ -1,0 +1,104 @@
+"""The checkpoint store's schema and its Alembic revisions (on SQLite files): the revisions build exactly the
+tables a new store is made with, the schema module names the scripts' head, an up-to-date store opens
+without Alembic, and a store a newer version upgraded is refused. A store written before versions, and its
+older layouts, are opened in tests/integration/test_store_upgrade.py (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+from elasticity.checkpoint.store import CheckpointStore, StoreError, make_engine
+from elasticity.checkpoint.store.schema_upgrade import alembic_config
+from elasticity.checkpoint.store.store_schema import HEAD_REVISION, VERSION_TABLE, metadata
+from tests.conftest import REPO
+
+
+def sqlite_schema(path) -> dict[str, str]:
+    conn = sqlite3.connect(path)
+    try:
+        return dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL"))
+    finally:
+        conn.close()
+
+
+def migrate(url: str, revision: str = HEAD_REVISION, *, down: bool = False) -> None:
+    """Alembic's command on the store, as `schema_upgrade` runs it (its connection handed to env.py)."""
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        (command.downgrade if down else command.upgrade)(alembic_config(conn), revision)
+        conn.commit()
+    engine.dispose()
+
+
+def test_the_schema_module_names_the_scripts_head():
+    assert ScriptDirectory.from_config(alembic_config()).get_heads() == [HEAD_REVISION]
+
+
+def test_the_revisions_build_the_tables_a_new_store_is_made_with(tmp_path):
+    """A new store is made from `store_schema` and stamped, without Alembic (half a second to import); the
+    revisions from nothing must build the same: each table's, index's and the version table's SQL, to the byte."""
+    migrate(f"sqlite:///{tmp_path / 'migrated.db'}")
+    CheckpointStore(f"sqlite:///{tmp_path / 'new.db'}").close()
+    migrated, new = sqlite_schema(tmp_path / "migrated.db"), sqlite_schema(tmp_path / "new.db")
+    assert set(new) == {*metadata.tables, *(i.name for t in metadata.tables.values() for i in t.indexes), VERSION_TABLE}
+    assert migrated == new
+    engine = make_engine(f"sqlite:///{tmp_path / 'migrated.db'}")
+    with engine.connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}), metadata) == []
+        assert conn.exec_driver_sql(f"SELECT version_num FROM {VERSION_TABLE}").scalars().all() == [HEAD_REVISION]
+    engine.dispose()
+
+
+def test_a_store_taken_back_to_no_version_is_brought_up_again_with_its_rows(tmp_path):
+    """Alembic's downgrade to base leaves the store as the code before versions reads it: tables and rows kept."""
+    url = f"sqlite:///{tmp_path / 'checkpoints.db'}"
+    store = CheckpointStore(url)
+    store.acquire_lease("job", "me", 60_000)
+    store.close()
+    migrate(url, "base", down=True)
+    assert sqlite3.connect(tmp_path / "checkpoints.db").execute(f"SELECT count(*) FROM {VERSION_TABLE}").fetchone() == (0,)
+    store = CheckpointStore(url)
+    assert store.lease("job").owner == "me"
+    store.close()
+    assert sqlite3.connect(tmp_path / "checkpoints.db").execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchall() == [
+        (HEAD_REVISION,)
+    ]
+
+
+def test_a_store_a_newer_version_upgraded_is_refused_and_left_as_it_is(tmp_path):
+    url = f"sqlite:///{tmp_path / 'checkpoints.db'}"
+    CheckpointStore(url).close()
+    conn = sqlite3.connect(tmp_path / "checkpoints.db")
+    with conn:
+        conn.execute(f"UPDATE {VERSION_TABLE} SET version_num = 'f00d'")
+    before = sqlite_schema(tmp_path / "checkpoints.db")
+    with pytest.raises(
+        StoreError,
+        match=f"has schema revision 'f00d', which this version of elasticity does not know \\(its newest is '{HEAD_REVISION}'\\)",
+    ):
+        CheckpointStore(url)
+    assert sqlite_schema(tmp_path / "checkpoints.db") == before
+    assert conn.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchall() == [("f00d",)]
+    conn.close()
+
+
+def test_opening_a_store_imports_no_alembic_unless_it_has_to_upgrade(tmp_path):
+    """Alembic takes half a second to import: a new store and an up-to-date one open without it."""
+    code = (
+        "import sys\n"
+        "from elasticity.checkpoint.store import CheckpointStore\n"
+        "CheckpointStore(sys.argv[1]).close()\n"
+        "print('alembic' in sys.modules)\n"
+    )
+    url = f"sqlite:///{tmp_path / 'checkpoints.db'}"
+    for _ in ("new", "up to date"):
+        out = subprocess.run([sys.executable, "-c", code, url], capture_output=True, text=True, check=True, cwd=REPO)
+        assert out.stdout.strip() == "False"
