@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from pathlib import Path
 
 from sqlalchemy import create_engine, event
@@ -12,6 +14,7 @@ from sqlalchemy.pool import StaticPool
 from elasticity.checkpoint.store.store_errors import StoreError
 
 CONNECT_TIMEOUT_S = 5
+SQLITE_BUSY_TIMEOUT_S = 30
 
 
 def make_engine(url: str) -> Engine:
@@ -20,18 +23,34 @@ def make_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
         if database := make_url(url).database:  # the default under a new project's $ELASTICITY_HOME, not made yet
             Path(database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"timeout": 30})
+        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn, _record) -> None:
             cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA journal_mode=WAL")  # readers do not block the committing writer
+            _write_ahead_log(cur)
             cur.execute("PRAGMA synchronous=FULL")  # a commit survives power loss, as a checkpoint must
             cur.close()
 
         return engine
     # a server that accepts and never answers fails the connection here, instead of hanging for minutes
     return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": CONNECT_TIMEOUT_S})
+
+
+def _write_ahead_log(cur: sqlite3.Cursor) -> None:
+    """WAL mode, so that readers do not block the committing writer. The mode is the file's: only a new store
+    switches, and a switch needs the file to itself. SQLite refuses it at once ("database is locked", no busy
+    wait) while another connection holds the write lock, as another process making the new store's tables
+    under the migration lock does: wait for that lock as the busy timeout would, then switch (or find it done)."""
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_S
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 def masked(url: str) -> str:
