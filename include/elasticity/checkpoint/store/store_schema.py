@@ -8,9 +8,22 @@ the revisions build exactly these tables.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, PrimaryKeyConstraint, SmallInteger, String, Table, Text
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    PrimaryKeyConstraint,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+)
 
-HEAD_REVISION = "0001"
+HEAD_REVISION = "0002"
 """The newest revision of schema_migrations/versions/: a store whose version table holds it is opened as it is."""
 
 VERSION_TABLE = "elasticity_alembic_version"
@@ -34,6 +47,8 @@ jobs = Table(
     Column("lease_owner", String(255)),
     Column("lease_expires_ms", BigInteger),
     Column("updated_ms", BigInteger, nullable=False),
+    # bumped each time the lease passes to another owner (each attempt is one): the fencing token's epoch
+    Column("lease_epoch", BigInteger, nullable=False, server_default="0"),
 )
 
 generations = Table(
@@ -110,4 +125,50 @@ transactions = Table(  # each run's Kafka transactional.id, written before the r
     Column("system", String(255), nullable=False),  # the Kafka system the run's outputs and commit records go to
     Column("state", String(16), nullable=False),  # open: may hold a transaction | closed: fenced or ended cleanly
     Column("created_ms", BigInteger, nullable=False),
+)
+
+
+quality_edges = Table(  # where incremental data quality stands for a job (quality/cursor.py), one row replaced whole
+    "elasticity_quality_edges",
+    metadata,
+    Column("job_name", String(255), primary_key=True),
+    Column("last_batch", BigInteger, nullable=False),
+    Column("edge", Text, nullable=False),  # JSON: the factor, checkpoints and Kafka edges the last passing run left
+    Column("positions", LargeBinary, nullable=False),  # Parquet: each key's last validated record
+    Column("state", LargeBinary),  # Parquet: each store's expected value per key (a stateful app)
+    Column("kafka_positions", LargeBinary),  # Parquet: per key the last validated exactly-once output
+    Column("updated_ms", BigInteger, nullable=False),
+)
+
+quality_runs = Table(  # the data-quality runs' index (quality/history.py), newest last; retention removes rows
+    "elasticity_quality_runs",
+    metadata,
+    Column("job_name", String(255), primary_key=True),
+    Column("seq", BigInteger, primary_key=True),
+    Column("run", String(255), nullable=False),
+    Column("report", Text, nullable=False),  # where the run's report and Data Docs are: an object-store URI or a folder
+    Column("window", Text, nullable=False),  # JSON
+    Column("success", Boolean, nullable=False),
+    Column("checks", Text, nullable=False),  # JSON: each check's name, success, rows, unexpected, describe
+    Column("finished_ms", BigInteger, nullable=False),
+)
+
+attempt_failures = Table(  # a task attempt's failure in one line (airflow/health.py), whichever worker ran it
+    "elasticity_attempt_failures",
+    metadata,
+    Column("job_name", String(255), primary_key=True),
+    Column("run_id", String(255), primary_key=True),
+    Column("attempt", Integer, primary_key=True),
+    Column("task", String(64), nullable=False),  # run_batches | rescale | quality | maintenance
+    Column("error", Text, nullable=False),
+    Column("created_ms", BigInteger, nullable=False),
+)
+
+engine_health = Table(  # whether each Spark Connect server answered the last probe, and since when
+    "elasticity_engine_health",
+    metadata,
+    Column("address", String(512), primary_key=True),
+    Column("reachable", Boolean, nullable=False),
+    Column("since_ms", BigInteger, nullable=False),
+    Column("checked_ms", BigInteger, nullable=False),
 )
