@@ -36,12 +36,12 @@ from rocksdict import AccessType, Options, Rdict
 from elasticity.api.descriptors import StoreDescriptor
 from elasticity.api.stream import KV, ApplicationDescriptor, OutputStream, load_application
 from elasticity.batch.container.container_process import container_process
-from elasticity.batch.container.process_context import ProcessContext, process_context
+from elasticity.batch.container.process_context import ProcessContext, process_context, slot_of, slot_tasks
 from elasticity.batch.container.processing import process_slot
-from elasticity.batch.container.reader import Chunk, ReadCounts, Routed, RouteTable, route
+from elasticity.batch.container.reader import Chunk, ReadCounts, Routed, RouteTable, SlotReads, route
 from elasticity.batch.sinks.exactly_once import staging_root
 from elasticity.batch.sinks.outputs import batch_file_name
-from elasticity.checkpoint.task_checkpoint import CheckpointId, CheckpointV2
+from elasticity.checkpoint.task_checkpoint import CheckpointId, CheckpointV2, TaskCheckpoint
 from elasticity.config import JobConfig, validate
 from elasticity.jobmodel.grouping import build_job_model
 from elasticity.jobmodel.model import JobModel, SystemStream, SystemStreamPartition, TaskName
@@ -196,6 +196,7 @@ class TestRun:
         self._checkpoints: dict[str, CheckpointV2] = {}  # task -> its last state snapshot
         self._model: JobModel | None = None
         self._slots: dict[int, tuple[tuple[str, int], ...]] = {}
+        self._slot_of: dict[TaskName, int] = {}
         self.batch_id = 0
 
     # --- input ---------------------------------------------------------------------
@@ -255,34 +256,34 @@ class TestRun:
             self.append(stream, records, partitions=partitions)
         self.batch_id += 1
         model = self._job_model()
-        owners = self._owners(model)
-        route_table = RouteTable(self.config.elasticity_factor, owners)
+        route_table = self._route_table(model)
+        owners = route_table.owners
         side_batch = self._side_inputs()
         state = self._batch_state(model) if self.storage is not None else None
         ctx = self._context(state, side_batch, len(self._slots))
         by_task: dict[str, TaskRun] = {}
+        reads = SlotReads.of(  # the engine's split of the logs between slots
+            route_table,
+            [
+                Chunk(bootstrap=_NO_BROKER, system=system, stream=stream_name, partition=partition, start=0, end=len(log))
+                for (system, stream_name, partition), log in sorted(self._logs.items())
+            ],
+        )
         for slot in sorted(self._slots):
             routed, read = Routed(), ReadCounts()
             ends: dict[SystemStreamPartition, int] = {}
-            for (system, stream_name, partition), log in sorted(self._logs.items()):
-                buckets = owners.get((system, stream_name, partition))
-                mine = [first for _, first, _, s in (buckets or {}).values() if s == slot]
-                if not mine or min(mine) >= len(log):
-                    continue
-                start = min(mine)
-                chunk = Chunk(
-                    bootstrap=_NO_BROKER, system=system, stream=stream_name, partition=partition, start=start, end=len(log)
-                )
+            for chunk in reads.chunks.get(slot, ()):
+                log = self._logs[(chunk.system, chunk.stream, chunk.partition)]
                 cols: dict[str, list[Any]] = {
-                    "offset": list(range(start, len(log))),
-                    "key": log.keys[start:],
-                    "value": log.values[start:],
-                    "timestamp": log.timestamps[start:],
+                    "offset": list(range(chunk.start, chunk.end)),
+                    "key": log.keys[chunk.start :],
+                    "value": log.values[chunk.start :],
+                    "timestamp": log.timestamps[chunk.start :],
                 }
                 route(route_table, chunk, cols, slot=slot, counts=read, out=routed)
-                for bucket, (_, _, _, s) in (buckets or {}).items():
+                for bucket, (_, _, _, s) in owners[(chunk.system, chunk.stream, chunk.partition)].items():
                     if s == slot:
-                        ends[SystemStreamPartition(system, stream_name, partition, bucket)] = len(log)
+                        ends[SystemStreamPartition(chunk.system, chunk.stream, chunk.partition, bucket)] = chunk.end
             if side_batch is not None:
                 self._catch_up(side_batch, slot)
             rows = process_slot(ctx, slot, routed.table())
@@ -320,24 +321,19 @@ class TestRun:
         if self._model is not None and model != self._model:
             raise ValueError("the job model changed between batches (a stream's partition count)")
         self._model = model
-        per = self.config.container_process_count
-        slots: dict[int, list[tuple[str, int]]] = {}
-        for ci, c in enumerate(model.containers):  # the engine's placement: a container's tasks round robin over its slots
-            for ti, t in enumerate(c.tasks):
-                slots.setdefault(ci * per + ti % per, []).append((t.task_name.name, t.changelog_partition))
-        self._slots = {s: tuple(sorted(ts)) for s, ts in slots.items()}
+        self._slot_of = slot_of(model, self.config.container_process_count)  # the engine's placement
+        self._slots = slot_tasks(model, self._slot_of)
         return model
 
-    def _owners(self, model: JobModel) -> dict[tuple[str, str, int], dict[int, Any]]:
-        """Per input partition and key bucket: its task, the offset that task starts at, and the task's slot."""
-        slot_of = {name: s for s, ts in self._slots.items() for name, _ in ts}
-        owners: dict[tuple[str, str, int], dict[int, Any]] = {}
-        for t in model.tasks():
-            name = t.task_name.name
-            for ssp in t.system_stream_partitions:
-                first = self._offsets.get(ssp, 0)
-                owners.setdefault((ssp.system, ssp.stream, ssp.partition), {})[ssp.key_bucket] = (name, first, (), slot_of[name])
-        return owners
+    def _route_table(self, model: JobModel) -> RouteTable:
+        """The engine's routing, from each task's next offsets (no watermarks: the harness does not rescale)."""
+        cps = {
+            t.task_name: TaskCheckpoint.of_offsets(
+                t.task_name, {ssp: self._offsets.get(ssp, 0) for ssp in t.system_stream_partitions}
+            )
+            for t in model.tasks()
+        }
+        return RouteTable.of(self.config.elasticity_factor, cps, self._slot_of)
 
     def _batch_state(self, model: JobModel) -> BatchState:
         assert self.storage is not None

@@ -1,6 +1,6 @@
 """An in-memory keyed stream and a pure-Python reference runner.
 
-The runner applies the library's real rules (plan_ranges, Router, advance), the
+The runner applies the library's real rules (plan_ranges, the engine's routing, advance), the
 real coordinator and migration, and a real SQL store, to records held in memory,
 and logs every record it processes so tests can check loss, order and duplicates.
 """
@@ -12,9 +12,10 @@ from dataclasses import dataclass, field, replace
 
 from kafka.partitioner.default import murmur2
 
+from elasticity.batch.container.reader import Chunk, ReadCounts, Routed, RouteTable, route
 from elasticity.batch.coordinator.job_coordinator import JobCoordinator
-from elasticity.batch.coordinator.planning import Router, advance, plan_ranges
-from elasticity.checkpoint.batch_plan import BatchPlan
+from elasticity.batch.coordinator.planning import advance, plan_ranges
+from elasticity.checkpoint.batch_plan import BatchPlan, OffsetRange
 from elasticity.checkpoint.store import Generation
 from elasticity.checkpoint.task_checkpoint import CheckpointId, TaskCheckpoint, state_of
 from elasticity.jobmodel.keybucket import record_hash
@@ -87,20 +88,17 @@ class ReferenceRunner:
         }
         plan = c.store.plan_batch(c.job, generation.number, plan_ranges(cps.values(), hws, max_records), owner=owner)
         self.log = [p for p in self.log if p.batch_id != plan.batch_id]  # a retry overwrites its own output, as the sink does
-        router = Router(generation.factor, cps.values())
+        table = RouteTable.of(generation.factor, cps, dict.fromkeys(cps, 0))  # the engine's routing, one slot
+        task_of = {t.name: t for t in cps}
         remaining = dict(budgets or {})
         halted: set[TaskName] = set()
         stopped: dict[TaskName, dict[SystemStreamPartition, int]] = {t: {} for t in cps}
         for r in plan.ranges:  # slices run in (SSP, offset) order
-            for offset in range(r.start, r.end):
-                key, _ = self.inputs.record(r.ssp, offset)
-                route = router.route(r.ssp, key, offset)
-                t = route.task_name
-                if route.skip:
-                    continue
+            for offset, key, bucket, name in self._routed(table, r):
+                t = task_of[name]
                 if t in halted or remaining.get(t) == 0:
                     halted.add(t)
-                    stopped[t].setdefault(route.ssp, offset)  # its first unprocessed record there
+                    stopped[t].setdefault(r.ssp.with_key_bucket(bucket), offset)  # its first unprocessed record there
                     continue
                 if t in remaining:
                     remaining[t] -= 1
@@ -109,6 +107,25 @@ class ReferenceRunner:
         new = self.with_state(cps, new, [p for p in self.log if p.batch_id == plan.batch_id])
         c.store.commit_batch(plan, new, c.config.checkpoint_write_versions, owner=owner)
         return plan
+
+    def _routed(self, table: RouteTable, r: OffsetRange) -> list[tuple[int, bytes | None, int, str]]:
+        """The records of `r` its tasks have yet to process (offset, key, key bucket, task), as a slot routes them."""
+        if r.size == 0:
+            return []
+        records = [self.inputs.record(r.ssp, o) for o in range(r.start, r.end)]
+        cols = {
+            "offset": list(range(r.start, r.end)),
+            "key": [k for k, _ in records],
+            "value": [v for _, v in records],
+            "timestamp": [0] * len(records),
+        }
+        chunk = Chunk(
+            bootstrap=None, system=r.ssp.system, stream=r.ssp.stream, partition=r.ssp.partition, start=r.start, end=r.end
+        )
+        out = Routed()
+        route(table, chunk, cols, slot=0, counts=ReadCounts(), out=out)
+        c = out.cols
+        return list(zip(c["offset"], c["key"], c["key_bucket"], c["task_name"], strict=True))
 
     def with_state(
         self, cps: Mapping[TaskName, TaskCheckpoint], new: list[TaskCheckpoint], processed: list[Processed]

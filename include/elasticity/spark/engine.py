@@ -422,7 +422,7 @@ class MicroBatchEngine:
     # --- placement ---------------------------------------------------------------
 
     def _slot_reads(self, plan: BatchPlan, generation: Generation, cps: dict[TaskName, TaskCheckpoint]) -> SlotReads:
-        slots = slot_of(generation, self.config.container_process_count)
+        slots = slot_of(generation.job_model, self.config.container_process_count)
         return slot_reads(self.config, plan, generation, cps, slots=slots)
 
     def _context(self, plan: BatchPlan, generation: Generation, cps: dict[TaskName, TaskCheckpoint]) -> ProcessContext:
@@ -443,7 +443,7 @@ class MicroBatchEngine:
     def _batch_state(self, generation: Generation, cps: dict[TaskName, TaskCheckpoint]) -> BatchState | None:
         if self.storage is None:
             return None
-        slots = slot_of(generation, self.config.container_process_count)
+        slots = slot_of(generation.job_model, self.config.container_process_count)
         return batch_state(self.storage, generation, cps, written=self.coordinator.checkpoints(generation), slots=slots)
 
     def _clean_batch(self, *batch_ids: int) -> None:

@@ -10,13 +10,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from elasticity.api.stream import ApplicationDescriptor
-from elasticity.batch.container.reader import Owner, RouteTable, SlotReads, chunks
+from elasticity.batch.container.reader import RouteTable, SlotReads, chunks
 from elasticity.batch.container.shipped import Shipped
 from elasticity.checkpoint.batch_plan import BatchPlan
 from elasticity.checkpoint.store import Generation
 from elasticity.checkpoint.task_checkpoint import CheckpointId, TaskCheckpoint, state_of
 from elasticity.config import JobConfig
-from elasticity.jobmodel.model import SystemStream, SystemStreamPartition, TaskName
+from elasticity.jobmodel.model import JobModel, SystemStream, SystemStreamPartition, TaskName
 from elasticity.kafka.admin import Kafka, client_settings, create_topic
 from elasticity.kafka.consumer import KafkaInputs
 from elasticity.state.store_config import StorageConfig, state_dir
@@ -112,15 +112,23 @@ def create_output_topics(config: JobConfig, app: ApplicationDescriptor, inputs: 
             create_topic(client_settings(config, o.system, "admin"), o.name, partitions)
 
 
-def slot_of(generation: Generation, process_count: int) -> dict[TaskName, int]:
+def slot_of(job_model: JobModel, process_count: int) -> dict[TaskName, int]:
     """Each virtual task's process slot: a container's tasks are dealt round-robin over
     `job.container.process.count` slots, each one Spark task and one Python worker (no GIL shared
     between slots); a task stays whole, in offset order, in one."""
     return {
         t.task_name: ci * process_count + ti % process_count
-        for ci, c in enumerate(generation.job_model.containers)
+        for ci, c in enumerate(job_model.containers)
         for ti, t in enumerate(c.tasks)
     }
+
+
+def slot_tasks(job_model: JobModel, slots: Mapping[TaskName, int]) -> dict[int, tuple[tuple[str, int], ...]]:
+    """Each slot's virtual tasks with their changelog partitions, by name: what a slot's state opens."""
+    by_slot: dict[int, list[tuple[str, int]]] = {}
+    for t in job_model.tasks():
+        by_slot.setdefault(slots[t.task_name], []).append((t.task_name.name, t.changelog_partition))
+    return {s: tuple(sorted(ts)) for s, ts in by_slot.items()}
 
 
 def slot_reads(
@@ -135,16 +143,7 @@ def slot_reads(
     systems = {r.ssp.system for r in plan.ranges}
     bootstraps = {s: client_settings(config, s) for s in systems}
     cs = chunks([r for r in plan.ranges if r.size > 0], bootstraps, config.read_chunk_records)
-    owners: dict[tuple[str, str, int], dict[int, Owner]] = {}
-    for name, cp in cps.items():
-        for ssp, offset in cp.offsets.items():
-            owners.setdefault((ssp.system, ssp.stream, ssp.partition), {})[ssp.key_bucket] = (
-                name.name,
-                offset,
-                cp.watermarks.get(ssp, ()),
-                slots[name],
-            )
-    return SlotReads.of(RouteTable(generation.factor, owners), cs)
+    return SlotReads.of(RouteTable.of(generation.factor, cps, slots), cs)
 
 
 def batch_state(
@@ -157,13 +156,10 @@ def batch_state(
 ) -> BatchState:
     """Where each virtual task's state starts (`cps`: the last written checkpoints, or the previous
     batch's while its upload runs) and which checkpoints are written (`written`: cleanup may rely on those)."""
-    by_slot: dict[int, list[tuple[str, int]]] = {}
-    for t in generation.job_model.tasks():
-        by_slot.setdefault(slots[t.task_name], []).append((t.task_name.name, t.changelog_partition))
     return BatchState(
         storage=storage,
         checkpoint_id=CheckpointId.create(),
-        slots={s: tuple(sorted(ts)) for s, ts in by_slot.items()},
+        slots=slot_tasks(generation.job_model, slots),
         start={t.name: state_of(cp) for t, cp in cps.items()},
         written={t.name: v2 for t, cp in written.items() if (v2 := state_of(cp)) is not None},
         changelog_partitions=len(generation.job_model.tasks()),

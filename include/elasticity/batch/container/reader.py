@@ -20,9 +20,9 @@ import pyarrow as pa
 from elasticity.batch.container.container_process import container_process
 from elasticity.batch.sinks.outputs import SOURCE_FIELDS
 from elasticity.checkpoint.batch_plan import OffsetRange
-from elasticity.checkpoint.task_checkpoint import Watermark
+from elasticity.checkpoint.task_checkpoint import TaskCheckpoint, Watermark
 from elasticity.jobmodel.keybucket import record_hash
-from elasticity.jobmodel.model import NO_KEY_BUCKET
+from elasticity.jobmodel.model import NO_KEY_BUCKET, TaskName
 from elasticity.kafka.admin import Kafka, settings
 
 if TYPE_CHECKING:
@@ -325,10 +325,28 @@ Owner = tuple[str, int, tuple[Watermark, ...], int]  # task name, its start offs
 
 @dataclass(frozen=True)
 class RouteTable:
-    """Per input partition (system, stream, partition) and key bucket: the owning virtual task."""
+    """Per input partition (system, stream, partition) and key bucket: the owning virtual task.
+
+    The one routing of records to virtual tasks (SEP-32's key bucket, the merge watermarks' skip rule): the
+    engine's slots, the app test harness and the model tests' reference runner all route through it."""
 
     factor: int
     owners: dict[tuple[str, str, int], dict[int, Owner]]
+
+    @classmethod
+    def of(cls, factor: int, cps: Mapping[TaskName, TaskCheckpoint], slots: Mapping[TaskName, int]) -> RouteTable:
+        """Each SSPKb of the checkpoints to its task, the offset the task has processed up to, its watermarks
+        and its process slot."""
+        owners: dict[tuple[str, str, int], dict[int, Owner]] = {}
+        for name, cp in cps.items():
+            for ssp, offset in cp.offsets.items():
+                owners.setdefault((ssp.system, ssp.stream, ssp.partition), {})[ssp.key_bucket] = (
+                    name.name,
+                    offset,
+                    cp.watermarks.get(ssp, ()),
+                    slots[name],
+                )
+        return cls(factor, owners)
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """The rules of one micro-batch, pure so that the Spark engine and the reference
-runner in the tests apply the very same ones.
+runner in the tests apply the very same ones (routing is the slots' own:
+`batch.container.reader.RouteTable`).
 
 plan:    per SSP, read from the min of its virtual tasks' offsets (SEP-32) to
          the high watermark, the whole batch capped at `batch.max.records`,
@@ -16,12 +17,10 @@ advance: after the batch, a task's offset on an SSP is max(offset, range end),
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 from elasticity.checkpoint.batch_plan import OffsetRange
-from elasticity.checkpoint.task_checkpoint import TaskCheckpoint, Watermark
-from elasticity.jobmodel.keybucket import record_hash
-from elasticity.jobmodel.model import NO_KEY_BUCKET, SystemStreamPartition, TaskName
+from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
+from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 
 
 def start_offsets(checkpoints: Iterable[TaskCheckpoint]) -> dict[SystemStreamPartition, int]:
@@ -69,32 +68,6 @@ def plan_ranges(
         for s in sorted(lagging, key=lambda s: (-(shares[s] % spare), s))[:left]:
             take[s] += 1
     return tuple(OffsetRange(s, starts[s], starts[s] + take.get(s, 0)) for s in sorted(starts))
-
-
-@dataclass(frozen=True)
-class Route:
-    task_name: TaskName
-    ssp: SystemStreamPartition  # the SSPKb
-    skip: bool
-
-
-class Router:
-    """Which virtual task owns a record, and whether it has processed it already."""
-
-    def __init__(self, factor: int, checkpoints: Iterable[TaskCheckpoint]) -> None:
-        self.factor = factor
-        self._owner: dict[SystemStreamPartition, tuple[TaskName, int, tuple[Watermark, ...]]] = {}
-        for cp in checkpoints:
-            for ssp, offset in cp.offsets.items():
-                self._owner[ssp] = (cp.task_name, offset, cp.watermarks.get(ssp, ()))
-
-    def route(self, ssp: SystemStreamPartition, key: bytes | None, offset: int) -> Route:
-        h = record_hash(key, offset)
-        bucket = h % self.factor if self.factor > 1 else NO_KEY_BUCKET
-        sspkb = ssp.with_key_bucket(bucket)
-        task, start, marks = self._owner[sspkb]
-        skip = offset < start or any(w.covers(h, offset) for w in marks)
-        return Route(task, sspkb, skip)
 
 
 def advance(
