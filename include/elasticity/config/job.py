@@ -360,6 +360,16 @@ class JobConfig:
         doc="dlq: a bad record goes to the dead-letter sink; fail: its task stops there and the batch fails.",
         samza="Samza stops the container on an error (task.ignore.errors, task.drop.deserialization.errors skip); here bad records go to a dead-letter sink",
     )
+    input_truncation_policy: str = key(
+        "task.input.truncation.policy",
+        choice({"fail": "fail", "skip-to-earliest": "skip-to-earliest"}),
+        "fail",
+        doc="A checkpoint below its partition's log start (retention or DeleteRecords removed records no task "
+        "processed): fail stops the job naming them; skip-to-earliest goes on from the log start and declares the "
+        "removed range, which the batch's metrics keep and data quality reports. A checkpoint above the log's end "
+        "(a recreated topic) always fails.",
+        samza="Samza's systems.<system>.consumer.auto.offset.reset (largest/smallest) resets silently; here a reset is declared",
+    )
     max_concurrency: int = key(
         "task.max.concurrency",
         int_range(1, 10_000),

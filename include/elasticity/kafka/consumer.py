@@ -49,14 +49,32 @@ class KafkaInputs:
             counts.update(partition_counts(admin, [s for s in streams if s.system == system]))
         return counts
 
+    @contextmanager
+    def _using(self, system: str) -> Iterator[KafkaConsumer]:
+        with consumer(client_settings(self.config, system)) as c:
+            yield c
+
     def offsets(self, ssps: Iterable[SystemStreamPartition], which: str) -> dict[SystemStreamPartition, int]:
         """`oldest` (log start) or `upcoming` (high watermark) offset of each partition."""
-        out = {}
+        return self._read_offsets(ssps, (which,))[which]
+
+    def bounds(
+        self, ssps: Iterable[SystemStreamPartition]
+    ) -> tuple[dict[SystemStreamPartition, int], dict[SystemStreamPartition, int]]:
+        """Each partition's log start and high watermark, with one client per system."""
+        found = self._read_offsets(ssps, ("oldest", "upcoming"))
+        return found["oldest"], found["upcoming"]
+
+    def _read_offsets(
+        self, ssps: Iterable[SystemStreamPartition], which: tuple[str, ...]
+    ) -> dict[str, dict[SystemStreamPartition, int]]:
+        out: dict[str, dict[SystemStreamPartition, int]] = {w: {} for w in which}
         for system, group in self._by_system(ssps).items():
-            with consumer(client_settings(self.config, system)) as c:
-                tps = {TopicPartition(s.stream, s.partition): s for s in group}
-                found = c.beginning_offsets(list(tps)) if which == "oldest" else c.end_offsets(list(tps))
-                out.update({tps[tp]: int(o) for tp, o in found.items()})
+            tps = {TopicPartition(s.stream, s.partition): s for s in group}
+            with self._using(system) as c:
+                for w in which:
+                    found = c.beginning_offsets(list(tps)) if w == "oldest" else c.end_offsets(list(tps))
+                    out[w].update({tps[tp]: int(o) for tp, o in found.items()})
         return out
 
 
@@ -114,15 +132,6 @@ class HeldKafkaInputs(KafkaInputs):
                 raise TopicError(f"topic {s.stream!r} (input {s}) not found on {self._settings_of(s.system)}")
             counts[s] = len(found)
         return counts
-
-    def offsets(self, ssps: Iterable[SystemStreamPartition], which: str) -> dict[SystemStreamPartition, int]:
-        out = {}
-        for system, group in self._by_system(ssps).items():
-            with self._using(system) as c:
-                tps = {TopicPartition(s.stream, s.partition): s for s in group}
-                found = c.beginning_offsets(list(tps)) if which == "oldest" else c.end_offsets(list(tps))
-            out.update({tps[tp]: int(o) for tp, o in found.items()})
-        return out
 
     def close(self) -> None:
         for system in list(self._consumers):

@@ -32,6 +32,7 @@ class BatchSummary:
     durations_ms: dict[str, float] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    lost: list[dict[str, Any]] = field(default_factory=list)  # records the log lost before they were read (LostRange)
     oldest_timestamp_ms: int | None = None  # the Kafka timestamps of the batch's oldest and newest records processed
     newest_timestamp_ms: int | None = None
     committed_ms: int | None = None  # when its commit was durable (None: not committed yet)

@@ -52,6 +52,7 @@ class QualityInputs:
     # recorded (a commit record of the batch is visible), sent (the records it counts; missing: not counted)
     kafka_positions: pd.DataFrame | None = None  # per key and input partition, its last validated output (KAFKA_COLUMNS)
     validated_batch: int = 0  # the last batch validated before the window (incremental runs)
+    lost: pd.DataFrame | None = None  # ranges the window's batches declared lost (log_bounds.LostRange): LOST_COLUMNS
 
 
 KAFKA_COLUMNS = [  # an output record: where it is, its key, and its provenance headers (and a key's edge position)
@@ -237,3 +238,18 @@ def kafka_loss_table(q: QualityInputs) -> pd.DataFrame:
         for b, o, r, s, v in t[["batch_id", "output", "recorded", "sent", "visible"]].itertuples(index=False)
     ]
     return t[["record", "complete"]]
+
+
+LOST_COLUMNS = ["batch_id", "task_name", "stream", "partition", "start", "end"]
+
+
+def lost_table(q: QualityInputs) -> pd.DataFrame:
+    """Per range a batch of the window declared lost (its records removed from the log before any task read them,
+    under task.input.truncation.policy=skip-to-earliest): never processed, so each row fails, named. The input
+    records cannot show it: they are gone from the log the check reads."""
+    t = q.lost if q.lost is not None else pd.DataFrame(columns=LOST_COLUMNS)
+    records = [
+        f"batch {b}: {stream}-{partition} offsets {start}..{end - 1} ({task}) removed from the log before they were read"
+        for b, task, stream, partition, start, end in t[LOST_COLUMNS].itertuples(index=False)
+    ]
+    return pd.DataFrame({"record": records, "processed": [False] * len(records)})

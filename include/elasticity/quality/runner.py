@@ -36,7 +36,7 @@ from elasticity.jobmodel.model import SystemStreamPartition
 from elasticity.kafka.admin import client_settings
 from elasticity.kafka.transactions import commit_topic, read_committed_from
 from elasticity.quality import cursor, history, state_check
-from elasticity.quality.checks import KAFKA_COLUMNS, Done, QualityInputs
+from elasticity.quality.checks import KAFKA_COLUMNS, LOST_COLUMNS, Done, QualityInputs
 from elasticity.quality.report import summary_html, write_index
 from elasticity.quality.suite import QualityResult, run_suites
 from elasticity.state.backends.blob_manager import BlobNotFound
@@ -292,6 +292,9 @@ def load_inputs(
             base = ssp.without_key_bucket()
             if base in starts:
                 ends[base] = max(offset, ends[base])
+    if starts:  # records retention removed are gone: the checks see what the log still holds (and lost_table the rest)
+        log_start = inputs.offsets(list(starts), "oldest")
+        starts = {s: min(max(start, log_start.get(s, start)), ends[s]) for s, start in starts.items()}
     records = _read_inputs(config, starts, ends, WITH_VALUES if stored is not None else KEYS)
 
     sinks = []
@@ -327,6 +330,7 @@ def load_inputs(
         validated_batch=since.last_batch
         if since and kafka and since.kafka_edges
         else 0,  # an edge of an earlier version read none
+        lost=_declared_lost(store, config.job_name, ids),
     )
     span = f"batches {ids[0]}..{ids[-1]}" if ids else "no new committed batch"
     edge = None
@@ -384,3 +388,13 @@ def run_quality(
     (root / "summary.json").write_text(json.dumps({**summary, "folder": str(folder.relative_to(root))}, indent=2))
     write_index(root, config.job_name, metrics)
     return result, folder / "summary.html"
+
+
+def _declared_lost(store: CheckpointStore, job: str, ids: list[int]) -> pd.DataFrame:
+    """The ranges the window's batches declared lost, from their metrics (the batch summary's `lost`)."""
+    rows = []
+    if ids:
+        for m in store.metrics(job, limit=ids[-1] - ids[0] + 1, before=ids[-1] + 1):
+            if m.get("batch_id") in ids:
+                rows += [{"batch_id": m["batch_id"], **r} for r in m.get("lost", ())]
+    return pd.DataFrame(rows, columns=None if rows else LOST_COLUMNS).reindex(columns=LOST_COLUMNS)

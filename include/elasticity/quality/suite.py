@@ -45,6 +45,14 @@ def _expectations():
             asset="input records x audit",
         ),
         Check(
+            name="no_declared_loss",
+            table=checks.lost_table,
+            expectation=lambda: gxe.ExpectColumnValuesToBeInSet(column="processed", value_set=[True]),
+            describe="no input record was removed from its log before it was processed (a range a batch declared lost "
+            "under task.input.truncation.policy=skip-to-earliest is named here)",
+            asset="ranges declared lost",
+        ),
+        Check(
             name="key_order",
             table=checks.order_table,
             expectation=lambda: gxe.ExpectColumnValuesToBeInSet(column="in_order", value_set=[True]),

@@ -46,6 +46,7 @@ from elasticity.batch.container.reader import SlotReads
 from elasticity.batch.coordinator.async_commit import AsyncCommitter
 from elasticity.batch.coordinator.job_coordinator import JobCoordinator
 from elasticity.batch.coordinator.lease import LeaseHeartbeat, held_lease
+from elasticity.batch.coordinator.log_bounds import checked, lost_ranges
 from elasticity.batch.coordinator.outcome import TaskSummary, batch_summary, count_records, new_checkpoints, summary_metrics
 from elasticity.batch.coordinator.planning import plan_ranges
 from elasticity.batch.sinks.exactly_once import ExactlyOnceOutputs, StagedOutput, staging_root
@@ -98,6 +99,7 @@ class MicroBatchEngine:
         self._recent_executors: deque[set[str]] | None = None  # the executors of the job's recent batches
         self._planned: threading.Event | None = None  # the running upload's gate: set once the next plan is written
         self._frozen = False
+        self._log_start: dict[SystemStreamPartition, int] = {}  # read with the high watermarks, for the next plan
 
     def _freeze_long_lived(self) -> None:
         """After the engine's first batch, what is alive is frozen out of the cyclic GC (after a collection): the
@@ -313,6 +315,14 @@ class MicroBatchEngine:
             return summary, None, cps, high
         self._clean_batch(*self.store.batches_with_status(self.job, "abandoned"))
         durations = {"plan": _ms(t0)}
+        if lost := lost_ranges(cps, plan):
+            log.warning(
+                "%s batch %d: records removed from the log before they were processed, declared lost "
+                "(task.input.truncation.policy=skip-to-earliest): %s",
+                self.job,
+                plan.batch_id,
+                "; ".join(r.describe() for r in lost),
+            )
 
         t = time.perf_counter()
         rows = self._read_and_process(plan, generation, cps)
@@ -328,6 +338,7 @@ class MicroBatchEngine:
         high = self._high_watermarks(plan)
         summary = batch_summary(self.job, generation, plan, new_cps, high=high, durations=durations, metrics=metrics)
         count_records(summary, rows)
+        summary.lost = [r.to_json() for r in lost]
         summary.replayed = pending is not None
         summary.durations_ms["total"] = _ms(t0)
         summary.finished_ms = int(time.time() * 1000)
@@ -383,9 +394,10 @@ class MicroBatchEngine:
             self._clean_batch(pending.batch_id)
             return pending, {}
         bases = sorted({s.without_key_bucket() for cp in cps.values() for s in cp.offsets})
-        if after is None or high is None or not set(bases) <= high.keys():
-            high = self.inputs.offsets(bases, "upcoming")
-        ranges = plan_ranges(cps.values(), high, max_records)
+        if after is None or high is None or not set(bases) <= high.keys() or not set(bases) <= self._log_start.keys():
+            self._log_start, high = self.inputs.bounds(bases)
+        from_cps = checked(cps, self._log_start, high, self.config.input_truncation_policy)
+        ranges = plan_ranges(from_cps.values(), high, max_records)
         if sum(r.size for r in ranges) == 0:
             return None, high
         return self.store.plan_batch(
@@ -416,7 +428,9 @@ class MicroBatchEngine:
     def _high_watermarks(self, plan: BatchPlan) -> dict[SystemStreamPartition, int]:
         """Each planned SSP's high watermark after the batch, for the lag left (the plan's end if the broker says nothing)."""
         high = {r.ssp: r.end for r in plan.ranges}
-        high.update(self.inputs.offsets(list(high), "upcoming"))
+        log_start, found = self.inputs.bounds(list(high))
+        self._log_start.update(log_start)  # the next batch, chained behind this one, plans from both
+        high.update(found)
         return high
 
     # --- placement ---------------------------------------------------------------

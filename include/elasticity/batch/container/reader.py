@@ -26,7 +26,7 @@ from elasticity.jobmodel.model import NO_KEY_BUCKET, TaskName
 from elasticity.kafka.admin import Kafka, settings
 
 if TYPE_CHECKING:
-    from confluent_kafka import Consumer
+    from confluent_kafka import Consumer, KafkaError
     from kafka import KafkaConsumer
 
 RECORD_SCHEMA = pa.schema([*SOURCE_FIELDS, ("value", pa.binary()), ("timestamp", pa.int64())])
@@ -40,6 +40,7 @@ LIBRDKAFKA_DEFAULTS = {
     "max.partition.fetch.bytes": 8 * 1024 * 1024,
     "fetch.max.bytes": 64 * 1024 * 1024,
     "log.connection.close": False,  # an idle connection the broker closes between batches is not an error
+    "auto.offset.reset": "error",  # a planned offset no longer in the log is an error, never a silent jump
 }
 ROWS_PER_READ = 10_000  # records a read hands on at once (an Arrow batch of read_chunk, or to the route)
 Columns = dict[str, list]  # records read from one chunk: "offset", "key", "value" and "timestamp", as Python lists
@@ -88,6 +89,7 @@ def _consumer(bootstrap: Kafka) -> KafkaConsumer:
                 fetch_max_bytes=64 * 1024 * 1024,
             ),
             enable_auto_commit=False,
+            auto_offset_reset="none",  # an offset no longer in the log raises, as librdkafka's "error" does
         )
         consumers[bootstrap] = c
     return c
@@ -116,15 +118,13 @@ def _assigned(chunk: Chunk) -> Iterator[tuple[Poll, Position]]:
     passes offsets that hold no record to return: transaction markers and, read_committed, aborted records."""
     fast = _fast_consumer(chunk.bootstrap)
     if fast is not None:
-        from confluent_kafka import KafkaException
         from confluent_kafka import TopicPartition as Partition
 
         def consume(n: int) -> list[Record]:
             out = []
             for m in fast.consume(num_messages=min(n, 5000), timeout=0.5):
                 if (error := m.error()) is not None:
-                    if error.fatal():
-                        raise KafkaException(error)
+                    _raise_unless_transient(error, chunk)
                     continue  # transient (a broker reconnecting): the stall timeout bounds it
                 offset = m.offset()
                 assert offset is not None  # a message that is not an error has one
@@ -146,11 +146,37 @@ def _assigned(chunk: Chunk) -> Iterator[tuple[Poll, Position]]:
     tp = TopicPartition(chunk.stream, chunk.partition)
     consumer.assign([tp])
     consumer.seek(tp, chunk.start)
-    yield (
-        lambda n: [
-            (r.offset, r.key, r.value, r.timestamp) for r in consumer.poll(timeout_ms=500, max_records=min(n, 5000)).get(tp, [])
-        ],
-        lambda: consumer.position(tp),
+    from kafka.errors import OffsetOutOfRangeError
+
+    def poll(n: int) -> list[Record]:
+        try:
+            found = consumer.poll(timeout_ms=500, max_records=min(n, 5000)).get(tp, [])
+        except OffsetOutOfRangeError as e:
+            raise _truncated(chunk, str(e)) from None
+        return [(r.offset, r.key, r.value, r.timestamp) for r in found]
+
+    yield poll, lambda: consumer.position(tp)
+
+
+def _raise_unless_transient(error: KafkaError, chunk: Chunk) -> None:
+    """A read's error that no retry passes: an offset no longer in the log, or a fatal one."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    if error.code() == KafkaError._AUTO_OFFSET_RESET:
+        raise _truncated(chunk, error.str())
+    if error.fatal():
+        raise KafkaException(error)
+
+
+class LogTruncatedError(RuntimeError):
+    """A planned offset is no longer in the partition's log."""
+
+
+def _truncated(chunk: Chunk, reason: str) -> LogTruncatedError:
+    return LogTruncatedError(
+        f"topic {chunk.stream!r} partition {chunk.partition}: offsets {chunk.start}..{chunk.end - 1} of this batch are no "
+        f"longer in the log ({reason}): retention or DeleteRecords removed them after the batch was planned. The next "
+        "plan checks the checkpoints against the log start (task.input.truncation.policy)"
     )
 
 
@@ -212,7 +238,6 @@ def _read_together(fast: Consumer, group: list[Chunk]) -> Iterator[tuple[Chunk, 
     """`read_chunk`'s rules over several partitions at once: a partition's chunks (contiguous, as `chunks` cuts
     a range) read as one span, records below a span's position skipped, and a span done at its end, or when the
     consumer's position passes it (markers, aborted records); a partition done is paused."""
-    from confluent_kafka import KafkaException
     from confluent_kafka import TopicPartition as Partition
 
     spans: dict[tuple[str, int], _Span] = {}
@@ -232,11 +257,11 @@ def _read_together(fast: Consumer, group: list[Chunk]) -> Iterator[tuple[Chunk, 
         while open_:
             progressed, done = False, []
             for m in fast.consume(num_messages=min(sum(spans[k].end - spans[k].position for k in open_), 5000), timeout=0.5):
-                if (error := m.error()) is not None:
-                    if error.fatal():
-                        raise KafkaException(error)
-                    continue  # transient (a broker reconnecting): the stall timeout bounds it
                 key = (m.topic() or "", m.partition() or 0)
+                if (error := m.error()) is not None:
+                    span = spans.get(key)
+                    _raise_unless_transient(error, replace(span.chunk, start=span.position, end=span.end) if span else group[0])
+                    continue  # transient (a broker reconnecting): the stall timeout bounds it
                 offset = m.offset()
                 if key not in open_ or offset is None:
                     continue

@@ -1,0 +1,103 @@
+"""Broken inputs on a real broker (the embedded one: DeleteRecords, a topic deleted and recreated) under the
+engine on a classic Spark session: a truncated partition fails the batch naming it, or is declared lost by
+policy; a recreated topic always fails; nothing is skipped silently."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from elasticity.batch.coordinator.log_bounds import InputTruncatedError
+from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, read_table
+from elasticity.config import validate
+from elasticity.kafka.admin import create_topic
+from elasticity.kafka.consumer import KafkaInputs
+from elasticity.kafka.producer import send
+from elasticity.quality.runner import run_quality
+from elasticity.spark.engine import MicroBatchEngine
+
+
+def records(start: int, n: int) -> list[tuple[bytes, bytes]]:
+    return [(b"user-%d" % (i % 7), b'{"order_id": %d, "amount": 1}' % i) for i in range(start, start + n)]
+
+
+@pytest.fixture
+def job(kafka_bootstrap, tmp_path, monkeypatch):
+    topic = f"bad-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka_bootstrap, topic, 1)
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", kafka_bootstrap)
+    props = {
+        "job.name": f"bad-{topic}",
+        "task.inputs": f"kafka.{topic}",
+        "job.elasticity.factor": "2",
+        "systems.kafka.default.stream.samza.offset.default": "oldest",
+        "app.class": "elasticity.apps.identity:build",
+        "task.checkpoint.store.url": f"sqlite:///{tmp_path / 'cp.db'}",
+        "job.output.path": str(tmp_path / "out"),
+        "job.audit.path": str(tmp_path / "audit"),
+        "job.dead.letter.path": str(tmp_path / "dlq"),
+    }
+    send(kafka_bootstrap, topic, records(0, 20))
+    return topic, props, tmp_path
+
+
+def audited_offsets(tmp_path) -> list[int]:
+    return sorted(r["offset"] for r in read_table(str(tmp_path / "audit"), AUDIT_SCHEMA).to_pylist())
+
+
+def delete_records(bootstrap: str, topic: str, before: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.delete_records([TopicPartition(topic, 0, before)]).values():
+        f.result()
+
+
+def test_a_truncated_partition_fails_by_default_and_is_declared_lost_under_skip_to_earliest(spark, kafka_bootstrap, job):
+    topic, props, tmp_path = job
+    engine = MicroBatchEngine(validate(props), spark)
+    engine.run(until_caught_up=True)
+    assert audited_offsets(tmp_path) == list(range(20))
+    send(kafka_bootstrap, topic, records(20, 10))  # offsets 20..29
+    delete_records(kafka_bootstrap, topic, 25)  # retention took 20..24 before the job read them
+
+    with pytest.raises(InputTruncatedError) as e:
+        engine.run(until_caught_up=True)
+    assert f"topic {topic!r} partition 0: the checkpoint of Partition_0-" in str(e.value)
+    assert "is at offset 20, but the log starts at 25: records 20..24 were removed" in str(e.value)
+    assert audited_offsets(tmp_path) == list(range(20))  # nothing committed past the hole
+
+    skip = MicroBatchEngine(validate({**props, "task.input.truncation.policy": "skip-to-earliest"}), spark)
+    summary = skip.run(until_caught_up=True)[0]
+    assert audited_offsets(tmp_path) == [*range(20), *range(25, 30)]
+    declared = sorted((r["start"], r["end"]) for r in summary.lost)
+    assert declared and all(r == (20, 25) for r in declared)  # every virtual task of the partition, 20..24
+    assert {r["task_name"] for r in summary.lost} == {t.name for t in skip.coordinator.checkpoints(skip.coordinator.current())}
+    kept = {m["batch_id"]: m for m in skip.store.metrics(props["job.name"])}
+    assert kept[summary.batch_id]["lost"] == summary.lost  # kept with the batch, for data quality and the page
+
+    config = validate(props)
+    result, _ = run_quality(config, skip.store, KafkaInputs(config), report_dir=tmp_path / "report")
+    failed = {c.name: c for c in result.checks if not c.success}
+    assert set(failed) == {"no_declared_loss"}, result.failure_message()  # declared, and nothing else wrong
+    assert failed["no_declared_loss"].unexpected == len(summary.lost)
+    assert f"{topic}-0 offsets 20..24" in result.failure_message()
+
+
+def test_a_recreated_topic_fails_whatever_the_policy(spark, kafka_bootstrap, job):
+    topic, props, tmp_path = job
+    props = {**props, "task.input.truncation.policy": "skip-to-earliest"}
+    MicroBatchEngine(validate(props), spark).run(until_caught_up=True)
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.delete_topics([topic])[topic].result()
+    deadline = time.monotonic() + 30
+    while not create_topic(kafka_bootstrap, topic, 1):  # the deletion completes in the background
+        assert time.monotonic() < deadline, "the topic was not recreated"
+        time.sleep(0.2)
+    send(kafka_bootstrap, topic, records(100, 5))  # the new log: offsets 0..4, below the checkpoint at 20
+
+    with pytest.raises(InputTruncatedError, match=r"is at offset 20, past the log's end 5: the topic was deleted and recreated"):
+        MicroBatchEngine(validate(props), spark).run(until_caught_up=True)
+    assert audited_offsets(tmp_path) == list(range(20))
