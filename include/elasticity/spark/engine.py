@@ -53,6 +53,7 @@ from elasticity.batch.sinks.outputs import delete_batches, output_roots
 from elasticity.batch.sinks.sink_identity import guard_sinks
 from elasticity.checkpoint.batch_plan import BatchPlan
 from elasticity.checkpoint.store import CheckpointStore, Generation
+from elasticity.checkpoint.store.attempt_token import attempt_owner
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
 from elasticity.config import BLOB_STORE_FACTORY, ConfigError, JobConfig
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName
@@ -80,7 +81,8 @@ class BatchFailed(RuntimeError):
 
 
 def default_batch_owner() -> str:
-    return f"batch@{socket.gethostname()}:{os.getpid()}"
+    """A run outside Airflow: `batch@host:pid` and a random part, an attempt of its own (`attempt_token`)."""
+    return attempt_owner(f"batch@{socket.gethostname()}:{os.getpid()}")
 
 
 class MicroBatchEngine:

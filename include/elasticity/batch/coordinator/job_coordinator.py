@@ -22,6 +22,7 @@ from elasticity.batch.sinks.exactly_once import settle
 from elasticity.checkpoint.migration import Migration, migrate
 from elasticity.checkpoint.state_markers import KafkaChangelogMarker
 from elasticity.checkpoint.store import CheckpointStore, Generation, StoreError
+from elasticity.checkpoint.store.attempt_token import attempt_owner
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
 from elasticity.config import KAFKA_CHANGELOG_FACTORY, MAX_ELASTICITY_FACTOR, ConfigError, JobConfig
 from elasticity.jobmodel.grouping import build_job_model
@@ -48,7 +49,8 @@ class Inputs(Protocol):
 
 
 def default_owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """This process's attempt: host and pid, and a random part (`attempt_token`)."""
+    return attempt_owner(f"{socket.gethostname()}:{os.getpid()}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -206,8 +208,8 @@ class JobCoordinator:
         start, and whose own transactional.id must stay open.
         """
         owner = owner or default_owner()
-        held = self.store.lease(self.job)
-        already_ours = held is not None and held.owner == owner  # a batch that refreshes its model keeps its lease
+        # a batch that refreshes its model keeps its lease (this store took it for that owner): renewed, not taken
+        already_ours = self.store.holds_lease(self.job, owner)
         self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
         try:
             faults.point("rescale.lease_acquired")
