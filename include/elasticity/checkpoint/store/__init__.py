@@ -329,6 +329,7 @@ class CheckpointStore:
             batch_id=plan.batch_id,
             now=self.clock(),
         )
+        faults.point("commit.before_fence")
         with self._fenced(plan.job_name, plan.generation, owner) as conn:
             faults.point("commit.fenced")
             batch_rows.mark_committed(conn, plan, ids, now=self.clock())
