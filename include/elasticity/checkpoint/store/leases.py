@@ -158,10 +158,10 @@ def raise_superseded(conn: Connection, job: str, owner: str, epoch: int) -> NoRe
     row = conn.execute(select(jobs).where(jobs.c.job_name == job)).first()
     now_epoch = row.lease_epoch if row is not None else None
     holder = row.lease_owner if row is not None else None
+    by = f"held by attempt {holder!r}" if holder else "taken by a later attempt and released since"
     raise SupersededError(
-        f"job {job!r}: attempt {owner!r} took the lease at epoch {epoch}, but the lease is at epoch {now_epoch}, "
-        + (f"held by attempt {holder!r}" if holder else "taken by a later attempt and released since")
-        + "; this attempt is superseded and nothing was written",
+        f"job {job!r}: attempt {owner!r} took the lease at epoch {epoch}, but the lease is at epoch {now_epoch} "
+        f"({by}); this attempt is superseded and nothing was written",
         owner=owner,
         epoch=epoch,
         superseded_by=holder,
