@@ -142,7 +142,7 @@ class SinkFile:
         return self.kind == "compacted" and self is not other and self.first <= other.first and other.last <= self.last
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Listing:
     """A root as one listing shows it: `live`, the files a reader reads (in batch order), and `covered`, those a
     compacted file holds already (left by a compaction that stopped before deleting them; never read)."""
@@ -225,7 +225,13 @@ def list_root(root: str) -> Listing:
         return i >= 0 and ranges[i].covers(f)
 
     live = tuple(f for f in files if not covered(f))
-    return Listing(root, live, tuple(f for f in files if covered(f)), tuple(temporary), superseded)
+    return Listing(
+        root=root,
+        live=live,
+        covered=tuple(f for f in files if covered(f)),
+        temporary=tuple(temporary),
+        superseded=superseded,
+    )
 
 
 def _by_epoch(files: list[SinkFile]) -> tuple[list[SinkFile], tuple[SinkFile, ...]]:

@@ -113,10 +113,10 @@ def check(conn: Connection, job: str, owner: str | None, epoch: int | None, *, n
     """The lease is still this writer's (no write): what a writer checks before it deletes or moves files."""
     row = conn.execute(select(jobs).where(jobs.c.job_name == job)).first()
     if row is not None:
-        _check_row(conn, row, job, owner, epoch, now=now)
+        _check_row(conn, row, job, owner=owner, epoch=epoch, now=now)
 
 
-def _check_row(conn: Connection, row: Any, job: str, owner: str | None, epoch: int | None, *, now: int) -> None:
+def _check_row(conn: Connection, row: Any, job: str, *, owner: str | None, epoch: int | None, now: int) -> None:
     if epoch is not None and owner is not None:
         if row.lease_owner != owner or row.lease_epoch != epoch:
             raise_superseded(conn, job, owner, epoch)
@@ -137,7 +137,7 @@ def fence(conn: Connection, job: str, generation: int, owner: str | None, *, now
     if res.rowcount != 1:
         raise_fenced(conn, job, generation, owner=owner)
     row = conn.execute(select(jobs).where(jobs.c.job_name == job)).one()
-    _check_row(conn, row, job, owner, epoch, now=now)
+    _check_row(conn, row, job, owner=owner, epoch=epoch, now=now)
 
 
 def take_generation(conn: Connection, job: str, expected: int, owner: str | None, *, now: int, epoch: int | None = None) -> None:
@@ -150,7 +150,7 @@ def take_generation(conn: Connection, job: str, expected: int, owner: str | None
     if res.rowcount != 1:
         row = conn.execute(select(jobs).where(jobs.c.job_name == job)).first()
         if row is not None and row.generation == expected and owner is not None and epoch is not None:
-            _check_row(conn, row, job, owner, epoch, now=now)  # superseded: says by whom
+            _check_row(conn, row, job, owner=owner, epoch=epoch, now=now)  # superseded: says by whom
         raise_fenced(conn, job, expected, owner=owner)
 
 

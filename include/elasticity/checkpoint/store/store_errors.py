@@ -28,11 +28,17 @@ class SupersededError(LeaseHeldError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled whole (a Spark task's error travels to the driver)."""
-        return (_superseded, (str(self), self.owner, self.epoch, self.superseded_by, self.current_epoch))
+        fields = {
+            "owner": self.owner,
+            "epoch": self.epoch,
+            "superseded_by": self.superseded_by,
+            "current_epoch": self.current_epoch,
+        }
+        return (_superseded, (str(self), fields))
 
 
-def _superseded(message: str, owner: str, epoch: int, superseded_by: str | None, current_epoch: int | None) -> SupersededError:
-    return SupersededError(message, owner=owner, epoch=epoch, superseded_by=superseded_by, current_epoch=current_epoch)
+def _superseded(message: str, fields: dict[str, Any]) -> SupersededError:
+    return SupersededError(message, **fields)
 
 
 class BatchStateError(StoreError):
