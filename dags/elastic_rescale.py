@@ -64,6 +64,7 @@ with DAG(
             int(p["factor"]),
             dry_run=bool(p["dry_run"]),
             owner=f"rescale:{context['run_id']}",
+            try_number=context["ti"].try_number,
             reason=f"elastic_rescale run {context['run_id']}",
         )
 

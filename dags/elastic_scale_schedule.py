@@ -48,6 +48,7 @@ with DAG(
                     decision.factor,
                     dry_run=False,
                     owner=f"schedule:{context['run_id']}",
+                    try_number=context["ti"].try_number,
                     reason=f"{decision.reason} (elastic_scale_schedule run {context['run_id']})",
                     origin=decision.origin,
                 )

@@ -10,6 +10,11 @@ import os
 # child (`epoll_wait error: Bad file descriptor`, SIGABRT). pyspark forks the classic session's JVM with a
 # `preexec_fn` (a real fork, handlers run): about 2 starts in 100 died so. Read by gRPC at its import: set first.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+# A local Spark driver whose hostname resolves to loopback binds the first non-loopback interface's address; the
+# Celery topology's test adds and removes such interfaces (its hosts' veth pairs) while the other worker's
+# modules start sessions, whose driver then failed to bind ("Cannot assign requested address"). Every JVM of
+# the suite binds loopback unless a test gives its own hosts their addresses (the cluster, the topology).
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 import contextlib
 import random

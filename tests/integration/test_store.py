@@ -10,6 +10,7 @@ from elasticity.checkpoint.store import (
     LeaseHeldError,
     PendingBatchError,
     StaleGenerationError,
+    SupersededError,
 )
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint, Watermark
 from elasticity.config import validate
@@ -140,6 +141,30 @@ def test_a_batch_is_fenced_while_another_owner_holds_the_lease(store, job_name):
     store.acquire_lease(job_name, "rescaler", 10_000)
     with pytest.raises(LeaseHeldError, match="rescaler"):
         store.commit_batch(plan, cps_at(m, 1).values(), owner="batch")
+
+
+def test_an_attempt_superseded_is_refused_also_after_its_successor_expired(store, store_url, job_name, clock):
+    """Two attempts, two stores (two processes): the second takes the lease at the next epoch; the first, paused
+    meanwhile, can neither commit, nor renew, nor release the second's lease, also once that lease expired."""
+    m = model()
+    first_generation(store, job_name, m)
+    other = CheckpointStore(store_url, history_size=3, clock=clock)
+    try:
+        a = store.acquire_lease(job_name, "run#1#aaaaaaaa", 5_000)
+        plan = store.plan_batch(job_name, 1, (OffsetRange(SSP0, 0, 1),), owner="run#1#aaaaaaaa")
+        clock.now += 6_000
+        b = other.acquire_lease(job_name, "run#2#bbbbbbbb", 5_000)
+        assert b.epoch == a.epoch + 1
+        clock.now += 6_000
+        with pytest.raises(SupersededError, match=f"epoch {a.epoch}.*epoch {b.epoch}.*run#2#bbbbbbbb"):
+            store.commit_batch(plan, cps_at(m, 1).values(), owner="run#1#aaaaaaaa")
+        with pytest.raises(SupersededError):
+            store.acquire_lease(job_name, "run#1#aaaaaaaa", 5_000)
+        assert not store.release_lease(job_name, "run#1#aaaaaaaa")
+        assert other.acquire_lease(job_name, "run#2#bbbbbbbb", 5_000).epoch == b.epoch  # renewed, expired or not
+        other.commit_batch(plan, cps_at(m, 1).values(), owner="run#2#bbbbbbbb")
+    finally:
+        other.close()
 
 
 def test_history_keeps_the_last_n_per_task_and_version(store, job_name):

@@ -14,8 +14,10 @@
    (no silent YARN).
 3. An Asset event carrying the last batch's summary and the ids of all.
 
-The lease owner is the run id: a retry reclaims its own lease and replays its
-written-ahead plan.
+Each try is an attempt of its own: it takes the lease under a token of the run id, the try number and a
+random part (`attempt_token`), after the lease of an earlier try has expired, and replays that try's
+written-ahead plan; an earlier try still alive is fenced from then on (its commits refused, its files never
+the batch's).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException, A
 
 from elasticity.airflow.assets import batches_asset
 from elasticity.airflow.hooks import ElasticityHook
+from elasticity.checkpoint.store.attempt_token import AttemptToken, attempt_owner
 from elasticity.config import JobConfig, load_config
 from elasticity.spark.target import SparkTarget, check_master, resolve_target
 
@@ -150,20 +153,23 @@ class MicroBatchOperator(BaseOperator):
         if not lag.has_work:
             raise AirflowSkipException(f"nothing to read: {lag.describe()}")
         run_id = context["run_id"]
+        owner = attempt_owner(run_id, context["ti"].try_number)
         max_seconds = config.microbatch_max_seconds
         target = self.spark_target(config)
         self.log.info("micro-batches of %s on %s (%s)", self.job, target.value, target.source)
         try:
             if target.kind == "connect":
-                self._run_connected(config, store, inputs, target=target, run_id=run_id, max_seconds=max_seconds)
+                self._run_connected(config, store, inputs, target=target, owner=owner, max_seconds=max_seconds)
             else:
-                self._submit(target, hook, run_id, max_seconds)
+                self._submit(target, hook, owner, max_seconds)
         except Exception as e:
             from elasticity.airflow.health import record_failure
 
             record_failure(self.job, run_id, context["ti"].try_number, e)  # the job page shows it
             raise
-        committed = [m for m in store.metrics(self.job, limit=200) if m.get("owner") == run_id and m.get("batch_id") is not None]
+        committed = [
+            m for m in store.metrics(self.job, limit=200) if _of_run(m.get("owner"), run_id) and m.get("batch_id") is not None
+        ]
         if not committed:
             raise AirflowSkipException("no batch committed")
         context["outlet_events"][batches_asset(self.job)].extra = {
@@ -173,7 +179,7 @@ class MicroBatchOperator(BaseOperator):
         return [m["batch_id"] for m in committed]
 
     def _run_connected(
-        self, config: JobConfig, store: Any, inputs: Any, *, target: SparkTarget, run_id: str, max_seconds: int
+        self, config: JobConfig, store: Any, inputs: Any, *, target: SparkTarget, owner: str, max_seconds: int
     ) -> None:
         from elasticity.spark.engine import BatchFailed, MicroBatchEngine
         from elasticity.spark.session import RESTART_WAIT_S, engine_errors, session
@@ -186,14 +192,14 @@ class MicroBatchOperator(BaseOperator):
             with engine_errors(spark):
                 engine.run(
                     until_caught_up=True,
-                    owner=run_id,
+                    owner=owner,
                     max_seconds=max_seconds,
                     on_commit=lambda s: self.log.info("%s", s.line()),
                 )
         except BatchFailed as e:
             raise AirflowException(f"batch failed after committing what succeeded: {e}") from e
 
-    def _submit(self, target: SparkTarget, hook: ElasticityHook, run_id: str, max_seconds: int) -> None:
+    def _submit(self, target: SparkTarget, hook: ElasticityHook, owner: str, max_seconds: int) -> None:
         from elasticity.spark.jvm_logging import log4j_options
 
         kwargs: dict[str, Any] = {
@@ -205,7 +211,7 @@ class MicroBatchOperator(BaseOperator):
                 "--config",
                 self.config_path,
                 "--owner",
-                run_id,
+                owner,
                 "--until-caught-up",
                 "--max-seconds",
                 str(max_seconds),
@@ -218,3 +224,11 @@ class MicroBatchOperator(BaseOperator):
             else _MasterSubmitHook(master=target.value, **kwargs)
         )
         submit.submit(entry_file())
+
+
+def _of_run(owner: str | None, run_id: str) -> bool:
+    """A batch committed by an attempt (any try) of this DAG run."""
+    try:
+        return owner is not None and AttemptToken.parse(owner).run == run_id
+    except ValueError:
+        return owner == run_id  # committed before attempts had tokens

@@ -14,6 +14,7 @@ from croniter import croniter
 from elasticity.airflow.hooks import ElasticityHook, job_configs
 from elasticity.batch.coordinator.job_coordinator import JobCoordinator
 from elasticity.checkpoint.store import CheckpointStore, LeaseHeldError
+from elasticity.checkpoint.store.attempt_token import attempt_owner
 from elasticity.config import JobConfig, load_config
 from elasticity.kafka.consumer import KafkaInputs
 from elasticity.scaling.autosize import autosize_policy
@@ -35,8 +36,19 @@ def open_job(job: str) -> tuple[JobConfig, CheckpointStore, JobCoordinator]:
     return config, store, JobCoordinator(config, store, KafkaInputs(config))
 
 
-def rescale(job: str, factor: int | None, *, dry_run: bool, owner: str, reason: str, origin: str = "manual") -> dict[str, Any]:
-    """Migrate under the job's lease; a running batch is allowed to finish first."""
+def rescale(
+    job: str,
+    factor: int | None,
+    *,
+    dry_run: bool,
+    owner: str,
+    reason: str,
+    origin: str = "manual",
+    try_number: int | None = None,
+) -> dict[str, Any]:
+    """Migrate under the job's lease; a running batch is allowed to finish first. `owner` names the run: the
+    lease is taken under this attempt's token (`attempt_token`), so an earlier try still alive is fenced."""
+    owner = attempt_owner(owner, try_number)
     config, store, coordinator = open_job(job)
     old = coordinator.current()
     if dry_run:

@@ -140,7 +140,7 @@ def _rescale_parser(sub: argparse._SubParsersAction) -> None:
         "--factor", type=int, default=None, help="new factor (default: the current one, picking up new partitions)"
     )
     parser.add_argument("--dry-run", action="store_true", help="print the migration, write nothing")
-    parser.add_argument("--owner", default=None, help="lease owner id (a retry with the same id may retake its lease)")
+    parser.add_argument("--owner", default=None, help="lease owner id, this attempt's own (default host:pid#<8 random hex>)")
     parser.add_argument("--abandon-pending", action="store_true", help="abandon a planned batch that never committed")
     parser.set_defaults(func=cmd_rescale)
 
@@ -183,7 +183,9 @@ def _run_batch_parser(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--until-caught-up", action="store_true", help="keep running batches until no lag is left")
     parser.add_argument("--max-seconds", type=float, default=None, help="with --until-caught-up: start no new batch after this")
-    parser.add_argument("--owner", default=None, help="lease owner id (default batch@host:pid)")
+    parser.add_argument(
+        "--owner", default=None, help="lease owner id, this attempt's own (default batch@host:pid#<8 random hex>)"
+    )
     parser.add_argument(
         "--reset-sinks",
         action="store_true",

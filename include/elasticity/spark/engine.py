@@ -54,6 +54,7 @@ from elasticity.batch.sinks.outputs import delete_batches, output_roots
 from elasticity.batch.sinks.sink_identity import guard_sinks
 from elasticity.checkpoint.batch_plan import BatchPlan
 from elasticity.checkpoint.store import CheckpointStore, Generation
+from elasticity.checkpoint.store.attempt_token import attempt_owner
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
 from elasticity.config import BLOB_STORE_FACTORY, ConfigError, JobConfig
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName
@@ -81,7 +82,8 @@ class BatchFailed(RuntimeError):
 
 
 def default_batch_owner() -> str:
-    return f"batch@{socket.gethostname()}:{os.getpid()}"
+    """A run outside Airflow: `batch@host:pid` and a random part, an attempt of its own (`attempt_token`)."""
+    return attempt_owner(f"batch@{socket.gethostname()}:{os.getpid()}")
 
 
 class MicroBatchEngine:
@@ -313,7 +315,7 @@ class MicroBatchEngine:
         if plan is None:
             summary = batch_summary(self.job, generation, None, cps, high=high, durations={"plan": _ms(t0)}, metrics={})
             return summary, None, cps, high
-        self._clean_batch(*self.store.batches_with_status(self.job, "abandoned"))
+        self._clean_batch(owner, *self.store.batches_with_status(self.job, "abandoned"))
         durations = {"plan": _ms(t0)}
         if lost := lost_ranges(cps, plan):
             log.warning(
@@ -325,7 +327,7 @@ class MicroBatchEngine:
             )
 
         t = time.perf_counter()
-        rows = self._read_and_process(plan, generation, cps)
+        rows = self._read_and_process(plan, generation, cps, epoch=self.store.held_epoch(self.job, owner))
         durations["spark"] = _ms(t)
         durations["read"] = round(max((r.read_ns for r in rows), default=0) / 1e6, 1)
         durations["process"] = round(max((r.group_ns - r.read_ns for r in rows), default=0) / 1e6, 1)
@@ -391,7 +393,8 @@ class MicroBatchEngine:
         Chained behind the batch that just ended, the high watermarks read as it ended serve (one ListOffsets
         less between batches; what arrived since goes to the next batch)."""
         if pending is not None:
-            self._clean_batch(pending.batch_id)
+            self._clean_batch(owner, pending.batch_id)
+            faults.point("replay.cleaned")
             return pending, {}
         bases = sorted({s.without_key_bucket() for cp in cps.values() for s in cp.offsets})
         if after is None or high is None or not set(bases) <= high.keys() or not set(bases) <= self._log_start.keys():
@@ -405,12 +408,12 @@ class MicroBatchEngine:
         ), high
 
     def _read_and_process(
-        self, plan: BatchPlan, generation: Generation, cps: dict[TaskName, TaskCheckpoint]
+        self, plan: BatchPlan, generation: Generation, cps: dict[TaskName, TaskCheckpoint], *, epoch: int | None
     ) -> list[TaskSummary]:
         """One Spark job of one stage over the placed slots: each slot reads, routes and processes its own
-        records. Returns each virtual task's summary row."""
+        records, its files named by the attempt's `epoch`. Returns each virtual task's summary row."""
         slots = len(generation.job_model.containers) * self.config.container_process_count
-        work = partial(run_slots, self._context(plan, generation, cps), self._slot_reads(plan, generation, cps))
+        work = partial(run_slots, self._context(plan, generation, cps, epoch), self._slot_reads(plan, generation, cps))
         if self._placed is None or self._placed[0] != slots:
             self._placed = slots, placed_slots(self.spark, slots)  # its cache checked once per engine (a call on Connect)
         rows = TaskSummary.of(self._placed[1].mapInArrow(work, SUMMARY_TYPE).toArrow())
@@ -439,7 +442,9 @@ class MicroBatchEngine:
         slots = slot_of(generation.job_model, self.config.container_process_count)
         return slot_reads(self.config, plan, generation, cps, slots=slots)
 
-    def _context(self, plan: BatchPlan, generation: Generation, cps: dict[TaskName, TaskCheckpoint]) -> ProcessContext:
+    def _context(
+        self, plan: BatchPlan, generation: Generation, cps: dict[TaskName, TaskCheckpoint], epoch: int | None
+    ) -> ProcessContext:
         create_output_topics(self.config, self.app, self.inputs)
         local = self._local_master
         return process_context(
@@ -452,6 +457,7 @@ class MicroBatchEngine:
             stage_kafka=bool(self.staged_outputs),
             slot_claims=uuid.uuid4().hex if local and (self.storage is not None or self.tables) else None,
             shipped=ship_user_code(self.spark, self.config),  # each batch: a changed app is the next batch's
+            epoch=epoch,
         )
 
     def _batch_state(self, generation: Generation, cps: dict[TaskName, TaskCheckpoint]) -> BatchState | None:
@@ -460,14 +466,19 @@ class MicroBatchEngine:
         slots = slot_of(generation.job_model, self.config.container_process_count)
         return batch_state(self.storage, generation, cps, written=self.coordinator.checkpoints(generation), slots=slots)
 
-    def _clean_batch(self, *batch_ids: int) -> None:
+    def _clean_batch(self, owner: str, *batch_ids: int) -> None:
+        """Delete what earlier attempts wrote of batches that replay (or never commit): only once the store says
+        the lease is still this attempt's (SupersededError otherwise), and only files of its epoch or below, never
+        a later attempt's."""
         if not batch_ids:
             return
+        self.store.check_lease(self.job, owner)
+        epoch = self.store.held_epoch(self.job, owner)
         c = self.config
         roots = [c.audit_dir, c.dead_letter_dir]
         roots += output_roots(c.output_dir) + [o.root for o in self.staged_outputs]
         for root in roots:
-            delete_batches(root, batch_ids)
+            delete_batches(root, batch_ids, through_epoch=epoch)
 
 
 class _Commits:

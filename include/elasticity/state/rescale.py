@@ -9,8 +9,9 @@ new task start.
 
 `move_state`, for stores with the blob-store backend:
 1. a journal blob names the attempt (its checkpoint id R, the generation it
-   starts from, the prefixes it writes under), before anything is uploaded,
-   so that `clean_stale_moves` can delete what a crashed attempt left;
+   starts from, its lease epoch, the prefixes it writes under), before anything
+   is uploaded, so that `clean_stale_moves` can delete what a crashed or
+   superseded attempt left, and never what a later attempt is writing;
 2. every old snapshot is downloaded and scanned once (`bucketscan`, in worker
    processes, one per core, while the downloads and uploads run on threads);
    each entry goes, by the router's hash of `StoreDescriptor.input_key_of`,
@@ -38,7 +39,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from math import gcd
@@ -215,8 +216,10 @@ def move_state(
     new_model: JobModel,
     new_factor: int,
     dry_run: bool = False,
+    epoch: int | None = None,
 ) -> StateMove:
-    """Build and upload every new task's snapshots (with `dry_run`: only read and count); see the module doc."""
+    """Build and upload every new task's snapshots (with `dry_run`: only read and count); see the module doc.
+    `epoch`: the lease epoch of the attempt moving, in its journal."""
     start = time.perf_counter_ns()
     cp_id = CheckpointId.create()
     sources = plan_sources(old_model, old_factor, new_model, new_factor)
@@ -244,9 +247,8 @@ def move_state(
     if not dry_run and any(moving.values()):
         journal = f"{job_prefix(storage.job_name, storage.job_id)}{JOURNALS}{cp_id}.json"
         prefixes = sorted(store_prefix(storage.job_name, storage.job_id, t, d.name) for t in moving for d in descriptors)
-        blobs.put_bytes(
-            journal, json.dumps({"checkpoint-id": str(cp_id), "from-generation": from_generation, "prefixes": prefixes}).encode()
-        )
+        entry = {"checkpoint-id": str(cp_id), "from-generation": from_generation, "epoch": epoch, "prefixes": prefixes}
+        blobs.put_bytes(journal, json.dumps(entry).encode())
         faults.point("rescale.state.journal_written")
     mover = _Mover(
         storage,
@@ -477,23 +479,32 @@ def _changelog_image(ctx: StoreContext, db, task_count: int) -> str:
         client.close()
 
 
-def clean_stale_moves(storage: StorageConfig, current_generation: int) -> list[str]:
-    """Delete what crashed attempts uploaded; returns the journals handled.
+def clean_stale_moves(
+    storage: StorageConfig, current_generation: int, *, epoch: int | None = None, check: Callable[[], None] | None = None
+) -> list[str]:
+    """Delete what crashed or superseded attempts uploaded; returns the journals handled.
 
     An attempt that started from the current generation never committed: its
     blobs (those of its checkpoint id under its prefixes) go. One from an
     older generation committed (or was overtaken): its blobs may be in use and stay.
+    `check` (the store's: is the lease still this attempt's?) runs first and raises when it is not; with `epoch`
+    (this attempt's), a journal of a later epoch is a live attempt's and is left alone.
     """
+    if check is not None:
+        check()
     blobs = BlobStoreManager(storage.blob_uri)
     done = []
     for journal in blobs.list(f"{job_prefix(storage.job_name, storage.job_id)}{JOURNALS}"):
         try:
             j = json.loads(blobs.get_bytes(journal))
             cp_id, gen, prefixes = CheckpointId.parse(j["checkpoint-id"]), int(j["from-generation"]), j["prefixes"]
+            theirs = j.get("epoch")
         except (ValueError, KeyError, TypeError, FileNotFoundError) as e:
             log.warning("state move journal %s unreadable (%s); removing it", journal, e)
             blobs.delete(journal)
             continue
+        if epoch is not None and theirs is not None and int(theirs) > epoch:
+            continue  # a later attempt's move, under way
         if gen == current_generation:
             for prefix in prefixes:
                 for blob in blobs.list(prefix):
@@ -504,6 +515,20 @@ def clean_stale_moves(storage: StorageConfig, current_generation: int) -> list[s
         faults.point("rescale.state.stale_cleaned")
         done.append(journal)
     return done
+
+
+def discard(storage: StorageConfig, move: StateMove) -> None:
+    """A move whose generation was refused (its attempt superseded, or the job moved on): its own snapshots, by
+    its checkpoint id, and its journal. A successor that cleaned the journal first left these behind, uploaded
+    after its cleanup; no one else writes under this checkpoint id."""
+    blobs = BlobStoreManager(storage.blob_uri)
+    moved = {store_prefix(storage.job_name, storage.job_id, t.task, t.store) for t in move.transfers if t.how != "kept"}
+    for prefix in sorted(moved):
+        for blob in blobs.list(prefix):
+            if checkpoint_of(blob) == move.checkpoint_id:
+                blobs.delete(blob)
+    if move.journal is not None:
+        blobs.delete(move.journal)
 
 
 def finish(storage: StorageConfig, move: StateMove) -> None:

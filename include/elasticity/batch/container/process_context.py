@@ -48,6 +48,7 @@ class ProcessContext:
     slot_claims: str | None = None  # a local master's batch token: tasks claim the slot their process holds (slot_claims)
     slots: int = 0  # the job's process slots (with slot_claims)
     shipped: Shipped = ()  # the user code the driver shipped (spark.shipping): imported from there
+    epoch: int | None = None  # the attempt's lease epoch, in its files' names (batch.sinks.outputs); None: not leased
 
 
 def process_context(
@@ -62,6 +63,7 @@ def process_context(
     slot_claims: str | None = None,
     shipped: Shipped = (),
     output_bootstraps: dict[str, Kafka] | None = None,
+    epoch: int | None = None,
 ) -> ProcessContext:
     """The batch's ProcessContext: the job's serdes, sinks and policies, with the batch's state and tables (the
     engine's and the test harness's: `output_bootstraps={}` when there is no broker to send to)."""
@@ -88,6 +90,7 @@ def process_context(
         slot_claims=slot_claims,
         slots=slots,
         shipped=shipped,
+        epoch=epoch,
     )
 
 

@@ -16,15 +16,17 @@ from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUT
 def write_slot_files(
     ctx: ProcessContext, app: ApplicationDescriptor, slot: int, table: pa.Table, *, units: list[UnitRun]
 ) -> None:
-    """Each sink's rows of the slot's virtual tasks, in task order, as one file per (batch, slot), which a retry
-    of the batch overwrites (a retry placed differently finds the batch's files deleted first: `delete_batches`).
-    Every Parquet output and the audit get their file, empty or not; dead letters only when there are some."""
-    name = f"slot-{slot}"
+    """Each sink's rows of the slot's virtual tasks, in task order, as one file per (batch, attempt, slot): its
+    name carries the attempt's lease epoch, so a superseded attempt's files never replace, nor join, its
+    successor's (`outputs.list_root` reads a batch's highest epoch). Every Parquet output and the audit get their
+    file, empty or not; dead letters too under an epoch (a superseded attempt's late dead letters are then never
+    the batch's), only when there are some without."""
+    name, epoch = f"slot-{slot}", ctx.epoch
     for root in (r for r in sink_roots(ctx, app).values() if r is not None):
         pieces = sorted((p for u in units for p in u.outputs.get(root, ())), key=lambda p: p[0])
         rows = [r for _, rs in pieces for r in rs]
         columns = zip(*rows, strict=True) if rows else [()] * len(in_file(OUTPUT_SCHEMA))
-        write_batch_file(root, ctx.batch_id, name, _table(list(columns), in_file(OUTPUT_SCHEMA)))
+        write_batch_file(root, ctx.batch_id, name, _table(list(columns), in_file(OUTPUT_SCHEMA)), epoch=epoch)
     ranges = sorted(r for u in units for r in u.kept)
     failed = set().union(*(u.failed for u in units))
     if sum(b - a for a, b in ranges) == table.num_rows:
@@ -37,10 +39,11 @@ def write_slot_files(
         [*(kept.column(n) for n in ("system", "stream", "partition", "offset", "key", "task_name")), seq, status],
         in_file(AUDIT_SCHEMA),
     )
-    write_batch_file(ctx.audit_path, ctx.batch_id, name, audit)
+    write_batch_file(ctx.audit_path, ctx.batch_id, name, audit, epoch=epoch)
     dead = [d for _, d in sorted((d for u in units for d in u.dead), key=lambda d: d[0])]
-    if dead:
-        write_batch_file(ctx.dead_letter_path, ctx.batch_id, name, pa.Table.from_pylist(dead, schema=DEAD_LETTER_SCHEMA))
+    if dead or epoch is not None:
+        dead_table = pa.Table.from_pylist(dead, schema=DEAD_LETTER_SCHEMA)
+        write_batch_file(ctx.dead_letter_path, ctx.batch_id, name, dead_table, epoch=epoch)
 
 
 def _table(columns: list[Any], schema: pa.Schema) -> pa.Table:

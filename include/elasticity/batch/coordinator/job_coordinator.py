@@ -21,7 +21,8 @@ from elasticity import faults
 from elasticity.batch.sinks.exactly_once import settle
 from elasticity.checkpoint.migration import Migration, migrate
 from elasticity.checkpoint.state_markers import KafkaChangelogMarker
-from elasticity.checkpoint.store import CheckpointStore, Generation, StoreError
+from elasticity.checkpoint.store import CheckpointStore, Generation, StoreError, SupersededError
+from elasticity.checkpoint.store.attempt_token import attempt_owner
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
 from elasticity.config import KAFKA_CHANGELOG_FACTORY, MAX_ELASTICITY_FACTOR, ConfigError, JobConfig
 from elasticity.jobmodel.grouping import build_job_model
@@ -48,7 +49,8 @@ class Inputs(Protocol):
 
 
 def default_owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """This process's attempt: host and pid, and a random part (`attempt_token`)."""
+    return attempt_owner(f"{socket.gethostname()}:{os.getpid()}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,7 +132,14 @@ class JobCoordinator:
         return (StorageConfig.of(self.config, descriptors), descriptors) if descriptors else None
 
     def _move_state(
-        self, old: Generation, old_cps: Mapping[TaskName, TaskCheckpoint], factor: int, *, model: JobModel, dry_run: bool
+        self,
+        old: Generation,
+        old_cps: Mapping[TaskName, TaskCheckpoint],
+        factor: int,
+        *,
+        model: JobModel,
+        dry_run: bool,
+        epoch: int | None = None,
     ) -> StateMove | None:
         """Every store's entries to the new task of their key's bucket: see state/rescale.py."""
         from elasticity.state.rescale import move_state
@@ -148,6 +157,7 @@ class JobCoordinator:
             new_model=model,
             new_factor=factor,
             dry_run=dry_run,
+            epoch=epoch,
         )
 
     def _migrate(
@@ -206,8 +216,8 @@ class JobCoordinator:
         start, and whose own transactional.id must stay open.
         """
         owner = owner or default_owner()
-        held = self.store.lease(self.job)
-        already_ours = held is not None and held.owner == owner  # a batch that refreshes its model keeps its lease
+        # a batch that refreshes its model keeps its lease (this store took it for that owner): renewed, not taken
+        already_ours = self.store.holds_lease(self.job, owner)
         self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
         try:
             faults.point("rescale.lease_acquired")
@@ -237,16 +247,18 @@ class JobCoordinator:
         t = time.perf_counter_ns()
         old, factor, model = self._target(factor)
         metrics = {"job-model-generation-ns": time.perf_counter_ns() - t}
+        epoch = self.store.held_epoch(self.job, owner)
         if old is not None and self.storage is not None:
             from elasticity.state.rescale import clean_stale_moves
 
-            clean_stale_moves(self.storage[0], old.number)  # what a crashed move left
+            # what a crashed or superseded move left; never a later attempt's, and only while the lease is ours
+            clean_stale_moves(self.storage[0], old.number, epoch=epoch, check=lambda: self.store.check_lease(self.job, owner))
         if self._unchanged(old, factor, model):
             return RescalePlan(old=old, model=model, factor=factor, migration=None, metrics=metrics)
         done: list[Migration] = []
         # the stores move from the checkpoints as read now (a stateless app's are read once, under the lock)
         moved_from = self.checkpoints(old) if old and self.storage is not None else {}
-        move = self._move_state(old, moved_from, factor, model=model, dry_run=False) if old else None
+        move = self._move_state(old, moved_from, factor, model=model, dry_run=False, epoch=epoch) if old else None
 
         def compute(old_cps: dict[TaskName, TaskCheckpoint]) -> Mapping[TaskName, TaskCheckpoint]:
             # from the checkpoints the transaction reads under the row lock
@@ -261,16 +273,23 @@ class JobCoordinator:
             return new
 
         reason = f"rescale {old.factor} -> {factor}" if old else f"first generation at factor {factor}"
-        new = self._write_generation(
-            old,
-            factor,
-            model,
-            compute=compute,
-            owner=owner,
-            reason=f"{reason} ({trigger or 'by ' + owner})",
-            abandon_pending=abandon_pending,
-            origin=origin if old else "start",
-        )
+        try:
+            new = self._write_generation(
+                old,
+                factor,
+                model,
+                compute=compute,
+                owner=owner,
+                reason=f"{reason} ({trigger or 'by ' + owner})",
+                abandon_pending=abandon_pending,
+                origin=origin if old else "start",
+            )
+        except SupersededError:
+            if move is not None and self.storage is not None:  # refused for good: its uploads go, also those its
+                from elasticity.state.rescale import discard  # successor's cleanup could not see yet
+
+                discard(self.storage[0], move)
+            raise
         self._finish_rescale(old, new, move, metrics)
         return RescalePlan(old=old, model=model, factor=factor, migration=done[-1], state=move, metrics=metrics)
 

@@ -8,8 +8,8 @@ sink's `*.retention.ms` (as Kafka deletes whole log segments by their newest rec
 
 Per root, in steps a retry after a crash at any point finishes (`faults.point` names each), never losing or
 doubling a row:
-1. delete what a compacted file covers (a compaction that stopped between writing and deleting) and old
-   temporary files (a writer that died before its rename);
+1. delete what a compacted file covers (a compaction that stopped between writing and deleting), a superseded
+   attempt's files (`outputs.list_root`) and old temporary files (a writer that died before its rename);
 2. expire: delete the files of validated batches whose newest batch is older than the retention;
 3. compact: per group of consecutive files, write the compacted file atomically, then delete the group's files;
    a reader that lists both reads only the compacted file (`outputs.list_root`).
@@ -152,6 +152,7 @@ def compact_root(
     fs, base = open_root(root)
     before = list_root(root)
     _delete(fs, before.covered)
+    _delete(fs, [f for f in before.superseded if f.last <= through_batch])  # a superseded attempt's late files
     _delete(fs, [t for t in before.temporary if t.mtime_ms < now_ms - TEMPORARY_AGE_MS])
     eligible = [f for f in before.live if f.last <= through_batch]
     units = _units(fs, eligible, footer_below=None if retention_ms is not None else target_bytes // 2)

@@ -4,8 +4,14 @@ and Kafka topics: exactly-once through staged rows and one transaction per batch
 (batch/sinks/exactly_once.py), or at-least-once with `processing.guarantee=at_least_once`.
 
 Layout: flat, every file in the root, `batch_id` and the virtual task (`task_name`) columns in each:
-- `batch-<n:012d>-slot-<i>.parquet`: what process slot i wrote for batch n; a batch writes a bounded number of
-  files however many virtual tasks it has;
+- `batch-<n:012d>-e<epoch>-slot-<i>.parquet`: what process slot i wrote for batch n in the attempt that held the
+  job's lease at `epoch` (`checkpoint.store.leases`); a batch writes a bounded number of files however many
+  virtual tasks it has. Of a batch's files in a root only those of its highest epoch are the batch's: an attempt
+  writes or commits a batch only while no later attempt has taken the lease, so a later epoch's files are those
+  of the attempt that may commit it, and a superseded attempt's (written late, by an attempt paused or cut off)
+  are `superseded`, never read, deleted by the next cleanup or compaction. Every slot of an attempt writes a file
+  to every root, empty or not, so the committing attempt's epoch is the highest in each. A name without an
+  epoch (an earlier version's, a tool's) is always read;
 - `compacted-<first:012d>-<last:012d>.parquet`: every row of batches first..last, merged by
   `batch.sinks.compaction` (so that a job running for months keeps a bounded number of files). A compacted file
   supersedes every file whose batches it covers, an older compacted file too: `read_table` never reads those,
@@ -106,13 +112,13 @@ def in_file(schema: pa.Schema) -> pa.Schema:
     return schema.remove(schema.get_field_index("batch_id"))
 
 
-BATCH_FILE = re.compile(r"batch-(\d+)-(.+)\.parquet")
+BATCH_FILE = re.compile(r"batch-(\d+)-(?:e(\d+)-)?(.+)\.parquet")
 COMPACTED_FILE = re.compile(r"compacted-(\d+)-(\d+)\.parquet")
 LEGACY_FOLDER = re.compile(r"batch_id=(-?\d+)")  # an earlier version's Hive folder of one batch
 
 
-def batch_file_name(batch_id: int, name: str) -> str:
-    return f"batch-{batch_id:012d}-{name}.parquet"
+def batch_file_name(batch_id: int, name: str, epoch: int | None = None) -> str:
+    return f"batch-{batch_id:012d}-{name}.parquet" if epoch is None else f"batch-{batch_id:012d}-e{epoch}-{name}.parquet"
 
 
 def compacted_file_name(first: int, last: int) -> str:
@@ -130,12 +136,13 @@ class SinkFile:
     last: int
     size: int
     mtime_ms: int
+    epoch: int | None = None  # a batch file's writer's lease epoch (None: a name without one)
 
     def covers(self, other: SinkFile) -> bool:
         return self.kind == "compacted" and self is not other and self.first <= other.first and other.last <= self.last
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Listing:
     """A root as one listing shows it: `live`, the files a reader reads (in batch order), and `covered`, those a
     compacted file holds already (left by a compaction that stopped before deleting them; never read)."""
@@ -144,10 +151,11 @@ class Listing:
     live: tuple[SinkFile, ...]
     covered: tuple[SinkFile, ...]
     temporary: tuple[SinkFile, ...]  # half-written files, `.<uuid>.tmp` (kind and batches meaningless)
+    superseded: tuple[SinkFile, ...] = ()  # a batch's files of an epoch below its highest: a superseded attempt's
 
     @property
     def files(self) -> tuple[SinkFile, ...]:
-        return self.live + self.covered
+        return self.live + self.covered + self.superseded
 
 
 def open_root(root: str) -> tuple[pafs.FileSystem, str]:
@@ -165,7 +173,10 @@ def _parse(rel: str, info: pafs.FileInfo) -> SinkFile | None:
     mtime_ms = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else 0
     parts = rel.split("/")
     if len(parts) == 1 and (m := BATCH_FILE.fullmatch(parts[0])):
-        return SinkFile(path=info.path, kind="batch", first=int(m[1]), last=int(m[1]), size=info.size or 0, mtime_ms=mtime_ms)
+        epoch = int(m[2]) if m[2] is not None else None
+        return SinkFile(
+            path=info.path, kind="batch", first=int(m[1]), last=int(m[1]), size=info.size or 0, mtime_ms=mtime_ms, epoch=epoch
+        )
     if len(parts) == 1 and (m := COMPACTED_FILE.fullmatch(parts[0])):
         return SinkFile(path=info.path, kind="compacted", first=int(m[1]), last=int(m[2]), size=info.size or 0, mtime_ms=mtime_ms)
     if len(parts) == 2 and (m := LEGACY_FOLDER.fullmatch(parts[0])):
@@ -201,6 +212,7 @@ def list_root(root: str) -> Listing:
         if f is not None:
             files.append(f)
     files.sort(key=lambda f: (f.first, -f.last, f.kind, f.path))
+    files, superseded = _by_epoch(files)
     compacted = [f for f in files if f.kind == "compacted"]
     ranges = [c for c in compacted if not any(o.covers(c) for o in compacted)]  # sorted by first
     for a, b in zip(ranges, ranges[1:], strict=False):
@@ -213,7 +225,25 @@ def list_root(root: str) -> Listing:
         return i >= 0 and ranges[i].covers(f)
 
     live = tuple(f for f in files if not covered(f))
-    return Listing(root, live, tuple(f for f in files if covered(f)), tuple(temporary))
+    return Listing(
+        root=root,
+        live=live,
+        covered=tuple(f for f in files if covered(f)),
+        temporary=tuple(temporary),
+        superseded=superseded,
+    )
+
+
+def _by_epoch(files: list[SinkFile]) -> tuple[list[SinkFile], tuple[SinkFile, ...]]:
+    """The files kept (in their order) and those of a batch's epochs below its highest (a superseded attempt's)."""
+    top: dict[int, int] = {}
+    for f in files:
+        if f.epoch is not None:
+            top[f.first] = max(top.get(f.first, f.epoch), f.epoch)
+    if all(f.epoch is None or f.epoch == top[f.first] for f in files):
+        return files, ()
+    kept = [f for f in files if f.epoch is None or f.epoch == top[f.first]]
+    return kept, tuple(f for f in files if f.epoch is not None and f.epoch != top[f.first])
 
 
 def with_batch_id(table: pa.Table, batch_id: int) -> pa.Table:
@@ -242,12 +272,14 @@ def write_atomically(fs: pafs.FileSystem, final: str, write: Any) -> None:
     fs.move(tmp, final)
 
 
-def write_batch_file(root: str, batch_id: int, name: str, table: pa.Table) -> str:
-    """Write (or overwrite) the file `name` of one batch, `batch-<n:012d>-<name>.parquet`, its `batch_id` a
-    column (set here, so that the name and the rows never disagree), atomically (`write_atomically`)."""
+def write_batch_file(root: str, batch_id: int, name: str, table: pa.Table, *, epoch: int | None = None) -> str:
+    """Write (or overwrite) the file `name` of one batch, `batch-<n:012d>-e<epoch>-<name>.parquet` (without an
+    epoch, `batch-<n:012d>-<name>.parquet`), its `batch_id` a column (set here, so that the name and the rows never
+    disagree), atomically (`write_atomically`). Its name carries the writer's epoch: an attempt never overwrites,
+    nor renames onto, another attempt's file."""
     fs, base = _file_system(root)
     table = with_batch_id(table, batch_id)
-    final = f"{base.rstrip('/')}/{batch_file_name(batch_id, name)}"
+    final = f"{base.rstrip('/')}/{batch_file_name(batch_id, name, epoch)}"
     write_atomically(fs, final, lambda where: pq.write_table(table, where, filesystem=fs))
     return final
 
@@ -261,10 +293,12 @@ def output_roots(root: str) -> list[str]:
     return [f"{root.rstrip('/')}/{n}" for n in names]
 
 
-def delete_batches(root: str, batch_ids: Iterable[int]) -> None:
+def delete_batches(root: str, batch_ids: Iterable[int], *, through_epoch: int | None = None) -> None:
     """Remove the files of batches that will never commit (abandoned by a rescale), or that are about to be
     written again (a retried batch, whose slots may now be others). Compaction takes committed batches only,
-    which are never written again: a batch inside a compacted file is refused."""
+    which are never written again: a batch inside a compacted file is refused. With `through_epoch` (the
+    deleting attempt's, which checked that it still holds the lease), only files of that epoch or below (and
+    names without one): a later attempt's files are never touched."""
     ids = set(batch_ids)
     if not ids:
         return
@@ -274,7 +308,7 @@ def delete_batches(root: str, batch_ids: Iterable[int]) -> None:
     if compacted:
         raise ValueError(f"batches {sorted(ids)} of {root}: compacted already ({compacted[0].path}), committed long ago")
     for f in listing.files:
-        if f.kind == "batch" and f.first in ids:
+        if f.kind == "batch" and f.first in ids and (through_epoch is None or f.epoch is None or f.epoch <= through_epoch):
             fs.delete_file(f.path)
     for folder in {f.path.rsplit("/", 1)[0] for f in listing.files if f.kind == "legacy" and f.first in ids}:
         fs.delete_dir(folder)

@@ -47,6 +47,7 @@ from elasticity.checkpoint.store.store_errors import (
     PendingBatchError,
     StaleGenerationError,
     StoreError,
+    SupersededError,
 )
 from elasticity.checkpoint.store.store_schema import (
     CHECKPOINT_COLUMNS,
@@ -75,6 +76,7 @@ __all__ = [
     "PendingBatchError",
     "StaleGenerationError",
     "StoreError",
+    "SupersededError",
     "batch_metrics",
     "batches",
     "checkpoints",
@@ -103,6 +105,8 @@ class CheckpointStore:
         self.engine = make_engine(url)
         self.history_size = history_size
         self.clock = clock
+        # (job, owner) -> the epoch this store took that lease at, and whether it still holds it (not released)
+        self._held: dict[tuple[str, str], tuple[int, bool]] = {}
         try:  # the first connection is the store's probe: an unreachable store fails here, naming its address
             ensure_schema(self.engine)
         except OperationalError as e:
@@ -130,12 +134,14 @@ class CheckpointStore:
         """The transaction of every write of checkpoints, plans and generations, opened by its fence: the job
         still at `generation` and no other owner holding the lease; with `rescale_at` (the rescale's time),
         the writer holding the lease, and the job moved on to the next generation. A fenced writer fails
-        here (StaleGenerationError, LeaseHeldError) and nothing it would write is written."""
+        here (StaleGenerationError, LeaseHeldError, SupersededError) and nothing it would write is written. An
+        owner that took the lease through this store is fenced by the epoch it took it at, too."""
+        epoch = self.held_epoch(job, owner)
         with self.engine.begin() as conn:
             if rescale_at is None:
-                leases.fence(conn, job, generation, owner, now=self.clock())
+                leases.fence(conn, job, generation, owner, now=self.clock(), epoch=epoch)
             else:
-                leases.take_generation(conn, job, generation, owner, now=rescale_at)
+                leases.take_generation(conn, job, generation, owner, now=rescale_at, epoch=epoch)
             yield conn
 
     # --- reads -------------------------------------------------------------
@@ -242,11 +248,35 @@ class CheckpointStore:
     # --- lease ---------------------------------------------------------------
 
     def acquire_lease(self, job: str, owner: str, ttl_ms: int) -> Lease:
-        """Take (or renew) the job's lease; fails while another owner holds an unexpired one."""
-        return leases.acquire(self.engine, job, owner, ttl_ms, clock=self.clock)
+        """Take the job's lease at a new epoch (fails while another owner holds an unexpired one), or renew it while
+        this store holds it for `owner` (SupersededError once another attempt took it since, expired or not).
+        The epoch is remembered, after the release too: every fenced write by `owner` through this store must
+        match it."""
+        key = (job, owner)
+        epoch, holding = self._held.get(key, (None, False))
+        lease = leases.acquire(self.engine, job, owner, ttl_ms, clock=self.clock, epoch=epoch if holding else None)
+        self._held[key] = (lease.epoch, True)
+        return lease
 
     def release_lease(self, job: str, owner: str) -> bool:
-        return self._write(leases.release, job, owner)
+        """Give the lease up, if it is still this owner's at the epoch this store took it at."""
+        epoch = self.held_epoch(job, owner)
+        if epoch is not None:
+            self._held[(job, owner)] = (epoch, False)
+        return self._write(leases.release, job, owner, epoch)
+
+    def held_epoch(self, job: str, owner: str | None) -> int | None:
+        """The epoch this store last took `owner`'s lease at, held or released since (None: it took none)."""
+        return None if owner is None else self._held.get((job, owner), (None, False))[0]
+
+    def holds_lease(self, job: str, owner: str) -> bool:
+        """This store took `owner`'s lease and has not released it (it may have been superseded since)."""
+        return self._held.get((job, owner), (None, False))[1]
+
+    def check_lease(self, job: str, owner: str | None) -> None:
+        """Raises as a fenced write would (SupersededError, LeaseHeldError) unless the lease is still `owner`'s,
+        writing nothing: what a writer checks before it deletes or moves files another attempt may own."""
+        self._read(leases.check, job, owner, self.held_epoch(job, owner), now=self.clock())
 
     # --- batches -------------------------------------------------------------
 
@@ -299,6 +329,7 @@ class CheckpointStore:
             batch_id=plan.batch_id,
             now=self.clock(),
         )
+        faults.point("commit.before_fence")
         with self._fenced(plan.job_name, plan.generation, owner) as conn:
             faults.point("commit.fenced")
             batch_rows.mark_committed(conn, plan, ids, now=self.clock())

@@ -4,19 +4,25 @@ Each fence is an UPDATE of the job row guarded by the generation the writer plan
 matches no row, fails, and changes nothing, and the statement takes the row lock, so everything the writer
 reads after it in the same transaction is current. The store's facade opens that transaction
 (`CheckpointStore._fenced`); these functions are its first statement.
+
+The lease's epoch is its fencing token: every take by an attempt (each has an owner of its own,
+`attempt_token`) moves it on, a renewal keeps it. A writer that took the lease at epoch E writes only while
+the row still says E and names it: once another attempt took the lease it is refused for good, also after
+that attempt's lease expired or was released (an expiry lets the next attempt take the lease, never the
+superseded one write again).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from sqlalchemy import Connection, insert, or_, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
-from elasticity.checkpoint.store.store_errors import LeaseHeldError, StaleGenerationError
+from elasticity.checkpoint.store.store_errors import LeaseHeldError, StaleGenerationError, SupersededError
 from elasticity.checkpoint.store.store_schema import jobs
 
 
@@ -25,18 +31,22 @@ class Lease:
     job_name: str
     owner: str
     expires_ms: int
+    epoch: int = 0  # the row's lease_epoch as this owner took it: what its writes are fenced by
 
 
 def lease(conn: Connection, job: str, clock: Callable[[], int]) -> Lease | None:
     row = conn.execute(select(jobs).where(jobs.c.job_name == job)).first()
     if row is None or row.lease_owner is None or row.lease_expires_ms < clock():
         return None
-    return Lease(job, row.lease_owner, row.lease_expires_ms)
+    return Lease(job, row.lease_owner, row.lease_expires_ms, row.lease_epoch)
 
 
-def acquire(engine: Engine, job: str, owner: str, ttl_ms: int, *, clock: Callable[[], int]) -> Lease:
-    """Take (or renew) the job's lease, each attempt its own transaction; fails while another owner holds an
-    unexpired one."""
+def acquire(engine: Engine, job: str, owner: str, ttl_ms: int, *, clock: Callable[[], int], epoch: int | None = None) -> Lease:
+    """Take the job's lease, each call its own transaction: a new epoch, while nobody else holds an unexpired
+    lease (LeaseHeldError). With `epoch` (the epoch this owner took it at), renew it instead, expired or not, as
+    long as nobody took it since (SupersededError)."""
+    if epoch is not None:
+        return _renew(engine, job, owner, ttl_ms, clock=clock, epoch=epoch)
     for attempt in range(2):
         now = clock()
         try:
@@ -47,18 +57,24 @@ def acquire(engine: Engine, job: str, owner: str, ttl_ms: int, *, clock: Callabl
                         jobs.c.job_name == job,
                         or_(jobs.c.lease_owner.is_(None), jobs.c.lease_owner == owner, jobs.c.lease_expires_ms < now),
                     )
-                    .values(lease_owner=owner, lease_expires_ms=now + ttl_ms, updated_ms=now)
+                    .values(lease_owner=owner, lease_expires_ms=now + ttl_ms, lease_epoch=jobs.c.lease_epoch + 1, updated_ms=now)
                 )
                 if res.rowcount == 1:
-                    return Lease(job, owner, now + ttl_ms)
+                    taken = conn.execute(select(jobs.c.lease_epoch).where(jobs.c.job_name == job)).scalar_one()
+                    return Lease(job, owner, now + ttl_ms, taken)
                 row = conn.execute(select(jobs).where(jobs.c.job_name == job)).first()
                 if row is None:
                     conn.execute(
                         insert(jobs).values(
-                            job_name=job, generation=0, lease_owner=owner, lease_expires_ms=now + ttl_ms, updated_ms=now
+                            job_name=job,
+                            generation=0,
+                            lease_owner=owner,
+                            lease_expires_ms=now + ttl_ms,
+                            lease_epoch=1,
+                            updated_ms=now,
                         )
                     )
-                    return Lease(job, owner, now + ttl_ms)
+                    return Lease(job, owner, now + ttl_ms, 1)
         except IntegrityError:
             if attempt:
                 raise
@@ -70,38 +86,87 @@ def acquire(engine: Engine, job: str, owner: str, ttl_ms: int, *, clock: Callabl
     raise AssertionError("unreachable")
 
 
-def release(conn: Connection, job: str, owner: str) -> bool:
-    res = conn.execute(
-        update(jobs).where(jobs.c.job_name == job, jobs.c.lease_owner == owner).values(lease_owner=None, lease_expires_ms=None)
-    )
+def _renew(engine: Engine, job: str, owner: str, ttl_ms: int, *, clock: Callable[[], int], epoch: int) -> Lease:
+    now = clock()
+    with engine.begin() as conn:
+        res = conn.execute(
+            update(jobs)
+            .where(jobs.c.job_name == job, jobs.c.lease_owner == owner, jobs.c.lease_epoch == epoch)
+            .values(lease_expires_ms=now + ttl_ms, updated_ms=now)
+        )
+        if res.rowcount != 1:
+            raise_superseded(conn, job, owner, epoch)
+    return Lease(job, owner, now + ttl_ms, epoch)
+
+
+def release(conn: Connection, job: str, owner: str, epoch: int | None) -> bool:
+    """Give the lease up: only the owner holding it (at `epoch`, when known) can; a superseded attempt's exit
+    leaves its successor's lease alone."""
+    where = [jobs.c.job_name == job, jobs.c.lease_owner == owner]
+    if epoch is not None:
+        where.append(jobs.c.lease_epoch == epoch)
+    res = conn.execute(update(jobs).where(*where).values(lease_owner=None, lease_expires_ms=None))
     return res.rowcount == 1
 
 
-def fence(conn: Connection, job: str, generation: int, owner: str | None, *, now: int) -> None:
-    """A batch's or an operator's write: the job still at `generation`, and no other owner holding the lease
-    (a writer without an owner passes while nobody holds it)."""
+def check(conn: Connection, job: str, owner: str | None, epoch: int | None, *, now: int) -> None:
+    """The lease is still this writer's (no write): what a writer checks before it deletes or moves files."""
+    row = conn.execute(select(jobs).where(jobs.c.job_name == job)).first()
+    if row is not None:
+        _check_row(conn, row, job, owner=owner, epoch=epoch, now=now)
+
+
+def _check_row(conn: Connection, row: Any, job: str, *, owner: str | None, epoch: int | None, now: int) -> None:
+    if epoch is not None and owner is not None:
+        if row.lease_owner != owner or row.lease_epoch != epoch:
+            raise_superseded(conn, job, owner, epoch)
+        return
+    if owner is None:  # a writer without a lease (the checkpoint tool): while nobody holds an unexpired one
+        if row.lease_owner is not None and row.lease_expires_ms >= now:
+            raise LeaseHeldError(f"job {job!r} is leased by {row.lease_owner!r}; this writer (no owner) is fenced")
+        return
+    # an owner that took no lease through this store: by its name alone, and never past another owner's lease
+    if row.lease_owner is not None and row.lease_owner != owner:
+        raise LeaseHeldError(f"job {job!r} is leased by {row.lease_owner!r}; this writer ({owner!r}) is fenced")
+
+
+def fence(conn: Connection, job: str, generation: int, owner: str | None, *, now: int, epoch: int | None = None) -> None:
+    """A batch's or an operator's write: the job still at `generation`, and the lease still the writer's (with
+    `epoch`: the owner and the epoch it took the lease at; see `_check_row` for writers without)."""
     res = conn.execute(update(jobs).where(jobs.c.job_name == job, jobs.c.generation == generation).values(updated_ms=now))
     if res.rowcount != 1:
         raise_fenced(conn, job, generation, owner=owner)
     row = conn.execute(select(jobs).where(jobs.c.job_name == job)).one()
-    if row.lease_owner is not None and row.lease_owner != owner and row.lease_expires_ms >= now:
-        raise LeaseHeldError(f"job {job!r} is leased by {row.lease_owner!r}; this writer ({owner!r}) is fenced")
+    _check_row(conn, row, job, owner=owner, epoch=epoch, now=now)
 
 
-def take_generation(conn: Connection, job: str, expected: int, owner: str | None, *, now: int) -> None:
-    """A rescale's write: the job moves from generation `expected` to the next, which requires holding the lease."""
-    res = conn.execute(
-        update(jobs)
-        .where(
-            jobs.c.job_name == job,
-            jobs.c.generation == expected,
-            jobs.c.lease_owner == owner,
-            jobs.c.lease_expires_ms >= now,
-        )
-        .values(generation=expected + 1, updated_ms=now)
-    )
+def take_generation(conn: Connection, job: str, expected: int, owner: str | None, *, now: int, epoch: int | None = None) -> None:
+    """A rescale's write: the job moves from generation `expected` to the next, which requires holding the lease
+    (at `epoch`, when known)."""
+    where = [jobs.c.job_name == job, jobs.c.generation == expected, jobs.c.lease_owner == owner, jobs.c.lease_expires_ms >= now]
+    if epoch is not None:
+        where.append(jobs.c.lease_epoch == epoch)
+    res = conn.execute(update(jobs).where(*where).values(generation=expected + 1, updated_ms=now))
     if res.rowcount != 1:
+        row = conn.execute(select(jobs).where(jobs.c.job_name == job)).first()
+        if row is not None and row.generation == expected and owner is not None and epoch is not None:
+            _check_row(conn, row, job, owner=owner, epoch=epoch, now=now)  # superseded: says by whom
         raise_fenced(conn, job, expected, owner=owner)
+
+
+def raise_superseded(conn: Connection, job: str, owner: str, epoch: int) -> NoReturn:
+    row = conn.execute(select(jobs).where(jobs.c.job_name == job)).first()
+    now_epoch = row.lease_epoch if row is not None else None
+    holder = row.lease_owner if row is not None else None
+    by = f"held by attempt {holder!r}" if holder else "taken by a later attempt and released since"
+    raise SupersededError(
+        f"job {job!r}: attempt {owner!r} took the lease at epoch {epoch}, but the lease is at epoch {now_epoch} "
+        f"({by}); this attempt is superseded and nothing was written",
+        owner=owner,
+        epoch=epoch,
+        superseded_by=holder,
+        current_epoch=now_epoch,
+    )
 
 
 def raise_fenced(conn: Connection, job: str, generation: int, *, owner: str | None) -> NoReturn:
