@@ -122,6 +122,10 @@ def test_the_run_index_pages_newest_first_and_expires_as_the_reports_retention(s
     assert seq == 21 and [r.seq for r in store.quality_runs(job_name, limit=3)] == [21, 19, 18]
     assert [r.run for r in store.quality_runs(job_name, limit=2, before=18)] == ["run0017", "run0016"]
     assert store.quality_run(job_name, "run0017").seq == 17 and store.quality_run(job_name, "run00_7") is None
+    uri = "s3://state/j/reports/runs/with_query?endpoint_override=127.0.0.1:1&scheme=http"  # the server's options
+    seq = store.record_quality_run(job_name, run(30, report=uri))
+    assert store.quality_run(job_name, "with_query").report == uri and store.quality_run(job_name, "with") is None
+    store.remove_quality_runs(job_name, [seq])
     gone = store.expired_quality_runs(job_name, keep=5, keep_failed=2)
     assert [r.run for r in gone] == [f"run{n:04d}" for n in range(1, 16) if n not in {9, 14}]
     assert store.remove_quality_runs(job_name, [r.seq for r in gone]) == 13

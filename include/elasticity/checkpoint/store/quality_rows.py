@@ -115,14 +115,17 @@ def runs(conn: Connection, job: str, *, limit: int, before: int | None = None) -
 
 
 def run_by_folder(conn: Connection, job: str, folder: str) -> QualityRun | None:
-    """The kept run whose report is the folder (its last path part) `folder`, the latest if several are."""
-    pattern = "%/" + folder.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    """The kept run whose report is the folder (the last part of its path, before a URI's query) `folder`, the
+    latest if several are."""
+    name = "%/" + folder.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    c = quality_runs.c
     query = (
         select(quality_runs)
-        .where(quality_runs.c.job_name == job, quality_runs.c.report.like(pattern, escape="\\"))
-        .order_by(quality_runs.c.seq.desc())
+        .where(c.job_name == job, c.report.like(name, escape="\\") | c.report.like(name + "?%", escape="\\"))
+        .order_by(c.seq.desc())
     )
-    return next((_row(r) for r in conn.execute(query) if r.report.rstrip("/").rsplit("/", 1)[-1] == folder), None)
+    found = (_row(r) for r in conn.execute(query) if r.report.partition("?")[0].rstrip("/").rsplit("/", 1)[-1] == folder)
+    return next(found, None)
 
 
 def expired_runs(conn: Connection, job: str, *, keep: int, keep_failed: int) -> list[QualityRun]:
