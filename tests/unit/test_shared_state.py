@@ -7,7 +7,13 @@ import pytest
 
 from elasticity.config import ConfigWarning, validate
 
-BASE = {"job.name": "j", "task.inputs": "kafka.orders", "task.checkpoint.store.url": "postgresql+psycopg://u@db:5432/store"}
+BASE = {
+    "job.name": "j",
+    "task.inputs": "kafka.orders",
+    "task.checkpoint.store.url": "postgresql+psycopg://u@db:5432/store",
+    "job.output.path": "s3://state/j/output",
+    "job.audit.path": "s3://state/j/audit",
+}
 
 
 def test_a_report_folder_under_a_distributed_executor_is_warned_and_an_object_store_is_not(monkeypatch, tmp_path):
@@ -25,6 +31,9 @@ def test_a_report_folder_under_a_distributed_executor_is_warned_and_an_object_st
     assert one_host_only(local, ("LocalExecutor",)) == one_host_only(local, ("SequentialExecutor",)) == []
     sqlite = validate({**BASE, "blob.store.uri": "s3://state/j/blobs", "task.checkpoint.store.url": "sqlite:///x.db"})
     assert ["SQLite" in n for n in one_host_only(sqlite, ("KubernetesExecutor",))] == [True]
+    defaults = validate({k: v for k, v in BASE.items() if k != "job.audit.path"} | {"blob.store.uri": "s3://state/j/blobs"})
+    (note,) = one_host_only(defaults, ("CeleryExecutor",))
+    assert "job.audit.path=" in note and "job.output.path" not in note
 
 
 def test_executors_are_named_by_their_class_whatever_the_form(monkeypatch):

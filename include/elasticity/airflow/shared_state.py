@@ -40,6 +40,15 @@ def one_host_only(config: JobConfig, executor_names: tuple[str, ...]) -> list[st
             "job page (on the API server's host) does not find them; set job.report.path, or blob.store.uri, to an "
             "object store every worker and the API server reach (s3://bucket/prefix), or to a shared mount"
         )
+    sinks = [
+        f"{k}={v}" for k, v in (("job.output.path", config.output_dir), ("job.audit.path", config.audit_dir)) if "://" not in v
+    ]
+    if sinks:
+        notes.append(
+            f"job {config.job_name!r}: {', '.join(sinks)} on one host's disk while Airflow's executor "
+            f"({', '.join(distributed)}) runs tasks on other hosts: the micro-batch task writes them, data quality and "
+            "maintenance on another worker read them; set them to an object store (s3://bucket/prefix) or a shared mount"
+        )
     url = config.checkpoint_store_url()
     if url.startswith("sqlite"):
         notes.append(
