@@ -146,11 +146,11 @@ def test_failures_and_engine_health_are_read_back_and_expire_like_metrics(store,
         assert failure is not None and (failure.attempt, failure.error) == (2, "again")
         assert other.last_failure(job_name, "r2") is None and other.last_failure(job_name, "r1", "quality") is None
 
-        first = other.engine_probed(address, False)
+        first = other.engine_probed(address, reachable=False)
         clock.now += DAY
-        assert store.engine_probed(address, False).since_ms == first.since_ms  # still down: since the first probe
+        assert store.engine_probed(address, reachable=False).since_ms == first.since_ms  # still down: since the first probe
         clock.now += DAY
-        up = store.engine_probed(address, True)
+        up = store.engine_probed(address, reachable=True)
         assert up.since_ms == clock.now and up.reachable
     finally:
         other.close()
@@ -159,7 +159,7 @@ def test_failures_and_engine_health_are_read_back_and_expire_like_metrics(store,
     assert store.expire_failures(job_name, before_ms=clock.now - 7 * DAY) == 2
     assert store.last_failure(job_name, "r1") is None
     assert store.expire_engine_health(before_ms=clock.now - 7 * DAY) >= 1
-    assert store.engine_probed(address, True).since_ms == clock.now  # a fresh row
+    assert store.engine_probed(address, reachable=True).since_ms == clock.now  # a fresh row
 
 
 def test_a_run_seq_race_between_two_writers_keeps_both(store, job_name):

@@ -162,9 +162,9 @@ def test_maintain_runs_every_step_with_the_configured_retention_and_the_validate
     store.save_quality_edge("kept", QualityEdge(last_batch=20, edge="{}", positions=b""))  # as data quality left it
     clock.now -= 8 * DAY  # a failure and a probe older than the week metrics are kept for: expired like them
     store.record_failure("kept", run_id="r1", attempt=1, task="run_batches", error="boom")
-    store.engine_probed("sc://gone:15002", False)
+    store.engine_probed("sc://gone:15002", reachable=False)
     clock.now += 8 * DAY
-    store.engine_probed("sc://here:15002", True)
+    store.engine_probed("sc://here:15002", reachable=True)
     store.record_failure("kept", run_id="r2", attempt=1, task="run_batches", error="recent")
 
     report = maintain(config, store, now_ms=clock.now)

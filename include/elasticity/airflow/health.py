@@ -30,11 +30,11 @@ def engine_health(store: CheckpointStore, url: str) -> EngineHealth:
         reachable, error = True, None
     except EngineUnreachable as e:
         reachable, error = False, str(e)
-    state = store.engine_probed(address, reachable)
+    state = store.engine_probed(address, reachable=reachable)
     return EngineHealth(address, reachable, state.since_ms, error)
 
 
-def record_failure(store: CheckpointStore, job: str, run_id: str, attempt: int, error: BaseException, task: str) -> None:
+def record_failure(store: CheckpointStore, job: str, error: BaseException, *, run_id: str, attempt: int, task: str) -> None:
     """A task's failed attempt, in one line, for the page; a store that fails too leaves the attempt's own
     error to be raised (it says more)."""
     line = (str(error).strip().splitlines() or [type(error).__name__])[0][:500]

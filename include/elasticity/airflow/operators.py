@@ -161,7 +161,9 @@ class MicroBatchOperator(BaseOperator):
         except Exception as e:
             from elasticity.airflow.health import record_failure
 
-            record_failure(store, self.job, run_id, context["ti"].try_number, e, "run_batches")  # the job page shows it
+            record_failure(
+                store, self.job, e, run_id=run_id, attempt=context["ti"].try_number, task="run_batches"
+            )  # the job page shows it
             raise
         committed = [m for m in store.metrics(self.job, limit=200) if m.get("owner") == run_id and m.get("batch_id") is not None]
         if not committed:

@@ -12,7 +12,6 @@ from pathlib import PurePosixPath
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import JobConfig
 from elasticity.quality.history import run_page
-from elasticity.quality.report import INDEX_RUNS, index_html
 from elasticity.quality.report_files import ReportFiles
 
 INDEX_METRICS = 200  # batches charted on the rolling page, as a data-quality run charts them
@@ -32,6 +31,8 @@ def report_file(config: JobConfig, store: CheckpointStore, path: str) -> ReportF
     media = mimetypes.guess_type(parts[-1])[0] or "application/octet-stream"
     job = config.job_name
     if parts == ("summary.html",):
+        from elasticity.quality.report import INDEX_RUNS, index_html  # the [quality] extra's: its reports exist only with it
+
         page = run_page(store, job, limit=INDEX_RUNS)
         return ReportFile(index_html(job, page, store.metrics(job, limit=INDEX_METRICS)).encode(), media)
     reports = ReportFiles(config.report_location)

@@ -286,9 +286,9 @@ class CheckpointStore:
         """The run's latest failed attempt (of `task`, if given)."""
         return self._read(health_rows.last_failure, job, run_id, task)
 
-    def engine_probed(self, address: str, reachable: bool) -> EngineState:
+    def engine_probed(self, address: str, *, reachable: bool) -> EngineState:
         """Record a probe of the engine at `address`; returns since when it has answered (or not)."""
-        return self._retried(health_rows.probed, address, reachable, now=self.clock())
+        return self._retried(health_rows.probed, address, reachable=reachable, now=self.clock())
 
     # --- retention: each rule deletes in statements of at most DELETE_CHUNK rows --------
 

@@ -56,7 +56,7 @@ def last_failure(conn: Connection, job: str, run_id: str, task: str | None = Non
     return AttemptFailure(run_id=r.run_id, attempt=r.attempt, task=r.task, error=r.error, created_ms=r.created_ms)
 
 
-def probed(conn: Connection, address: str, reachable: bool, *, now: int) -> EngineState:
+def probed(conn: Connection, address: str, *, reachable: bool, now: int) -> EngineState:
     """Record a probe's answer: `since_ms` moves only when the answer changes."""
     c = engine_health.c
     r = conn.execute(select(engine_health).where(c.address == address)).first()
