@@ -1,17 +1,16 @@
 """Retention: what keeps a job that runs for months bounded. `maintain` runs each step of `STEPS` against the
-checkpoint store and the report folder and returns what each removed; the maintenance DAG calls it every hour.
+checkpoint store and the report location and returns what each removed; the maintenance DAG calls it every hour.
 
-A step gets the job's config, store, the time and the batch data quality validated last (the edge: what a
-step may expire up to, so the next data-quality window still finds its batches), and returns a count, or a
-frozen dataclass of counts. No Airflow and no Spark here; the data-quality modules (the [quality] extra) are
-imported by the steps that read the report folder."""
+A step gets the job's config, store, the time and the batch data quality validated last (the edge, read from
+the store whichever worker validated it: what a step may expire up to, so the next data-quality window still
+finds its batches), and returns a count, or a frozen dataclass of counts. No Airflow and no Spark here; the
+data-quality modules (the [quality] extra) are imported by the steps that read the reports."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, is_dataclass
-from pathlib import Path
 
 from elasticity.batch.sinks.compaction import compact_sinks
 from elasticity.checkpoint.store import CheckpointStore
@@ -35,8 +34,8 @@ class Maintenance:
         return self.config.job_name
 
     @property
-    def report_folder(self) -> Path:
-        return self.config.report_dir
+    def report_location(self) -> str:
+        return self.config.report_location
 
 
 Step = Callable[[Maintenance], object]
@@ -44,15 +43,18 @@ Step = Callable[[Maintenance], object]
 
 
 def _report_runs(m: Maintenance) -> int:
-    """Run folders beyond `quality.report.retain.*`, then the rolling page again, so it links no removed run."""
+    """Runs beyond `quality.report.retain.*` (index rows and folders), then the rolling page again, so it links
+    no removed run."""
     from elasticity.quality import history  # the [quality] extra's: its reports exist only where it is installed
     from elasticity.quality.report import write_index
+    from elasticity.quality.report_files import ReportFiles
 
+    reports = ReportFiles(m.report_location)
     removed = history.expire_runs(
-        m.report_folder, keep=m.config.quality_retain_runs, keep_failed=m.config.quality_retain_failed_runs
+        m.store, m.job, reports, keep=m.config.quality_retain_runs, keep_failed=m.config.quality_retain_failed_runs
     )
-    if removed and (m.report_folder / "summary.html").exists():
-        write_index(m.report_folder, m.job, m.store.metrics(m.job, limit=INDEX_METRICS))
+    if removed and reports.exists("summary.html"):
+        write_index(reports, m.store, m.job, m.store.metrics(m.job, limit=INDEX_METRICS))
     return removed
 
 
@@ -72,6 +74,8 @@ STEPS: tuple[tuple[str, Step], ...] = (
         ),
     ),
     ("metrics", lambda m: m.store.expire_metrics(m.job, before_ms=m.now_ms - m.config.metrics_retention_ms)),
+    ("attempt_failures", lambda m: m.store.expire_failures(m.job, before_ms=m.now_ms - m.config.metrics_retention_ms)),
+    ("engine_health", lambda m: m.store.expire_engine_health(before_ms=m.now_ms - m.config.metrics_retention_ms)),
     (
         "transactional_ids",
         lambda m: m.store.expire_transactional_ids(m.job, before_ms=m.now_ms - m.config.transactions_retention_ms),
@@ -111,9 +115,7 @@ def maintain(
     config: JobConfig, store: CheckpointStore, *, now_ms: int, steps: tuple[tuple[str, Step], ...] = STEPS
 ) -> MaintenanceReport:
     """Run every step; one that fails does not keep the others from running, and fails the whole afterwards."""
-    from elasticity.quality import cursor
-
-    m = Maintenance(config, store, now_ms, cursor.validated_batch(config.report_dir))
+    m = Maintenance(config, store, now_ms, store.validated_batch(config.job_name))
     removed: dict[str, int] = {}
     failed = []
     for name, step in steps:

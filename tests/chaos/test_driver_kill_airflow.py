@@ -85,7 +85,7 @@ def test_the_driver_killed_mid_run_through_airflow_heals_without_a_person(cluste
         heal_s = (min(m["finished_ms"] for m in after) - killed_ms) / 1000
         restarted = local.connect.status()
         assert restarted is not None and restarted.port == server.port  # on its address: spark_default still valid
-        failure = json.loads((home / "airflow-health" / f"{name}.json").read_text())
+        failure = {"error": latest_failure(store, name)}  # recorded in the store by the worker that ran the attempt
         assert failure["error"].startswith(f"Spark Connect server {state.connect} unreachable"), failure
         with capsys.disabled():
             restarts = SupervisorStatus.read(status_file(local))
@@ -113,3 +113,14 @@ def test_the_driver_killed_mid_run_through_airflow_heals_without_a_person(cluste
     finally:
         airflow.stop()
         local.supervisor.stop()
+
+
+def latest_failure(store, job: str) -> str:
+    """The job's latest failed task attempt, in one line, as the job page reads it (from the store)."""
+    from sqlalchemy import select
+
+    from elasticity.checkpoint.store.store_schema import attempt_failures
+
+    t = attempt_failures.c
+    with store.engine.connect() as conn:
+        return conn.execute(select(t.error).where(t.job_name == job).order_by(t.created_ms.desc()).limit(1)).scalar_one()

@@ -126,6 +126,8 @@ def test_microbatch_rescale_microbatch_then_quality(world):
     assert summary["success"] and {c["name"] for c in summary["checks"]} >= {"no_loss", "key_order", "routing"}
     assert (tmp / "report" / summary["folder"] / "data_docs" / "index.html").is_file()  # each run keeps its own report
     assert summary["folder"] in (tmp / "report" / "summary.html").read_text()  # linked from the rolling page
+    assert store.validated_batch(job) == max(summary["batches"])  # the edge, in the store: any worker continues from it
+    assert sorted(p.name for p in (tmp / "report").iterdir()) == ["runs", "summary.html", "summary.json"]  # no edge file
 
 
 def test_quality_dag_fails_on_a_corrupted_audit(world):
@@ -180,11 +182,13 @@ def test_maintenance_expires_what_is_past_retention_and_the_next_batch_plans_the
     """A month-old history (300 batches, their metrics and closed transactional ids, 130 data-quality runs) beside
     the recent one: the maintenance DAG removes what is past its retention, keeps the latest of each and every
     pending plan, and the next micro-batch plans the batch after the latest."""
+    import dataclasses
     import time
 
     from elasticity.airflow.tasks import open_job
     from elasticity.checkpoint.store import CheckpointStore
     from elasticity.quality import history
+    from elasticity.quality.report_files import ReportFiles
 
     job, tmp = world
     config, store, coordinator = open_job(job)
@@ -212,13 +216,12 @@ def test_maintenance_expires_what_is_past_retention_and_the_next_batch_plans_the
         summary = {"run": folder, "window": "-", "success": n % 40 != 0, "finished_ms": month_ago, "checks": []}
         (report / "runs" / folder).mkdir(parents=True)
         (report / "runs" / folder / "summary.json").write_text(json.dumps(summary))
-        history.record_run(report, summary, folder)
-    runs = history.run_page(report, limit=10_000).runs
+        history.record_run(store, job, summary, ReportFiles(str(report)).child(f"runs/{folder}"))
+    runs = history.run_page(store, job, limit=10_000).runs
     keep = config.quality_retain_runs
     kept = {r["folder"] for r in runs[:keep]} | {r["folder"] for r in runs[keep:] if not r["success"]}
     assert len(runs) > len(kept) > keep  # the latest ones, and the failed runs of the earlier tests
-    validated = json.loads((report / "validated.json").read_text())
-    (report / "validated.json").write_text(json.dumps({**validated, "last_batch": latest}))
+    store.save_quality_edge(job, dataclasses.replace(store.quality_edge(job), last_batch=latest))
     assert store.checkpoints(job, 1)  # generation 1 (factor 2): two generations before the current one (3)
 
     run = dagbag().dags[f"elastic_maintenance__{job}"].test()
@@ -229,7 +232,7 @@ def test_maintenance_expires_what_is_past_retention_and_the_next_batch_plans_the
     assert not [t for t, _ in store.open_transactional_ids(job) if t.startswith("old-")]
     assert store.checkpoints(job, 1) == {} and store.checkpoints(job, generation.number) == cps
     assert [g.number for g in store.generations(job)] == [1, 2, 3]  # a month's retention: all recent
-    assert {r["folder"] for r in history.run_page(report, limit=10_000).runs} == kept
+    assert {r["folder"] for r in history.run_page(store, job, limit=10_000).runs} == kept
     assert {p.name for p in (report / "runs").iterdir()} == kept
     index = (report / "summary.html").read_text()
     assert all(f"runs/{r['folder']}/" not in index for r in runs if r["folder"] not in kept)

@@ -3,10 +3,10 @@ a dropped, a swapped and a duplicated audit row each fail the right expectation.
 Incremental runs read only the new batches and still catch what crosses the window's edge."""
 
 import json
+import os
 import time
 from pathlib import Path
 
-import pandas as pd
 import pyarrow as pa
 import pytest
 
@@ -18,7 +18,7 @@ from elasticity.kafka.consumer import KafkaInputs
 from elasticity.kafka.producer import send
 from elasticity.quality.runner import run_quality
 from elasticity.spark.engine import MicroBatchEngine
-from tests.support.helpers import fresh_topic, job_props
+from tests.support.helpers import edge_table, fresh_topic, job_props, put_edge_table
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +69,11 @@ def test_a_real_run_passes_every_check_and_writes_the_report(run):
     assert all(c.rows > 0 for c in result.checks if c.name != "no_declared_loss")  # no range declared lost: no row
     page = summary.read_text()
     assert "PASSED" in page and "<svg" in page and "factor 2\u21928" in page
-    assert (summary.parent / "data_docs" / "index.html").is_file() and summary.parent.parent.name == "runs"
-    assert summary.parent.name in (tmp / "report" / "summary.html").read_text()  # the rolling page links the run
+    assert summary.files.exists("data_docs/index.html") and summary.files.location == str(
+        tmp / "report" / "runs" / summary.folder
+    )
+    assert result.data_docs == str(tmp / "report" / "runs" / summary.folder / "data_docs" / "index.html")
+    assert summary.folder in (tmp / "report" / "summary.html").read_text()  # the rolling page links the run
 
 
 def test_a_dropped_audit_row_fails_no_loss_naming_the_record(run):
@@ -150,8 +153,8 @@ def more(growing, records: int, seed: int, factor: int | None = None) -> list[in
 
 def incremental(growing, name):
     config, engine, *_ = growing
-    result, summary = run_quality(config, engine.store, KafkaInputs(config), incremental=True, run_name=name)
-    return result, json.loads(summary.with_suffix(".json").read_text())
+    result, report = run_quality(config, engine.store, KafkaInputs(config), incremental=True, run_name=name)
+    return result, json.loads(report.read_text("summary.json"))
 
 
 def test_incremental_runs_validate_only_the_new_batches(growing):
@@ -179,17 +182,16 @@ def test_the_edge_catches_a_record_processed_again_and_a_key_out_of_order(growin
     assert f"{earlier['stream']}-{earlier['partition']}@{earlier['offset']}" in result.failure_message()
     Path(extra).unlink()
 
-    validated = json.loads((tmp / "report" / "validated.json").read_text())
-    positions_file = tmp / "report" / validated["positions"]
-    positions = pd.read_parquet(positions_file)
+    job = config.job_name
+    positions = edge_table(engine.store, job, "positions")
     window_keys = set(read_table(audit, AUDIT_SCHEMA, new).column("key").to_pylist())
     victim = positions[positions["key"].isin(window_keys)].index[0]
     saved = positions.copy()
     positions.loc[victim, "offset"] = 10**9  # the key's last validated record now lies after its new ones
-    positions.to_parquet(positions_file, index=False)
+    put_edge_table(engine.store, job, "positions", positions)
     result, _ = incremental(growing, "order")
     assert {c.name for c in result.checks if not c.success} == {"key_order"}
-    saved.to_parquet(positions_file, index=False)
+    put_edge_table(engine.store, job, "positions", saved)
 
     result, doc = incremental(growing, "fixed")  # the failed runs did not move the edge: the same window passes now
     assert result.success and doc["batches"] == new
@@ -303,9 +305,7 @@ def test_incremental_kafka_checks_read_from_the_edge_and_catch_what_crosses_it(s
     assert all(c.success for c in second.values()), message
     assert second["kafka_unique"].rows == 90 and second["kafka_no_loss"].rows == len(engine.store.plans(config.job_name)) - 2
 
-    reports = tmp_path / "report"
-    positions_file = reports / json.loads((reports / "validated.json").read_text())["kafka_positions"]
-    positions = pd.read_parquet(positions_file)
+    positions = edge_table(engine.store, config.job_name, "kafka_positions")
     send(kafka_bootstrap, topic, demo_records(60, keys=20, seed=18))
     new = [s.batch_id for s in engine.run(max_records=50, until_caught_up=True)]
     copies = [r for r in read_committed(kafka_bootstrap, f"{topic}-copy") if r.key is not None]
@@ -313,10 +313,10 @@ def test_incremental_kafka_checks_read_from_the_edge_and_catch_what_crosses_it(s
     victim = positions.index[positions["key"].isin(keys_in_new)][0]
     moved = positions.copy()
     moved.loc[victim, "source_offset"] = 10**9  # the key's last validated output now comes from a later input
-    moved.to_parquet(positions_file, index=False)
+    put_edge_table(engine.store, config.job_name, "kafka_positions", moved)
     checks, message = incremental("order")
     assert {n for n, c in checks.items() if not c.success} == {"kafka_key_order"}, message
-    positions.to_parquet(positions_file, index=False)
+    put_edge_table(engine.store, config.job_name, "kafka_positions", positions)
     checks, message = incremental("fixed")
     assert all(c.success for c in checks.values()) and checks["kafka_unique"].rows == 60, message
 
@@ -335,3 +335,101 @@ def test_incremental_kafka_checks_read_from_the_edge_and_catch_what_crosses_it(s
         f"key={old.key.decode()} from {topic}-{source['source_partition']}@{source['source_offset']}"
         in checks["kafka_unique"].examples[0]
     )
+
+
+API_SERVER = """
+import json, sys
+from elasticity.checkpoint.store import CheckpointStore
+from elasticity.config import load_config
+from elasticity.quality.history import run_page
+from elasticity.views.jobview import QUALITY_RUNS
+from elasticity.views.report_serving import report_file
+
+config = load_config(sys.argv[1])
+store = CheckpointStore(config.checkpoint_store_url())
+page = run_page(store, config.job_name, limit=QUALITY_RUNS)  # what build_view lists
+found = {p: report_file(config, store, p) for p in sys.argv[2:]}  # what /reports/<job>/<path> serves
+print(json.dumps({
+    "runs": [r["run"] for r in page.runs],
+    "files": {p: [f.media_type, f.body.decode(errors="replace")] for p, f in found.items()},
+}))
+"""
+
+
+def test_quality_and_maintenance_on_other_workers_continue_from_the_store_and_the_page_reads_s3(
+    spark, kafka_bootstrap, s3_server, tmp_path, monkeypatch
+):
+    """Production Airflow runs each task on whichever worker takes it, sharing only the databases and object
+    storage. A data-quality run with ELASTICITY_HOME=A, then maintenance and the next run with ELASTICITY_HOME=B
+    (A gone, nothing copied): the edge continues (only the new batches are validated), maintenance compacts and
+    expires up to the validated batch; and the job page's code, in a process with a third ELASTICITY_HOME, serves
+    the reports from the S3 server."""
+    import shutil
+    import subprocess
+    import sys
+
+    from elasticity.checkpoint.store import CheckpointStore
+    from elasticity.maintenance import maintain
+    from elasticity.quality.report_files import ReportFiles
+    from tests.conftest import REPO
+    from tests.support.helpers import write_properties
+
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", kafka_bootstrap)
+    shared = tmp_path / "shared"  # the store and the sinks: what every worker reaches (a database, object storage)
+    topic = fresh_topic(kafka_bootstrap, "dqw", 2, records=240, keys=20, seed=21)
+    job = f"dqw-{topic}"
+    props = {k: v for k, v in job_props(job, topic, shared).items() if k != "job.report.path"}
+    props |= {"blob.store.uri": s3_server.uri(job), "job.batches.retention.ms": "0"}
+    config = validate(props)
+    assert config.report_location.startswith("s3://")  # the job's object store: no worker's folder
+
+    home_a, home_b = tmp_path / "worker-a", tmp_path / "worker-b"
+    home_a.mkdir()
+    monkeypatch.setenv("ELASTICITY_HOME", str(home_a))
+    engine = MicroBatchEngine(config, spark)
+    first = [s.batch_id for s in engine.run(max_records=50, until_caught_up=True)]
+    result, report = run_quality(config, engine.store, KafkaInputs(config), incremental=True, run_name="on-a")
+    assert result.success, result.failure_message()
+    assert report.summary["window"].endswith("(the first validation)") and report.summary["batches"] == first
+    engine.store.close()
+    shutil.rmtree(home_a)  # worker A is gone, and its disk with it
+
+    monkeypatch.setenv("ELASTICITY_HOME", str(home_b))
+    store = CheckpointStore(config.checkpoint_store_url())
+    audit_files = {p.name for p in (shared / "audit").rglob("*.parquet")}
+    done = maintain(config, store, now_ms=int(time.time() * 1000) + 1_000)
+    assert done.validated_batch == first[-1]
+    assert done.removed["sink_files"] > 0 and done.removed["batch_plans"] == len(first) - 1  # the latest plan stays
+    assert [p.batch_id for p in store.plans(job)] == [first[-1]]
+    assert {p.name for p in (shared / "audit").rglob("*.parquet")} != audit_files
+
+    send(kafka_bootstrap, topic, demo_records(90, keys=20, seed=22))
+    engine = MicroBatchEngine(config, spark, store)
+    new = [s.batch_id for s in engine.run(max_records=50, until_caught_up=True)]
+    result, report = run_quality(config, store, KafkaInputs(config), incremental=True, run_name="on-b")
+    assert result.success, result.failure_message()
+    assert report.summary["batches"] == new and {c.name: c.rows for c in result.checks}["no_loss"] == 90  # not from batch 1
+    assert report.summary["window"] == f"batches {new[0]}..{new[-1]} (new since batch {first[-1]})"
+    assert store.validated_batch(job) == new[-1]
+    assert not (home_b / job / "reports").exists() and result.data_docs.startswith("s3://") and "secret" not in result.data_docs
+    assert ReportFiles(config.report_location).exists("runs/on-a/data_docs/index.html")
+
+    api_home = tmp_path / "api-server"
+    api_home.mkdir()
+    paths = ["runs/on-a/summary.html", "runs/on-a/data_docs/index.html", "summary.html", "runs/on-b/summary.json"]
+    out = subprocess.run(
+        [sys.executable, "-c", API_SERVER, str(write_properties(tmp_path / "job.properties", props)), *paths],
+        env={**os.environ, "ELASTICITY_HOME": str(api_home), "PYTHONPATH": f"{REPO / 'include'}:{REPO}"},
+        capture_output=True,
+        text=True,
+        cwd=api_home,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    served = json.loads(out.stdout)
+    assert served["runs"] == ["on-b", "on-a"]
+    files = served["files"]
+    assert files["runs/on-a/summary.html"][0] == "text/html" and "PASSED" in files["runs/on-a/summary.html"][1]
+    assert "<html" in files["runs/on-a/data_docs/index.html"][1].lower()
+    assert "runs/on-a/summary.html" in files["summary.html"][1] and "runs/on-b/summary.html" in files["summary.html"][1]
+    assert json.loads(files["runs/on-b/summary.json"][1])["batches"] == new
+    assert [p.name for p in api_home.iterdir()] == []  # the page read nothing from, and wrote nothing to, its disk

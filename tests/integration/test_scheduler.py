@@ -23,6 +23,7 @@ import pytest
 
 from elasticity.apps.demo_feed import demo_records
 from elasticity.checkpoint.store import CheckpointStore
+from elasticity.checkpoint.store.attempt_token import AttemptToken
 from elasticity.config.properties import parse_properties
 from elasticity.kafka.producer import send
 from elasticity.kafka.transactions import read_committed
@@ -103,7 +104,7 @@ def test_scheduler_runs_the_microbatches_on_its_schedule(world):
     run = runs[-1]
     assert run["run_type"] == "scheduled" and run["state"] == "success", airflow.tail(60)
     (ti,) = api.task_instances(f"elastic_microbatch__{job}", run["dag_run_id"])
-    mine = [m for m in store.metrics(job) if m["owner"] == run["dag_run_id"]]
+    mine = [m for m in store.metrics(job) if AttemptToken.parse(m["owner"]).run == run["dag_run_id"]]
     assert ti["state"] == "success" and [m["batch_id"] for m in mine] == [1, 2]  # 400 records, cap 300: two batches in one run
     assert mine[-1]["lag_left"] == 0 and sum(m["processed"] for m in mine) == 400
     print(f"scheduled run {run['dag_run_id']}: task {ti['duration']:.1f} s for {len(mine)} batches")
@@ -192,7 +193,7 @@ def test_records_start_a_run_through_the_lag_watcher_and_nothing_waiting_starts_
     ]
     run = api.wait_run(dag, new["dag_run_id"], 240)
     assert run["run_type"] == "asset_triggered" and run["state"] == "success", airflow.tail(60)
-    mine = [m for m in store.metrics(job) if m["owner"] == run["dag_run_id"]]
+    mine = [m for m in store.metrics(job) if AttemptToken.parse(m["owner"]).run == run["dag_run_id"]]
     assert sum(m["processed"] for m in mine) == 50 and mine[-1]["lag_left"] == 0
     started = datetime.fromisoformat(run["start_date"])
     print(f"lag run {run['dag_run_id']}: started {(started - fed).total_seconds():.1f} s after 50 records were fed")

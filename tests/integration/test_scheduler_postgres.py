@@ -26,6 +26,7 @@ from sqlalchemy import create_engine, text
 
 from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, read_table
 from elasticity.checkpoint.store import CheckpointStore
+from elasticity.checkpoint.store.attempt_token import AttemptToken
 from elasticity.config import parse_properties
 from elasticity.local.connect_server import SparkConnectServer
 from elasticity.local.daemon import free_port
@@ -147,7 +148,7 @@ def test_the_scheduler_on_postgres_runs_the_microbatches_with_the_local_executor
         ("success",)
     ]
     assert f"for executor: {EXECUTOR}(" in airflow.log_file.read_text()  # the scheduler's own words
-    mine = [m for m in store.metrics(job) if m["owner"] == run["dag_run_id"]]
+    mine = [m for m in store.metrics(job) if AttemptToken.parse(m["owner"]).run == run["dag_run_id"]]
     assert [m["batch_id"] for m in mine] == [1, 2] and sum(m["processed"] for m in mine) == 400
     # the executors wrote the audit on the shared S3 storage: every record once
     audit = read_table(world.audit, AUDIT_SCHEMA).to_pandas()

@@ -404,9 +404,8 @@ def test_incremental_state_check_folds_only_the_new_batches_into_the_edge(spark,
     """An incremental run compares the stores with the edge's expected values folded over the new batches alone: it
     passes across a rescale with the validated batches' audit gone (as retention leaves it), and fails on an edge
     value the new batches never touch and on a wrong stored value, naming the key."""
-    import pandas as pd
-
     from elasticity.batch.sinks.outputs import delete_batches
+    from tests.support.helpers import edge_table, put_edge_table
 
     topic, props, tmp_path = job
     feed(kafka_bootstrap, topic, 200, seed=31)
@@ -429,9 +428,7 @@ def test_incremental_state_check_folds_only_the_new_batches_into_the_edge(spark,
     second = incremental("second")
     assert second["success"] and second["state"].rows == first["state"].rows, second["message"]
 
-    reports = tmp_path / "reports"
-    edge_file = reports / json.loads((reports / "validated.json").read_text())["state"]
-    edge = pd.read_parquet(edge_file)
+    edge = edge_table(engine.store, config.job_name, "state")
     feed(kafka_bootstrap, topic, 40, seed=33)
     new = [s.batch_id for s in engine.run(max_records=60, until_caught_up=True)]
     touched = set(read_table(config.get("job.audit.path"), AUDIT_SCHEMA, new).column("key").to_pylist())
@@ -439,11 +436,11 @@ def test_incremental_state_check_folds_only_the_new_batches_into_the_edge(spark,
     wrong = edge.copy()
     value = json.loads(wrong.loc[victim, "value"])
     wrong.loc[victim, "value"] = json.dumps({**value, "count": value["count"] + 1}).encode()
-    wrong.to_parquet(edge_file, index=False)
+    put_edge_table(engine.store, config.job_name, "state", wrong)
     across = incremental("edge")
     assert not across["state"].success and across["state"].unexpected == 1, across["message"]
     assert wrong.loc[victim, "key"].decode() in across["state"].examples[0]
-    edge.to_parquet(edge_file, index=False)
+    put_edge_table(engine.store, config.job_name, "state", edge)
     assert incremental("fixed")["success"]  # the failed run left the edge where it was
 
     feed(kafka_bootstrap, topic, 40, seed=34)

@@ -59,3 +59,24 @@ def read_committed(bootstrap: str, topic: str, start: int = 0) -> list[tuple[int
         return out
     finally:
         c.close()
+
+
+def edge_table(store, job: str, table: str):
+    """One Parquet table of the job's data-quality edge as the store keeps it: positions, state or kafka_positions."""
+    import io
+
+    import pandas as pd
+
+    edge = store.quality_edge(job)
+    assert edge is not None, f"job {job!r} has no data-quality edge"
+    return pd.read_parquet(io.BytesIO(getattr(edge, table)))
+
+
+def put_edge_table(store, job: str, table: str, frame) -> None:
+    """Replace one table of the job's edge (the rest of its row as it was), as a tampered edge would read."""
+    import dataclasses
+    import io
+
+    out = io.BytesIO()
+    frame.to_parquet(out, index=False)
+    store.save_quality_edge(job, dataclasses.replace(store.quality_edge(job), **{table: out.getvalue()}))

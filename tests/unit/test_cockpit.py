@@ -114,7 +114,7 @@ def test_the_page_reads_a_page_of_batches_and_of_data_quality_runs(tmp_path):
     config, store = job(tmp_path, factor=2)
     record_batches(store, JobCoordinator(config, store, Inputs()), 4, 7)  # batches 1..10
     for n in range(1, 14):
-        finish_run(tmp_path / "reports", n)
+        finish_run(store, tmp_path / "reports", n, job=config.job_name)
     view = build_view(config, store, Inputs(), limit=4)
     assert [b["batch_id"] for b in view.batches] == [7, 8, 9, 10] and view.older_batches == 7
     assert len(view.quality_runs) == 10 and view.quality_runs[0]["run"] == "run0013" and view.older_runs == 4

@@ -350,11 +350,21 @@ def test_the_job_folders_default_under_the_state_folder_unless_set(monkeypatch, 
         str(home / "audit"),
         str(home / "dead-letter"),
     )
-    assert c.report_dir == home / "reports"
+    assert c.report_location == str(home / "reports")
     keys = ("job.output.path", "job.audit.path", "job.dead.letter.path", "job.report.path")
     c = validate({**BASE, **{k: f"s3://b/{k}" for k in keys[:3]}, keys[3]: str(tmp_path / "r")})
     assert (c.output_dir, c.audit_dir, c.dead_letter_dir) == tuple(f"s3://b/{k}" for k in keys[:3])
-    assert c.report_dir == tmp_path / "r"
+    assert c.report_location == str(tmp_path / "r")
+
+
+def test_reports_go_to_the_jobs_object_store_when_it_has_one(monkeypatch, tmp_path):
+    """Read back by the API server on another host: with blob.store.uri on an object store and no job.report.path,
+    the reports go beside the snapshots (its query, the server's options, kept at the end)."""
+    monkeypatch.setenv("ELASTICITY_HOME", str(tmp_path / "home"))
+    c = validate({**BASE, "blob.store.uri": "s3://state/j/blobs?endpoint_override=h:1&scheme=http"})
+    assert c.report_location == "s3://state/j/blobs/reports/j?endpoint_override=h:1&scheme=http"
+    assert validate({**BASE, "blob.store.uri": str(tmp_path / "b")}).report_location == str(tmp_path / "home" / "j" / "reports")
+    assert validate({**BASE, "blob.store.uri": "s3://x/b", "job.report.path": "s3://y/r"}).report_location == "s3://y/r"
 
 
 def test_key_value_reads_one_key_of_unvalidated_properties():

@@ -1,27 +1,26 @@
 """What the job page says is wrong: whether the engine (the Spark Connect server the job's batches run on)
 answers, and since when; the micro-batch run in progress, for how long, which attempt, what the last failed
-attempt said, and whether it is stuck past its expected time. Read inside Airflow's API server."""
+attempt said, and whether it is stuck past its expected time. Read inside Airflow's API server.
+
+Both are kept in the job's checkpoint store: a failure is recorded by the worker that ran the attempt, and
+read back by the API server on another host; an engine's health is shared by every API server process."""
 
 from __future__ import annotations
 
-import json
+import logging
 import time
-from pathlib import Path
 
-from elasticity.config import JobConfig, elasticity_home
+from elasticity.checkpoint.store import CheckpointStore
+from elasticity.config import JobConfig
 from elasticity.views.jobview import EngineHealth, RunInProgress
+
+log = logging.getLogger(__name__)
 
 PAGE_PROBE_S = 3.0  # the page never waits longer on a dead or silent engine
 RUN_MARGIN_S = 120.0  # a run may take this long beyond airflow.microbatch.max.seconds (its last batch, the commit)
 
 
-def _state_dir() -> Path:
-    path = elasticity_home() / "airflow-health"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def engine_health(url: str) -> EngineHealth:
+def engine_health(store: CheckpointStore, url: str) -> EngineHealth:
     """Probe the Connect server at `url`; since when it has answered (or not) is remembered per address."""
     from elasticity.spark.session import EngineUnreachable, connect_address, probe_connect
 
@@ -31,27 +30,21 @@ def engine_health(url: str) -> EngineHealth:
         reachable, error = True, None
     except EngineUnreachable as e:
         reachable, error = False, str(e)
-    path = _state_dir() / "engines.json"
-    try:
-        seen = json.loads(path.read_text())
-    except (OSError, ValueError):
-        seen = {}
-    last = seen.get(address)
-    if last is None or last["reachable"] != reachable:
-        last = seen[address] = {"reachable": reachable, "since_ms": int(time.time() * 1000)}
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(seen))
-        tmp.replace(path)
-    return EngineHealth(address, reachable, last["since_ms"], error)
+    state = store.engine_probed(address, reachable=reachable)
+    return EngineHealth(address, reachable, state.since_ms, error)
 
 
-def record_failure(job: str, run_id: str, attempt: int, error: BaseException) -> None:
-    """The micro-batch task's failed attempt, in one line, for the page."""
+def record_failure(store: CheckpointStore, job: str, error: BaseException, *, run_id: str, attempt: int, task: str) -> None:
+    """A task's failed attempt, in one line, for the page; a store that fails too leaves the attempt's own
+    error to be raised (it says more)."""
     line = (str(error).strip().splitlines() or [type(error).__name__])[0][:500]
-    (_state_dir() / f"{job}.json").write_text(json.dumps({"run_id": run_id, "attempt": attempt, "error": line}))
+    try:
+        store.record_failure(job, run_id=run_id, attempt=attempt, task=task, error=line)
+    except Exception as e:  # the attempt's error is the one to raise
+        log.warning("could not record the failure of %s attempt %d in the store: %s", run_id, attempt, e)
 
 
-def run_in_progress(job: str, config: JobConfig) -> RunInProgress | None:
+def run_in_progress(job: str, config: JobConfig, store: CheckpointStore) -> RunInProgress | None:
     """The running run of the job's micro-batch DAG, from Airflow's metadata database."""
     from airflow.models.dagrun import DagRun
     from airflow.models.taskinstance import TaskInstance
@@ -73,10 +66,7 @@ def run_in_progress(job: str, config: JobConfig) -> RunInProgress | None:
         ).first()
         attempt = max(1, ti.try_number) if ti is not None else 1
         run_id, started_ms = run.run_id, int(run.start_date.timestamp() * 1000)
-    try:
-        failure = json.loads((_state_dir() / f"{job}.json").read_text())
-    except (OSError, ValueError):
-        failure = {}
+    failure = store.last_failure(job, run_id, "run_batches")
     expected_s = config.microbatch_max_seconds + RUN_MARGIN_S
     return RunInProgress(
         run_id=run_id,
@@ -84,5 +74,5 @@ def run_in_progress(job: str, config: JobConfig) -> RunInProgress | None:
         attempt=attempt,
         expected_s=expected_s,
         stuck=time.time() * 1000 - started_ms > expected_s * 1000,
-        last_error=failure.get("error") if failure.get("run_id") == run_id else None,
+        last_error=failure.error if failure is not None else None,
     )

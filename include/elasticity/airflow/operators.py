@@ -165,7 +165,9 @@ class MicroBatchOperator(BaseOperator):
         except Exception as e:
             from elasticity.airflow.health import record_failure
 
-            record_failure(self.job, run_id, context["ti"].try_number, e)  # the job page shows it
+            record_failure(
+                store, self.job, e, run_id=run_id, attempt=context["ti"].try_number, task="run_batches"
+            )  # the job page shows it
             raise
         committed = [
             m for m in store.metrics(self.job, limit=200) if _of_run(m.get("owner"), run_id) and m.get("batch_id") is not None

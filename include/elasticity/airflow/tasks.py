@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import asdict
@@ -12,6 +11,7 @@ from typing import Any
 from croniter import croniter
 
 from elasticity.airflow.hooks import ElasticityHook, job_configs
+from elasticity.airflow.shared_state import check_shared_state
 from elasticity.batch.coordinator.job_coordinator import JobCoordinator
 from elasticity.checkpoint.store import CheckpointStore, LeaseHeldError
 from elasticity.checkpoint.store.attempt_token import attempt_owner
@@ -32,6 +32,7 @@ def open_job(job: str) -> tuple[JobConfig, CheckpointStore, JobCoordinator]:
     if job not in configs:
         raise ValueError(f"job {job!r} has no config in the jobs folder; known: {sorted(configs)}")
     config = load_config(configs[job])
+    check_shared_state(config)
     store = CheckpointStore(config.checkpoint_store_url(), config.checkpoint_history_size)
     return config, store, JobCoordinator(config, store, KafkaInputs(config))
 
@@ -153,11 +154,12 @@ def quality(
     job: str, from_batch: int | None, to_batch: int | None, *, report_dir: str | None, run_name: str | None = None
 ) -> dict[str, Any]:
     """Incremental (the batches since the last validated one) unless a window is given."""
+    from elasticity.quality.report_files import public
     from elasticity.quality.runner import QualityFailed, run_quality
 
     config, store, _ = open_job(job)
     incremental = from_batch is None and to_batch is None
-    result, summary = run_quality(
+    result, report = run_quality(
         config,
         store,
         KafkaInputs(config),
@@ -167,13 +169,14 @@ def quality(
         incremental=incremental,
         run_name=run_name,
     )
-    window = json.loads(summary.with_suffix(".json").read_text())["window"]
+    window = report.summary["window"]
+    where = public(report.files.child("summary.html").location)
     log.info(
         "data quality of %s (%s): %s\nreport: %s\ndata docs: %s",
         job,
         window,
         "PASSED" if result.success else "FAILED",
-        summary,
+        where,
         result.data_docs,
     )
     for c in result.checks:
@@ -186,13 +189,13 @@ def quality(
             ", ".join(c.examples[:5]),
         )
     if not result.success:
-        raise QualityFailed(f"data quality of {job} failed: {result.failure_message()} (report: {summary})")
+        raise QualityFailed(f"data quality of {job} failed: {result.failure_message()} (report: {where})")
     return {
         "job": job,
         "window": window,
-        "report": str(summary),
+        "report": where,
         "data_docs": result.data_docs,
-        "checks": json.loads(summary.with_suffix(".json").read_text())["checks"],
+        "checks": report.summary["checks"],
     }
 
 

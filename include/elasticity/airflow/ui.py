@@ -10,7 +10,7 @@ from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 
 from elasticity.config import MAX_ELASTICITY_FACTOR, ConfigError
 from elasticity.jobmodel.grouping import GroupingError
@@ -28,8 +28,8 @@ def job_view(job: str, *, limit: int = BATCHES, before: int | None = None, runs_
     policy = policy_view(job) if coordinator.current() else None
     view = build_view(config, store, coordinator.inputs, policy, limit=limit, before=before, runs_before=runs_before)
     target = spark_target("spark_default", config, f"{job}.properties")
-    view.engine = engine_health(target.value) if target.kind == "connect" else None
-    view.run = run_in_progress(job, config)
+    view.engine = engine_health(store, target.value) if target.kind == "connect" else None
+    view.run = run_in_progress(job, config, store)
     return view
 
 
@@ -97,8 +97,7 @@ def make_app() -> FastAPI:
         """A page of the kept data-quality runs, newest first, and `older`: the `before` of the next page."""
         from elasticity.airflow.tasks import open_job
 
-        config = open_job(known(job))[0]
-        page = run_page(config.report_dir, limit=limit, before=before)
+        page = run_page(open_job(known(job))[1], job, limit=limit, before=before)
         return {"runs": list(page.runs), "older": page.older}
 
     @router.get("/api/jobs/{job}/plan")
@@ -128,15 +127,18 @@ def make_app() -> FastAPI:
         return render(view, page, can_trigger=_may_trigger_rescale(request))
 
     @router.get("/reports/{job}/{path:path}")
-    def report_file(job: str, path: str) -> FileResponse:
+    def report(job: str, path: str) -> Response:
+        """A report's file, read from wherever its run put it (the job's object store or report folder), so a
+        report a worker on another host wrote opens here; the rolling summary is rendered from the index."""
         from elasticity.airflow.tasks import open_job
+        from elasticity.views.report_serving import report_file
 
-        config = open_job(known(job))[0]
-        root = config.report_dir.resolve()
-        target = (root / path).resolve()
-        if root not in target.parents or not target.is_file():
-            raise HTTPException(404, "no such report file")
-        return FileResponse(target)
+        config, store, _ = open_job(known(job))
+        try:
+            found = report_file(config, store, path)
+        except FileNotFoundError:
+            raise HTTPException(404, "no such report file") from None
+        return Response(found.body, media_type=found.media_type)
 
     app.include_router(router)
     return app

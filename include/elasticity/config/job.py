@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from elasticity.config.compat import DEFAULT_THREAD_POOL_SIZE, differences, idle_factor, not_run_reporters
 from elasticity.config.errors import ConfigError, ConfigWarning
@@ -296,7 +297,11 @@ class JobConfig:
         doc="A rescale a person asked for holds this long against the schedule and the autosizer.",
     )
     report_path: str | None = key(
-        "job.report.path", nonempty, None, doc="Folder of the data-quality reports (default $ELASTICITY_HOME/<job>/reports)."
+        "job.report.path",
+        nonempty,
+        None,
+        doc="Where the data-quality reports and Data Docs go: a folder or an object-store URI such as s3://bucket/prefix "
+        "(default <blob.store.uri>/reports/<job> when blob.store.uri is an object store, else $ELASTICITY_HOME/<job>/reports).",
     )
     batches_retention_ms: int = key(
         "job.batches.retention.ms",
@@ -585,9 +590,17 @@ class JobConfig:
         return self.path("job.dead.letter.path", "dead-letter")
 
     @property
-    def report_dir(self) -> Path:
-        """The data-quality reports' folder, on this machine's disk: job.report.path, else $ELASTICITY_HOME/<job>/reports."""
-        return Path(self.path("job.report.path", "reports"))
+    def report_location(self) -> str:
+        """Where the data-quality reports go: job.report.path (a folder or an object-store URI); else, when
+        blob.store.uri is an object store, `<blob.store.uri>/reports/<job>` (the API server reads them from
+        there, whichever worker wrote them); else the folder $ELASTICITY_HOME/<job>/reports."""
+        if self.report_path:
+            return self.report_path
+        blobs = self.blob_store_uri or ""
+        if "://" in blobs:
+            base, q, query = blobs.partition("?")
+            return f"{base.rstrip('/')}/reports/{quote(self.job_name, safe='-_.')}" + (f"?{query}" if q else "")
+        return str(elasticity_home() / self.job_name / "reports")
 
     def checkpoint_store_url(self) -> str:
         env = os.environ.get("ELASTICITY_CHECKPOINT_STORE_URL")

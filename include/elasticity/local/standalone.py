@@ -395,7 +395,7 @@ def serve(
 Airflow UI: {airflow.base}   login: admin   password: {airflow.password()}
   elastic_microbatch__{name}   runs when records wait (already unpaused): batches until caught up
   elastic_rescale            Trigger -> job {name}, factor N -> Trigger: the rescale, then a data-quality run
-  elastic_data_quality__{name} after each committed run: report {job.report_dir}/summary.html
+  elastic_data_quality__{name} after each committed run: report {job.report_location}/summary.html
   the elastic job page       Browse -> Elastic job {name} ({airflow.base}/elasticity/jobs/{name})
 More orders: {_shown(BIN / "elasticity")} feed --config {_shown(job_file)} --records 3000
 Ctrl-C (or SIGTERM) stops Airflow; the broker and the Spark Connect server keep running (`elasticity spark stop` and `elasticity broker stop` stop them; `make stop` in a checkout).""",

@@ -121,10 +121,9 @@ def run_story(records: int = 6000) -> int:
 def _wait_validated(api, store: CheckpointStore, config, timeout_s: float = 900) -> None:
     """Until data quality has validated the last committed batch (its run follows the batches' Asset event), or a run failed."""
     last = max((m["batch_id"] for m in store.metrics(JOB, limit=1)), default=0)
-    cursor = config.report_dir / "validated.json"
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if cursor.is_file() and json.loads(cursor.read_text())["last_batch"] >= last:
+        if store.validated_batch(JOB) >= last:
             break
         if [r for r in api.runs(f"elastic_data_quality__{JOB}") if r["state"] == "failed"]:
             break
@@ -133,10 +132,16 @@ def _wait_validated(api, store: CheckpointStore, config, timeout_s: float = 900)
 
 
 def _quality(api, config, step, airflow: AirflowStandalone) -> int:
-    report = config.report_dir
+    from elasticity.quality.report_files import ReportFiles, public
+
+    reports = ReportFiles(config.report_location)
     runs = [r for r in api.runs(f"elastic_data_quality__{JOB}") if r["state"] in ("success", "failed")]
     failed = [r for r in runs if r["state"] == "failed"]
-    docs = sorted((json.loads(p.read_text()) for p in report.glob("runs/*/summary.json")), key=lambda d: d["finished_ms"])
+    folders = reports.folder_ages("runs")
+    docs = sorted(
+        (json.loads(reports.read_text(f"runs/{f}/summary.json")) for f in folders if reports.exists(f"runs/{f}/summary.json")),
+        key=lambda d: d["finished_ms"],
+    )
     validated = sum(next(c["rows"] for c in d["checks"] if c["name"] == "no_loss") for d in docs if d["success"])
     _say(
         f"{next(step)}. elastic_data_quality__{JOB}: {len(runs)} runs (after each committed run and each rescale), "
@@ -152,6 +157,6 @@ def _quality(api, config, step, airflow: AirflowStandalone) -> int:
             f"   (the last run, {last['window']}; rows are the window's records, and key_order also counts each key's "
             "last validated record before the window; routing counts keys per generation)"
         )
-    _say(f"Report: {report / 'summary.html'} (the latest runs, with Great Expectations Data Docs per run)")
+    _say(f"Report: {public(reports.child('summary.html').location)} (the latest runs, with Great Expectations Data Docs per run)")
     _say(f"The UI over these runs: `make airflow`, then {airflow.base} (login admin, password {airflow.password()})")
     return 1 if failed or not docs else 0

@@ -9,27 +9,28 @@ so that its cost depends on them and not on the job's age:
 - for exactly-once Kafka outputs, where each output and commit topic partition
   was read up to, and per key the last validated output (its order continues).
 
-Kept in the report folder: `validated.json` naming its `*-<batch>.parquet`
-tables, replaced atomically, so an edge is whole or not there.
+Kept in the checkpoint store, one row per job replaced whole in one transaction
+(its JSON document and its Parquet tables together), so an edge is whole or not
+there, and a run on any worker continues from the edge a run on another left.
 """
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from elasticity.api.descriptors import StoreDescriptor
+from elasticity.checkpoint.store import CheckpointStore, QualityEdge
 from elasticity.checkpoint.tool import checkpoints_from_tool_json, checkpoints_to_tool_json
 from elasticity.quality.checks import KAFKA_COLUMNS, Done
 
 POSITION_COLUMNS = ["system", "stream", "partition", "key", "offset", "task_name", "generation"]
 STATE_COLUMNS = ["store", "key", "value"]
-_TABLES = ("positions", "state", "kafka-positions")
 
 State = dict[str, dict[Any, Any]]  # store -> key -> expected value
 
@@ -55,38 +56,43 @@ def start() -> Cursor:
     )
 
 
-def validated_batch(folder: Path) -> int:
+def validated_batch(store: CheckpointStore, job: str) -> int:
     """The last batch an incremental data-quality run passed (0: none yet): what retention may expire up to."""
-    try:
-        return int(json.loads((folder / "validated.json").read_text())["last_batch"])
-    except (OSError, ValueError, KeyError):
-        return 0
+    return store.validated_batch(job)
 
 
-def load(folder: Path, stores: Mapping[str, StoreDescriptor]) -> Cursor | None:
-    try:
-        doc = json.loads((folder / "validated.json").read_text())
-    except (OSError, ValueError):
+def _table(data: bytes) -> pd.DataFrame:
+    return pd.read_parquet(io.BytesIO(data))
+
+
+def _parquet(table: pd.DataFrame) -> bytes:
+    out = io.BytesIO()
+    table.to_parquet(out, index=False)
+    return out.getvalue()
+
+
+def load(store: CheckpointStore, job: str, stores: Mapping[str, StoreDescriptor]) -> Cursor | None:
+    row = store.quality_edge(job)
+    if row is None:
         return None
+    doc = json.loads(row.edge)
     cps = {cp.task_name: cp for cp in checkpoints_from_tool_json(doc["checkpoints"])}
-    positions = pd.read_parquet(folder / doc["positions"])
     state: State | None = None
-    if "state" in doc:
+    if row.state is not None:
         state = {name: {} for name in doc["state_stores"]}
-        for name, k, v in pd.read_parquet(folder / doc["state"]).itertuples(index=False):
+        for name, k, v in _table(row.state).itertuples(index=False):
             d = stores.get(name)
             if d is None or name not in state:
                 state = None  # the app's stores changed since: recompute rather than trust
                 break
             state[name][d.key_from(k)] = d.value_from(v)
-    kafka_positions = pd.read_parquet(folder / doc["kafka_positions"]) if "kafka_positions" in doc else None
     edges = {t: {int(p): int(o) for p, o in parts.items()} for t, parts in doc.get("kafka_edges", {}).items()}
     return Cursor(
-        last_batch=int(doc["last_batch"]),
+        last_batch=row.last_batch,
         done=Done(int(doc["factor"]), cps),
-        positions=positions,
+        positions=_table(row.positions),
         state=state,
-        kafka_positions=kafka_positions,
+        kafka_positions=_table(row.kafka_positions) if row.kafka_positions is not None else None,
         kafka_edges=edges,
     )
 
@@ -103,32 +109,29 @@ def next_positions(previous: pd.DataFrame, audit: pd.DataFrame, generation_of_ba
     return merged.drop_duplicates(["system", "stream", "partition", "key"], keep="last")
 
 
-def save(folder: Path, edge: Cursor, stores: Mapping[str, StoreDescriptor]) -> None:
-    """After a passing run: the window's end becomes the edge of the next one."""
-    folder.mkdir(parents=True, exist_ok=True)
-    n = edge.last_batch
+def save(store: CheckpointStore, job: str, edge: Cursor, stores: Mapping[str, StoreDescriptor]) -> None:
+    """After a passing run: the window's end becomes the edge of the next one (the row replaced whole)."""
     doc: dict[str, Any] = {
-        "last_batch": n,
         "factor": edge.done.factor,
-        "positions": f"positions-{n}.parquet",
         "checkpoints": checkpoints_to_tool_json(edge.done.checkpoints.values()),
         "kafka_edges": {t: {str(p): o for p, o in parts.items()} for t, parts in edge.kafka_edges.items()},
     }
-    edge.positions.to_parquet(folder / doc["positions"], index=False)
+    state = None
     if edge.state is not None:
         rows = [
             (name, stores[name].key_bytes(k), stores[name].value_bytes(v))
             for name, values in edge.state.items()
             for k, v in values.items()
         ]
-        doc["state"], doc["state_stores"] = f"state-{n}.parquet", sorted(edge.state)
-        pd.DataFrame(rows, columns=STATE_COLUMNS).to_parquet(folder / doc["state"], index=False)
-    if edge.kafka_positions is not None:
-        doc["kafka_positions"] = f"kafka-positions-{n}.parquet"
-        edge.kafka_positions.to_parquet(folder / doc["kafka_positions"], index=False)
-    (folder / "validated.json.tmp").write_text(json.dumps(doc))
-    (folder / "validated.json.tmp").replace(folder / "validated.json")  # the switch: both or neither
-    kept = {doc[k] for k in ("positions", "state", "kafka_positions") if k in doc}
-    for old in (f for t in _TABLES for f in folder.glob(f"{t}-*.parquet")):
-        if old.name not in kept:
-            old.unlink()
+        doc["state_stores"] = sorted(edge.state)
+        state = _parquet(pd.DataFrame(rows, columns=STATE_COLUMNS))
+    store.save_quality_edge(
+        job,
+        QualityEdge(
+            last_batch=edge.last_batch,
+            edge=json.dumps(doc),
+            positions=_parquet(edge.positions),
+            state=state,
+            kafka_positions=_parquet(edge.kafka_positions) if edge.kafka_positions is not None else None,
+        ),
+    )

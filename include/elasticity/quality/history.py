@@ -1,22 +1,18 @@
-"""The data-quality runs of a job: `runs.jsonl` in the report folder, one compact line per kept run (newest
-last), which the rolling summary page and the job page read a page of from its end, so what they read does not
-grow with the job's age. Each run's full report stays in `runs/<folder>/`; retention removes a run's folder and
-its line together, so nothing links a removed run."""
+"""The data-quality runs of a job: an index in the checkpoint store, one compact row per kept run, which the
+rolling summary page and the job page read a page of, newest first, so what they read does not grow with the
+job's age, and any process (a worker, the API server) reads what a run on another wrote. Each run's full report
+stays in `runs/<folder>/` of the job's report location; retention removes a run's row, then its folder, so
+nothing links a removed run."""
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import shutil
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-INDEX = "runs.jsonl"
+from elasticity.checkpoint.store import CheckpointStore, QualityRun
+from elasticity.quality.report_files import ReportFiles, public
+
 CHECK_FIELDS = ("name", "success", "rows", "unexpected", "describe")
 ORPHAN_AGE_S = 86_400
 """A run folder the index does not name (its run died before finishing) is removed once this old."""
@@ -30,132 +26,59 @@ class RunPage:
     older: int | None
 
 
-@contextmanager
-def _locked(root: Path) -> Iterator[None]:
-    """One writer of the index at a time (a data-quality run appending, maintenance trimming)."""
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / "runs.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+def folder_of(report: str) -> str:
+    """A run's folder name: the last part of its report's location."""
+    return report.partition("?")[0].rstrip("/").rsplit("/", 1)[-1]
 
 
-def _lines_from_end(path: Path, block: int = 65_536) -> Iterator[dict[str, Any]]:
-    """The index's entries, newest first, read backwards a block at a time."""
-    if not path.exists():
-        return
-    with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        pos, rest = f.tell(), b""
-        while pos > 0:
-            step = min(block, pos)
-            pos -= step
-            f.seek(pos)
-            lines = (f.read(step) + rest).split(b"\n")
-            rest = lines[0]
-            for line in reversed(lines[1:]):
-                if line.strip():
-                    yield json.loads(line)
-        if rest.strip():
-            yield json.loads(rest)
-
-
-def _entry(summary: dict[str, Any], folder: str, seq: int) -> dict[str, Any]:
-    """What the index keeps of a run's summary: no window's batch list, no check's examples."""
+def entry(run: QualityRun) -> dict[str, Any]:
+    """A run as the pages and `/api/jobs/<job>/quality` show it."""
     return {
-        "seq": seq,
-        "run": summary["run"],
-        "folder": folder,
-        "window": summary["window"],
-        "success": summary["success"],
-        "finished_ms": summary["finished_ms"],
-        "checks": [{k: c[k] for k in CHECK_FIELDS if k in c} for c in summary["checks"]],
+        "seq": run.seq,
+        "run": run.run,
+        "folder": folder_of(run.report),
+        "report": run.report,
+        "window": json.loads(run.window),
+        "success": run.success,
+        "finished_ms": run.finished_ms,
+        "checks": json.loads(run.checks),
     }
 
 
-def _write_index(root: Path, entries: list[dict[str, Any]]) -> None:
-    """Replace the index (oldest first), atomically."""
-    tmp = root / (INDEX + ".tmp")
-    tmp.write_text("".join(json.dumps(e) + "\n" for e in entries))
-    tmp.replace(root / INDEX)
-
-
-def _ensure_index(root: Path, recording: str | None = None) -> None:
-    """A report folder written before the index: the index of its runs (but the one `recording`), built once from
-    their summaries."""
-    if (root / INDEX).exists():
-        return
-    found = sorted(
-        (
-            {**json.loads(p.read_text()), "folder": p.parent.name}
-            for p in root.glob("runs/*/summary.json")
-            if p.parent.name != recording
-        ),
-        key=lambda r: r["finished_ms"],
+def record_run(store: CheckpointStore, job: str, summary: dict[str, Any], report: ReportFiles) -> dict[str, Any]:
+    """Index a finished run (its files at `report` written); returns its entry. What the index keeps of the
+    summary: no window's batch list, no check's examples."""
+    run = QualityRun(
+        seq=0,
+        run=summary["run"],
+        report=public(report.location),
+        window=json.dumps(summary["window"]),
+        success=bool(summary["success"]),
+        checks=json.dumps([{k: c[k] for k in CHECK_FIELDS if k in c} for c in summary["checks"]]),
+        finished_ms=int(summary["finished_ms"]),
     )
-    _write_index(root, [_entry(r, r["folder"], i) for i, r in enumerate(found, 1)])
+    seq = store.record_quality_run(job, run)
+    return entry(QualityRun(**{**run.__dict__, "seq": seq}))
 
 
-def record_run(root: Path, summary: dict[str, Any], folder: str) -> dict[str, Any]:
-    """Append a finished run (its `runs/<folder>/summary.json` written) to the index; returns its entry."""
-    with _locked(root):
-        _ensure_index(root, folder)
-        last = next(_lines_from_end(root / INDEX), None)
-        entry = _entry(summary, folder, (last["seq"] if last else 0) + 1)
-        with open(root / INDEX, "a") as f:
-            f.write(json.dumps(entry) + "\n")
-    return entry
-
-
-def run_page(root: Path, *, limit: int, before: int | None = None) -> RunPage:
+def run_page(store: CheckpointStore, job: str, *, limit: int, before: int | None = None) -> RunPage:
     """Up to `limit` runs, newest first, of those with `seq` below `before` (None: the latest)."""
-    runs: list[dict[str, Any]] = []
-    older = None
-    if not (root / INDEX).exists() and (root / "runs").is_dir():
-        with _locked(root):
-            _ensure_index(root)
-    seen: set[str] = set()
-    for entry in _lines_from_end(root / INDEX):
-        if entry["folder"] in seen:  # an earlier attempt of a run that wrote its folder again (a retry)
-            continue
-        seen.add(entry["folder"])
-        if before is not None and entry["seq"] >= before:
-            continue
-        if len(runs) == limit:
-            older = runs[-1]["seq"]
-            break
-        runs.append(entry)
-    return RunPage(tuple(runs), older)
+    found = store.quality_runs(job, limit=limit + 1, before=before)
+    runs = tuple(entry(r) for r in found[:limit])
+    return RunPage(runs, runs[-1]["seq"] if len(found) > limit else None)
 
 
-def expire_runs(root: Path, *, keep: int, keep_failed: int, now_s: float | None = None) -> int:
-    """Keep the latest `keep` runs and the latest `keep_failed` failed ones besides; remove the others' folders
-    and index lines, and run folders the index does not name that are older than ORPHAN_AGE_S. Returns the number
-    of run folders removed."""
-    if not root.is_dir():
-        return 0
-    with _locked(root):
-        _ensure_index(root)
-        lines = list(_lines_from_end(root / INDEX))  # newest first; bounded by the retention between two calls
-        entries = list({e["folder"]: e for e in reversed(lines)}.values())  # a retried run: its latest line
-        entries.sort(key=lambda e: e["seq"], reverse=True)
-        failed = [e for e in entries[keep:] if not e["success"]][:keep_failed]
-        kept = {id(e) for e in entries[:keep] + failed}
-        gone = [e for e in entries if id(e) not in kept]
-        if len(kept) < len(lines):
-            _write_index(root, [e for e in reversed(entries) if id(e) in kept])
-        named = {e["folder"] for e in entries}
-        removed = 0
-        for e in gone:
-            if (root / "runs" / e["folder"]).is_dir():
-                shutil.rmtree(root / "runs" / e["folder"])
-                removed += 1
-        now_s = time.time() if now_s is None else now_s
-        if (root / "runs").is_dir():
-            for d in os.scandir(root / "runs"):
-                if d.is_dir() and d.name not in named and now_s - d.stat().st_mtime > ORPHAN_AGE_S:
-                    shutil.rmtree(d.path)
-                    removed += 1
-        return removed
+def expire_runs(
+    store: CheckpointStore, job: str, reports: ReportFiles, *, keep: int, keep_failed: int, now_s: float | None = None
+) -> int:
+    """Keep the latest `keep` runs and the latest `keep_failed` failed ones besides; remove the others' rows and
+    folders, and run folders under `reports` the index does not name that are older than ORPHAN_AGE_S. Returns
+    the number of run folders removed."""
+    gone = store.expired_quality_runs(job, keep=keep, keep_failed=keep_failed)
+    store.remove_quality_runs(job, [r.seq for r in gone])
+    removed = sum(reports.files_of(r.report).remove_folder() for r in gone)
+    named = {folder_of(r.report) for r in store.quality_runs(job, limit=keep + keep_failed)}
+    for folder, age_s in reports.folder_ages("runs", now_s).items():
+        if folder not in named and age_s > ORPHAN_AGE_S:
+            removed += reports.child(f"runs/{folder}").remove_folder()
+    return removed

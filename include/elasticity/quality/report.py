@@ -10,14 +10,15 @@ import time
 from collections.abc import Sequence
 from functools import cache
 from importlib.resources import files
-from pathlib import Path
 
 import jinja2
 
+from elasticity.checkpoint.store import CheckpointStore
 from elasticity.metrics.charts import CSS as CHART_CSS
 from elasticity.metrics.charts import svg
 from elasticity.metrics.rates import charts
 from elasticity.quality.history import RunPage, run_page
+from elasticity.quality.report_files import ReportFiles
 from elasticity.quality.suite import QualityResult
 
 ENV = jinja2.Environment(
@@ -51,13 +52,12 @@ def summary_html(job: str, result: QualityResult, metrics: Sequence[dict], windo
 
 
 INDEX_RUNS = 50
-"""Runs the rolling summary page lists, the latest; the older kept runs are in `runs.jsonl` and on the job page."""
+"""Runs the rolling summary page lists, the latest; the older kept runs are in the store's index and on the job page."""
 
 
-def write_index(root: Path, job: str, metrics: Sequence[dict]) -> None:
-    """The rolling `summary.html`: the latest runs from the index, never a removed one."""
-    page = run_page(root, limit=INDEX_RUNS)
-    (root / "summary.html").write_text(index_html(job, page, metrics))
+def write_index(reports: ReportFiles, store: CheckpointStore, job: str, metrics: Sequence[dict]) -> None:
+    """The rolling `summary.html` at the report location: the latest runs from the index, never a removed one."""
+    reports.write_text("summary.html", index_html(job, run_page(store, job, limit=INDEX_RUNS), metrics))
 
 
 def index_html(job: str, page: RunPage, metrics: Sequence[dict]) -> str:

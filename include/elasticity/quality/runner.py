@@ -1,12 +1,13 @@
 """Runs the data-quality suites for a job over a window of committed batches and
-writes its report: `runs/<run>/` (Great Expectations Data Docs, `summary.html`,
-`summary.json`) per run, and at the report root `runs.jsonl` (a line per kept run), a rolling
-`summary.html` that links the latest runs, and `summary.json` of the latest. Each run applies the report's
-retention (`quality.report.retain.*`), so the folder stays bounded however long the job runs.
+writes its report to the job's report location (its object store, or a local folder when it has none):
+`runs/<run>/` (Great Expectations Data Docs, `summary.html`, `summary.json`) per run, built in a scratch
+folder of this process and put there whole, a rolling `summary.html` that links the latest runs, and
+`summary.json` of the latest. The run's line goes to the index in the checkpoint store; each run applies the
+report's retention (`quality.report.retain.*`), so the reports stay bounded however long the job runs.
 
 Incremental (what the Asset and rescales trigger): the batches committed since
-the last validated one, reading only their audit and sink files and their input
-ranges. A manual window (from/to batch) validates any range of batches."""
+the last validated one (the edge, in the checkpoint store), reading only their audit and sink files and their
+input ranges. A manual window (from/to batch) validates any range of batches."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ import inspect
 import json
 import logging
 import os
+import tempfile
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +41,7 @@ from elasticity.kafka.transactions import commit_topic, read_committed_from
 from elasticity.quality import cursor, history, state_check
 from elasticity.quality.checks import KAFKA_COLUMNS, LOST_COLUMNS, Done, QualityInputs
 from elasticity.quality.report import summary_html, write_index
+from elasticity.quality.report_files import ReportFiles, public
 from elasticity.quality.suite import QualityResult, run_suites
 from elasticity.state.backends.blob_manager import BlobNotFound
 
@@ -348,6 +352,34 @@ def load_inputs(
     return Loaded(q, span, ids, edge)
 
 
+@dataclass(frozen=True)
+class RunReport:
+    """Where a run's report went (`files`: its folder, local or on the job's object store) and what its
+    summary.json says."""
+
+    files: ReportFiles
+    summary: dict[str, Any]
+
+    @property
+    def folder(self) -> str:
+        return history.folder_of(self.files.location)
+
+    def read_text(self, name: str = "summary.html") -> str:
+        return self.files.read_text(name)
+
+
+@contextmanager
+def _built_in(files: ReportFiles) -> Iterator[Path]:
+    """Where a run's report is built: its own folder when that is local, else a scratch folder of this process,
+    put on the object store whole once built."""
+    if files.local_folder is not None:
+        yield files.local_folder
+        return
+    with tempfile.TemporaryDirectory(prefix="elasticity-quality-") as scratch:
+        yield Path(scratch)
+        files.put_folder(Path(scratch), "")
+
+
 def run_quality(
     config: JobConfig,
     store: CheckpointStore,
@@ -358,36 +390,41 @@ def run_quality(
     report_dir: str | os.PathLike[str] | None = None,
     incremental: bool = False,
     run_name: str | None = None,
-) -> tuple[QualityResult, Path]:
-    """Validate and report; returns the result and the run's summary.html. An incremental
-    run that passes moves the job's validated edge to its last batch."""
-    root = Path(report_dir or config.report_dir)
+) -> tuple[QualityResult, RunReport]:
+    """Validate and report (to `report_dir`, a folder or URI; default the job's report location); returns the
+    result and where the run's report went. An incremental run that passes moves the job's validated edge to
+    its last batch."""
+    job = config.job_name
+    reports = ReportFiles(str(report_dir) if report_dir else config.report_location)
     stores = load_application(config.app_class, config.inputs).stores
-    since = (cursor.load(root, stores) or cursor.start()) if incremental else None
+    since = (cursor.load(store, job, stores) or cursor.start()) if incremental else None
     loaded = load_inputs(config, store, inputs, from_batch=from_batch, to_batch=to_batch, since=since)
     q, span, window = loaded.inputs, loaded.span, loaded.window
     name = run_name or time.strftime("%Y%m%dT%H%M%S")
-    folder = root / "runs" / "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-    result = run_suites(q, folder, config.job_name, run_name=name, window=span)
-    metrics = store.metrics(config.job_name, limit=200)
-    summary = {
-        "job": config.job_name,
-        "run": name,
-        "window": span,
-        "batches": window,
-        "success": result.success,
-        "finished_ms": int(time.time() * 1000),
-        "checks": [asdict(c) for c in result.checks],
-    }
-    (folder / "summary.html").write_text(summary_html(config.job_name, result, metrics, f"Run {name}, window: {span}"))
-    (folder / "summary.json").write_text(json.dumps(summary, indent=2))
+    folder = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+    files = reports.child(f"runs/{folder}")
+    metrics = store.metrics(job, limit=200)
+    with _built_in(files) as built:
+        result = run_suites(q, built, job, run_name=name, window=span)
+        summary = {
+            "job": job,
+            "run": name,
+            "window": span,
+            "batches": window,
+            "success": result.success,
+            "finished_ms": int(time.time() * 1000),
+            "checks": [asdict(c) for c in result.checks],
+        }
+        (built / "summary.html").write_text(summary_html(job, result, metrics, f"Run {name}, window: {span}"))
+        (built / "summary.json").write_text(json.dumps(summary, indent=2))
+    result = replace(result, data_docs=public(files.child("data_docs/index.html").location))
     if loaded.edge is not None and result.success:
-        cursor.save(root, loaded.edge, stores)
-    history.record_run(root, summary, folder.name)
-    history.expire_runs(root, keep=config.quality_retain_runs, keep_failed=config.quality_retain_failed_runs)
-    (root / "summary.json").write_text(json.dumps({**summary, "folder": str(folder.relative_to(root))}, indent=2))
-    write_index(root, config.job_name, metrics)
-    return result, folder / "summary.html"
+        cursor.save(store, job, loaded.edge, stores)
+    history.record_run(store, job, summary, files)
+    history.expire_runs(store, job, reports, keep=config.quality_retain_runs, keep_failed=config.quality_retain_failed_runs)
+    reports.write_text("summary.json", json.dumps({**summary, "folder": f"runs/{folder}"}, indent=2))
+    write_index(reports, store, job, metrics)
+    return result, RunReport(files, summary)
 
 
 def _declared_lost(store: CheckpointStore, job: str, ids: list[int]) -> pd.DataFrame:

@@ -1,5 +1,5 @@
-"""What the job page shows, gathered once per request from the store, the
-brokers and the report folder: the job model with each virtual task's
+"""What the job page shows, gathered once per request from the store and the
+brokers: the job model with each virtual task's
 checkpoint and live lag, recent batches, rescales, the scale policy, the last
 data-quality runs, and the dry run of a rescale. Plain data, also served as
 JSON; no Airflow here, so it is built the same way in a benchmark."""
@@ -154,10 +154,9 @@ def build_view(
         job=job, generation=current.number if current else None, factor=current.factor if current else None, policy=policy
     )
     view.before, view.runs_before = before, runs_before
-    reports = config.report_dir
-    runs = run_page(reports, limit=QUALITY_RUNS, before=runs_before)
+    runs = run_page(store, job, limit=QUALITY_RUNS, before=runs_before)
     view.quality_runs, view.older_runs = list(runs.runs), runs.older
-    latest = view.quality_runs if runs_before is None else list(run_page(reports, limit=1).runs)
+    latest = view.quality_runs if runs_before is None else list(run_page(store, job, limit=1).runs)
     view.quality = latest[0] if latest else None
     if current is None:
         return view

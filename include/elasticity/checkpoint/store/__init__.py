@@ -2,7 +2,9 @@
 
 It keeps, per job: the JobModel generations (factor and model of each), each virtual task's checkpoint
 history (the last N per version), the write-ahead batch plans, a lease with expiry, each batch's and
-rescale's metrics and each run's Kafka transactional ids. The `expire_*` methods are the retention rules
+rescale's metrics, each run's Kafka transactional ids, the data-quality edge and run index, and each task
+attempt's failure; and each Spark Connect server's health. Whatever a process writes that another reads back
+lives here (or in the job's object store), never on one worker's disk. The `expire_*` methods are the retention rules
 (run by `elasticity.maintenance`): each deletes in statements of at most DELETE_CHUNK rows.
 
 Every write of checkpoints, plans or generations goes through one fenced transaction (`_fenced`): it opens
@@ -13,18 +15,20 @@ transaction.
 
 `CheckpointStore` is the facade of the package's modules: `store_schema` (the tables), `schema_upgrade` and
 `schema_migrations/` (Alembic), `store_engine`, `leases` (leases and fences), `batch_rows`,
-`generation_rows`, `checkpoint_rows`, `metric_rows`, `transactional_ids` and `retention`.
+`generation_rows`, `checkpoint_rows`, `metric_rows`, `transactional_ids`, `quality_rows`, `health_rows` and
+`retention`.
 """
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from elasticity import faults
 from elasticity.checkpoint.batch_plan import BatchPlan, OffsetRange
@@ -32,13 +36,17 @@ from elasticity.checkpoint.store import (
     batch_rows,
     checkpoint_rows,
     generation_rows,
+    health_rows,
     leases,
     metric_rows,
+    quality_rows,
     retention,
     transactional_ids,
 )
 from elasticity.checkpoint.store.generation_rows import Generation
+from elasticity.checkpoint.store.health_rows import AttemptFailure, EngineState
 from elasticity.checkpoint.store.leases import Lease
+from elasticity.checkpoint.store.quality_rows import QualityEdge, QualityRun
 from elasticity.checkpoint.store.schema_upgrade import SCHEMA_ATTEMPTS, ensure_schema
 from elasticity.checkpoint.store.store_engine import CONNECT_TIMEOUT_S, make_engine, masked, unreachable
 from elasticity.checkpoint.store.store_errors import (
@@ -68,12 +76,16 @@ __all__ = [
     "CONNECT_TIMEOUT_S",
     "DELETE_CHUNK",
     "SCHEMA_ATTEMPTS",
+    "AttemptFailure",
     "BatchStateError",
     "CheckpointStore",
+    "EngineState",
     "Generation",
     "Lease",
     "LeaseHeldError",
     "PendingBatchError",
+    "QualityEdge",
+    "QualityRun",
     "StaleGenerationError",
     "StoreError",
     "SupersededError",
@@ -91,6 +103,8 @@ __all__ = [
 
 DELETE_CHUNK = 1000
 """Most rows one retention statement deletes."""
+RACE_ATTEMPTS = 20
+"""Tries of a write whose key another writer may take first (the next run's seq, an engine's first probe)."""
 
 T = TypeVar("T")
 
@@ -128,6 +142,17 @@ class CheckpointStore:
         """One unfenced write (lease, metrics, transactional ids) in a transaction of its own."""
         with self.engine.begin() as conn:
             return write(conn, *args, **kwargs)
+
+    def _retried(self, write: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """An unfenced write that two writers may race to insert (a key both computed): the loser tries again."""
+        for attempt in range(RACE_ATTEMPTS):
+            try:
+                return self._write(write, *args, **kwargs)
+            except IntegrityError:
+                if attempt == RACE_ATTEMPTS - 1:
+                    raise
+                time.sleep(random.uniform(0, 0.01 * (attempt + 1)))
+        raise AssertionError("unreachable")
 
     @contextmanager
     def _fenced(self, job: str, generation: int, owner: str | None, *, rescale_at: int | None = None) -> Iterator[Connection]:
@@ -219,6 +244,58 @@ class CheckpointStore:
         """The latest rescales' metrics (with `before`, of the generations below that number), oldest first."""
         return self._read(metric_rows.latest, rescale_metrics, rescale_metrics.c.generation, job, limit=limit, before=before)
 
+    # --- data quality: its edge and its runs' index -------------------------------
+
+    def quality_edge(self, job: str) -> QualityEdge | None:
+        """Where incremental data quality stands for the job (None: never validated)."""
+        return self._read(quality_rows.edge, job)
+
+    def save_quality_edge(self, job: str, edge: QualityEdge) -> None:
+        """Replace the job's edge in one transaction: the next run reads the old edge whole or the new one whole."""
+        self._write(quality_rows.put_edge, job, edge, now=self.clock())
+
+    def validated_batch(self, job: str) -> int:
+        """The last batch an incremental data-quality run passed (0: none yet): what retention may expire up to."""
+        return self._read(quality_rows.last_batch, job)
+
+    def record_quality_run(self, job: str, run: QualityRun) -> int:
+        """Append a finished run to the job's index (a retried run's earlier line replaced); returns its seq."""
+        return self._retried(quality_rows.add_run, job, run)
+
+    def quality_runs(self, job: str, *, limit: int, before: int | None = None) -> list[QualityRun]:
+        """Up to `limit` kept runs, newest first, of those with `seq` below `before` (None: the latest)."""
+        return self._read(quality_rows.runs, job, limit=limit, before=before)
+
+    def quality_run(self, job: str, folder: str) -> QualityRun | None:
+        """The kept run whose report folder is named `folder` (None: none, or removed by retention)."""
+        return self._read(quality_rows.run_by_folder, job, folder)
+
+    def expired_quality_runs(self, job: str, *, keep: int, keep_failed: int) -> list[QualityRun]:
+        """The runs beyond `quality.report.retain.*`, oldest first (bounded by the runs since the last expiry)."""
+        return self._read(quality_rows.expired_runs, job, keep=keep, keep_failed=keep_failed)
+
+    def remove_quality_runs(self, job: str, seqs: Iterable[int]) -> int:
+        """Remove runs from the index, DELETE_CHUNK at a time; returns how many."""
+        seqs, removed = sorted(seqs), 0
+        for i in range(0, len(seqs), DELETE_CHUNK):
+            removed += self._write(quality_rows.remove_runs, job, seqs[i : i + DELETE_CHUNK])
+        return removed
+
+    # --- health: task attempts' failures and the engines' probes --------------------
+
+    def record_failure(self, job: str, *, run_id: str, attempt: int, task: str, error: str) -> None:
+        """A task attempt's failure in one line, for the job page (read by the API server, wherever it ran)."""
+        failure = AttemptFailure(run_id=run_id, attempt=attempt, task=task, error=error, created_ms=self.clock())
+        self._retried(health_rows.put_failure, job, failure)
+
+    def last_failure(self, job: str, run_id: str, task: str | None = None) -> AttemptFailure | None:
+        """The run's latest failed attempt (of `task`, if given)."""
+        return self._read(health_rows.last_failure, job, run_id, task)
+
+    def engine_probed(self, address: str, *, reachable: bool) -> EngineState:
+        """Record a probe of the engine at `address`; returns since when it has answered (or not)."""
+        return self._retried(health_rows.probed, address, reachable=reachable, now=self.clock())
+
     # --- retention: each rule deletes in statements of at most DELETE_CHUNK rows --------
 
     def expire_plans(self, job: str, *, before_ms: int, through_batch: int) -> int:
@@ -234,6 +311,14 @@ class CheckpointStore:
     def expire_transactional_ids(self, job: str, *, before_ms: int) -> int:
         """Closed transactional ids recorded before `before_ms`: no run reads them again (open ones are fenced first)."""
         return retention.expire_transactional_ids(self.engine, job, before_ms=before_ms, chunk=DELETE_CHUNK)
+
+    def expire_failures(self, job: str, *, before_ms: int) -> int:
+        """Task attempts' failures recorded before `before_ms` (the page shows only a running run's)."""
+        return retention.expire_failures(self.engine, job, before_ms=before_ms, chunk=DELETE_CHUNK)
+
+    def expire_engine_health(self, *, before_ms: int) -> int:
+        """Engines not probed since `before_ms`: rows of no job's, kept as long as metrics."""
+        return self._write(health_rows.expire_engines, before_ms=before_ms)
 
     def expire_checkpoints(self, job: str) -> int:
         """Checkpoints of the generations before the previous one: a batch reads the current generation's, a

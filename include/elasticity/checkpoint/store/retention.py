@@ -10,6 +10,7 @@ from sqlalchemy.engine import Engine
 
 from elasticity.checkpoint.store import batch_rows, generation_rows
 from elasticity.checkpoint.store.store_schema import (
+    attempt_failures,
     batch_metrics,
     batches,
     checkpoints,
@@ -54,6 +55,11 @@ def expire_transactional_ids(engine: Engine, job: str, *, before_ms: int, chunk:
         transactions.c.created_ms < before_ms,
         chunk=chunk,
     )
+
+
+def expire_failures(engine: Engine, job: str, *, before_ms: int, chunk: int) -> int:
+    c = attempt_failures.c
+    return delete_chunks(engine, attempt_failures, c.created_ms, job, c.created_ms < before_ms, chunk=chunk)
 
 
 def expire_checkpoints(engine: Engine, job: str, *, chunk: int) -> int:
