@@ -243,7 +243,7 @@ def test_data_docs_open_styled_with_no_network(job, airflow, browser):
     page.locator("#quality a.docs").first.click()
     page.wait_for_load_state("load")
     rows = page.locator("#Validation-Results tr.clickable-row")
-    assert rows.count() == 6  # the validation list (six checks: a stateful job), filled without bootstrap-table
+    assert rows.count() == 7  # the validation list (seven checks: a stateful job), filled without bootstrap-table
     assert page.evaluate("getComputedStyle(document.querySelector('.alert-secondary')).backgroundColor") == "rgb(233, 236, 239)"
     assert "manual__ui_test batches" in rows.first.inner_text()  # named after the run and its window
     page.screenshot(path=str(OUTPUT / "data-docs-offline.png"), full_page=True)
