@@ -29,6 +29,7 @@ from elasticity.batch.coordinator.job_coordinator import JobCoordinator
 from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, OUTPUT_SCHEMA, output_roots, read_table, write_batch_file
 from elasticity.batch.sinks.sink_identity import IdentityMismatch, guard_sinks
 from elasticity.checkpoint.store import CheckpointStore
+from elasticity.checkpoint.store.attempt_token import AttemptToken
 from elasticity.config import ConfigError, parse_properties, validate
 from elasticity.jobmodel.model import SystemStream
 from elasticity.kafka.consumer import KafkaInputs
@@ -306,7 +307,7 @@ def test_airflows_scheduler_drives_the_cluster_job_a_rescale_and_data_quality_an
         assert api.wait_dag(batches)["is_paused"] is False
         run = wait_for(lambda: finished(api, batches), 240, "no lag-triggered micro-batch run finished", airflow)[-1]
         assert run["run_type"] == "asset_triggered" and run["state"] == "success", airflow.tail(60)  # the lag watcher's
-        mine = [m for m in store.metrics(name) if m["owner"] == run["dag_run_id"]]
+        mine = [m for m in store.metrics(name) if AttemptToken.parse(m["owner"]).run == run["dag_run_id"]]
         assert [m["batch_id"] for m in mine] == [1, 2] and sum(m["processed"] for m in mine) == 400
         homes = set(state.workers)
         assert {e.split(":", 1)[1] for m in mine for e in m["metrics"]["executors"]} == homes  # both workers ran slots
