@@ -26,6 +26,7 @@ from elasticity.kafka.consumer import KafkaInputs
 from elasticity.kafka.producer import send
 from elasticity.spark.engine import MicroBatchEngine
 from tests.conftest import REPO
+from tests.support.helpers import read_log
 
 ELASTICITY = str(Path(sys.executable).with_name("elasticity"))
 MALFORMED = [(b"user-bad", b"not json{"), (None, b'{"amount": 3}'), (b"user-1", b'{"no_key": true}')]
@@ -240,20 +241,13 @@ def test_an_upload_that_fails_behind_a_later_batch_commits_nothing_after_it(spar
 
 
 def test_kafka_sink_relays_every_record_with_its_key(spark, kafka_bootstrap, job):
-    from kafka import KafkaConsumer, TopicPartition
-
     topic, props, tmp_path = job
     feed(kafka_bootstrap, topic, 300, seed=4)
     props["app.class"] = "tests.support.apps:relay"
     config = validate(props)
     summary = MicroBatchEngine(config, spark).run(until_caught_up=True)[-1]
     assert summary.lag_left == 0
-    consumer = KafkaConsumer(bootstrap_servers=kafka_bootstrap, enable_auto_commit=False, consumer_timeout_ms=3000)
-    tps = [TopicPartition(f"{topic}-relay", p) for p in range(3)]
-    consumer.assign(tps)
-    consumer.seek_to_beginning()
-    relayed = [json.loads(r.value) | {"key": r.key} for r in consumer]
-    consumer.close()
+    relayed = [json.loads(v) | {"key": k} for _, _, k, v in read_log(kafka_bootstrap, f"{topic}-relay")]
     assert len(relayed) == 300 + 2  # the undecodable record went to the dead letters
     assert len({(r["partition"], r["offset"]) for r in relayed}) == len(relayed)
 

@@ -32,6 +32,7 @@ from elasticity.views.jobview import build_view
 from elasticity.views.page import render
 from tests.conftest import REPO
 from tests.integration.test_engine import ELASTICITY, feed
+from tests.support.helpers import read_log
 
 STATEFUL = "elasticity.apps.enrichment:build_stateful"
 
@@ -66,28 +67,19 @@ def job(kafka_bootstrap, tmp_path, monkeypatch):
 
 def reference(config):
     """Running (total, count) per user after every input record, computed from the topic alone."""
-    from kafka import KafkaConsumer, TopicPartition
-
     (stream,) = config.inputs
-    consumer = KafkaConsumer(
-        bootstrap_servers=os.environ["KAFKA_BOOTSTRAP_SERVERS"], enable_auto_commit=False, consumer_timeout_ms=3000
-    )
-    tps = [TopicPartition(stream.stream, p) for p in range(2)]
-    consumer.assign(tps)
-    consumer.seek_to_beginning()
-    records = sorted(consumer, key=lambda r: (r.partition, r.offset))
-    consumer.close()
+    records = read_log(os.environ["KAFKA_BOOTSTRAP_SERVERS"], stream.stream)
     totals, emitted = {}, {}
-    for r in records:
+    for partition, offset, key, value in records:
         try:
-            order = json.loads(r.value)
+            order = json.loads(value)
         except ValueError:
             continue
-        if r.key is None or not isinstance(order, dict) or "key" not in order:
+        if key is None or not isinstance(order, dict) or "key" not in order:
             continue
-        t = totals.get(r.key.decode(), {"total": 0, "count": 0})
+        t = totals.get(key.decode(), {"total": 0, "count": 0})
         t = {"total": round(t["total"] + order["amount"], 2), "count": t["count"] + 1}
-        totals[r.key.decode()] = emitted[(r.partition, r.offset)] = t
+        totals[key.decode()] = emitted[(partition, offset)] = t
     return totals, emitted
 
 

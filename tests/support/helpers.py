@@ -40,25 +40,33 @@ def write_properties(path: Path, props: dict[str, str]) -> Path:
     return path
 
 
-def read_committed(bootstrap: str, topic: str, start: int = 0) -> list[tuple[int, bytes | None, bytes | None]]:
-    """(partition, key, value) of every record a read_committed consumer of `topic` sees from offset `start` of
-    each partition, partition by partition, in log order."""
+def read_log(
+    bootstrap: str, topic: str, isolation: str = "read_uncommitted"
+) -> list[tuple[int, int, bytes | None, bytes | None]]:
+    """(partition, offset, key, value) of every record of `topic` up to each partition's high watermark, partition
+    by partition, in log order: read to the end the broker names, never until a poll times out."""
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "isolation.level": "read_committed"})
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "isolation.level": isolation})
     out = []
     try:
         for p in sorted(c.list_topics(topic, timeout=10).topics[topic].partitions):
             tp = TopicPartition(topic, p)
-            high = c.get_watermark_offsets(tp, timeout=10, cached=False)[1]
-            if high <= start:
+            low, high = c.get_watermark_offsets(tp, timeout=10, cached=False)
+            if high <= low:
                 continue
-            c.assign([TopicPartition(topic, p, start)])
+            c.assign([TopicPartition(topic, p, low)])
             while c.position([tp])[0].offset < high:  # past markers and aborted records too
-                out += [(p, m.key(), m.value()) for m in c.consume(500, timeout=0.5) if m.error() is None]
+                out += [(p, m.offset(), m.key(), m.value()) for m in c.consume(500, timeout=0.5) if m.error() is None]
         return out
     finally:
         c.close()
+
+
+def read_committed(bootstrap: str, topic: str, start: int = 0) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(partition, key, value) of every record a read_committed consumer of `topic` sees from offset `start` of
+    each partition, partition by partition, in log order."""
+    return [(p, k, v) for p, o, k, v in read_log(bootstrap, topic, "read_committed") if o >= start]
 
 
 def edge_table(store, job: str, table: str):

@@ -323,3 +323,26 @@ def test_a_batch_is_durable_once_every_index_exists_and_fails_on_any_failed_one(
     blobs.put_bytes(failing[-1] + FAILED, b"OSError: disk full")  # the last one's uploader gave up
     with pytest.raises(UploadFailed, match="disk full"):
         await_durable(blobs, [{BLOB_STORE_FACTORY: {"store": index}} for index in failing], timeout_s=30)
+
+
+def test_a_reader_awaiting_a_blob_never_reads_it_half_written(tmp_path):
+    """Another process's upload of the base index is awaited (`await_blob`), then read: on a local folder a
+    file exists from its creation, so a blob must appear whole, as an object store's PUT does."""
+    blobs = BlobStoreManager(str(tmp_path / "blobs"))
+    local = tmp_path / "big.sst"
+    local.write_bytes(bytes(range(256)) * (256 << 10))  # 64 MiB: put in 4 MiB pieces, for long enough to be seen
+    for n in range(5):
+        blob, seen = f"t/files/{n}.sst", []
+        reader = threading.Thread(target=lambda b=blob, s=seen: s.append(blobs.await_blob(b, 30) or len(blobs.get_bytes(b))))
+        reader.start()
+        blobs.put_file(local, blob)
+        reader.join(30)
+        assert seen == [local.stat().st_size], f"read {seen} of {local.stat().st_size} bytes"
+    assert blobs.list("t/") == [f"t/files/{n}.sst" for n in range(5)]  # no part file left
+
+
+def test_a_writer_that_fails_half_way_leaves_no_blob(tmp_path):
+    blobs = BlobStoreManager(str(tmp_path / "blobs"))
+    with pytest.raises(TypeError):
+        blobs.put_bytes("t/files/a.sst", object())  # the write fails once its file was opened
+    assert blobs.list("t/") == [] and not blobs.exists("t/files/a.sst")

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import time
+import uuid
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from pyarrow import fs
@@ -54,12 +56,33 @@ class BlobStoreManager:
     def put_file(self, local: Path, blob_id: str) -> int:
         """Upload a file; returns its CRC-32."""
         crc = 0
-        self._parent(blob_id)
-        with open(local, "rb") as src, self.fs.open_output_stream(self._path(blob_id)) as out:
+        with open(local, "rb") as src, self._output(blob_id) as out:
             while chunk := src.read(4 << 20):
                 crc = zlib.crc32(chunk, crc)
                 out.write(chunk)
         return crc
+
+    @contextlib.contextmanager
+    def _output(self, blob_id: str) -> Iterator:
+        """A blob appears whole or not at all, as an object store's PUT does: a reader that waits for it
+        (`await_blob`) must never read a local file still being written, so one is written under another
+        name and renamed. A writer killed half-way leaves that part file, named like its blob, which the
+        store's cleanup deletes with it."""
+        path = self._path(blob_id)
+        if not isinstance(self.fs, fs.LocalFileSystem):
+            with self.fs.open_output_stream(path) as out:
+                yield out
+            return
+        self._parent(blob_id)
+        part = f"{path}.part-{uuid.uuid4().hex[:8]}"
+        try:
+            with self.fs.open_output_stream(part) as out:
+                yield out
+            self.fs.move(part, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.delete_file(part)
+            raise
 
     def get_file(self, blob_id: str, local: Path) -> int:
         """Download a blob to a file; returns its CRC-32."""
@@ -74,8 +97,7 @@ class BlobStoreManager:
         return crc
 
     def put_bytes(self, blob_id: str, data: bytes) -> None:
-        self._parent(blob_id)
-        with self.fs.open_output_stream(self._path(blob_id)) as out:
+        with self._output(blob_id) as out:
             out.write(data)
 
     def get_bytes(self, blob_id: str) -> bytes:
