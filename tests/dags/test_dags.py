@@ -94,6 +94,29 @@ def test_every_dag_imports_and_is_documented(world):
     assert factor.schema["maximum"] == 256 and factor.schema["minimum"] == 1
 
 
+def test_a_job_file_that_does_not_load_is_an_import_error_of_its_own_and_the_other_jobs_keep_their_dags(world, monkeypatch):
+    job, tmp = world
+    good = next((tmp / "jobs").glob("*.properties")).read_text()
+    jobs = tmp / "jobs-with-bad-files"
+    jobs.mkdir()
+    (jobs / "good.properties").write_text(good)
+    (jobs / "other.properties").write_text(good.replace(f"job.name={job}", f"job.name={job}b"))
+    (jobs / "latin1.properties").write_bytes(good.replace(f"job.name={job}", "job.name=caf\xe9").encode("latin-1"))
+    (jobs / "typo.properties").write_text(good.replace(f"job.name={job}", "job.name=typo").replace("factor=2", "factor=zwei"))
+    for twin in ("twin-a", "twin-b"):
+        (jobs / f"{twin}.properties").write_text(good.replace(f"job.name={job}", "job.name=twin"))
+    monkeypatch.setenv("ELASTICITY_JOBS_DIR", str(jobs))
+    bag = dagbag()
+    (where, error), *others = bag.import_errors.items()
+    assert not others and where.endswith("elastic_jobs_check.py"), bag.import_errors
+    assert "3 job config file(s) left out" in error and f"{jobs / 'latin1.properties'}: not UTF-8 text (byte 12" in error
+    assert f"{jobs / 'typo.properties'}: invalid job config:" in error and "job.elasticity.factor" in error
+    assert f"job.name=twin is claimed by {jobs / 'twin-a.properties'}, {jobs / 'twin-b.properties'}" in error
+    kept = {d.removeprefix("elastic_microbatch__") for d in bag.dag_ids if d.startswith("elastic_microbatch__")}
+    assert kept == {job, f"{job}b"}
+    assert {f"elastic_data_quality__{job}b", f"elastic_maintenance__{job}b"} <= set(bag.dag_ids)
+
+
 def test_microbatch_rescale_microbatch_then_quality(world):
     from elasticity.airflow.tasks import open_job
 

@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient
 
 from elasticity.batch.coordinator.log_bounds import InputTruncatedError
 from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, read_table
+from elasticity.checkpoint.store import StoreError
 from elasticity.config import validate
 from elasticity.kafka.admin import create_topic
 from elasticity.kafka.consumer import KafkaInputs
@@ -100,4 +101,51 @@ def test_a_recreated_topic_fails_whatever_the_policy(spark, kafka_bootstrap, job
 
     with pytest.raises(InputTruncatedError, match=r"is at offset 20, past the log's end 5: the topic was deleted and recreated"):
         MicroBatchEngine(validate(props), spark).run(until_caught_up=True)
+    assert audited_offsets(tmp_path) == list(range(20))
+
+
+def test_a_checkpoint_without_one_of_its_tasks_partitions_is_refused_on_read_and_on_write(spark, kafka_bootstrap, job, tmp_path):
+    """A checkpoint row cut short outside the product (an input partition's offset gone) must not make the task
+    read that partition from nowhere: reading it fails naming task and partition, and checkpoint-tool write
+    refuses such a file."""
+    import json
+    import subprocess
+
+    from elasticity.batch.coordinator.job_coordinator import JobCoordinator
+    from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
+    from elasticity.checkpoint.tool import checkpoints_to_tool_json
+    from tests.integration.test_engine import ELASTICITY
+    from tests.support.helpers import write_properties
+
+    topic, props, _ = job
+    config = validate(props)
+    engine = MicroBatchEngine(config, spark)
+    engine.run(until_caught_up=True)
+    coordinator = JobCoordinator(config, engine.store, KafkaInputs(config))
+    generation = coordinator.current()
+    cps = coordinator.checkpoints(generation)
+    victim = sorted(cps)[0]
+    (ssp,) = cps[victim].offsets
+    cut = TaskCheckpoint.of_offsets(victim, {})
+    written = json.dumps(checkpoints_to_tool_json([cut, *(cps[t] for t in sorted(cps)[1:])]))
+
+    path = write_properties(tmp_path / "job.properties", props)
+    (tmp_path / "cut.json").write_text(written)
+    refused = subprocess.run(
+        [ELASTICITY, "checkpoint-tool", "write", str(tmp_path / "cut.json"), "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode != 0 and f"task {victim.name!r} has no offset for ['{ssp}']" in refused.stderr, refused.stderr
+    assert coordinator.checkpoints(generation) == cps  # nothing written
+
+    engine.store.replace_checkpoints(  # the row cut short behind the product's back
+        config.job_name, generation.number, [cut], write_versions=config.checkpoint_write_versions, owner=None
+    )
+    send(kafka_bootstrap, topic, records(20, 5))
+    with pytest.raises(
+        StoreError, match=rf"1 input partitions without an offset in their task's checkpoint, e.g. \['{victim.name}: "
+    ):
+        engine.run(until_caught_up=True)
     assert audited_offsets(tmp_path) == list(range(20))

@@ -24,6 +24,7 @@ def test_writes_a_project(tmp_path: Path):
         "README.md",
         "click_stream_app.py",
         "dags/elastic_data_quality.py",
+        "dags/elastic_jobs_check.py",
         "dags/elastic_maintenance.py",
         "dags/elastic_microbatch.py",
         "dags/elastic_rescale.py",

@@ -18,6 +18,7 @@ reach the collector Airflow's own metrics go to (elasticity.metrics.reporters).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -27,19 +28,25 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from elasticity.airflow.project import jobs_dir
+from elasticity.config.job_files import read_jobs_folder
+
+log = logging.getLogger(__name__)
 
 
 def job_configs() -> dict[str, Path]:
     """job.name -> config file, for every `.properties` file in the jobs folder (ELASTICITY_JOBS_DIR, else
-    include/jobs of the current directory; a missing folder is an error saying so)."""
-    from elasticity.config import parse_properties
+    include/jobs of the current directory; a missing folder is an error saying so) that loads and names a job
+    no other file names. The files left out are logged here and raised by `check_jobs_folder`."""
+    found = read_jobs_folder(jobs_dir())
+    for problem in found.problems:
+        log.warning("left out of the jobs: %s", problem)
+    return found.jobs
 
-    found = {}
-    for path in sorted(jobs_dir().glob("*.properties")):
-        name = parse_properties(path.read_text()).get("job.name")
-        if name:
-            found[name] = path
-    return found
+
+def check_jobs_folder() -> None:
+    """The jobs folder's check DAG file: an import error naming each file left out and why."""
+    if error := read_jobs_folder(jobs_dir()).error():
+        raise error
 
 
 STATSD_OPTIONS = ("statsd_on", "statsd_host", "statsd_port", "statsd_prefix")

@@ -36,6 +36,7 @@ from elasticity.config.keys import (
     declared_keys,
     key,
 )
+from elasticity.config.names import JOB_NAME_ALLOWED, TOPIC_ALLOWED, is_topic
 from elasticity.config.parsers import (
     callback_timeout,
     checkpoint_versions,
@@ -43,6 +44,7 @@ from elasticity.config.parsers import (
     flag,
     input_list,
     int_range,
+    job_name,
     nonempty,
     parse_factories,
     py_files,
@@ -50,7 +52,7 @@ from elasticity.config.parsers import (
     retention_ms,
     store_url,
 )
-from elasticity.config.properties import parse_properties
+from elasticity.config.properties import read_properties
 from elasticity.config.rules import Parsed, check_rules
 from elasticity.jobmodel.grouping import GROUPER_NAMES, Grouper, PartitionScheme
 from elasticity.jobmodel.model import SystemStream
@@ -65,7 +67,11 @@ class JobConfig:
 
     # --- the job, its inputs and its tasks ---
     job_name: str = key(
-        "job.name", nonempty, REQUIRED, doc="Name of the job; also names its state and checkpoints.", samza=SAME_AS_SAMZA
+        "job.name",
+        job_name,
+        REQUIRED,
+        doc="Name of the job; also names its DAGs, folders, state and checkpoints, so it is limited to " + JOB_NAME_ALLOWED + ".",
+        samza=SAME_AS_SAMZA,
     )
     job_id: str = key("job.id", nonempty, "1", doc="Instance id of the job, as in Samza.", samza=SAME_AS_SAMZA)
     inputs: tuple[SystemStream, ...] = key(
@@ -695,11 +701,16 @@ def _resolve_inputs(values: Mapping[str, Any]) -> tuple[tuple[SystemStream, ...]
     default_system = values["job.default.system"]
     for item in values["task.inputs"] or ():
         if "." in item:
-            inputs.append(SystemStream.parse(item))
+            stream = SystemStream.parse(item)
         elif default_system:
-            inputs.append(SystemStream(default_system, item))
+            stream = SystemStream(default_system, item)
         else:
             errors.append(f"task.inputs={item!r}: expected system.stream (or set job.default.system)")
+            continue
+        if is_topic(stream.stream):
+            inputs.append(stream)
+        else:
+            errors.append(f"task.inputs={item!r}: stream {stream.stream!r} is not {TOPIC_ALLOWED}")
     return tuple(inputs), errors
 
 
@@ -723,11 +734,8 @@ def validate(props: Mapping[str, str], *, strict: bool = False, warn_unknown: bo
 
 def load_config(path: str | os.PathLike[str], *, strict: bool = False) -> JobConfig:
     p = Path(path)
+    props = read_properties(p)
     try:
-        text = p.read_text()
-    except OSError as e:
-        raise ConfigError(f"cannot read config file {p}: {e.strerror}") from e
-    try:
-        return validate(parse_properties(text), strict=strict)
+        return validate(props, strict=strict)
     except ConfigError as e:
         raise ConfigError(f"{p}: {e}") from e

@@ -15,6 +15,7 @@ from typing import Generic, TypeVar
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from elasticity.config.names import JOB_NAME_ALLOWED, is_job_name
 from elasticity.jobmodel.model import SystemStream
 
 T = TypeVar("T")
@@ -72,6 +73,15 @@ def _nonempty(text: str) -> str:
 
 
 nonempty = Parser(_nonempty, "a non-empty string")
+
+
+def _job_name(text: str) -> str:
+    if not is_job_name(name := text.strip()):
+        raise ValueError
+    return name
+
+
+job_name = Parser(_job_name, JOB_NAME_ALLOWED)
 
 
 def _some_items(text: str) -> tuple[str, ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from elasticity.config.errors import ConfigError
 
@@ -36,3 +37,17 @@ def parse_properties(text: str) -> dict[str, str]:
             raise ConfigError(f"line {logical!r} is not key=value")
         props[m.group(1)] = _unescape(m.group(2).strip())
     return props
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """A `.properties` file's keys; a ConfigError naming the file, and the line or byte, when it cannot be read."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}: {e.object[e.start : e.start + 1]!r})") from e
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror}") from e
+    try:
+        return parse_properties(text)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from e

@@ -35,6 +35,7 @@ from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, OUTPUT_SCHEMA, output_r
 from elasticity.checkpoint.commit_record import complete_records
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import JobConfig
+from elasticity.config.names import path_part
 from elasticity.jobmodel.model import SystemStreamPartition
 from elasticity.kafka.admin import client_settings
 from elasticity.kafka.transactions import commit_topic, read_committed_from
@@ -401,7 +402,7 @@ def run_quality(
     loaded = load_inputs(config, store, inputs, from_batch=from_batch, to_batch=to_batch, since=since)
     q, span, window = loaded.inputs, loaded.span, loaded.window
     name = run_name or time.strftime("%Y%m%dT%H%M%S")
-    folder = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+    folder = path_part(name)
     files = reports.child(f"runs/{folder}")
     metrics = store.metrics(job, limit=200)
     with _built_in(files) as built:

@@ -19,7 +19,14 @@ JOB_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 BIG_ORDER = 100
 """The app's threshold: `elasticity feed` writes amounts from 1 to 500."""
 
-DAGS = ("elastic_data_quality", "elastic_maintenance", "elastic_microbatch", "elastic_rescale", "elastic_scale_schedule")
+DAGS = (
+    "elastic_data_quality",
+    "elastic_jobs_check",
+    "elastic_maintenance",
+    "elastic_microbatch",
+    "elastic_rescale",
+    "elastic_scale_schedule",
+)
 PLUGINS = ("elasticity_plugin",)
 
 

@@ -79,7 +79,8 @@ class JobCoordinator:
         return self.store.generation(self.job)
 
     def checkpoints(self, generation: Generation) -> dict[TaskName, TaskCheckpoint]:
-        """Every task's checkpoint; a task without one is an error, never a silent restart."""
+        """Every task's checkpoint; a task without one, or an input partition missing from its task's, is an
+        error, never a silent restart or skip."""
         found = self.store.checkpoints(
             self.job, generation.number, self.config.checkpoint_read_versions, self.config.live_checkpoint_max_age_ms
         )
@@ -89,6 +90,18 @@ class JobCoordinator:
                 f"job {self.job!r} generation {generation.number}: no checkpoint of version "
                 f"{','.join(map(str, self.config.checkpoint_read_versions))} (task.checkpoint.read.versions) for "
                 f"{len(missing)} tasks, e.g. {missing[:3]}"
+            )
+        uncovered = sorted(
+            f"{t.task_name.name}: {s}"
+            for t in generation.job_model.tasks()
+            for s in t.system_stream_partitions
+            if s not in found[t.task_name].offsets
+        )
+        if uncovered:
+            raise StoreError(
+                f"job {self.job!r} generation {generation.number}: {len(uncovered)} input partitions without an offset in "
+                f"their task's checkpoint, e.g. {uncovered[:3]}; each holds every partition its task reads (these rows were "
+                "written or cut short outside the product): write them whole with checkpoint-tool write before running on"
             )
         return found
 
@@ -469,3 +482,8 @@ def _check_owned(model: JobModel, cp: TaskCheckpoint, where: str) -> None:
     foreign = set(cp.offsets) - owned
     if foreign:
         raise ConfigError(f"task {cp.task_name.name!r} does not read {sorted(map(str, foreign))}")
+    if missing := owned - set(cp.offsets):
+        raise ConfigError(
+            f"task {cp.task_name.name!r} has no offset for {sorted(map(str, missing))}: a checkpoint holds every input "
+            "partition its task reads (one left out would be read from nowhere)"
+        )
