@@ -38,7 +38,6 @@ import os
 import random
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -66,6 +65,7 @@ from elasticity.local.broker import EmbeddedBroker  # noqa: E402
 from elasticity.local.cluster import LocalCluster  # noqa: E402
 from elasticity.local.connect_server import SparkConnectServer  # noqa: E402
 from elasticity.local.daemon import free_port  # noqa: E402
+from elasticity.local.private_postgres import PrivatePostgres  # noqa: E402
 from elasticity.local.standalone import AirflowDb, AirflowStandalone, connections  # noqa: E402
 from elasticity.local.supervisor import SupervisorStatus, status_file, supervise  # noqa: E402
 
@@ -84,49 +84,6 @@ def say(text: str) -> None:
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-class PrivatePostgres:
-    """A PostgreSQL server of its own (initdb + pg_ctl from the system's binaries, trust auth on
-    127.0.0.1), so that the soak may restart it without touching the machine's shared server."""
-
-    def __init__(self, folder: Path, port: int) -> None:
-        found = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
-        if not found:
-            raise SystemExit("no PostgreSQL binaries under /usr/lib/postgresql: the soak's store needs them")
-        self.bin = found[-1].parent
-        self.folder, self.port = folder, port
-        self.data = folder / "data"
-        self.as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []  # initdb refuses root
-
-    def _run(self, *args: str) -> None:
-        subprocess.run([*self.as_postgres, *args], check=True, capture_output=True, text=True, timeout=120)
-
-    def start(self) -> PrivatePostgres:
-        if not self.data.exists():
-            self.folder.mkdir(parents=True, exist_ok=True)
-            if self.as_postgres:
-                shutil.chown(self.folder, "postgres", "postgres")
-            self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
-        self._run(
-            str(self.bin / "pg_ctl"),
-            "-D",
-            str(self.data),
-            "-l",
-            str(self.folder / "postgres.log"),
-            "-w",
-            "-o",
-            f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.folder}",
-            "start",
-        )
-        return self
-
-    def stop(self) -> None:
-        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
-
-    @property
-    def url(self) -> str:
-        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
 
 
 class Feeder(threading.Thread):

@@ -3,9 +3,11 @@
 Every 5 minutes, for each job whose config has `job.elasticity.schedule`
 (`<cron> -> <factor>; ...`) or `job.elasticity.autosize=true` (a factor from lag
 and measured processing rate, within min/max bounds and a cool-down), apply the
-desired factor through the same rescale path as elastic_rescale. One policy: a
-rescale a person asked for holds against both for `job.elasticity.manual.hold.ms`
-(default one hour; the log says until when). Every applied rescale is recorded
+desired factor through the same rescale path as elastic_rescale, job by job: a
+job whose batch holds the lease is tried again after the others, and a decision
+the job moved past meanwhile is dropped. One policy: a rescale a person asked for
+holds against both for `job.elasticity.manual.hold.ms` (default one hour; the
+log says until when). Every applied rescale is recorded
 with its origin and followed by the job's data-quality run.
 """
 
@@ -32,29 +34,9 @@ with DAG(
     @task
     def apply_schedules(**context) -> list[str]:
         """The data-quality DAGs of the jobs it rescaled."""
-        import logging
+        from elasticity.airflow.tasks import apply_scale_decisions
 
-        from elasticity.airflow.hooks import job_configs
-        from elasticity.airflow.tasks import rescale, scale_decision
-
-        log = logging.getLogger(__name__)
-        rescaled = []
-        for job in job_configs():
-            decision = scale_decision(job)
-            log.info("%s: factor %s, %s", job, decision.current, decision.reason)
-            if decision.applies:
-                result = rescale(
-                    job,
-                    decision.factor,
-                    dry_run=False,
-                    owner=f"schedule:{context['run_id']}",
-                    try_number=context["ti"].try_number,
-                    reason=f"{decision.reason} (elastic_scale_schedule run {context['run_id']})",
-                    origin=decision.origin,
-                )
-                if result["applied"]:
-                    rescaled.append(f"elastic_data_quality__{job}")
-        return rescaled
+        return apply_scale_decisions(context["run_id"], context["ti"].try_number)
 
     TriggerDagRunOperator.partial(
         task_id="trigger_data_quality",

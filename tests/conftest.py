@@ -234,7 +234,9 @@ def job_name(request) -> str:
     """A job name unique per test, so tests can share one PostgreSQL database."""
     import uuid
 
-    return f"{request.node.name[:40]}-{uuid.uuid4().hex[:8]}"
+    from elasticity.config.names import path_part
+
+    return f"{path_part(request.node.name[:40])}-{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture(scope="session")

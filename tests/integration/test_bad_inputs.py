@@ -4,6 +4,8 @@ policy; a recreated topic always fails; nothing is skipped silently."""
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
 import time
 import uuid
 
@@ -20,6 +22,8 @@ from elasticity.kafka.consumer import KafkaInputs
 from elasticity.kafka.producer import send
 from elasticity.quality.runner import run_quality
 from elasticity.spark.engine import MicroBatchEngine
+from tests.conftest import REPO
+from tests.integration.test_engine import ELASTICITY
 
 
 def records(start: int, n: int) -> list[tuple[bytes, bytes]]:
@@ -109,12 +113,10 @@ def test_a_checkpoint_without_one_of_its_tasks_partitions_is_refused_on_read_and
     read that partition from nowhere: reading it fails naming task and partition, and checkpoint-tool write
     refuses such a file."""
     import json
-    import subprocess
 
     from elasticity.batch.coordinator.job_coordinator import JobCoordinator
     from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
     from elasticity.checkpoint.tool import checkpoints_to_tool_json
-    from tests.integration.test_engine import ELASTICITY
     from tests.support.helpers import write_properties
 
     topic, props, _ = job
@@ -149,3 +151,62 @@ def test_a_checkpoint_without_one_of_its_tasks_partitions_is_refused_on_read_and
     ):
         engine.run(until_caught_up=True)
     assert audited_offsets(tmp_path) == list(range(20))
+
+
+@pytest.fixture
+def private_postgres():
+    """Its folder straight under /tmp: the server runs as the postgres user, who cannot enter pytest's root-only
+    temporary folders."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from elasticity.local.daemon import free_port
+    from elasticity.local.private_postgres import PrivatePostgres
+
+    folder = Path(tempfile.mkdtemp(prefix="elasticity-pg-"))
+    folder.chmod(0o755)
+    server = PrivatePostgres(folder / "server", free_port()).start()
+    yield server
+    with contextlib.suppress(subprocess.CalledProcessError):
+        server.stop()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_store_outage_mid_commit_commits_nothing_says_so_in_one_line_and_the_next_attempt_heals(
+    spark, kafka_bootstrap, job, private_postgres
+):
+    """The store's PostgreSQL server stops inside a batch's checkpoint transaction: the attempt fails with a
+    StoreUnavailable naming the store's address, the job and the step (the CLI prints it as one line), the
+    batch is not committed, and once the server is back the next attempt waits out the lease the failed one
+    could not release and replays the batch: every record once."""
+    from elasticity import faults
+    from elasticity.checkpoint.store import StoreUnavailable
+
+    topic, props, tmp_path = job
+    props["task.checkpoint.store.url"] = private_postgres.url
+    props["job.lease.ttl.ms"] = "3000"  # the failed attempt cannot release its lease: the next one waits it out
+    config = validate(props)
+    MicroBatchEngine(config, spark).run(until_caught_up=True)
+    send(kafka_bootstrap, topic, records(20, 10))
+
+    def stop_inside_the_commit(point: str) -> None:
+        if point == "commit.checkpoints_written":
+            private_postgres.stop()
+
+    with faults.hook(stop_inside_the_commit), pytest.raises(StoreUnavailable) as e:
+        MicroBatchEngine(config, spark).run(until_caught_up=True)
+    message = str(e.value)
+    assert message.startswith(f"checkpoint store at postgresql+psycopg://postgres@127.0.0.1:{private_postgres.port}/postgres")
+    assert f"failed while committing (fenced) of job {config.job_name!r}: " in message and "\n" not in message
+
+    path = tmp_path / "job.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    down = subprocess.run([ELASTICITY, "run-batch", "--config", str(path)], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert down.returncode == 2 and down.stderr.strip().count("\n") == 0, down.stderr  # one line, no traceback
+    assert f"checkpoint store unreachable at postgresql+psycopg://postgres@127.0.0.1:{private_postgres.port}" in down.stderr
+
+    private_postgres.start()
+    healed = MicroBatchEngine(config, spark)
+    assert healed.run(until_caught_up=True)[0].replayed  # the batch the outage cut short, replayed
+    assert audited_offsets(tmp_path) == list(range(30))  # each record once

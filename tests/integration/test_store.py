@@ -341,3 +341,28 @@ def test_openers_racing_on_a_new_store_all_open_it(empty_store_url):
         t.join()
     assert errors == []
     assert CheckpointStore(empty_store_url).generation("job") is None
+
+
+def test_a_corrupt_row_is_named_by_its_keys(store, job_name):
+    """A row that does not decode (edited by hand, cut short) is a CorruptRowError naming the row, never a bare
+    JSONDecodeError."""
+    from sqlalchemy import update
+
+    from elasticity.checkpoint.store import CorruptRowError
+    from elasticity.checkpoint.store.store_schema import checkpoints, generations
+
+    m = model()
+    first_generation(store, job_name, m)
+    task = sorted(t.task_name.name for t in m.tasks())[0]
+    with store.engine.begin() as conn:
+        conn.execute(
+            update(checkpoints).where(checkpoints.c.job_name == job_name, checkpoints.c.task_name == task).values(payload='{"cut')
+        )
+    with pytest.raises(
+        CorruptRowError, match=rf"checkpoint row \d+ \(job '{job_name}', task '{task}', version \d\) does not decode"
+    ):
+        store.checkpoints(job_name, 1, (1, 2))
+    with store.engine.begin() as conn:
+        conn.execute(update(generations).where(generations.c.job_name == job_name).values(job_model="[]"))
+    with pytest.raises(CorruptRowError, match=rf"generation row 1 of job '{job_name}' \(its job model\) does not decode"):
+        store.generation(job_name)

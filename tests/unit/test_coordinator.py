@@ -60,3 +60,20 @@ def test_a_rescale_plan_names_the_new_partitions_and_their_start():
     _produce(runner, 30, "x")
     plan = runner.coordinator.plan_rescale(4)
     assert "new input partition kafka.orders.2 starts at offset 0" in plan.migration.describe()
+
+
+def test_a_rescale_decided_on_an_older_generation_changes_nothing():
+    """The schedule decided at generation 1; a person rescaled to 3 before it took the lease: its rescale to 4
+    is refused, and the person's factor stays."""
+    import pytest
+
+    from elasticity.checkpoint.store import StaleGenerationError
+
+    runner = _runner()
+    coordinator = runner.coordinator
+    decided_on = coordinator.initialize("first").number
+    coordinator.rescale(3, "a person")
+    with pytest.raises(StaleGenerationError, match=rf"decided on generation {decided_on}, but the job is at generation 2"):
+        coordinator.rescale(4, "schedule", expected_generation=decided_on)
+    assert coordinator.current().factor == 3
+    assert coordinator.rescale(4, "schedule", expected_generation=2).factor == 4

@@ -92,3 +92,65 @@ def test_a_lease_taken_by_another_owner_stops_the_renewals_and_the_batch_learns_
             heartbeat.check()
     assert f"job {JOB!r}: batch owner {OWNER!r} lost its lease" in caplog.text and "rescaler" in caplog.text
     assert store.lease(JOB).owner == "rescaler"  # the batch's release leaves the rescaler's lease alone
+
+
+def test_a_run_waits_for_another_owners_lease_up_to_its_bound_and_a_superseded_one_never_waits(store, caplog):
+    from elasticity.batch.coordinator.lease import take_lease
+    from elasticity.checkpoint.store import LeaseHeldError, SupersededError
+
+    store.acquire_lease(JOB, "rescale@host:1", 60_000)
+    threading.Timer(0.5, store.release_lease, (JOB, "rescale@host:1")).start()
+    started = time.monotonic()
+    with caplog.at_level(logging.INFO, logger="elasticity"):
+        assert take_lease(store, JOB, OWNER, TTL_MS, wait_s=10).owner == OWNER
+    assert 0.4 < time.monotonic() - started < 5
+    said = [r.getMessage() for r in caplog.records]
+    assert sum("waits for it, up to 10 s (job.lease.wait.ms)" in m for m in said) == 1 and "'rescale@host:1'" in said[0]
+    store.release_lease(JOB, OWNER)
+
+    store.acquire_lease(JOB, "rescale@host:1", 60_000)
+    started = time.monotonic()
+    with pytest.raises(LeaseHeldError):
+        take_lease(store, JOB, OWNER, TTL_MS, wait_s=0.3)
+    assert 0.25 < time.monotonic() - started < 3  # bounded
+
+    store.release_lease(JOB, "rescale@host:1")
+    store.acquire_lease(JOB, "run#1#0a0b0c0d", TTL_MS)  # an attempt whose lease expires while it is paused
+    time.sleep(TTL_MS / 1000 + 0.1)
+    CheckpointStore(store.url).acquire_lease(JOB, "run#2#1a2b3c4d", 60_000)  # its retry took over
+    started = time.monotonic()
+    with pytest.raises(SupersededError):
+        take_lease(store, JOB, "run#1#0a0b0c0d", TTL_MS, wait_s=10)
+    assert time.monotonic() - started < 1
+
+
+def test_a_rescale_renews_its_lease_through_a_state_move_longer_than_the_lease(tmp_path):
+    """With a 1 s lease and a move that takes 2.5 s, no other owner may take the lease meanwhile, and the new
+    generation is written."""
+    from elasticity import faults
+    from elasticity.batch.coordinator.job_coordinator import JobCoordinator
+    from elasticity.checkpoint.store import LeaseHeldError
+    from elasticity.config import validate
+    from elasticity.jobmodel.model import SystemStream
+    from tests.support.memory import MemoryInputs
+
+    inputs = MemoryInputs()
+    inputs.create(SystemStream("kafka", "orders"), 2)
+    config = validate({"job.name": "j", "task.inputs": "kafka.orders", "job.elasticity.factor": "2", "job.lease.ttl.ms": "1000"})
+    store = CheckpointStore(f"sqlite:///{tmp_path / 'store.db'}")
+    coordinator = JobCoordinator(config, store, inputs)
+    coordinator.initialize("first")
+    refused = []
+
+    def slow_move(point: str) -> None:
+        if point == "rescale.lease_acquired":
+            time.sleep(2.5)  # 2.5 TTLs
+            try:
+                store.acquire_lease("j", "intruder", 1000)
+            except LeaseHeldError as e:
+                refused.append(e)
+
+    with faults.hook(slow_move):
+        plan = coordinator.rescale(4, "rescaler")
+    assert refused and plan.factor == 4 and store.generation("j").factor == 4
+    assert store.lease("j") is None  # released after

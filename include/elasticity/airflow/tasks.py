@@ -13,7 +13,7 @@ from croniter import croniter
 from elasticity.airflow.hooks import ElasticityHook, job_configs
 from elasticity.airflow.shared_state import check_shared_state
 from elasticity.batch.coordinator.job_coordinator import JobCoordinator
-from elasticity.checkpoint.store import CheckpointStore, LeaseHeldError
+from elasticity.checkpoint.store import CheckpointStore, LeaseHeldError, StaleGenerationError, SupersededError
 from elasticity.checkpoint.store.attempt_token import attempt_owner
 from elasticity.config import JobConfig, load_config
 from elasticity.kafka.consumer import KafkaInputs
@@ -46,9 +46,12 @@ def rescale(
     reason: str,
     origin: str = "manual",
     try_number: int | None = None,
+    expected_generation: int | None = None,
+    lease_wait_s: float = LEASE_WAIT_S,
 ) -> dict[str, Any]:
-    """Migrate under the job's lease; a running batch is allowed to finish first. `owner` names the run: the
-    lease is taken under this attempt's token (`attempt_token`), so an earlier try still alive is fenced."""
+    """Migrate under the job's lease; a running batch is allowed to finish first (up to `lease_wait_s`, then
+    LeaseHeldError). `owner` names the run: the lease is taken under this attempt's token (`attempt_token`), so
+    an earlier try still alive is fenced. `expected_generation`: see JobCoordinator.rescale."""
     owner = attempt_owner(owner, try_number)
     config, store, coordinator = open_job(job)
     old = coordinator.current()
@@ -62,13 +65,17 @@ def rescale(
             "old_generation": old.number if old else None,
             "new_generation": None,
         }
-    deadline = time.monotonic() + LEASE_WAIT_S
+    deadline = time.monotonic() + lease_wait_s
     while True:
         try:
-            plan = coordinator.rescale(factor, owner=owner, trigger=reason, origin=origin)
+            plan = coordinator.rescale(
+                factor, owner=owner, trigger=reason, origin=origin, expected_generation=expected_generation
+            )
             break
+        except SupersededError:
+            raise
         except LeaseHeldError as e:
-            if time.monotonic() > deadline:
+            if time.monotonic() >= deadline:
                 raise
             log.info("waiting for the running batch to finish: %s", e)
             time.sleep(5)
@@ -88,6 +95,60 @@ def rescale(
         "new_factor": new.factor if new else None,
         "reason": reason,
     }
+
+
+def apply_scale_decisions(run_id: str, try_number: int | None = None, *, pause_s: float = 5.0) -> list[str]:
+    """Each job's scale decision (schedule or autosizer) applied, job by job and fairly: a job whose lease is
+    busy (a batch running) is tried again after the others, every `pause_s`, up to LEASE_WAIT_S in all, so no
+    job's batch holds up another job's rescale. A decision the job moved past meanwhile (a person's rescale) is
+    dropped; one job's failure does not stop the others' (raised at the end). Returns the data-quality DAGs
+    of the jobs rescaled."""
+    decisions = {}
+    for job in job_configs():
+        decisions[job] = decision = scale_decision(job)
+        log.info("%s: factor %s, %s", job, decision.current, decision.reason)
+    waiting = [job for job, d in decisions.items() if d.applies]
+    rescaled: list[str] = []
+    failed: dict[str, Exception] = {}
+    deadline = time.monotonic() + LEASE_WAIT_S
+    while waiting:
+        busy = []
+        for job in waiting:
+            d = decisions[job]
+            try:
+                result = rescale(
+                    job,
+                    d.factor,
+                    dry_run=False,
+                    owner=f"schedule:{run_id}",
+                    try_number=try_number,
+                    reason=f"{d.reason} (elastic_scale_schedule run {run_id})",
+                    origin=d.origin,
+                    expected_generation=d.generation,
+                    lease_wait_s=0,
+                )
+            except StaleGenerationError as e:
+                log.info("%s: not applied, %s", job, e)
+            except SupersededError as e:
+                failed[job] = e
+            except LeaseHeldError as e:
+                if time.monotonic() >= deadline:
+                    failed[job] = e
+                else:
+                    busy.append(job)
+            except Exception as e:  # noqa: BLE001 - every other job still gets its rescale; raised below
+                log.exception("%s: rescale failed", job)
+                failed[job] = e
+            else:
+                if result["applied"]:
+                    rescaled.append(f"elastic_data_quality__{job}")
+        if busy:
+            log.info("busy (a batch holds the lease), tried again in %.0f s: %s", pause_s, busy)
+            time.sleep(pause_s)
+        waiting = busy
+    if failed:
+        raise RuntimeError(f"scale decisions not applied: {'; '.join(f'{j}: {e}' for j, e in failed.items())}")
+    return rescaled
 
 
 def policy_view(job: str, now: datetime | None = None) -> PolicyView:

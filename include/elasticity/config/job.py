@@ -151,6 +151,13 @@ class JobConfig:
         "300000",
         doc="How long a batch or rescale holds the job's lease before another may take it.",
     )
+    lease_wait_ms: int = key(
+        "job.lease.wait.ms",
+        int_range(0),
+        "120000",
+        doc="How long a micro-batch run waits for the job's lease while another owner holds it (a rescale, an "
+        "earlier attempt until its lease expires) before it fails; 0 fails at once.",
+    )
 
     # --- one micro-batch: read, process, sinks ---
     batch_max_records: int = key(

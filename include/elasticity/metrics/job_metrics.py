@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from elasticity.checkpoint.store import CheckpointStore
+from elasticity.checkpoint.store import CheckpointStore, StoreError
 from elasticity.metrics.freshness import NEWEST_GAUGE, OLDEST_GAUGE
 from elasticity.metrics.reporters import Metric, Reporters, metric_name
 from elasticity.metrics.summary import BatchSummary
@@ -100,6 +100,6 @@ def record_rescale(store: CheckpointStore, reporters: Reporters, m: RescaleMetri
     committed, so a failure here is logged, never raised."""
     try:
         store.record_rescale_metrics(m.job, m.generation, m.to_json())
-    except SQLAlchemyError as e:
+    except (SQLAlchemyError, StoreError) as e:
         log.warning("job %r: rescale metrics of generation %d not stored: %s", m.job, m.generation, e)
     reporters.report(m.metrics())

@@ -43,6 +43,7 @@ class ScaleDecision:
     origin: str  # schedule | autosize
     reason: str
     hold: ManualHold | None = None
+    generation: int | None = None  # the generation decided on: applied only while it is still the current one
 
     @property
     def applies(self) -> bool:
@@ -80,5 +81,8 @@ def decide(config: JobConfig, store: CheckpointStore, current: Generation | None
             origin=origin,
             reason=f"{want.reason} wants {want.factor}, held at {hold.factor} by a manual rescale until {until}",
             hold=hold,
+            generation=current.number,
         )
-    return ScaleDecision(job=job, current=current.factor, factor=want.factor, origin=origin, reason=want.reason)
+    return ScaleDecision(
+        job=job, current=current.factor, factor=want.factor, origin=origin, reason=want.reason, generation=current.number
+    )

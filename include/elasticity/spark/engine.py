@@ -232,7 +232,7 @@ class MicroBatchEngine:
         self._check_cluster()
         deadline = None if max_seconds is None else time.monotonic() + max_seconds
         # the heartbeat spans everything done under the lease, the last upload too; it stops before the release
-        with held_lease(self.store, self.job, owner, self.config.lease_ttl_ms) as lease:
+        with held_lease(self.store, self.job, owner, self.config.lease_ttl_ms, wait_s=self.config.lease_wait_ms / 1000) as lease:
             commits = _Commits(self, owner, on_commit)
             try:
                 commits.start()

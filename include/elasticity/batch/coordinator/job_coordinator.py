@@ -18,10 +18,11 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
 
 from elasticity import faults
+from elasticity.batch.coordinator.lease import held_lease
 from elasticity.batch.sinks.exactly_once import settle
 from elasticity.checkpoint.migration import Migration, migrate
 from elasticity.checkpoint.state_markers import KafkaChangelogMarker
-from elasticity.checkpoint.store import CheckpointStore, Generation, StoreError, SupersededError
+from elasticity.checkpoint.store import CheckpointStore, Generation, StaleGenerationError, StoreError, SupersededError
 from elasticity.checkpoint.store.attempt_token import attempt_owner
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
 from elasticity.config import KAFKA_CHANGELOG_FACTORY, MAX_ELASTICITY_FACTOR, ConfigError, JobConfig
@@ -214,6 +215,7 @@ class JobCoordinator:
         trigger: str | None = None,
         origin: str = "manual",
         settled: bool = False,
+        expected_generation: int | None = None,
     ) -> RescalePlan:
         """Move the job to `factor` (default: the current one, picking up new partitions) under the lease.
 
@@ -226,20 +228,25 @@ class JobCoordinator:
         With exactly-once Kafka outputs it first settles what earlier runs left (`exactly_once.settle`), also
         under the owner of a run that died holding the lease: a pending batch whose Kafka transaction committed
         is rolled forward, never abandoned and read again. `settled`: the caller is a run that settled at its
-        start, and whose own transactional.id must stay open.
+        start, and whose own transactional.id must stay open. `expected_generation`: the generation the caller
+        decided on (a schedule's, an autosizer's); if the job has moved on since (a person's rescale), nothing
+        changes (StaleGenerationError).
         """
         owner = owner or default_owner()
-        # a batch that refreshes its model keeps its lease (this store took it for that owner): renewed, not taken
-        already_ours = self.store.holds_lease(self.job, owner)
-        self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
-        try:
+
+        def leased() -> RescalePlan:
             faults.point("rescale.lease_acquired")
             if not settled and self.config.processing_guarantee == "exactly_once":
                 self._settle(owner)
-            return self._rescale_leased(factor, owner, abandon_pending=abandon_pending, trigger=trigger, origin=origin)
-        finally:
-            if not already_ours:
-                self.store.release_lease(self.job, owner)
+            return self._rescale_leased(
+                factor, owner, abandon_pending=abandon_pending, trigger=trigger, origin=origin, expected=expected_generation
+            )
+
+        if self.store.holds_lease(self.job, owner):  # a batch refreshing its model: its heartbeat keeps the lease
+            self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
+            return leased()
+        with held_lease(self.store, self.job, owner, self.config.lease_ttl_ms):  # renewed through a long state move
+            return leased()
 
     def _settle(self, owner: str) -> None:
         """No transaction of the old generation stays open, and what one committed is in the store."""
@@ -253,12 +260,17 @@ class JobCoordinator:
         )
 
     def _rescale_leased(
-        self, factor: int | None, owner: str, *, abandon_pending: bool, trigger: str | None, origin: str
+        self, factor: int | None, owner: str, *, abandon_pending: bool, trigger: str | None, origin: str, expected: int | None
     ) -> RescalePlan:
         """`rescale`'s steps under the held lease: the target, the state's move, the new generation written with
         the migrated checkpoints, then the move finished and the rescale's metrics recorded."""
         t = time.perf_counter_ns()
         old, factor, model = self._target(factor)
+        if expected is not None and (old.number if old else 0) != expected:
+            raise StaleGenerationError(
+                f"job {self.job!r}: the rescale to {factor} was decided on generation {expected}, but the job is at "
+                f"generation {old.number if old else 0} (rescaled since); nothing was changed"
+            )
         metrics = {"job-model-generation-ns": time.perf_counter_ns() - t}
         epoch = self.store.held_epoch(self.job, owner)
         if old is not None and self.storage is not None:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import TracebackType
 
-from elasticity.checkpoint.store import CheckpointStore, Lease, LeaseHeldError
+from elasticity.checkpoint.store import CheckpointStore, Lease, LeaseHeldError, StoreError, SupersededError
 
 log = logging.getLogger(__name__)
 
@@ -81,13 +82,40 @@ class LeaseHeartbeat:
         self._thread.join()
 
 
+def take_lease(store: CheckpointStore, job: str, owner: str, ttl_ms: int, *, wait_s: float = 0.0) -> Lease:
+    """The job's lease; while another owner holds it (a rescale, an earlier attempt until its lease expires),
+    tried again for up to `wait_s`, said once in the log. A superseded owner never waits: it may not run."""
+    deadline = time.monotonic() + wait_s
+    waited = False
+    while True:
+        try:
+            lease = store.acquire_lease(job, owner, ttl_ms)
+        except SupersededError:
+            raise
+        except LeaseHeldError as e:
+            if time.monotonic() >= deadline:
+                raise
+            if not waited:
+                log.info("job %r: %s; %r waits for it, up to %.0f s (job.lease.wait.ms)", job, e, owner, wait_s)
+                waited = True
+            time.sleep(min(1.0, ttl_ms / 3000, max(0.0, deadline - time.monotonic())))
+            continue
+        if waited:
+            log.info("job %r: %r took the lease", job, owner)
+        return lease
+
+
 @contextmanager
-def held_lease(store: CheckpointStore, job: str, owner: str, ttl_ms: int) -> Iterator[LeaseHeartbeat]:
-    """The job's lease for the block: taken (LeaseHeldError while another owner holds it), renewed while the
-    block runs, and released only after the heartbeat has stopped."""
-    heartbeat = LeaseHeartbeat(store, store.acquire_lease(job, owner, ttl_ms), ttl_ms)
+def held_lease(store: CheckpointStore, job: str, owner: str, ttl_ms: int, *, wait_s: float = 0.0) -> Iterator[LeaseHeartbeat]:
+    """The job's lease for the block: taken (`take_lease`), renewed while the block runs, and released only
+    after the heartbeat has stopped. A release the store cannot take (it went away) is logged, not raised: the
+    lease expires on its own, and the block's own error, if any, is the one to see."""
+    heartbeat = LeaseHeartbeat(store, take_lease(store, job, owner, ttl_ms, wait_s=wait_s), ttl_ms)
     try:
         with heartbeat:
             yield heartbeat
     finally:
-        store.release_lease(job, owner)
+        try:
+            store.release_lease(job, owner)
+        except StoreError as e:
+            log.warning("job %r: the lease of %r was not released (it expires in %.0f s): %s", job, owner, ttl_ms / 1000, e)

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 
 from elasticity import faults
 from elasticity.checkpoint.batch_plan import BatchPlan, OffsetRange
@@ -48,13 +48,15 @@ from elasticity.checkpoint.store.health_rows import AttemptFailure, EngineState
 from elasticity.checkpoint.store.leases import Lease
 from elasticity.checkpoint.store.quality_rows import QualityEdge, QualityRun
 from elasticity.checkpoint.store.schema_upgrade import SCHEMA_ATTEMPTS, ensure_schema
-from elasticity.checkpoint.store.store_engine import CONNECT_TIMEOUT_S, make_engine, masked, unreachable
+from elasticity.checkpoint.store.store_engine import CONNECT_TIMEOUT_S, doing, make_engine, masked, unavailable, unreachable
 from elasticity.checkpoint.store.store_errors import (
     BatchStateError,
+    CorruptRowError,
     LeaseHeldError,
     PendingBatchError,
     StaleGenerationError,
     StoreError,
+    StoreUnavailable,
     SupersededError,
 )
 from elasticity.checkpoint.store.store_schema import (
@@ -78,6 +80,7 @@ __all__ = [
     "SCHEMA_ATTEMPTS",
     "AttemptFailure",
     "BatchStateError",
+    "CorruptRowError",
     "CheckpointStore",
     "EngineState",
     "Generation",
@@ -88,6 +91,7 @@ __all__ = [
     "QualityRun",
     "StaleGenerationError",
     "StoreError",
+    "StoreUnavailable",
     "SupersededError",
     "batch_metrics",
     "batches",
@@ -133,14 +137,24 @@ class CheckpointStore:
     def close(self) -> None:
         self.engine.dispose()
 
+    @contextmanager
+    def _connection(self, doing: str, job: Any, *, transaction: bool) -> Iterator[Connection]:
+        """A connection (in a transaction: `transaction`); a server gone mid-run is a StoreUnavailable naming
+        the store's address, the job and what was being done, not the driver's OperationalError."""
+        try:
+            with self.engine.begin() if transaction else self.engine.connect() as conn:
+                yield conn
+        except (OperationalError, InterfaceError) as e:
+            raise unavailable(self.url, doing, job, e) from None
+
     def _read(self, read: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """One read on a connection of its own."""
-        with self.engine.connect() as conn:
+        with self._connection(f"reading {doing(read)}", args[0] if args else None, transaction=False) as conn:
             return read(conn, *args, **kwargs)
 
     def _write(self, write: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """One unfenced write (lease, metrics, transactional ids) in a transaction of its own."""
-        with self.engine.begin() as conn:
+        with self._connection(f"writing {doing(write)}", args[0] if args else None, transaction=True) as conn:
             return write(conn, *args, **kwargs)
 
     def _retried(self, write: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -162,7 +176,7 @@ class CheckpointStore:
         here (StaleGenerationError, LeaseHeldError, SupersededError) and nothing it would write is written. An
         owner that took the lease through this store is fenced by the epoch it took it at, too."""
         epoch = self.held_epoch(job, owner)
-        with self.engine.begin() as conn:
+        with self._connection("committing (fenced)", job, transaction=True) as conn:
             if rescale_at is None:
                 leases.fence(conn, job, generation, owner, now=self.clock(), epoch=epoch)
             else:
@@ -176,7 +190,7 @@ class CheckpointStore:
 
     def generations(self, job: str, limit: int | None = None) -> list[Generation]:
         """The job's generations, oldest first; with `limit`, only the latest that many."""
-        with self.engine.connect() as conn:
+        with self._connection("reading generations", job, transaction=False) as conn:
             numbers = generation_rows.numbers(conn, job, limit)
             return [g for n in reversed(numbers) if (g := generation_rows.read(conn, job, n))]
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from sqlalchemy import Connection, func, insert, select, update
 
 from elasticity.checkpoint.batch_plan import BatchPlan, OffsetRange
-from elasticity.checkpoint.store.store_errors import BatchStateError, PendingBatchError
+from elasticity.checkpoint.store.store_errors import BatchStateError, PendingBatchError, decoding
 from elasticity.checkpoint.store.store_schema import batches
 from elasticity.jobmodel.model import SystemStreamPartition
 from elasticity.jobmodel.object_mapper import ssp_from_key, ssp_to_key
@@ -28,13 +28,14 @@ def _side_inputs_from_json(text_: str | None) -> tuple[tuple[SystemStreamPartiti
 
 
 def plan_of(row) -> BatchPlan:
-    return BatchPlan(
-        job_name=row.job_name,
-        batch_id=row.batch_id,
-        generation=row.generation,
-        ranges=_ranges_from_json(row.ranges),
-        side_inputs=_side_inputs_from_json(row.side_inputs),
-    )
+    with decoding(f"batch row {row.batch_id} of job {row.job_name!r}"):
+        return BatchPlan(
+            job_name=row.job_name,
+            batch_id=row.batch_id,
+            generation=row.generation,
+            ranges=_ranges_from_json(row.ranges),
+            side_inputs=_side_inputs_from_json(row.side_inputs),
+        )
 
 
 def pending(conn: Connection, job: str, *, last: bool = False) -> BatchPlan | None:

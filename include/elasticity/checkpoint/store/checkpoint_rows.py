@@ -18,6 +18,7 @@ from elasticity.checkpoint.serde import (
     watermarks_from_json,
     watermarks_to_json,
 )
+from elasticity.checkpoint.store.store_errors import decoding
 from elasticity.checkpoint.store.store_schema import CHECKPOINT_COLUMNS, checkpoints
 from elasticity.checkpoint.task_checkpoint import CheckpointId, TaskCheckpoint
 from elasticity.checkpoint.versions import Candidate, choose
@@ -117,13 +118,14 @@ def task_names(conn: Connection, job: str, generation: int) -> set[str]:
 
 
 def decode(row) -> TaskCheckpoint:
-    v2 = v2_from_json(row.payload) if row.version == 2 else None
-    offsets = v2.input_offsets if v2 else v1_from_json(row.payload).offsets
-    parsed: dict[SystemStreamPartition, int] = {s: int(o) for s, o in offsets.items() if o is not None}
-    return TaskCheckpoint(
-        task_name=TaskName(row.task_name),
-        offsets=parsed,
-        watermarks=watermarks_from_json(row.watermarks),
-        checkpoint_id=v2.checkpoint_id if v2 else None,
-        state_markers=v2.state_checkpoint_markers if v2 else {},
-    )
+    with decoding(f"checkpoint row {row.id} (job {row.job_name!r}, task {row.task_name!r}, version {row.version})"):
+        v2 = v2_from_json(row.payload) if row.version == 2 else None
+        offsets = v2.input_offsets if v2 else v1_from_json(row.payload).offsets
+        parsed: dict[SystemStreamPartition, int] = {s: int(o) for s, o in offsets.items() if o is not None}
+        return TaskCheckpoint(
+            task_name=TaskName(row.task_name),
+            offsets=parsed,
+            watermarks=watermarks_from_json(row.watermarks),
+            checkpoint_id=v2.checkpoint_id if v2 else None,
+            state_markers=v2.state_checkpoint_markers if v2 else {},
+        )

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, insert, select
 
+from elasticity.checkpoint.store.store_errors import decoding
 from elasticity.checkpoint.store.store_schema import generations, jobs
 from elasticity.jobmodel.model import JobModel
 from elasticity.jobmodel.object_mapper import job_model_from_json, job_model_to_json
@@ -31,6 +32,11 @@ def _job_model(text: str) -> JobModel:
     return job_model_from_json(text)
 
 
+def _decoded_model(job: str, row) -> JobModel:
+    with decoding(f"generation row {row.generation} of job {job!r} (its job model)"):
+        return _job_model(row.job_model)
+
+
 def current(conn: Connection, job: str) -> int:
     """The job's current generation (0: none yet, or no job row)."""
     return conn.execute(select(jobs.c.generation).where(jobs.c.job_name == job)).scalar() or 0
@@ -49,7 +55,7 @@ def read(conn: Connection, job: str, number: int | None) -> Generation | None:
         job_name=job,
         number=row.generation,
         factor=row.factor,
-        job_model=_job_model(row.job_model),
+        job_model=_decoded_model(job, row),
         reason=row.reason,
         created_ms=row.created_ms,
         origin=row.origin or "manual",

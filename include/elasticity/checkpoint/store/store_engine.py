@@ -8,10 +8,10 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.pool import StaticPool
 
-from elasticity.checkpoint.store.store_errors import StoreError
+from elasticity.checkpoint.store.store_errors import StoreError, StoreUnavailable
 
 CONNECT_TIMEOUT_S = 5
 SQLITE_BUSY_TIMEOUT_S = 30
@@ -60,7 +60,35 @@ def masked(url: str) -> str:
 
 def unreachable(url: str, e: OperationalError) -> StoreError:
     """The error of a store whose first connection (its probe) failed, naming its address."""
-    reason = str(e.orig or e).strip().splitlines()[0] if str(e.orig or e).strip() else type(e).__name__
     return StoreError(
-        f"checkpoint store unreachable at {masked(url)} (task.checkpoint.store.url / ELASTICITY_CHECKPOINT_STORE_URL): {reason}"
+        f"checkpoint store unreachable at {masked(url)} (task.checkpoint.store.url / ELASTICITY_CHECKPOINT_STORE_URL): {_reason(e)}"
     )
+
+
+ROWS = {  # the store module a read or write runs, as its errors name what was being done
+    "batch_rows": "batches",
+    "checkpoint_rows": "checkpoints",
+    "generation_rows": "generations",
+    "health_rows": "health records",
+    "leases": "the lease",
+    "metric_rows": "metrics",
+    "quality_rows": "data-quality rows",
+    "retention": "for retention",
+    "transactional_ids": "transactional ids",
+}
+
+
+def doing(step) -> str:
+    module = getattr(step, "__module__", "").rsplit(".", 1)[-1]
+    return ROWS.get(module, getattr(step, "__name__", "rows"))
+
+
+def _reason(e: DBAPIError) -> str:
+    text = str(e.orig or e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def unavailable(url: str, doing: str, job: object, e: DBAPIError) -> StoreUnavailable:
+    """The error of a store that went away after its probe: address, job, what was being done, the reason."""
+    of_job = f" of job {job!r}" if isinstance(job, str) else ""
+    return StoreUnavailable(f"checkpoint store at {masked(url)} failed while {doing}{of_job}: {_reason(e)}")

@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 
 class StoreError(RuntimeError):
     pass
+
+
+class StoreUnavailable(StoreError):
+    """The store's server went away mid-run (a restart, a failover, the network): the step is not committed
+    unless its commit went through before the connection broke; the next attempt reads which it was."""
+
+
+class CorruptRowError(StoreError):
+    """A stored row that does not decode (edited by hand, cut short, written by something else)."""
+
+
+@contextmanager
+def decoding(what: str) -> Iterator[None]:
+    """Decoding `what` (a row named by its keys): what does not decode is named, never a bare JSONDecodeError."""
+    try:
+        yield
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
+        raise CorruptRowError(f"{what} does not decode ({type(e).__name__}: {e}); fix or delete that row") from e
 
 
 class StaleGenerationError(StoreError):
