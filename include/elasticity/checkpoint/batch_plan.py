@@ -4,8 +4,18 @@ log of Spark's Kafka source) so that a retry replays the identical batch."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from elasticity.jobmodel.model import SystemStreamPartition
+
+
+class BatchStatus(StrEnum):
+    """A batch's row in the store: planned (written ahead, replayed until it commits), committed, or abandoned
+    (a rescale dropped its plan: its ranges are read again under the new generation)."""
+
+    PLANNED = "planned"
+    COMMITTED = "committed"
+    ABANDONED = "abandoned"
 
 
 @dataclass(frozen=True, order=True)

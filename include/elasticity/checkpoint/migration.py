@@ -147,6 +147,20 @@ class Migration:
         )
 
 
+def _old_buckets(
+    old_checkpoints: Iterable[TaskCheckpoint],
+) -> tuple[dict[SystemStreamPartition, dict[int, BucketState]], dict[SystemStreamPartition, dict[int, TaskName]]]:
+    """Per input partition, each old bucket's state and the task that held it."""
+    states: dict[SystemStreamPartition, dict[int, BucketState]] = defaultdict(dict)
+    owners: dict[SystemStreamPartition, dict[int, TaskName]] = defaultdict(dict)
+    for cp in old_checkpoints:
+        for ssp, offset in cp.offsets.items():
+            base, bucket = ssp.without_key_bucket(), _bucket_index(ssp)
+            states[base][bucket] = BucketState(offset, cp.watermarks.get(ssp, ()))
+            owners[base][bucket] = cp.task_name
+    return states, owners
+
+
 def migrate(
     old_factor: int,
     old_checkpoints: Iterable[TaskCheckpoint],
@@ -160,18 +174,8 @@ def migrate(
     `new_ssp_offsets` gives the start of input partitions the old generation did
     not read (per `systems.<s>.default.stream.samza.offset.default`).
     """
-    old_states: dict[SystemStreamPartition, dict[int, BucketState]] = defaultdict(dict)
-    old_owner: dict[SystemStreamPartition, dict[int, TaskName]] = defaultdict(dict)
-    for cp in old_checkpoints:
-        for ssp, offset in cp.offsets.items():
-            base, bucket = ssp.without_key_bucket(), _bucket_index(ssp)
-            old_states[base][bucket] = BucketState(offset, cp.watermarks.get(ssp, ()))
-            old_owner[base][bucket] = cp.task_name
-
-    owner: dict[SystemStreamPartition, TaskName] = {}
-    for task in new_model.tasks():
-        for ssp in task.system_stream_partitions:
-            owner[ssp] = task.task_name
+    old_states, old_owner = _old_buckets(old_checkpoints)
+    owner = {ssp: task.task_name for task in new_model.tasks() for ssp in task.system_stream_partitions}
     new_bases = sorted({s.without_key_bucket() for s in owner})
 
     offsets: dict[TaskName, dict[SystemStreamPartition, int]] = {t.task_name: {} for t in new_model.tasks()}
@@ -197,15 +201,8 @@ def migrate(
             offsets[name][ssp] = state.offset
             if state.watermarks:
                 marks[name][ssp] = state.watermarks
-            moves.append(
-                Move(
-                    new_task=name,
-                    ssp=ssp,
-                    offset=state.offset,
-                    watermarks=state.watermarks,
-                    old_tasks=tuple(dict.fromkeys(sources[b])),
-                )
-            )
+            old_tasks = tuple(dict.fromkeys(sources[b]))
+            moves.append(Move(new_task=name, ssp=ssp, offset=state.offset, watermarks=state.watermarks, old_tasks=old_tasks))
 
     checkpoints = {t: TaskCheckpoint(task_name=t, offsets=offsets[t], watermarks=marks[t]) for t in offsets}
     dropped = tuple(sorted(set(old_states) - set(new_bases)))

@@ -17,7 +17,7 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -32,11 +32,13 @@ from elasticity.batch.container.reader import Chunk, read_chunk
 from elasticity.batch.coordinator.job_coordinator import Inputs, JobCoordinator
 from elasticity.batch.sinks.exactly_once import provenance
 from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, OUTPUT_SCHEMA, output_roots, read_table
+from elasticity.checkpoint.batch_plan import BatchPlan, BatchStatus
 from elasticity.checkpoint.commit_record import complete_records
 from elasticity.checkpoint.store import CheckpointStore
+from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
 from elasticity.config import JobConfig
 from elasticity.config.names import path_part
-from elasticity.jobmodel.model import SystemStreamPartition
+from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 from elasticity.kafka.admin import client_settings
 from elasticity.kafka.transactions import commit_topic, read_committed_from
 from elasticity.quality import cursor, history, state_check
@@ -129,8 +131,43 @@ def _expected_state(
 def _audit_through(config: JobConfig, store: CheckpointStore, last: int) -> pd.DataFrame:
     """The audit of every committed batch up to `last` (the pinned ones): what a recomputation from the first
     batch reads."""
-    ids = [b for b in store.batches_with_status(config.job_name, "committed") if b <= last]
+    ids = [b for b in store.batches_with_status(config.job_name, BatchStatus.COMMITTED) if b <= last]
     return read_table(config.audit_dir, AUDIT_SCHEMA, ids).to_pandas()
+
+
+def _within(batch_id: int, from_batch: int | None, to_batch: int | None) -> bool:
+    return (from_batch is None or batch_id >= from_batch) and (to_batch is None or batch_id <= to_batch)
+
+
+def _sink_rows(config: JobConfig, ids: list[int]) -> pd.DataFrame:
+    """The batches' rows of every Parquet output, each with its output's name."""
+    sinks = [
+        read_table(root, OUTPUT_SCHEMA, ids).to_pandas().assign(output=root.rsplit("/", 1)[1])
+        for root in output_roots(config.output_dir)
+    ]
+    return pd.concat(sinks, ignore_index=True) if sinks else pd.DataFrame()
+
+
+def _input_ranges(
+    window: list[BatchPlan], cps: Mapping[TaskName, TaskCheckpoint], inputs: Inputs
+) -> tuple[dict[SystemStreamPartition, int], dict[SystemStreamPartition, int]]:
+    """Per input partition, what the window's batches read, up to what the checkpoints claim (so nothing claimed
+    escapes the check), from what the log still holds (records retention removed are gone: lost_table has them)."""
+    starts: dict[SystemStreamPartition, int] = {}
+    ends: dict[SystemStreamPartition, int] = {}
+    for p in window:
+        for r in p.ranges:
+            starts[r.ssp] = min(r.start, starts.get(r.ssp, r.start))
+            ends[r.ssp] = max(r.end, ends.get(r.ssp, r.end))
+    for cp in cps.values():
+        for ssp, offset in cp.offsets.items():
+            base = ssp.without_key_bucket()
+            if base in starts:
+                ends[base] = max(offset, ends[base])
+    if starts:
+        log_start = inputs.offsets(list(starts), "oldest")
+        starts = {s: min(max(start, log_start.get(s, start)), ends[s]) for s, start in starts.items()}
+    return starts, ends
 
 
 @dataclass(frozen=True)
@@ -215,10 +252,12 @@ def _consistent_state(store: CheckpointStore, coordinator: JobCoordinator, after
     """The committed batches after `after` and the checkpoints that include exactly them: batches keep
     committing while data quality runs, so read until no commit landed in between."""
     for _ in range(attempts):
-        committed = store.plans(coordinator.job, "committed", after=after)
+        committed = store.plans(coordinator.job, BatchStatus.COMMITTED, after=after)
         generation = coordinator.current()
         cps = coordinator.checkpoints(generation) if generation else {}
-        if [p.batch_id for p in store.plans(coordinator.job, "committed", after=after)] == [p.batch_id for p in committed]:
+        if [p.batch_id for p in store.plans(coordinator.job, BatchStatus.COMMITTED, after=after)] == [
+            p.batch_id for p in committed
+        ]:
             return committed, generation, cps
         time.sleep(0.5)
     raise RuntimeError(f"job {coordinator.job!r}: batches kept committing while data quality read the checkpoints")
@@ -275,39 +314,15 @@ def load_inputs(
     committed, generation, cps, stored = _pinned_state(
         config, store, coordinator, app=app, after=since.last_batch if since else 0
     )
-    window = [
-        p
-        for p in committed
-        if since is not None
-        or ((from_batch is None or p.batch_id >= from_batch) and (to_batch is None or p.batch_id <= to_batch))
-    ]
+    window = committed if since is not None else [p for p in committed if _within(p.batch_id, from_batch, to_batch)]
     ids = [p.batch_id for p in window]
     # a manual window's order, routing and loss are checked against every committed batch's audit
     audit = read_table(config.audit_dir, AUDIT_SCHEMA, ids if since else [p.batch_id for p in committed])
     audit = audit.to_pandas()
 
-    starts: dict[SystemStreamPartition, int] = {}
-    ends: dict[SystemStreamPartition, int] = {}
-    for p in window:
-        for r in p.ranges:
-            starts[r.ssp] = min(r.start, starts.get(r.ssp, r.start))
-            ends[r.ssp] = max(r.end, ends.get(r.ssp, r.end))
-    for cp in cps.values():  # up to what the checkpoints claim, so nothing claimed escapes the check
-        for ssp, offset in cp.offsets.items():
-            base = ssp.without_key_bucket()
-            if base in starts:
-                ends[base] = max(offset, ends[base])
-    if starts:  # records retention removed are gone: the checks see what the log still holds (and lost_table the rest)
-        log_start = inputs.offsets(list(starts), "oldest")
-        starts = {s: min(max(start, log_start.get(s, start)), ends[s]) for s, start in starts.items()}
+    starts, ends = _input_ranges(window, cps, inputs)
     records = _read_inputs(config, starts, ends, WITH_VALUES if stored is not None else KEYS)
-
-    sinks = []
-    for root in output_roots(config.output_dir):
-        name = root.rsplit("/", 1)[1]
-        sinks.append(read_table(root, OUTPUT_SCHEMA, ids).to_pandas().assign(output=name))
-    sink = pd.concat(sinks, ignore_index=True) if sinks else pd.DataFrame()
-
+    sink = _sink_rows(config, ids)
     state, expected = _expected_state(
         config,
         app,
@@ -338,19 +353,24 @@ def load_inputs(
         lost=_declared_lost(store, config.job_name, ids),
     )
     span = f"batches {ids[0]}..{ids[-1]}" if ids else "no new committed batch"
-    edge = None
-    if since is not None:
-        span += f" (new since batch {since.last_batch})" if since.last_batch else " (the first validation)"
-        if ids:
-            edge = cursor.Cursor(
-                last_batch=ids[-1],
-                done=Done(q.factor, cps),
-                positions=cursor.next_positions(since.positions, audit, generation_of_batch),
-                state=expected,
-                kafka_positions=_kafka_positions(since.kafka_positions, kafka.records) if kafka else None,
-                kafka_edges=kafka.edges if kafka else {},
-            )
-    return Loaded(q, span, ids, edge)
+    if since is None:
+        return Loaded(q, span, ids, None)
+    span += f" (new since batch {since.last_batch})" if since.last_batch else " (the first validation)"
+    return Loaded(q, span, ids, _next_edge(since, ids, q, expected=expected, kafka=kafka) if ids else None)
+
+
+def _next_edge(
+    since: cursor.Cursor, ids: list[int], q: QualityInputs, *, expected: Any, kafka: KafkaOutputs | None
+) -> cursor.Cursor:
+    """Where the next incremental run starts: this window's last batch, positions and expected state."""
+    return cursor.Cursor(
+        last_batch=ids[-1],
+        done=Done(q.factor, q.checkpoints),
+        positions=cursor.next_positions(since.positions, q.audit, q.generation_of_batch),
+        state=expected,
+        kafka_positions=_kafka_positions(since.kafka_positions, kafka.records) if kafka else None,
+        kafka_edges=kafka.edges if kafka else {},
+    )
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ from elasticity.batch.coordinator.planning import plan_ranges
 from elasticity.batch.sinks.exactly_once import ExactlyOnceOutputs, StagedOutput, staging_root
 from elasticity.batch.sinks.outputs import delete_batches, output_roots
 from elasticity.batch.sinks.sink_identity import guard_sinks
-from elasticity.checkpoint.batch_plan import BatchPlan
+from elasticity.checkpoint.batch_plan import BatchPlan, BatchStatus
 from elasticity.checkpoint.store import CheckpointStore, Generation
 from elasticity.checkpoint.store.attempt_token import attempt_owner
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
@@ -315,7 +315,7 @@ class MicroBatchEngine:
         if plan is None:
             summary = batch_summary(self.job, generation, None, cps, high=high, durations={"plan": _ms(t0)}, metrics={})
             return summary, None, cps, high
-        self._clean_batch(owner, *self.store.batches_with_status(self.job, "abandoned"))
+        self._clean_batch(owner, *self.store.batches_with_status(self.job, BatchStatus.ABANDONED))
         durations = {"plan": _ms(t0)}
         if lost := lost_ranges(cps, plan):
             log.warning(

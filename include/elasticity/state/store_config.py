@@ -65,65 +65,13 @@ class StorageConfig:
     @classmethod
     def of(cls, config: JobConfig, descriptors: Sequence[StoreDescriptor]) -> StorageConfig:
         """The stores an app declares, configured by the job; a key naming an undeclared store fails."""
-        from elasticity.kafka.admin import system_clients
-
-        raw = config.raw_map
-        declared = {d.name for d in descriptors}
-        # markers live in CheckpointV2 only: a V1 read first would restore every store empty
-        for key, versions, ok in (
-            ("task.checkpoint.read.versions", config.checkpoint_read_versions, config.checkpoint_read_versions[:1] == (2,)),
-            ("task.checkpoint.write.versions", config.checkpoint_write_versions, 2 in config.checkpoint_write_versions),
-        ):
-            if declared and not ok:
-                raise ConfigError(
-                    f"{key}={','.join(map(str, versions))}: the app declares stores {sorted(declared)}, whose state markers "
-                    f"live in CheckpointV2 only; {'list 2 first' if 'read' in key else 'include 2'} (e.g. 2,1)"
-                )
-        job_level = {k.name for k in KEYS if k.name.startswith("stores.") and "<" not in k.name}
-        for key in raw:
-            parts = key.split(".")
-            if (
-                parts[0] == "stores" and key not in job_level and parts[1] not in declared and parts[2:4] != ["side", "inputs"]
-            ):  # tables: state.table
-                raise ConfigError(f"{key}: the app declares no store {parts[1]!r} (it declares {sorted(declared)})")
-
-        def listed(name: str) -> tuple[str, ...] | None:
-            return parse_factories(raw[name]) if name in raw else None
-
-        stores = []
-        for d in descriptors:
-            pre = f"stores.{d.name}."
-            changelog = config.changelog(d.name)
-            by_changelog: tuple[str, ...] = (KAFKA_CHANGELOG_FACTORY,) if changelog else ()
-            backup = listed(pre + "backup.factories")
-            if backup is None:
-                backup = listed("stores.backup.factories") or by_changelog
-            restore = listed(pre + "restore.factories")
-            if restore is None:
-                restore = listed(pre + "restore.factory")
-            if restore is None:
-                restore = listed("stores.restore.factories") or by_changelog or backup
-            if KAFKA_CHANGELOG_FACTORY in backup + restore and changelog is None:
-                raise ConfigError(
-                    f"{pre}changelog is required: store {d.name!r} uses the Kafka changelog backend; expected system.stream"
-                )
-            kafka = system_clients(config, changelog.system) if changelog else None
-            stores.append(
-                StoreConfig(
-                    name=d.name,
-                    backup_factories=backup,
-                    restore_factories=restore,
-                    changelog=changelog,
-                    changelog_kafka=kafka,
-                    blob_retain=config.value(pre + "blob.retain"),
-                )
-            )
+        _check_declared(config, {d.name for d in descriptors})
         return cls(
             job_name=config.job_name,
             job_id=config.job_id,
             state_dir=state_dir(config),
             blob_uri=config.blob_store_uri or str(elasticity_home() / config.job_name / "blobs"),
-            stores=tuple(stores),
+            stores=tuple(_store_config(config, d.name) for d in descriptors),
             transactional=config.transactional_state,
             commit_pool_size=config.commit_pool_size,
             restore_pool_size=config.restore_pool_size,
@@ -131,6 +79,59 @@ class StorageConfig:
             commit_pool_max_size=config.commit_pool_max_size,
             restore_pool_max_size=config.restore_pool_max_size,
         )
+
+
+def _check_declared(config: JobConfig, declared: set[str]) -> None:
+    """Stores need CheckpointV2 (their markers live there), and every `stores.<name>.*` key names one."""
+    # markers live in CheckpointV2 only: a V1 read first would restore every store empty
+    for key, versions, ok in (
+        ("task.checkpoint.read.versions", config.checkpoint_read_versions, config.checkpoint_read_versions[:1] == (2,)),
+        ("task.checkpoint.write.versions", config.checkpoint_write_versions, 2 in config.checkpoint_write_versions),
+    ):
+        if declared and not ok:
+            raise ConfigError(
+                f"{key}={','.join(map(str, versions))}: the app declares stores {sorted(declared)}, whose state markers "
+                f"live in CheckpointV2 only; {'list 2 first' if 'read' in key else 'include 2'} (e.g. 2,1)"
+            )
+    job_level = {k.name for k in KEYS if k.name.startswith("stores.") and "<" not in k.name}
+    for key in config.raw_map:
+        parts = key.split(".")
+        if (
+            parts[0] == "stores" and key not in job_level and parts[1] not in declared and parts[2:4] != ["side", "inputs"]
+        ):  # tables: state.table
+            raise ConfigError(f"{key}: the app declares no store {parts[1]!r} (it declares {sorted(declared)})")
+
+
+def _store_config(config: JobConfig, name: str) -> StoreConfig:
+    """One store's backends: its own keys, else the job-wide ones, else the changelog's (Samza's defaults)."""
+    from elasticity.kafka.admin import system_clients
+
+    raw = config.raw_map
+
+    def listed(key: str) -> tuple[str, ...] | None:
+        return parse_factories(raw[key]) if key in raw else None
+
+    pre = f"stores.{name}."
+    changelog = config.changelog(name)
+    by_changelog: tuple[str, ...] = (KAFKA_CHANGELOG_FACTORY,) if changelog else ()
+    backup = listed(pre + "backup.factories")
+    if backup is None:
+        backup = listed("stores.backup.factories") or by_changelog
+    restore = listed(pre + "restore.factories")
+    if restore is None:
+        restore = listed(pre + "restore.factory")
+    if restore is None:
+        restore = listed("stores.restore.factories") or by_changelog or backup
+    if KAFKA_CHANGELOG_FACTORY in backup + restore and changelog is None:
+        raise ConfigError(f"{pre}changelog is required: store {name!r} uses the Kafka changelog backend; expected system.stream")
+    return StoreConfig(
+        name=name,
+        backup_factories=backup,
+        restore_factories=restore,
+        changelog=changelog,
+        changelog_kafka=system_clients(config, changelog.system) if changelog else None,
+        blob_retain=config.value(pre + "blob.retain"),
+    )
 
 
 def state_dir(config: JobConfig) -> Path | None:

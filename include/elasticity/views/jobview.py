@@ -13,6 +13,7 @@ from typing import Any
 from elasticity.batch.coordinator.job_coordinator import Inputs, JobCoordinator
 from elasticity.batch.coordinator.lag import lag_report
 from elasticity.checkpoint.store import CheckpointStore
+from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
 from elasticity.config import JobConfig
 from elasticity.jobmodel.object_mapper import ssp_to_key
 from elasticity.metrics.freshness import HOUR_MS, FreshnessWindow, window
@@ -180,37 +181,39 @@ def build_view(
     for c in current.job_model.containers:
         view.containers[c.processor_id] = {}
         for t in c.tasks:
-            name = t.task_name.name
-            cp = cps[t.task_name]
-            rows = tuple(
-                SspkbRow(
-                    ssp_to_key(s),
-                    o,
-                    view.lag_per_sspkb.get(ssp_to_key(s)) if not view.lag_error else None,
-                    len(cp.watermarks.get(s, ())),
-                )
-                for s, o in sorted(cp.offsets.items())
-            )
-            view.containers[c.processor_id][name] = [r.sspkb for r in rows]
-            markers: dict[str, dict[str, str]] = {}
-            for factory, by_store in cp.state_markers.items():
-                for store_name, marker in by_store.items():
-                    markers.setdefault(store_name, {})[factory] = marker
-            stores = tuple(
-                StoreRow(s, markers.get(s, {}), sizes.get((name, s)))
-                for s in sorted(markers.keys() | {s for t_, s in sizes if t_ == name})
-            )
-            view.tasks.append(TaskRow(task=name, container=c.processor_id, sspkbs=rows, rate=rates.get(name), stores=stores))
-            view.lag_per_task[name] = sum(r.lag or 0 for r in rows)
-            for ssp, row in zip(sorted(cp.offsets), rows, strict=True):
-                partition = f"{ssp.system}.{ssp.stream}.{ssp.partition}"
-                behind = view.records_behind_per_partition
-                behind[partition] = max(behind.get(partition, 0), row.lag or 0)
+            _add_task(view, c.processor_id, cps[t.task_name], rate=rates.get(t.task_name.name), sizes=sizes)
     view.rescales = [
         {"generation": g.number, "factor": g.factor, "reason": g.reason, "created_ms": g.created_ms, "origin": g.origin}
         for g in store.generations(job, limit=RESCALES)
     ]
     return view
+
+
+def _add_task(
+    view: JobView, container: str, cp: TaskCheckpoint, *, rate: float | None, sizes: dict[tuple[str, str], int]
+) -> None:
+    """One virtual task's row: its SSPKbs with their lag, its stores with their markers and sizes."""
+    name = cp.task_name.name
+    lag = view.lag_per_sspkb if not view.lag_error else None
+    rows = tuple(
+        SspkbRow(ssp_to_key(s), o, lag.get(ssp_to_key(s)) if lag is not None else None, len(cp.watermarks.get(s, ())))
+        for s, o in sorted(cp.offsets.items())
+    )
+    view.containers[container][name] = [r.sspkb for r in rows]
+    markers: dict[str, dict[str, str]] = {}
+    for factory, by_store in cp.state_markers.items():
+        for store_name, marker in by_store.items():
+            markers.setdefault(store_name, {})[factory] = marker
+    stores = tuple(
+        StoreRow(s, markers.get(s, {}), sizes.get((name, s)))
+        for s in sorted(markers.keys() | {s for t_, s in sizes if t_ == name})
+    )
+    view.tasks.append(TaskRow(task=name, container=container, sspkbs=rows, rate=rate, stores=stores))
+    view.lag_per_task[name] = sum(r.lag or 0 for r in rows)
+    for ssp, row in zip(sorted(cp.offsets), rows, strict=True):
+        partition = f"{ssp.system}.{ssp.stream}.{ssp.partition}"
+        behind = view.records_behind_per_partition
+        behind[partition] = max(behind.get(partition, 0), row.lag or 0)
 
 
 def last_hour_freshness(store: CheckpointStore, job: str, now_ms: int | None = None) -> FreshnessWindow | None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from elasticity.batch.sinks.outputs import OUTPUT_SCHEMA, read_table
-from elasticity.checkpoint.batch_plan import BatchPlan
+from elasticity.checkpoint.batch_plan import BatchPlan, BatchStatus
 from elasticity.checkpoint.commit_record import CommitRecord, last_record, to_parts
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
@@ -208,6 +208,6 @@ class ExactlyOnceOutputs:
             return
         self._tx.close()
         last = self.store.plan(self.job_name, self._last_batch) if self._last_batch is not None else None
-        if not self._tx.in_transaction and (last is None or last[1] == "committed"):
+        if not self._tx.in_transaction and (last is None or last[1] == BatchStatus.COMMITTED):
             self.store.close_transactional_ids(self.job_name, [self._tx.tid])
         self._tx = None

@@ -31,7 +31,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 
 from elasticity import faults
-from elasticity.checkpoint.batch_plan import BatchPlan, OffsetRange
+from elasticity.checkpoint.batch_plan import BatchPlan, BatchStatus, OffsetRange
 from elasticity.checkpoint.store import (
     batch_rows,
     checkpoint_rows,
@@ -212,12 +212,12 @@ class CheckpointStore:
     def lease(self, job: str) -> Lease | None:
         return self._read(leases.lease, job, self.clock)
 
-    def plans(self, job: str, status: str | None = None, after: int = 0) -> list[BatchPlan]:
+    def plans(self, job: str, status: BatchStatus | None = None, after: int = 0) -> list[BatchPlan]:
         """Batch plans in batch order, optionally only those with `status`, and only those after batch `after`
         (what an incremental reader has not seen: its cost by the new batches, not the job's age)."""
         return self._read(batch_rows.plans, job, status, after)
 
-    def batches_with_status(self, job: str, status: str) -> list[int]:
+    def batches_with_status(self, job: str, status: BatchStatus) -> list[int]:
         return self._read(batch_rows.with_status, job, status)
 
     # --- metrics -------------------------------------------------------------

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from sqlalchemy import Connection, func, insert, select, update
 
-from elasticity.checkpoint.batch_plan import BatchPlan, OffsetRange
+from elasticity.checkpoint.batch_plan import BatchPlan, BatchStatus, OffsetRange
 from elasticity.checkpoint.store.store_errors import BatchStateError, PendingBatchError, decoding
 from elasticity.checkpoint.store.store_schema import batches
 from elasticity.jobmodel.model import SystemStreamPartition
@@ -41,7 +41,9 @@ def plan_of(row) -> BatchPlan:
 def pending(conn: Connection, job: str, *, last: bool = False) -> BatchPlan | None:
     """The earliest plan not yet committed (the one to replay), or with `last` the latest."""
     order = batches.c.batch_id.desc() if last else batches.c.batch_id.asc()
-    row = conn.execute(select(batches).where(batches.c.job_name == job, batches.c.status == "planned").order_by(order)).first()
+    row = conn.execute(
+        select(batches).where(batches.c.job_name == job, batches.c.status == BatchStatus.PLANNED).order_by(order)
+    ).first()
     return plan_of(row) if row else None
 
 
@@ -50,14 +52,14 @@ def plan(conn: Connection, job: str, batch_id: int) -> tuple[BatchPlan, str] | N
     return (plan_of(row), row.status) if row else None
 
 
-def plans(conn: Connection, job: str, status: str | None, after: int) -> list[BatchPlan]:
+def plans(conn: Connection, job: str, status: BatchStatus | None, after: int) -> list[BatchPlan]:
     query = select(batches).where(batches.c.job_name == job, batches.c.batch_id > after).order_by(batches.c.batch_id)
     if status:
         query = query.where(batches.c.status == status)
     return [plan_of(r) for r in conn.execute(query)]
 
 
-def with_status(conn: Connection, job: str, status: str) -> list[int]:
+def with_status(conn: Connection, job: str, status: BatchStatus) -> list[int]:
     return list(conn.execute(select(batches.c.batch_id).where(batches.c.job_name == job, batches.c.status == status)).scalars())
 
 
@@ -86,7 +88,7 @@ def insert_plan(
             generation=generation,
             ranges=_ranges_to_json(ranges),
             side_inputs=json.dumps([[ssp_to_key(s), o] for s, o in side_inputs]) if side_inputs else None,
-            status="planned",
+            status=BatchStatus.PLANNED,
             planned_ms=now,
         )
     )
@@ -102,7 +104,7 @@ def mark_committed(conn: Connection, plan: BatchPlan, ids: tuple[int, ...], *, n
                 batches.c.job_name == plan.job_name,
                 batches.c.batch_id < plan.batch_id,
                 batches.c.batch_id.not_in(ids),
-                batches.c.status == "planned",
+                batches.c.status == BatchStatus.PLANNED,
             )
         )
         .scalars()
@@ -119,9 +121,9 @@ def mark_committed(conn: Connection, plan: BatchPlan, ids: tuple[int, ...], *, n
             batches.c.job_name == plan.job_name,
             batches.c.batch_id.in_(ids),
             batches.c.generation == plan.generation,
-            batches.c.status == "planned",
+            batches.c.status == BatchStatus.PLANNED,
         )
-        .values(status="committed", committed_ms=now)
+        .values(status=BatchStatus.COMMITTED, committed_ms=now)
     )
     if res.rowcount != len(ids):
         raise BatchStateError(
@@ -141,4 +143,8 @@ def abandon_pending(conn: Connection, job: str, *, abandon: bool) -> None:
             f"job {job!r}: batch {first.batch_id} was planned under generation {first.generation} and has not "
             "committed; run it to completion first (its plan replays the same ranges), or abandon it"
         )
-    conn.execute(update(batches).where(batches.c.job_name == job, batches.c.status == "planned").values(status="abandoned"))
+    conn.execute(
+        update(batches)
+        .where(batches.c.job_name == job, batches.c.status == BatchStatus.PLANNED)
+        .values(status=BatchStatus.ABANDONED)
+    )

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import Column, Table, delete, func, select
 from sqlalchemy.engine import Engine
 
+from elasticity.checkpoint.batch_plan import BatchStatus
 from elasticity.checkpoint.store import batch_rows, generation_rows
 from elasticity.checkpoint.store.store_schema import (
     attempt_failures,
@@ -28,7 +29,7 @@ def expire_plans(engine: Engine, job: str, *, before_ms: int, through_batch: int
         batches,
         batches.c.batch_id,
         job,
-        batches.c.status.in_(("committed", "abandoned")),
+        batches.c.status.in_((BatchStatus.COMMITTED, BatchStatus.ABANDONED)),
         batches.c.batch_id <= through_batch,
         batches.c.batch_id < latest,
         func.coalesce(batches.c.committed_ms, batches.c.planned_ms) < before_ms,
