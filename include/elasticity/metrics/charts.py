@@ -57,28 +57,31 @@ def _x_ticks(xs: Sequence[int], count: int = 8) -> list[int]:
     return ticks
 
 
-def svg(chart: Chart) -> str:
-    """A figure: title, SVG with axes and marks, and an HTML legend (class `legend`)."""
-    title = f'<figure class="chart"><figcaption>{html.escape(chart.title)}</figcaption>'
-    xs = list(chart.xs)
-    if not xs:
-        return title + '<p class="muted">no batches yet</p></figure>'
-    ticks = nice_ticks(max([v for s in chart.series for v in s.values] + [0]))
-    top = ticks[-1]
-    x0, x1 = xs[0], xs[-1]
-    slot = (W - LEFT - RIGHT) / max(1, len(xs))
+@dataclass(frozen=True)
+class _Plot:
+    """Where a chart's values land: batches by position (gaps in batch ids do not squeeze the chart)."""
 
-    def px(i: int) -> float:  # by position, so gaps in batch ids do not squeeze the chart
-        return LEFT + slot * (i + 0.5)
+    chart: Chart
+    top: float
 
-    def py(v: float) -> float:
-        return H - BOTTOM - v / top * (H - TOP - BOTTOM)
+    @property
+    def slot(self) -> float:
+        return (W - LEFT - RIGHT) / max(1, len(self.chart.xs))
 
-    pos = {x: i for i, x in enumerate(xs)}
-    out = [
-        f'<svg class="chart" viewBox="0 0 {W} {H}" width="{W}" height="{H}" xmlns="http://www.w3.org/2000/svg" font-size="11">'
-    ]
-    out.append('<g class="axis y-axis">')
+    def px(self, i: int) -> float:
+        return LEFT + self.slot * (i + 0.5)
+
+    def py(self, v: float) -> float:
+        return H - BOTTOM - v / self.top * (H - TOP - BOTTOM)
+
+
+def _color(i: int, s: Series) -> str:
+    return COLORS[i % len(COLORS)] if s.name != "others" else COLORS[-1]
+
+
+def _axes(plot: _Plot, ticks: list[float]) -> list[str]:
+    chart, py, xs = plot.chart, plot.py, list(plot.chart.xs)
+    out = ['<g class="axis y-axis">']
     for t in ticks:
         out.append(
             f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{py(t):.1f}" y2="{py(t):.1f}" stroke="#e9ecef"/>'
@@ -91,49 +94,73 @@ def svg(chart: Chart) -> str:
     out.append(
         f'<g class="axis x-axis"><line x1="{LEFT}" x2="{W - RIGHT}" y1="{H - BOTTOM}" y2="{H - BOTTOM}" stroke="#868e96"/>'
     )
+    pos = {x: i for i, x in enumerate(xs)}
     for x in _x_ticks(xs):
         out.append(
-            f'<line x1="{px(pos[x]):.1f}" x2="{px(pos[x]):.1f}" y1="{H - BOTTOM}" y2="{H - BOTTOM + 4}" stroke="#868e96"/>'
-            f'<text x="{px(pos[x]):.1f}" y="{H - BOTTOM + 16}" text-anchor="middle" fill="#495057">{x}</text>'
+            f'<line x1="{plot.px(pos[x]):.1f}" x2="{plot.px(pos[x]):.1f}" y1="{H - BOTTOM}" y2="{H - BOTTOM + 4}" stroke="#868e96"/>'
+            f'<text x="{plot.px(pos[x]):.1f}" y="{H - BOTTOM + 16}" text-anchor="middle" fill="#495057">{x}</text>'
         )
     out.append(
         f'<text class="axis-label" x="{(LEFT + W - RIGHT) / 2:.0f}" y="{H - 6}" text-anchor="middle" fill="#495057">'
-        f"{html.escape(chart.x_label)} ({x0}..{x1})</text></g>"
+        f"{html.escape(chart.x_label)} ({xs[0]}..{xs[-1]})</text></g>"
     )
-    for x, label in chart.marks:
+    return out
+
+
+def _marks(plot: _Plot) -> list[str]:
+    pos = {x: i for i, x in enumerate(plot.chart.xs)}
+    out = []
+    for x, label in plot.chart.marks:
         if x in pos:
-            mx = px(pos[x]) - slot / 2
+            mx = plot.px(pos[x]) - plot.slot / 2
             anchor, dx = ("end", -3) if mx > W * 0.75 else ("start", 3)
             out.append(
                 f'<g class="mark"><line x1="{mx:.1f}" x2="{mx:.1f}" y1="{TOP}" y2="{H - BOTTOM}" stroke="#c92a2a" stroke-dasharray="4 3"/>'
                 f'<text x="{mx + dx:.1f}" y="{TOP - 6}" fill="#c92a2a" text-anchor="{anchor}">{html.escape(label)}</text></g>'
             )
-    n = max(1, len(chart.series))
+    return out
+
+
+def _series(plot: _Plot, si: int, s: Series) -> list[str]:
+    chart, px, py, xs = plot.chart, plot.px, plot.py, plot.chart.xs
+    color, name = _color(si, s), html.escape(s.name)
+    out = [f'<g class="series" data-name="{name}">']
+    if chart.bars:
+        w = max(1.0, plot.slot * 0.8 / max(1, len(chart.series)))
+        for i, v in enumerate(s.values):
+            bx = px(i) - plot.slot * 0.4 + si * w
+            out.append(
+                f'<rect x="{bx:.1f}" y="{py(v):.1f}" width="{w:.1f}" height="{H - BOTTOM - py(v):.1f}" fill="{color}">'
+                f"<title>{chart.x_label} {xs[i]}: {name} {_fmt(v)} {html.escape(chart.y_unit)}</title></rect>"
+            )
+    else:
+        points = " ".join(f"{px(i):.1f},{py(v):.1f}" for i, v in enumerate(s.values))
+        out.append(f'<polyline points="{points}" fill="none" stroke="{color}" stroke-width="2"/>')
+        for i, v in enumerate(s.values):
+            out.append(
+                f'<circle cx="{px(i):.1f}" cy="{py(v):.1f}" r="3" fill="{color}">'
+                f"<title>{chart.x_label} {xs[i]}: {name} {_fmt(v)} {html.escape(chart.y_unit)}</title></circle>"
+            )
+    out.append("</g>")
+    return out
+
+
+def svg(chart: Chart) -> str:
+    """A figure: title, SVG with axes and marks, and an HTML legend (class `legend`)."""
+    title = f'<figure class="chart"><figcaption>{html.escape(chart.title)}</figcaption>'
+    if not chart.xs:
+        return title + '<p class="muted">no batches yet</p></figure>'
+    ticks = nice_ticks(max([v for s in chart.series for v in s.values] + [0]))
+    plot = _Plot(chart, ticks[-1])
+    out = [
+        f'<svg class="chart" viewBox="0 0 {W} {H}" width="{W}" height="{H}" xmlns="http://www.w3.org/2000/svg" font-size="11">'
+    ]
+    out += _axes(plot, ticks) + _marks(plot)
     for si, s in enumerate(chart.series):
-        color = COLORS[si % len(COLORS)] if s.name != "others" else COLORS[-1]
-        name = html.escape(s.name)
-        out.append(f'<g class="series" data-name="{name}">')
-        if chart.bars:
-            w = max(1.0, slot * 0.8 / n)
-            for i, v in enumerate(s.values):
-                bx = px(i) - slot * 0.4 + si * w
-                out.append(
-                    f'<rect x="{bx:.1f}" y="{py(v):.1f}" width="{w:.1f}" height="{H - BOTTOM - py(v):.1f}" fill="{color}">'
-                    f"<title>{chart.x_label} {xs[i]}: {name} {_fmt(v)} {html.escape(chart.y_unit)}</title></rect>"
-                )
-        else:
-            points = " ".join(f"{px(i):.1f},{py(v):.1f}" for i, v in enumerate(s.values))
-            out.append(f'<polyline points="{points}" fill="none" stroke="{color}" stroke-width="2"/>')
-            for i, v in enumerate(s.values):
-                out.append(
-                    f'<circle cx="{px(i):.1f}" cy="{py(v):.1f}" r="3" fill="{color}">'
-                    f"<title>{chart.x_label} {xs[i]}: {name} {_fmt(v)} {html.escape(chart.y_unit)}</title></circle>"
-                )
-        out.append("</g>")
+        out += _series(plot, si, s)
     out.append("</svg>")
     legend = "".join(
-        f'<span class="legend-item"><i style="background:{COLORS[i % len(COLORS)] if s.name != "others" else COLORS[-1]}"></i>'
-        f"{html.escape(s.name)}</span>"
+        f'<span class="legend-item"><i style="background:{_color(i, s)}"></i>{html.escape(s.name)}</span>'
         for i, s in enumerate(chart.series)
     )
     marks = '<span class="legend-item"><i class="mark-key"></i>factor change</span>' if chart.marks else ""
