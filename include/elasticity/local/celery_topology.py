@@ -252,13 +252,14 @@ class CeleryTopology:
         return sorted({proc.pid, *_session_members(proc.pid)})
 
     def signal(self, name: str, sig: signal.Signals) -> list[int]:
-        """Send `sig` to each of the component's processes (SIGKILL: a lost host; SIGSTOP: a paused one)."""
+        """Send `sig` to each of the component's processes (SIGKILL: a lost host, forgotten until started again;
+        SIGSTOP: a paused one)."""
         pids = self.processes(name)
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
         if sig == signal.SIGKILL and name in self.procs:
-            self.procs[name].wait()
+            self.procs.pop(name).wait()
         return pids
 
     def stop_component(self, name: str, timeout_s: float = 30) -> None:
@@ -333,7 +334,9 @@ class CeleryTopology:
             self._check_alive()
             with contextlib.suppress(requests.RequestException, ValueError):
                 health = requests.get(f"{self.base}/api/v2/monitor/health", timeout=5).json()
-                up = all((health.get(c) or {}).get("status") == "healthy" for c in ("scheduler", "triggerer", "dag_processor"))
+                up = health.get("scheduler", {}).get("status") == "healthy" and all(
+                    (health.get(c) or {}).get("status") == "healthy" for c in ("triggerer", "dag_processor") if c in health
+                )
                 if up and all(self.worker_ready(i) for i in range(1, self.workers + 1)):
                     return
             time.sleep(0.5)
