@@ -108,6 +108,7 @@ class CeleryTopology:
             "AIRFLOW__CORE__FERNET_KEY": _fernet_key(),
         }
         self._trigger_log_port: int | None = None
+        self._log_start: dict[int, int] = {}  # where each worker's current process began its log
 
     # --- where things are -----------------------------------------------------------------------------------
 
@@ -242,6 +243,8 @@ class CeleryTopology:
         return proc
 
     def start_worker(self, i: int) -> subprocess.Popen:
+        log = self.log_file(self.worker_name(i))
+        self._log_start[i] = log.stat().st_size if log.exists() else 0  # its readiness is read from here on
         return self.start_component(self.worker_name(i))
 
     def processes(self, name: str) -> list[int]:
@@ -317,7 +320,15 @@ class CeleryTopology:
         raise TopologyError(f"the API server did not answer on {self.base} within {timeout_s:.0f}s:\n{self.tails()}")
 
     def worker_ready(self, i: int) -> bool:
-        return f"{self.host(i).netns}@" in (log := self._read(self.log_file(self.worker_name(i)))) and " ready." in log
+        """Worker i's current process consumes (Celery logged `<name>@<host> ready.` since it started)."""
+        proc = self.procs.get(self.worker_name(i))
+        if proc is None or proc.poll() is not None:
+            return False
+        try:
+            log = self.log_file(self.worker_name(i)).read_bytes()[self._log_start.get(i, 0) :]
+        except OSError:
+            return False
+        return f"{self.host(i).netns}@".encode() in log and b" ready." in log
 
     @staticmethod
     def _read(path: Path) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import signal
 import sys
 from collections.abc import Sequence
@@ -58,7 +59,15 @@ async def relay(listen: str, target: str, ports: Sequence[int], started: asyncio
 
         return join
 
-    servers = [await asyncio.start_server(joiner(port), listen, port, reuse_address=True) for port in ports]
+    servers = []
+    for port in ports:
+        try:
+            servers.append(await asyncio.start_server(joiner(port), listen, port, reuse_address=True))
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE or listen == target:
+                raise
+            # a server listening on every address of this machine answers there itself
+            print(f"{listen}:{port} is taken (a server on all addresses?): not relayed", flush=True)
     if started is not None:
         started.set()
     try:
