@@ -14,7 +14,8 @@ runs it, maintenance on the other worker compacting and expiring up to the valid
     the retry runs the batch again on the other worker;
 (b) a worker SIGSTOPped past the heartbeat timeout while it runs a micro-batch, then resumed: its attempt's
     commit is refused by the per-attempt fencing (SupersededError), recorded as a failed attempt;
-(c) Redis restarted (empty: it keeps nothing on disk);
+(c) Redis restarted (empty: it keeps nothing on disk; a task published meanwhile is lost and queued again after
+    the queued timeout);
 (d) the API server restarted.
 
 A micro-batch is caught "while it runs" by the fault point `commit.before_fence` holding one armed attempt
@@ -59,6 +60,7 @@ from tests.support.helpers import fresh_topic, job_props, write_properties
 # since what is proved is the retry on the other worker and the fencing, not the wait;
 # ELASTICITY_TEST_CELERY_HEARTBEAT_S=90 measures the product's figure.
 HEARTBEAT_S = int(os.environ.get("ELASTICITY_TEST_CELERY_HEARTBEAT_S", "30"))
+QUEUED_S = 30  # the same for a task a restarted Redis lost (the product's QUEUED_TIMEOUT_S: 120 s)
 HOLD = "commit.before_fence"
 FIGURES: dict[str, float] = {}
 
@@ -189,11 +191,13 @@ def world(kafka_bootstrap, s3_server, tmp_path_factory):
                 port=free_port(),
                 workers=2,
                 heartbeat_timeout_s=HEARTBEAT_S,
+                queued_timeout_s=QUEUED_S,
                 env_extra={
                     **connections(kafka_bootstrap, remote, str(db.store_url)),
                     "ELASTICITY_JOBS_DIR": str(tmp / "jobs"),
                     "ELASTICITY_FAULT": f"{HOLD}:hold:{holds}",
                     "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
+                    "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT_CHECK_INTERVAL": "10",
                     "KAFKA_BOOTSTRAP_SERVERS": None,
                     "ELASTICITY_CHECKPOINT_STORE_URL": None,  # the connections must be enough
                 },
@@ -317,13 +321,19 @@ def _celery_control(world, action: str, worker: int) -> None:
     """Celery's remote control: the worker stops (or starts again) taking tasks from Airflow's queue."""
     from celery import Celery
 
-    app = Celery(broker=world.topology.broker_url)
     node = f"{world.topology.host(worker).netns}@{socket.gethostname()}"
-    try:
-        replies = getattr(app.control, action)("default", destination=[node], reply=True, timeout=10)
-        assert replies, f"{action} on {node}: no reply"
-    finally:
-        app.close()
+    for attempt in range(3):  # a connection of an earlier call, to a Redis restarted since, fails once
+        app = Celery(broker=world.topology.broker_url)
+        try:
+            replies = getattr(app.control, action)("default", destination=[node], reply=True, timeout=10)
+            assert replies, f"{action} on {node}: no reply"
+            return
+        except Exception:
+            if attempt == 2:
+                raise
+            time.sleep(1)
+        finally:
+            app.close()
 
 
 def _maintenance_on(world, worker: int) -> dict:
@@ -515,13 +525,30 @@ def test_a_worker_paused_past_the_heartbeat_timeout_is_refused_by_the_fencing_wh
 
 @needs_root
 def test_redis_restarted_empty_and_the_next_runs_go_through(world):
+    """Found here, not fixed: Celery 5.6's workers reconnect to the restarted Redis ("Connected to ...") but take no
+    task from it any more (no client blocks on the queue; the scheduler's message, sent again after the queued
+    timeout, waits there). Restarting the workers heals it; the test does so, then checks, then reports the
+    self-healing as an expected failure."""
+    dag = _dag(world, "microbatch")
     restarted = time.monotonic()
     world.redis.restart()
     _feed(world)
-    run_id = world.api.trigger(_dag(world, "microbatch"))
+    run_id = world.api.trigger(dag)
+    try:
+        world.api.wait_run(dag, run_id, QUEUED_S + 60)
+        healed_by_itself = True
+    except TimeoutError:
+        healed_by_itself = False
+        FIGURES["(c) Redis restart: no worker took the task for (s)"] = time.monotonic() - restarted
+        for i in (1, 2):  # what an operator (or a supervisor) does: the workers started again
+            world.topology.stop_component(world.topology.worker_name(i))
+            world.topology.start_worker(i)
+        _wait(lambda: all(world.topology.worker_ready(i) for i in (1, 2)), 120, "the workers did not come back", world)
     _run_to_success(world, run_id)
     FIGURES["(c) Redis restart: next run succeeded after (s)"] = time.monotonic() - restarted
     _check(world, "(c) Redis restart", run_id, _worker_of(world, _ti(world, "microbatch", run_id)))
+    if not healed_by_itself:
+        pytest.xfail("the Celery workers consumed nothing from the restarted Redis until they were started again")
 
 
 @needs_root

@@ -21,7 +21,7 @@ import yaml
 
 from elasticity.cli import build_parser
 from elasticity.config import load_config
-from elasticity.local.celery_topology import CELERY_EXECUTOR, HEARTBEAT_TIMEOUT_S
+from elasticity.local.celery_topology import CELERY_EXECUTOR, HEARTBEAT_TIMEOUT_S, QUEUED_TIMEOUT_S
 from elasticity.local.standalone import (
     METADATA_DATABASE,
     STORE_DATABASE,
@@ -147,6 +147,7 @@ def test_airflow_runs_as_the_local_postgres_set_up(tmp_path):
         assert env["AIRFLOW__CELERY__BROKER_URL"] == "redis://redis:6379/0"
         assert env["AIRFLOW__CELERY__RESULT_BACKEND"] == f"db+{db.metadata_url}"
         assert env["AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT"] == str(HEARTBEAT_TIMEOUT_S)
+        assert env["AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT"] == str(QUEUED_TIMEOUT_S)
         assert not env["ELASTICITY_HOME"].startswith("/opt/elasticity"), "scratch of its own, not the shared mount"
         assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].endswith(f"@postgres:5432/{METADATA_DATABASE}")
         assert env["AIRFLOW_CONN_ELASTICITY_STORE"].endswith(f"@postgres:5432/{STORE_DATABASE}")

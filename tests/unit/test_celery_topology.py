@@ -47,6 +47,7 @@ def test_every_component_runs_the_celery_executor_with_shared_secrets_and_each_w
     assert env["AIRFLOW__CELERY__BROKER_URL"] == "redis://127.0.0.1:6390/0"
     assert env["AIRFLOW__CELERY__RESULT_BACKEND"] == f"db+{LOCAL_POSTGRES}/m"
     assert env["AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT"] == str(HEARTBEAT_TIMEOUT_S) == "90"
+    assert env["AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT"] == "120"
     assert env["AIRFLOW__CORE__HOSTNAME_CALLABLE"] == CALLABLE
     assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://127.0.0.1:8099/execution/"
     one, two = topology.worker_env(1), topology.worker_env(2)

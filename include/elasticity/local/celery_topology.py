@@ -11,7 +11,8 @@ records each worker's host address as the task instance's host name (`airflow/wo
 The job's code reaches the workers as Airflow 3 ships it: the DAG files through the DAG bundle (the project's
 `dags/`), the library and the apps it names as installed packages; the project's folder is not put on a
 worker's PYTHONPATH. The scheduler fails (and retries) a task whose heartbeats stop after
-`HEARTBEAT_TIMEOUT_S`, so a lost worker's micro-batch runs again on another within about two minutes.
+`HEARTBEAT_TIMEOUT_S`, so a lost worker's micro-batch runs again on another within about two minutes, and
+queues again a task still queued after `QUEUED_TIMEOUT_S` (one a restarted Redis lost: it keeps nothing).
 
 Imports no Airflow: it sets up the environment Airflow starts in, as `standalone.py` does, and reuses its
 configuration (`AirflowStandalone.env`), its REST client and its database set-up (`AirflowDb`).
@@ -41,6 +42,7 @@ from elasticity.local.worker_hosts import Host, WorkerHosts
 
 CELERY_EXECUTOR = "CeleryExecutor"
 HEARTBEAT_TIMEOUT_S = 90  # [scheduler] task_instance_heartbeat_timeout: a lost worker's task is retried after it
+QUEUED_TIMEOUT_S = 120  # [scheduler] task_queued_timeout: a task a restarted broker lost is queued again after it
 WORKER_LOG_PORT = 8793  # each worker's log server, on its own host's address
 SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
 _LOOPBACK = re.compile(r"(?:127\.0\.0\.1|localhost):(\d{2,5})\b")
@@ -86,6 +88,7 @@ class CeleryTopology:
         workers: int = 2,
         concurrency: int = 1,
         heartbeat_timeout_s: int = HEARTBEAT_TIMEOUT_S,
+        queued_timeout_s: int = QUEUED_TIMEOUT_S,
         env_extra: Mapping[str, str | None] | None = None,
         tag: str | None = None,
     ) -> None:
@@ -97,6 +100,7 @@ class CeleryTopology:
         self.workers = workers
         self.concurrency = concurrency
         self.heartbeat_timeout_s = heartbeat_timeout_s
+        self.queued_timeout_s = queued_timeout_s
         self.airflow = AirflowStandalone(home / "airflow", port, {**(env_extra or {}), **db.env(CELERY_EXECUTOR)})
         self.hosts = WorkerHosts(workers, home / "hosts", tag)
         self.procs: dict[str, subprocess.Popen] = {}
@@ -156,6 +160,7 @@ class CeleryTopology:
             "AIRFLOW__CELERY__RESULT_BACKEND": f"db+{self.db.metadata_url}",
             "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(self.concurrency),
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(self.heartbeat_timeout_s),
+            "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": str(self.queued_timeout_s),
             "AIRFLOW__CORE__HOSTNAME_CALLABLE": CALLABLE,
             "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(WORKER_LOG_PORT),
         }
