@@ -8,18 +8,22 @@ export ELASTICITY_HOME ?= $(CURDIR)/.elasticity
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup demo airflow ui stop test unit lint docs soak cluster chaos clean bench-quix
+.PHONY: setup demo airflow ui stop test unit lint docs soak cluster chaos celery clean bench-quix
 
 setup: $(STAMP)
 
-# Debian packages the tests use: headless Chromium (the UI browser test) and docker-compose 1.29
-# (validates docker-compose.yaml; no engine runs here). Installed only when missing.
+# Debian packages the tests use: headless Chromium (the UI browser test), docker-compose 1.29
+# (validates docker-compose.yaml; no engine runs here) and redis-server (Celery's broker: the Celery topology
+# starts one of its own; machines of this kind also run one on 6379), and iproute2 (`ip`: the topology's worker
+# hosts). Installed only when missing.
 SYSTEM_STAMP := $(VENV)/.system-deps
 
 $(SYSTEM_STAMP):
-	@command -v chromium >/dev/null && command -v docker-compose >/dev/null || { \
+	@command -v chromium >/dev/null && command -v docker-compose >/dev/null && command -v redis-server >/dev/null \
+	  && command -v ip >/dev/null || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium docker-compose >/dev/null; }
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium docker-compose \
+	    redis-server iproute2 >/dev/null; }
 	@mkdir -p $(VENV) && touch $(SYSTEM_STAMP)
 
 $(STAMP): requirements.txt pyproject.toml
@@ -46,9 +50,14 @@ demo: $(STAMP)
 # (databases elasticity_airflow and elasticity, created when missing) with the LocalExecutor, as in production.
 # `make airflow CLUSTER=1`: the jobs run on the local cluster of `make cluster` (its Connect server as
 # spark_default, its S3 storage for sinks and blobs, the job configs of include/jobs/cluster).
+# `make airflow CELERY=1`: the CeleryExecutor on PostgreSQL, Redis as Celery's broker (127.0.0.1:6379, else one
+# of its own), the API server, scheduler, dag-processor, triggerer and WORKERS (2) Celery workers, each on a host
+# of its own (a network namespace: run as root); with CLUSTER=1 the jobs' data is on the cluster's S3 storage.
 DB ?= sqlite
-airflow: $(STAMP)
-	$(BIN)/elasticity airflow --db $(DB) $(if $(CLUSTER),--cluster) $(if $(PORT),--port $(PORT))
+WORKERS ?= 2
+airflow: $(STAMP) $(if $(CELERY),$(SYSTEM_STAMP))
+	$(BIN)/elasticity airflow --db $(if $(CELERY),$(if $(filter sqlite,$(DB)),postgres,$(DB)),$(DB)) \
+	  $(if $(CELERY),--executor celery --workers $(WORKERS)) $(if $(CLUSTER),--cluster) $(if $(PORT),--port $(PORT))
 
 ui: airflow
 
@@ -100,6 +109,11 @@ cluster: $(STAMP)
 # prints how long healing took.
 chaos: $(STAMP)
 	$(BIN)/pytest -m chaos -s tests/chaos
+
+# Airflow's CeleryExecutor on this machine (two workers, each its own network namespace; needs root and `ip`)
+# through a worker killed, one paused past the heartbeat timeout, Redis and the API server restarted.
+celery: $(SYSTEM_STAMP)
+	$(BIN)/pytest -m celery -s tests/integration/test_celery.py
 
 clean: stop
 	rm -rf $(VENV) .elasticity

@@ -1,9 +1,10 @@
 """docker-compose.yaml, validated by a real Compose implementation (Debian's
 docker-compose 1.29; no engine runs here), checked for what the DAGs need, for
 secrets that come only from `.env`, and for carrying the settings the local
-set-up runs with (tests/integration/test_scheduler_postgres.py): the metadata
-database and executor of `elasticity airflow --db`, the connections, the
-cluster's job configs on the shared S3 storage."""
+set-ups run with (tests/integration/test_scheduler_postgres.py, test_celery.py):
+the metadata database of `elasticity airflow --db`, the CeleryExecutor of
+`--executor celery` (Redis, two workers, the heartbeat timeout), the connections,
+the cluster's job configs on the shared S3 storage."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ import yaml
 
 from elasticity.cli import build_parser
 from elasticity.config import load_config
+from elasticity.local.celery_topology import CELERY_EXECUTOR, HEARTBEAT_TIMEOUT_S, QUEUED_TIMEOUT_S
 from elasticity.local.standalone import (
-    EXECUTOR,
     METADATA_DATABASE,
     STORE_DATABASE,
     AirflowDb,
@@ -33,7 +34,15 @@ from tests.conftest import REPO
 COMPOSE = shutil.which("docker-compose")
 assert COMPOSE, "docker-compose is installed by `make test` (apt); run the tests through make"
 FILE = REPO / "docker-compose.yaml"
-AIRFLOW = ("airflow-init", "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer")
+CELERY_WORKERS = ("airflow-worker-1", "airflow-worker-2")
+AIRFLOW = (
+    "airflow-init",
+    "airflow-apiserver",
+    "airflow-scheduler",
+    "airflow-dag-processor",
+    "airflow-triggerer",
+    *CELERY_WORKERS,
+)
 WORKERS = ("spark-worker-1", "spark-worker-2")
 SHARED_STORAGE = ("AWS_ENDPOINT_URL", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 
@@ -79,6 +88,7 @@ def test_compose_file_is_valid_and_has_every_service(tmp_path):
         *WORKERS,
         "spark-connect",
         "postgres",
+        "redis",
         *AIRFLOW,
     } <= set(services)
     ports = [
@@ -132,8 +142,13 @@ def test_airflow_runs_as_the_local_postgres_set_up(tmp_path):
     services = config(tmp_path)["services"]
     for name in AIRFLOW:
         env = services[name]["environment"]
-        db = AirflowDb(env["ELASTICITY_DB_SERVER"])  # what `elasticity airflow --db <server>` sets
-        assert db.env().items() <= env.items() and env["AIRFLOW__CORE__EXECUTOR"] == EXECUTOR
+        db = AirflowDb(env["ELASTICITY_DB_SERVER"])  # what `elasticity airflow --db <server> --executor celery` sets
+        assert db.env(CELERY_EXECUTOR).items() <= env.items() and env["AIRFLOW__CORE__EXECUTOR"] == CELERY_EXECUTOR
+        assert env["AIRFLOW__CELERY__BROKER_URL"] == "redis://redis:6379/0"
+        assert env["AIRFLOW__CELERY__RESULT_BACKEND"] == f"db+{db.metadata_url}"
+        assert env["AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT"] == str(HEARTBEAT_TIMEOUT_S)
+        assert env["AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT"] == str(QUEUED_TIMEOUT_S)
+        assert not env["ELASTICITY_HOME"].startswith("/opt/elasticity"), "scratch of its own, not the shared mount"
         assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].endswith(f"@postgres:5432/{METADATA_DATABASE}")
         assert env["AIRFLOW_CONN_ELASTICITY_STORE"].endswith(f"@postgres:5432/{STORE_DATABASE}")
         assert services["postgres"]["environment"]["POSTGRES_DB"] == METADATA_DATABASE
@@ -143,6 +158,11 @@ def test_airflow_runs_as_the_local_postgres_set_up(tmp_path):
             assert json.loads(env[conn]) == json.loads(local[conn]), f"{name}: {conn}"
         assert set(SHARED_STORAGE) <= set(env) and env["AWS_ENDPOINT_URL"] == "http://s3:8333"
         assert any("/opt/elasticity" in str(v) for v in services[name]["volumes"])
+    # two Celery workers, each a host of its own, on the Redis service
+    for name in CELERY_WORKERS:
+        assert services[name]["command"] == ["celery", "worker"] and services[name]["hostname"] == name
+        assert services[name]["depends_on"]["redis"]["condition"] == "service_healthy"
+    assert services["redis"]["image"].startswith("redis:")
     # airflow-init is the local set-up's own: `elasticity airflow --db <server> --init-only`
     program, *argv = shlex.split(services["airflow-init"]["command"][-1])
     args = build_parser().parse_args(argv)

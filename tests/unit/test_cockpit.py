@@ -160,3 +160,16 @@ def test_the_page_shows_each_batchs_freshness_and_the_last_hours_percentiles(tmp
     assert [b["freshness_ms"] for b in api["batches"]] == [{"oldest": 1_500, "newest": 300}, {"oldest": 95_000, "newest": 42_000}]
     assert api["freshness"] == {"batches": 2, "oldest_p50": 1_500, "oldest_p99": 95_000, "newest_p50": 300, "newest_p99": 42_000}
     assert api["older"] == 4
+
+
+def test_the_page_lists_each_batchs_attempt_and_every_failed_attempt_whichever_worker_ran_it(tmp_path):
+    config, store = job(tmp_path, factor=2)
+    job_name = config.job_name
+    for n, (run, attempt) in enumerate([("manual__a", 1), ("manual__b", 1), ("manual__b", 2)]):
+        store.clock = lambda n=n: 1_000 + n
+        store.record_failure(job_name, run_id=run, attempt=attempt, task="run_batches", error=f"superseded {run} {attempt}")
+    view = build_view(config, store, Inputs())
+    assert [(f["run_id"], f["attempt"]) for f in view.failures] == [("manual__b", 2), ("manual__b", 1), ("manual__a", 1)]
+    page = render(view)
+    assert page.count("<td><code>superseded manual__") == 3 and "<table id=failures>" in page
+    assert page.count("<td class=owner>") == len(view.batches)  # each batch's attempt (its lease owner) where known

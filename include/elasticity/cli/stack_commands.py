@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from elasticity.cli.options import project_apps
+from elasticity.cli.options import positive, project_apps
 from elasticity.config import elasticity_home
 from elasticity.local.broker import EmbeddedBroker
 
@@ -161,6 +161,23 @@ def _airflow_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--no-warm-up", action="store_true", help="the embedded Spark Connect server it starts serves without its warm-up"
     )
+    parser.add_argument(
+        "--executor",
+        choices=["local", "celery"],
+        default="local",
+        help="local (default: `airflow standalone`, the LocalExecutor) or celery: the CeleryExecutor, the API server, "
+        "scheduler, dag-processor and triggerer, and --workers Celery workers each on a host of its own (a network "
+        "namespace: needs root); needs --db postgres",
+    )
+    parser.add_argument(
+        "--workers", type=positive("--workers"), default=2, help="--executor celery: the Celery workers (default 2)"
+    )
+    parser.add_argument(
+        "--redis",
+        default=None,
+        help="--executor celery: Celery's broker, a redis:// URL or `own` (a redis-server of its own on a free port); "
+        "default: the Redis on 127.0.0.1:6379 when it answers, else its own",
+    )
     parser.set_defaults(func=cmd_airflow)
 
 
@@ -172,6 +189,12 @@ def cmd_airflow(args: argparse.Namespace) -> int:
         return init(db)
     project_apps()  # Airflow's tasks and the Connect server it starts load the project's apps
     spark_remote = on_local_cluster(elasticity_home()) if args.cluster else args.spark_remote
+    if args.executor == "celery":
+        from elasticity.local.celery_topology import serve_celery
+
+        return serve_celery(
+            elasticity_home(), args.port, db, spark_remote, workers=args.workers, redis=args.redis, warm_up=not args.no_warm_up
+        )
     return serve(elasticity_home(), args.port, db, spark_remote, warm_up=not args.no_warm_up)
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import requests
 
 from elasticity.airflow.project import JOBS_ENV, ProjectError, airflow_folders, jobs_dir
+from elasticity.config import JobConfig
 from elasticity.local.airflow_api import AirflowApi
 
 log = logging.getLogger(__name__)
@@ -65,15 +66,15 @@ class AirflowDb:
     def store_url(self) -> str | None:
         return f"{self.server}/{self.store_database}" if self.server else None
 
-    def env(self) -> dict[str, str]:
-        """Airflow's settings for it. The async URL is spelled out: Airflow would derive asyncpg's, which is
-        not installed; psycopg 3 serves both."""
+    def env(self, executor: str = EXECUTOR) -> dict[str, str]:
+        """Airflow's settings for it, run by `executor`. The async URL is spelled out: Airflow would derive
+        asyncpg's, which is not installed; psycopg 3 serves both."""
         if not self.metadata_url:
             return {}
         return {
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.metadata_url,
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC": self.metadata_url,
-            "AIRFLOW__CORE__EXECUTOR": EXECUTOR,
+            "AIRFLOW__CORE__EXECUTOR": executor,
         }
 
     def _admin(self, sql: str, *, create: bool) -> None:
@@ -354,22 +355,31 @@ def on_local_cluster(home: Path) -> str:
     return state.connect
 
 
-def serve(
-    home: Path, port: int = 8080, db: AirflowDb | None = None, spark_remote: str | None = None, *, warm_up: bool = True
-) -> int:
-    """`make airflow`: the embedded default under Airflow's scheduler, in the foreground until Ctrl-C; its
-    metadata and checkpoints on SQLite, or on PostgreSQL with the LocalExecutor (`db`); `warm_up`: the embedded
-    Connect server it starts warms up while Airflow starts."""
+@dataclass(frozen=True)
+class Served:
+    """What `elasticity airflow` runs Airflow on: the connections of the embedded services, the job it shows."""
+
+    connections: dict[str, str]
+    job_file: Path
+    job: JobConfig
+
+    @property
+    def name(self) -> str:
+        return self.job.job_name
+
+
+def prepare(home: Path, db: AirflowDb, spark_remote: str | None, *, warm_up: bool, executor: str = EXECUTOR) -> Served:
+    """`make airflow`'s services before Airflow: the databases, the embedded broker and Connect server (or
+    `spark_remote`), the demo's topic fed when new."""
     from elasticity.apps.demo_feed import demo_records
     from elasticity.config import load_config
     from elasticity.kafka.admin import create_topic
     from elasticity.kafka.producer import send
 
-    db = db or AirflowDb()
     job_file, is_demo = shown_job_file()
     if db.server:
         db.create()
-        print(f"Airflow's metadata in PostgreSQL {db.metadata_url}, checkpoints in {db.store_url}; {EXECUTOR}", flush=True)
+        print(f"Airflow's metadata in PostgreSQL {db.metadata_url}, checkpoints in {db.store_url}; {executor}", flush=True)
     engine = f"Spark Connect at {spark_remote}" if spark_remote else "the embedded Spark Connect server"
     print(f"starting the embedded broker, {engine} (state in {home}) ...", flush=True)
     conns = embedded_services(home, db.store_url, spark_remote, warm_up=warm_up)
@@ -379,31 +389,59 @@ def serve(
     if is_demo and create_topic(bootstrap, topic, 4):
         sent = send(bootstrap, topic, demo_records(3000, keys=300))
         print(f"created topic {topic} with 4 partitions and {sent} demo orders", flush=True)
-    name = job.job_name
-    airflow = AirflowStandalone(home / "airflow", port, {**conns, **db.env()})
-    print(
-        f"starting Airflow (api-server, scheduler, dag-processor, triggerer) on {airflow.base}; log {airflow.log_file} ...",
-        flush=True,
-    )
-    signal.signal(signal.SIGTERM, _interrupt)  # systemd and `docker stop` send TERM: stop as on Ctrl-C
-    _terminate_with_parent()
-    airflow.start()
-    try:
-        airflow.wait_ready()
-        print(
-            f"""
-Airflow UI: {airflow.base}   login: admin   password: {airflow.password()}
+    return Served(conns, job_file, job)
+
+
+def banner(base: str, password: str, served: Served, stops: str) -> str:
+    """What `make airflow` prints once Airflow answers."""
+    name, job_file = served.name, served.job_file
+    report = served.job.report_location
+    return f"""
+Airflow UI: {base}   login: admin   password: {password}
   elastic_microbatch__{name}   runs when records wait (already unpaused): batches until caught up
   elastic_rescale            Trigger -> job {name}, factor N -> Trigger: the rescale, then a data-quality run
-  elastic_data_quality__{name} after each committed run: report {job.report_location}/summary.html
-  the elastic job page       Browse -> Elastic job {name} ({airflow.base}/elasticity/jobs/{name})
+  elastic_data_quality__{name} after each committed run: report {report}/summary.html
+  the elastic job page       Browse -> Elastic job {name} ({base}/elasticity/jobs/{name})
 More orders: {_shown(BIN / "elasticity")} feed --config {_shown(job_file)} --records 3000
-Ctrl-C (or SIGTERM) stops Airflow; the broker and the Spark Connect server keep running (`elasticity spark stop` and `elasticity broker stop` stop them; `make stop` in a checkout).""",
-            flush=True,
-        )
-        return airflow.proc.wait() if airflow.proc else 0
+{stops}"""
+
+
+def in_foreground(start, wait, stop) -> int:
+    """Run Airflow until it exits, Ctrl-C or SIGTERM (systemd and `docker stop` send TERM; make dies of one
+    without passing it on: the kernel sends this process a TERM when its parent dies), then `stop` it."""
+    signal.signal(signal.SIGTERM, _interrupt)
+    _terminate_with_parent()
+    try:
+        start()
+        return wait()
     except KeyboardInterrupt:
         return 0
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second TERM does not cut the clean-up short
-        airflow.stop()
+        stop()
+
+
+def serve(
+    home: Path, port: int = 8080, db: AirflowDb | None = None, spark_remote: str | None = None, *, warm_up: bool = True
+) -> int:
+    """`make airflow`: the embedded default under Airflow's scheduler, in the foreground until Ctrl-C; its
+    metadata and checkpoints on SQLite, or on PostgreSQL with the LocalExecutor (`db`); `warm_up`: the embedded
+    Connect server it starts warms up while Airflow starts."""
+    db = db or AirflowDb()
+    served = prepare(home, db, spark_remote, warm_up=warm_up)
+    airflow = AirflowStandalone(home / "airflow", port, {**served.connections, **db.env()})
+
+    def start() -> None:
+        print(
+            f"starting Airflow (api-server, scheduler, dag-processor, triggerer) on {airflow.base}; log {airflow.log_file} ...",
+            flush=True,
+        )
+        airflow.start()
+        airflow.wait_ready()
+        stops = (
+            "Ctrl-C (or SIGTERM) stops Airflow; the broker and the Spark Connect server keep running (`elasticity spark stop` "
+            "and `elasticity broker stop` stop them; `make stop` in a checkout)."
+        )
+        print(banner(airflow.base, airflow.password(), served, stops), flush=True)
+
+    return in_foreground(start, lambda: airflow.proc.wait() if airflow.proc else 0, airflow.stop)

@@ -23,6 +23,7 @@ from elasticity.quality.history import run_page
 BATCHES = 50  # recent batches charted
 MAX_BATCHES = 1000  # the most batches one page may ask for
 QUALITY_RUNS = 10  # data-quality runs listed
+FAILURES = 20  # failed task attempts listed
 RESCALES = 50  # generations listed
 
 
@@ -124,6 +125,9 @@ class JobView:
     older_runs: int | None = None  # `runs_before` that asks for older data-quality runs (None: no older one)
     engine: EngineHealth | None = None  # None: not probed (no Spark Connect server, or not inside Airflow)
     run: RunInProgress | None = None
+    # the latest failed task attempts of any run (run_id, attempt, task, error, created_ms), newest first, whichever
+    # worker ran them
+    failures: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def total_lag(self) -> int:
@@ -159,6 +163,7 @@ def build_view(
     view.quality_runs, view.older_runs = list(runs.runs), runs.older
     latest = view.quality_runs if runs_before is None else list(run_page(store, job, limit=1).runs)
     view.quality = latest[0] if latest else None
+    view.failures = [asdict(f) for f in store.failures(job, limit=FAILURES)]
     if current is None:
         return view
     view.created_ms = current.created_ms

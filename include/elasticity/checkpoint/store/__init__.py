@@ -306,6 +306,10 @@ class CheckpointStore:
         """The run's latest failed attempt (of `task`, if given)."""
         return self._read(health_rows.last_failure, job, run_id, task)
 
+    def failures(self, job: str, limit: int = 20) -> list[AttemptFailure]:
+        """The job's latest failed attempts (any run, any task), newest first: what the job page lists."""
+        return self._read(health_rows.recent_failures, job, limit)
+
     def engine_probed(self, address: str, *, reachable: bool) -> EngineState:
         """Record a probe of the engine at `address`; returns since when it has answered (or not)."""
         return self._retried(health_rows.probed, address, reachable=reachable, now=self.clock())

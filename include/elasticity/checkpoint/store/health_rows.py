@@ -56,6 +56,15 @@ def last_failure(conn: Connection, job: str, run_id: str, task: str | None = Non
     return AttemptFailure(run_id=r.run_id, attempt=r.attempt, task=r.task, error=r.error, created_ms=r.created_ms)
 
 
+def recent_failures(conn: Connection, job: str, limit: int) -> list[AttemptFailure]:
+    """The job's latest failed attempts, of any run and task, newest first."""
+    c = attempt_failures.c
+    rows = conn.execute(
+        select(attempt_failures).where(c.job_name == job).order_by(c.created_ms.desc(), c.attempt.desc()).limit(limit)
+    )
+    return [AttemptFailure(run_id=r.run_id, attempt=r.attempt, task=r.task, error=r.error, created_ms=r.created_ms) for r in rows]
+
+
 def probed(conn: Connection, address: str, *, reachable: bool, now: int) -> EngineState:
     """Record a probe's answer: `since_ms` moves only when the answer changes."""
     c = engine_health.c
