@@ -29,6 +29,7 @@ os.environ.setdefault("ELASTICITY_PROJECT_DIR", str(REPO))  # the checkout's dag
 
 from elasticity.apps.demo_feed import demo_records  # noqa: E402
 from elasticity.checkpoint.store import CheckpointStore  # noqa: E402
+from elasticity.checkpoint.store.attempt_token import AttemptToken  # noqa: E402
 from elasticity.kafka.admin import create_topic  # noqa: E402
 from elasticity.kafka.producer import send  # noqa: E402
 from elasticity.local.broker import EmbeddedBroker  # noqa: E402
@@ -163,7 +164,7 @@ def main() -> int:
             (ti,) = api.task_instances(dag, run_id)
             if state != "success":
                 raise RuntimeError(f"{dag} {run_id}: {state}\n{airflow.tail(40)}")
-            return ti["duration"], [m for m in store.metrics(JOB, limit=500) if m["owner"] == run_id]
+            return ti["duration"], [m for m in store.metrics(JOB, limit=500) if AttemptToken.parse(m["owner"]).run == run_id]
 
         def rescale(factor: int) -> None:
             run_id = api.trigger("elastic_rescale", {"job": JOB, "factor": factor, "dry_run": False})

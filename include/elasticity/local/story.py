@@ -13,6 +13,7 @@ import time
 
 from elasticity.apps.demo_feed import demo_records
 from elasticity.checkpoint.store import CheckpointStore
+from elasticity.checkpoint.store.attempt_token import AttemptToken
 from elasticity.config import elasticity_home, load_config
 from elasticity.kafka.admin import create_topic
 from elasticity.kafka.producer import send
@@ -69,7 +70,7 @@ def run_story(records: int = 6000) -> int:
             api.wait_run(f"elastic_microbatch__{JOB}", run_id, 1800)
             api.wait_idle(f"elastic_microbatch__{JOB}")  # a run the lag watcher started may have taken part of the work
             done = [m for m in store.metrics(JOB, limit=500) if m["batch_id"] > before]
-            runs = sorted({m["owner"] for m in done})
+            runs = sorted({AttemptToken.parse(m["owner"]).run for m in done})  # each try owns as <run>#<try>#<hex>
             task_s = sum(ti["duration"] or 0 for r in runs for ti in api.task_instances(f"elastic_microbatch__{JOB}", r))
             read = sum(m["records_read"] for m in done)
             factor = done[-1]["factor"] if done else None
