@@ -13,8 +13,11 @@ from sqlalchemy import event
 from elasticity.apps.demo_feed import demo_records
 from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, read_table, write_batch_file
 from elasticity.checkpoint.store.attempt_token import AttemptToken
+from elasticity.checkpoint.store.pool import StorePool
 from elasticity.kafka.admin import create_topic
 from elasticity.kafka.producer import send
+
+STORES = StorePool()  # the tests' stores, one per store URL, as the API server holds them
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +127,7 @@ def test_microbatch_rescale_microbatch_then_quality(world):
     bag = dagbag()
     first = bag.dags[f"elastic_microbatch__{job}"].test()
     assert first.state == "success"
-    _, store, coordinator = open_job(job)
+    _, store, coordinator = open_job(job, STORES)
     assert coordinator.current().factor == 2
     mine = [m for m in store.metrics(job) if _of_run(m, first.run_id)]
     assert len(mine) == 2 and mine[-1]["lag_left"] == 0  # one run, batches (cap 250) until caught up
@@ -189,15 +192,15 @@ def test_scale_schedule_applies_the_configured_factor(world):
 
     job, tmp = world
     config_file = next((tmp / "jobs").glob("*.properties"))
-    before = open_job(job)[2].current()
+    before = open_job(job, STORES)[2].current()
     assert before.origin == "manual"  # the rescale to 8 of the test above: it holds for an hour by default
     config_file.write_text(config_file.read_text() + "job.elasticity.schedule=* * * * * -> 3\n")
     held = dagbag().dags["elastic_scale_schedule"].test(mark_success_pattern="trigger_data_quality")
-    assert held.state == "success" and open_job(job)[2].current().number == before.number
+    assert held.state == "success" and open_job(job, STORES)[2].current().number == before.number
     config_file.write_text(config_file.read_text() + "job.elasticity.manual.hold.ms=0\n")
     run = dagbag().dags["elastic_scale_schedule"].test(mark_success_pattern="trigger_data_quality")
     assert run.state == "success"
-    after = open_job(job)[2].current()
+    after = open_job(job, STORES)[2].current()
     assert (after.factor, after.origin) == (3, "schedule") and "elastic_scale_schedule run" in after.reason
 
 
@@ -214,7 +217,7 @@ def test_maintenance_expires_what_is_past_retention_and_the_next_batch_plans_the
     from elasticity.quality.report_files import ReportFiles
 
     job, tmp = world
-    config, store, coordinator = open_job(job)
+    config, store, coordinator = open_job(job, STORES)
     generation = coordinator.current()
     cps = coordinator.checkpoints(generation)
     recent = [p.batch_id for p in store.plans(job)]
@@ -273,10 +276,10 @@ def test_no_silent_yarn(world, monkeypatch):
     from elasticity.config import ConfigError, validate
 
     job, tmp = world
-    op = MicroBatchOperator(
-        task_id="t", job=job, config_path=str(next((tmp / "jobs").glob("*.properties"))), spark_conn_id="spark_yarn"
+    op = MicroBatchOperator(task_id="t", job=job, config_path=str(next((tmp / "jobs").glob("*.properties"))))
+    config = validate(
+        {"job.name": job, "task.inputs": "kafka.x", "spark.master": "local[3]", "airflow.connection.spark": "spark_yarn"}
     )
-    config = validate({"job.name": job, "task.inputs": "kafka.x", "spark.master": "local[3]"})
     monkeypatch.delenv("HADOOP_CONF_DIR", raising=False)
     monkeypatch.delenv("YARN_CONF_DIR", raising=False)
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps({"conn_type": "spark", "host": "yarn"}))
@@ -290,6 +293,61 @@ def test_no_silent_yarn(world, monkeypatch):
     )
     target = op.spark_target(config)
     assert (target.kind, target.value) == ("connect", "sc://127.0.0.1:15999/")
+
+
+def test_every_task_of_a_job_uses_the_connections_its_config_names_and_no_environment_changes(world, monkeypatch):
+    """A job whose config names its own connections (`airflow.connection.kafka`, `.store`) runs its micro-batches,
+    a rescale and its data quality through them, while the default connections point at a dead broker and another
+    store; nothing is exported to the process environment (the API server and the triggerer serve every job)."""
+    from airflow.sdk.exceptions import AirflowException
+
+    from elasticity.airflow.operators import MicroBatchOperator
+    from elasticity.airflow.tasks import open_job
+    from elasticity.airflow.ui import job_view
+    from elasticity.checkpoint.store import CheckpointStore
+
+    job, tmp = world
+    first = next((tmp / "jobs").glob(f"{job}.properties"))
+    mine, own_store = f"{job}c", f"sqlite:///{tmp / 'own-store.db'}"
+    config_file = tmp / "jobs" / f"{mine}.properties"
+    config_file.write_text(
+        first.read_text().replace(f"job.name={job}", f"job.name={mine}").replace(f"{tmp}/", f"{tmp}/{mine}-")
+        + "airflow.connection.kafka=kafka_own\nairflow.connection.store=store_own\n"
+    )
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_OWN", os.environ["AIRFLOW_CONN_KAFKA_DEFAULT"])
+    monkeypatch.setenv("AIRFLOW_CONN_STORE_OWN", json.dumps({"conn_type": "generic", "extra": {"url": own_store}}))
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", json.dumps({"conn_type": "generic", "host": "127.0.0.1", "port": 1}))
+    for name in ("KAFKA_BOOTSTRAP_SERVERS", "KAFKA_CLIENT_PROPERTIES", "ELASTICITY_CHECKPOINT_STORE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    environ = dict(os.environ)
+    try:
+        bag = dagbag()
+        run = bag.dags[f"elastic_microbatch__{mine}"].test()
+        assert run.state == "success"
+        rescale = bag.dags["elastic_rescale"].test(
+            run_conf={"job": mine, "factor": 4, "dry_run": False}, mark_success_pattern="trigger_data_quality"
+        )
+        assert rescale.state == "success"
+        assert bag.dags[f"elastic_data_quality__{mine}"].test().state == "success"
+        changed = {k for k in os.environ.keys() | environ.keys() if os.environ.get(k) != environ.get(k)}
+        assert {k for k in changed if not k.startswith("AIRFLOW_CTX_")} == set()  # dag.test's context: Airflow's own
+        own = CheckpointStore(own_store)
+        assert own.generation(mine).factor == 4 and own.metrics(mine)
+        assert open_job(mine, STORES)[0].checkpoint_store_url() == own_store
+        opened = []  # the job page, as the API server serves it: one store for every request, no engine each
+        real_init = CheckpointStore.__init__
+        monkeypatch.setattr(CheckpointStore, "__init__", lambda self, *a, **kw: opened.append(a[0]) or real_init(self, *a, **kw))
+        with StorePool() as page_stores:
+            views = [job_view(mine, page_stores) for _ in range(3)]
+        assert opened == [own_store] and views[-1].factor == 4
+        assert CheckpointStore(f"sqlite:///{tmp / 'store.db'}").generation(mine) is None
+        op = MicroBatchOperator(task_id="t", job=mine, config_path=str(config_file), kafka_conn_id="kafka_default")
+        with pytest.raises(
+            AirflowException, match="kafka_conn_id='kafka_default' but the job's airflow.connection.kafka is 'kafka_own'"
+        ):
+            op.execute({})
+    finally:
+        config_file.unlink()
 
 
 def test_parsing_the_dags_opens_no_checkpoint_store(tmp_path, monkeypatch):

@@ -1,16 +1,19 @@
-"""Where a job's infrastructure is, from Airflow connections, never hard-coded:
+"""Where a job's infrastructure is, from the Airflow connections its config names (`airflow.connection.*`),
+never hard-coded; these are the defaults:
 
 - `kafka_default` (type `elasticity_kafka`, KafkaSystemHook: Samza's Kafka system): the bootstrap servers
   (`extra.bootstrap_servers`, or host:port) and, in its other extra fields, Kafka client properties for every
   client (`security.protocol`, `ssl.truststore.location`, ...; the login and password become the SASL login),
-  exported as KAFKA_CLIENT_PROPERTIES with the secrets masked;
+  with the secrets masked;
 - `elasticity_store` (type `elasticity_checkpoint_store`, CheckpointStoreHook): the checkpoint store
   (`extra.url`; else, for its own type, PostgreSQL from host, port, login, password and database; else the
   connection's URI, a `postgres` connection becoming `postgresql+psycopg://`).
 
 The hooks read any connection type (a `generic` one made before the provider works as it did); the types
 give the connection form its fields (elasticity.airflow.provider). Without a connection, the job config
-(and the embedded defaults) decide. The store URL's password is registered with Airflow's secrets masker.
+(and the embedded defaults) decide. The settings travel with the job's config (`connected`), never through
+the environment of a process that serves many jobs; a spark-submit driver gets them as its environment
+(KAFKA_BOOTSTRAP_SERVERS, KAFKA_CLIENT_PROPERTIES, ELASTICITY_CHECKPOINT_STORE_URL). The store URL's password is registered with Airflow's secrets masker.
 Airflow's `[metrics]` StatsD settings travel as their `AIRFLOW__METRICS__*` overrides, so the job's metrics
 reach the collector Airflow's own metrics go to (elasticity.metrics.reporters).
 """
@@ -28,6 +31,8 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from elasticity.airflow.project import jobs_dir
+from elasticity.config import JobConfig
+from elasticity.config.connections import Connections
 from elasticity.config.job_files import read_jobs_folder
 
 log = logging.getLogger(__name__)
@@ -203,7 +208,8 @@ def _form_widgets(conn_type: str) -> dict[str, Any]:
 
 
 class ElasticityHook(BaseHook):
-    """What a batch needs from both connections: KafkaSystemHook's and CheckpointStoreHook's, as its environment."""
+    """A job's connections, the one way every part of the product resolves them: the micro-batch (in process
+    or through spark-submit), the rescale, data quality, maintenance, the lag watcher and the job page."""
 
     conn_name_attr = "kafka_conn_id"
     hook_name = "Elasticity"
@@ -215,27 +221,27 @@ class ElasticityHook(BaseHook):
         self.kafka = KafkaSystemHook(kafka_conn_id)
         self.store = CheckpointStoreHook(store_conn_id)
 
-    def bootstrap_servers(self) -> str | None:
-        return self.kafka.bootstrap_servers()
+    @classmethod
+    def of(cls, config: JobConfig) -> ElasticityHook:
+        """The connections the job config names (`airflow.connection.kafka`, `airflow.connection.store`)."""
+        return cls(config.kafka_conn_id, config.store_conn_id)
 
-    def kafka_properties(self) -> dict[str, str]:
-        return self.kafka.kafka_properties()
-
-    def store_url(self) -> str | None:
-        return self.store.store_url()
+    def connections(self) -> Connections:
+        """The connections' settings; the process environment's where a connection does not exist."""
+        properties = self.kafka.kafka_properties()
+        found = Connections(
+            self.kafka.bootstrap_servers(), json.dumps(properties) if properties else None, self.store.store_url()
+        )
+        return found.over(Connections.from_env())
 
     def env(self) -> dict[str, str]:
-        """Environment for the batch (spark-submit) and for in-process tasks."""
+        """Environment of a process started for the job (spark-submit)."""
         env = {"PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
         if os.environ.get("ELASTICITY_HOME"):
             env["ELASTICITY_HOME"] = os.environ["ELASTICITY_HOME"]
-        if bootstrap := self.bootstrap_servers():
-            env["KAFKA_BOOTSTRAP_SERVERS"] = bootstrap
-        if properties := self.kafka_properties():
-            env["KAFKA_CLIENT_PROPERTIES"] = json.dumps(properties)
-        if url := self.store_url():
-            env["ELASTICITY_CHECKPOINT_STORE_URL"] = url
-        return env | metrics_env()
+        return env | self.connections().env() | metrics_env()
 
-    def apply(self) -> None:
-        os.environ.update(self.env())
+
+def connected(config: JobConfig) -> JobConfig:
+    """The job config with the connections it names in force, for this process only (no environment changed)."""
+    return config.with_connections(ElasticityHook.of(config).connections())

@@ -13,7 +13,6 @@ ends, and a triggerer restart loses nothing, as the next poll sees the same lag.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import time
@@ -27,33 +26,18 @@ from elasticity.batch.coordinator.lag import LagProbe, LagThresholds, LagWatch
 log = logging.getLogger(__name__)
 
 
-def open_probe(config_path: str, kafka_conn_id: str, store_conn_id: str) -> LagProbe:
-    """The job's probe, its broker and store resolved as the operator resolves them (the `kafka_default` and
-    `elasticity_store` connections, else the job config and the embedded defaults), without touching the
-    triggerer's environment (it runs the watchers of every job). Blocking: call it in a thread."""
-    from elasticity.airflow.hooks import ElasticityHook
+def open_probe(config_path: str) -> LagProbe:
+    """The job's probe, its broker and store resolved as every task of the job resolves them (the connections
+    its config names, else the config and the embedded defaults), without touching the triggerer's environment
+    (it runs the watchers of every job). Blocking: call it in a thread."""
+    from elasticity.airflow.hooks import connected
     from elasticity.checkpoint.store import CheckpointStore
-    from elasticity.config import ConfigError, load_config
-    from elasticity.config.kafka_clients import ENV_PROPERTIES, settings_for
-    from elasticity.kafka.admin import resolve_bootstrap
+    from elasticity.config import load_config
     from elasticity.kafka.consumer import HeldKafkaInputs
 
-    config = load_config(config_path)
-    hook = ElasticityHook(kafka_conn_id, store_conn_id)
-    bootstrap = hook.bootstrap_servers()
-    properties = hook.kafka_properties()
-    env = json.dumps(properties) if properties else os.environ.get(ENV_PROPERTIES)
-
-    def settings_of(system: str):  # the operator exports the connection's as KAFKA_* over the config
-        try:
-            return settings_for(
-                config.raw_map, system, "consumer", bootstrap=bootstrap or resolve_bootstrap(config, system), env=env
-            )
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
-
-    store = CheckpointStore(hook.store_url() or config.checkpoint_store_url(), config.checkpoint_history_size)
-    return LagProbe(config, store, HeldKafkaInputs(config, settings_of))
+    config = connected(load_config(config_path))
+    store = CheckpointStore(config.checkpoint_store_url(), config.checkpoint_history_size)
+    return LagProbe(config, store, HeldKafkaInputs(config))
 
 
 def _mtime(path: str) -> float:
@@ -76,8 +60,7 @@ class JobLagTrigger(BaseEventTrigger):
         records: int = 1,
         max_wait_ms: int = 60_000,
         cooldown_ms: int = 60_000,
-        kafka_conn_id: str = "kafka_default",
-        store_conn_id: str = "elasticity_store",
+        **_earlier: Any,  # connection ids a trigger serialized by an earlier version holds: the config names them now
     ) -> None:
         super().__init__()
         self.job = job
@@ -86,8 +69,6 @@ class JobLagTrigger(BaseEventTrigger):
         self.records = records
         self.max_wait_ms = max_wait_ms
         self.cooldown_ms = cooldown_ms
-        self.kafka_conn_id = kafka_conn_id
-        self.store_conn_id = store_conn_id
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -99,8 +80,6 @@ class JobLagTrigger(BaseEventTrigger):
                 "records": self.records,
                 "max_wait_ms": self.max_wait_ms,
                 "cooldown_ms": self.cooldown_ms,
-                "kafka_conn_id": self.kafka_conn_id,
-                "store_conn_id": self.store_conn_id,
             },
         )
 
@@ -119,7 +98,7 @@ class JobLagTrigger(BaseEventTrigger):
                         probe = None
                     if probe is None:
                         opened = changed
-                        probe = await asyncio.to_thread(open_probe, self.config_path, self.kafka_conn_id, self.store_conn_id)
+                        probe = await asyncio.to_thread(open_probe, self.config_path)
                     seen = await asyncio.to_thread(probe.observe)
                     if failing:
                         self.log.info("job %r: lag readable again", self.job)

@@ -120,11 +120,13 @@ class MicroBatchOperator(BaseOperator):
         *,
         job: str,
         config_path: str,
-        spark_conn_id: str = "spark_default",
-        kafka_conn_id: str = "kafka_default",
-        store_conn_id: str = "elasticity_store",
+        spark_conn_id: str | None = None,
+        kafka_conn_id: str | None = None,
+        store_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
+        """The connection ids default to those the job config names (`airflow.connection.*`); one given here must
+        be the same, as the job's other tasks, its lag watcher and its page read them from the config."""
         super().__init__(outlets=[batches_asset(job)], **kwargs)
         self.job = job
         self.config_path = config_path
@@ -133,7 +135,20 @@ class MicroBatchOperator(BaseOperator):
         self.store_conn_id = store_conn_id
 
     def spark_target(self, config: JobConfig) -> SparkTarget:
-        return spark_target(self.spark_conn_id, config, Path(self.config_path).name)
+        return spark_target(config.spark_conn_id, config, Path(self.config_path).name)
+
+    def _check_connection_ids(self, config: JobConfig) -> None:
+        given = (
+            ("spark_conn_id", self.spark_conn_id, "airflow.connection.spark", config.spark_conn_id),
+            ("kafka_conn_id", self.kafka_conn_id, "airflow.connection.kafka", config.kafka_conn_id),
+            ("store_conn_id", self.store_conn_id, "airflow.connection.store", config.store_conn_id),
+        )
+        differ = [f"{arg}={v!r} but the job's {k} is {c!r}" for arg, v, k, c in given if v is not None and v != c]
+        if differ:
+            raise AirflowException(
+                f"MicroBatchOperator of job {self.job!r}: {'; '.join(differ)}. Name the connections in the job config: "
+                "its rescale, data quality, maintenance, lag watcher and page read them there"
+            )
 
     def execute(self, context: Any) -> list[int]:
         from elasticity.batch.coordinator.lag import lag_report
@@ -143,9 +158,10 @@ class MicroBatchOperator(BaseOperator):
         logging.getLogger("kafka").setLevel(logging.WARNING)
         # the Spark Connect client takes ~0.4 s to import (pyspark checks pandas and grpc): meanwhile, the lag probe
         threading.Thread(target=_import_engine, name="import-engine", daemon=True).start()
-        hook = ElasticityHook(self.kafka_conn_id, self.store_conn_id)
-        hook.apply()
         config = load_config(self.config_path)
+        self._check_connection_ids(config)
+        hook = ElasticityHook.of(config)
+        config = config.with_connections(hook.connections())
         store = CheckpointStore(config.checkpoint_store_url(), config.checkpoint_history_size)
         inputs = KafkaInputs(config)
         lag = lag_report(config, store, inputs)
@@ -161,7 +177,7 @@ class MicroBatchOperator(BaseOperator):
             if target.kind == "connect":
                 self._run_connected(config, store, inputs, target=target, owner=owner, max_seconds=max_seconds)
             else:
-                self._submit(target, hook, owner, max_seconds)
+                self._submit(target, spark_conn_id=config.spark_conn_id, hook=hook, owner=owner, max_seconds=max_seconds)
         except Exception as e:
             from elasticity.airflow.health import record_failure
 
@@ -201,7 +217,7 @@ class MicroBatchOperator(BaseOperator):
         except BatchFailed as e:
             raise AirflowException(f"batch failed after committing what succeeded: {e}") from e
 
-    def _submit(self, target: SparkTarget, hook: ElasticityHook, owner: str, max_seconds: int) -> None:
+    def _submit(self, target: SparkTarget, *, spark_conn_id: str, hook: ElasticityHook, owner: str, max_seconds: int) -> None:
         from elasticity.spark.jvm_logging import log4j_options
 
         kwargs: dict[str, Any] = {
@@ -219,9 +235,9 @@ class MicroBatchOperator(BaseOperator):
                 str(max_seconds),
             ],
         }
-        from_connection = target.source == f"connection {self.spark_conn_id!r}"
+        from_connection = target.source == f"connection {spark_conn_id!r}"
         submit = (
-            SparkSubmitHook(conn_id=self.spark_conn_id, **kwargs)
+            SparkSubmitHook(conn_id=spark_conn_id, **kwargs)
             if from_connection
             else _MasterSubmitHook(master=target.value, **kwargs)
         )

@@ -10,11 +10,13 @@ from typing import Any
 
 from croniter import croniter
 
-from elasticity.airflow.hooks import ElasticityHook, job_configs
+from elasticity.airflow.hooks import connected, job_configs
 from elasticity.airflow.shared_state import check_shared_state
 from elasticity.batch.coordinator.job_coordinator import JobCoordinator
 from elasticity.checkpoint.store import CheckpointStore, LeaseHeldError, StaleGenerationError, SupersededError
 from elasticity.checkpoint.store.attempt_token import attempt_owner
+from elasticity.checkpoint.store.generation_rows import Generation
+from elasticity.checkpoint.store.pool import StorePool
 from elasticity.config import JobConfig, load_config
 from elasticity.kafka.consumer import KafkaInputs
 from elasticity.scaling.autosize import autosize_policy
@@ -26,14 +28,15 @@ log = logging.getLogger(__name__)
 LEASE_WAIT_S = 600
 
 
-def open_job(job: str) -> tuple[JobConfig, CheckpointStore, JobCoordinator]:
-    ElasticityHook().apply()
+def open_job(job: str, stores: StorePool) -> tuple[JobConfig, CheckpointStore, JobCoordinator]:
+    """The job's config with the connections it names in force, its store (from `stores`, which closes it)
+    and its coordinator."""
     configs = job_configs()
     if job not in configs:
         raise ValueError(f"job {job!r} has no config in the jobs folder; known: {sorted(configs)}")
-    config = load_config(configs[job])
+    config = connected(load_config(configs[job]))
     check_shared_state(config)
-    store = CheckpointStore(config.checkpoint_store_url(), config.checkpoint_history_size)
+    store = stores.get(config.checkpoint_store_url(), config.checkpoint_history_size)
     return config, store, JobCoordinator(config, store, KafkaInputs(config))
 
 
@@ -53,7 +56,31 @@ def rescale(
     LeaseHeldError). `owner` names the run: the lease is taken under this attempt's token (`attempt_token`), so
     an earlier try still alive is fenced. `expected_generation`: see JobCoordinator.rescale."""
     owner = attempt_owner(owner, try_number)
-    config, store, coordinator = open_job(job)
+    with StorePool() as stores:
+        return _rescale(
+            open_job(job, stores)[2],
+            factor,
+            dry_run=dry_run,
+            owner=owner,
+            reason=reason,
+            origin=origin,
+            expected_generation=expected_generation,
+            lease_wait_s=lease_wait_s,
+        )
+
+
+def _rescale(
+    coordinator: JobCoordinator,
+    factor: int | None,
+    *,
+    dry_run: bool,
+    owner: str,
+    reason: str,
+    origin: str,
+    expected_generation: int | None,
+    lease_wait_s: float,
+) -> dict[str, Any]:
+    job = coordinator.config.job_name
     old = coordinator.current()
     if dry_run:
         plan = coordinator.plan_rescale(factor)
@@ -105,7 +132,9 @@ def apply_scale_decisions(run_id: str, try_number: int | None = None, *, pause_s
     of the jobs rescaled."""
     decisions = {}
     for job in job_configs():
-        decisions[job] = decision = scale_decision(job)
+        with StorePool() as stores:
+            config, store, coordinator = open_job(job, stores)
+            decisions[job] = decision = scale_decision(config, store, coordinator.current())
         log.info("%s: factor %s, %s", job, decision.current, decision.reason)
     waiting = [job for job, d in decisions.items() if d.applies]
     rescaled: list[str] = []
@@ -151,11 +180,10 @@ def apply_scale_decisions(run_id: str, try_number: int | None = None, *, pause_s
     return rescaled
 
 
-def policy_view(job: str, now: datetime | None = None) -> PolicyView:
+def policy_view(config: JobConfig, store: CheckpointStore, current: Generation, now: datetime | None = None) -> PolicyView:
     """The scale policy as the job page shows it: its rules or bounds, a manual hold, and what comes next."""
     now = now or datetime.now(UTC)
-    config, store, _ = open_job(job)
-    d = scale_decision(job, now)
+    d = scale_decision(config, store, current, now)
     rules_text = config.elasticity_schedule
     rules = (
         tuple(
@@ -186,7 +214,7 @@ def policy_view(job: str, now: datetime | None = None) -> PolicyView:
     else:
         step = f"keep factor {d.current}"
     hold = manual_hold(
-        store.generations(job), config.manual_hold_ms, int(now.timestamp() * 1000)
+        store.generations(config.job_name), config.manual_hold_ms, int(now.timestamp() * 1000)
     )  # shown even while the policy agrees with it
     return PolicyView(
         kind=kind,
@@ -205,10 +233,11 @@ def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="minutes")
 
 
-def scale_decision(job: str, now: datetime | None = None) -> ScaleDecision:
-    """What the scale policy wants for `job` now (elastic_scale_schedule applies it)."""
-    config, store, coordinator = open_job(job)
-    return decide(config, store, coordinator.current(), now or datetime.now(UTC))
+def scale_decision(
+    config: JobConfig, store: CheckpointStore, current: Generation | None, now: datetime | None = None
+) -> ScaleDecision:
+    """What the scale policy wants for the job now (elastic_scale_schedule applies it)."""
+    return decide(config, store, current, now or datetime.now(UTC))
 
 
 def quality(
@@ -218,18 +247,18 @@ def quality(
     from elasticity.quality.report_files import public
     from elasticity.quality.runner import QualityFailed, run_quality
 
-    config, store, _ = open_job(job)
-    incremental = from_batch is None and to_batch is None
-    result, report = run_quality(
-        config,
-        store,
-        KafkaInputs(config),
-        from_batch=from_batch,
-        to_batch=to_batch,
-        report_dir=report_dir,
-        incremental=incremental,
-        run_name=run_name,
-    )
+    with StorePool() as stores:
+        config, store, coordinator = open_job(job, stores)
+        result, report = run_quality(
+            config,
+            store,
+            coordinator.inputs,
+            from_batch=from_batch,
+            to_batch=to_batch,
+            report_dir=report_dir,
+            incremental=from_batch is None and to_batch is None,
+            run_name=run_name,
+        )
     window = report.summary["window"]
     where = public(report.files.child("summary.html").location)
     log.info(
@@ -264,10 +293,8 @@ def maintenance(job: str, now: datetime | None = None) -> dict[str, Any]:
     """The job's retention (`elasticity.maintenance.maintain`); returns what each step removed (a few counts)."""
     from elasticity.maintenance import maintain
 
-    config, store, _ = open_job(job)
-    try:
+    with StorePool() as stores:
+        config, store, _ = open_job(job, stores)
         report = maintain(config, store, now_ms=int((now or datetime.now(UTC)).timestamp() * 1000))
-    finally:
-        store.close()
     log.info("%s", report.line())
     return asdict(report)

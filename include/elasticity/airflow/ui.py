@@ -6,12 +6,14 @@ page triggers `elastic_rescale` through Airflow's REST API as the user."""
 
 from __future__ import annotations
 
+import atexit
 from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
+from elasticity.checkpoint.store.pool import StorePool
 from elasticity.config import MAX_ELASTICITY_FACTOR, ConfigError
 from elasticity.jobmodel.grouping import GroupingError
 from elasticity.quality.history import run_page
@@ -19,15 +21,18 @@ from elasticity.views.jobview import BATCHES, MAX_BATCHES, QUALITY_RUNS, JobView
 from elasticity.views.page import RESCALE_DAG, render
 
 
-def job_view(job: str, *, limit: int = BATCHES, before: int | None = None, runs_before: int | None = None) -> JobView:
+def job_view(
+    job: str, stores: StorePool, *, limit: int = BATCHES, before: int | None = None, runs_before: int | None = None
+) -> JobView:
     from elasticity.airflow.health import engine_health, run_in_progress
     from elasticity.airflow.operators import spark_target
     from elasticity.airflow.tasks import open_job, policy_view
 
-    config, store, coordinator = open_job(job)
-    policy = policy_view(job) if coordinator.current() else None
+    config, store, coordinator = open_job(job, stores)
+    current = coordinator.current()
+    policy = policy_view(config, store, current) if current else None
     view = build_view(config, store, coordinator.inputs, policy, limit=limit, before=before, runs_before=runs_before)
-    target = spark_target("spark_default", config, f"{job}.properties")
+    target = spark_target(config.spark_conn_id, config, f"{job}.properties")
     view.engine = engine_health(store, target.value) if target.kind == "connect" else None
     view.run = run_in_progress(job, config, store)
     return view
@@ -60,7 +65,10 @@ def make_app() -> FastAPI:
     `/reports/<job>/...` (the data-quality report files). Histories come a page at a time: `limit` entries below
     `before` (a batch id, or a data-quality run's `seq`; none: the latest), and `older` asks for the next page."""
     from elasticity.airflow.hooks import job_configs
+    from elasticity.airflow.tasks import open_job
 
+    stores = StorePool()  # the process's stores, one engine per store URL, closed with the process
+    atexit.register(stores.close)
     app = FastAPI(title="Elastic jobs", description=__doc__)
     router = APIRouter(dependencies=[_authenticated()])
 
@@ -80,32 +88,29 @@ def make_app() -> FastAPI:
     def job_json(
         job: str, limit: int = limit_q, before: int | None = before_q, runs_before: int | None = before_q
     ) -> dict[str, Any]:
-        return asdict(job_view(known(job), limit=limit, before=before, runs_before=runs_before))
+        return asdict(job_view(known(job), stores, limit=limit, before=before, runs_before=runs_before))
 
     @router.get("/api/jobs/{job}/metrics")
     def metrics(job: str, limit: int = limit_q, before: int | None = before_q) -> dict[str, Any]:
         """A page of the batches' metrics, oldest first, `older`: the `before` of the page before it, and
         `freshness`: p50/p99 over the last hour."""
-        from elasticity.airflow.tasks import open_job
 
-        return metrics_page(open_job(known(job))[1], job, limit=limit, before=before)
+        return metrics_page(open_job(known(job), stores)[1], job, limit=limit, before=before)
 
     @router.get("/api/jobs/{job}/quality")
     def quality(
         job: str, limit: int = Query(QUALITY_RUNS, ge=1, le=MAX_BATCHES), before: int | None = before_q
     ) -> dict[str, Any]:
         """A page of the kept data-quality runs, newest first, and `older`: the `before` of the next page."""
-        from elasticity.airflow.tasks import open_job
 
-        page = run_page(open_job(known(job))[1], job, limit=limit, before=before)
+        page = run_page(open_job(known(job), stores)[1], job, limit=limit, before=before)
         return {"runs": list(page.runs), "older": page.older}
 
     @router.get("/api/jobs/{job}/plan")
     def plan(job: str, factor: int = Query(ge=1, le=MAX_ELASTICITY_FACTOR)) -> dict[str, Any]:
         """The dry run of a rescale to `factor`: what the rescale DAG would do now."""
-        from elasticity.airflow.tasks import open_job
 
-        config, store, coordinator = open_job(known(job))
+        config, store, coordinator = open_job(known(job), stores)
         if coordinator.current() is None:
             raise HTTPException(409, f"job {job!r} has not run yet: its first batch creates generation 1")
         try:
@@ -123,17 +128,16 @@ def make_app() -> FastAPI:
         before: int | None = before_q,
         runs_before: int | None = before_q,
     ) -> str:
-        view = job_view(known(job), limit=limit, before=before, runs_before=runs_before)
+        view = job_view(known(job), stores, limit=limit, before=before, runs_before=runs_before)
         return render(view, page, can_trigger=_may_trigger_rescale(request))
 
     @router.get("/reports/{job}/{path:path}")
     def report(job: str, path: str) -> Response:
         """A report's file, read from wherever its run put it (the job's object store or report folder), so a
         report a worker on another host wrote opens here; the rolling summary is rendered from the index."""
-        from elasticity.airflow.tasks import open_job
         from elasticity.views.report_serving import report_file
 
-        config, store, _ = open_job(known(job))
+        config, store, _ = open_job(known(job), stores)
         try:
             found = report_file(config, store, path)
         except FileNotFoundError:

@@ -15,12 +15,13 @@ import difflib
 import os
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from elasticity.config.compat import DEFAULT_THREAD_POOL_SIZE, differences, idle_factor, not_run_reporters
+from elasticity.config.connections import Connections
 from elasticity.config.errors import ConfigError, ConfigWarning
 from elasticity.config.home import elasticity_home
 from elasticity.config.kafka_clients import property_problem, shown
@@ -64,6 +65,8 @@ class JobConfig:
     as written (keys with a `<part>` in their name are read from it with `value`)."""
 
     raw: tuple[tuple[str, str], ...] = field(repr=False)  # may hold secrets (Kafka client passwords)
+    connections: Connections | None = field(default=None, repr=False, compare=False)
+    """The deployment's connections over the config (`with_connections`); None: the process environment's."""
 
     # --- the job, its inputs and its tasks ---
     job_name: str = key(
@@ -296,6 +299,27 @@ class JobConfig:
         "60000",
         doc="After starting a run, the lag watcher starts none until it has seen one (the job's lease taken or its "
         "checkpoints moved) or this much time has passed.",
+    )
+    kafka_conn_id: str = key(
+        "airflow.connection.kafka",
+        nonempty,
+        "kafka_default",
+        doc="The Airflow connection of the job's Kafka system (its bootstrap servers and client properties over "
+        "the config's), used by every task of the job, its lag watcher and its page; a missing one leaves the config's.",
+    )
+    store_conn_id: str = key(
+        "airflow.connection.store",
+        nonempty,
+        "elasticity_store",
+        doc="The Airflow connection of the job's checkpoint store (over `task.checkpoint.store.url`), used by every "
+        "task of the job, its lag watcher and its page; a missing one leaves the config's.",
+    )
+    spark_conn_id: str = key(
+        "airflow.connection.spark",
+        nonempty,
+        "spark_default",
+        doc="The Airflow connection the job's batches run on (`spark_connect`: a Connect server; `spark`: "
+        "spark-submit to its master), also probed by the job's page; a missing one leaves `spark.remote` / `spark.master`.",
     )
     microbatch_max_seconds: int = key(
         "airflow.microbatch.max.seconds",
@@ -552,9 +576,17 @@ class JobConfig:
         """The typed value of any key, one with a `<part>` too (`systems.kafka.samza.msg.serde`): as written, else its default."""
         return key_value(self.raw_map, name)
 
+    @property
+    def deployment(self) -> Connections:
+        """The connections in force: those given with `with_connections`, else the process environment's."""
+        return self.connections or Connections.from_env()
+
+    def with_connections(self, connections: Connections) -> JobConfig:
+        return replace(self, connections=connections)
+
     def bootstrap_servers(self, system: str) -> str | None:
-        """KAFKA_BOOTSTRAP_SERVERS wins, as Airflow's env overrides do; then the config."""
-        return os.environ.get("KAFKA_BOOTSTRAP_SERVERS") or self.get(f"systems.{system}.consumer.bootstrap.servers")
+        """The deployment's servers win (a connection, KAFKA_BOOTSTRAP_SERVERS), as Airflow's env overrides do; then the config."""
+        return self.deployment.bootstrap_servers or self.get(f"systems.{system}.consumer.bootstrap.servers")
 
     def offset_default(self, system: str) -> str:
         """oldest|upcoming for partitions that have no checkpoint yet: Samza's key, then its deprecated
@@ -616,17 +648,18 @@ class JobConfig:
         return str(elasticity_home() / self.job_name / "reports")
 
     def checkpoint_store_url(self) -> str:
-        env = os.environ.get("ELASTICITY_CHECKPOINT_STORE_URL")
-        if env:
+        """The deployment's store (a connection, ELASTICITY_CHECKPOINT_STORE_URL) wins; then the config's."""
+        given = self.deployment.store_url
+        if given:
             try:
-                return store_url(env)
+                return store_url(given)
             except ValueError as e:
-                raise ConfigError(f"ELASTICITY_CHECKPOINT_STORE_URL={env!r}: expected {e}") from None
+                raise ConfigError(f"ELASTICITY_CHECKPOINT_STORE_URL={given!r}: expected {e}") from None
         return self.configured_store_url or f"sqlite:///{elasticity_home() / 'checkpoints.db'}"
 
     def with_overrides(self, overrides: Mapping[str, str]) -> JobConfig:
         """A copy with some keys replaced, validated again (e.g. a new elasticity factor)."""
-        return validate({**self.raw_map, **overrides}, warn_unknown=False)
+        return replace(validate({**self.raw_map, **overrides}, warn_unknown=False), connections=self.connections)
 
 
 OFFSET_DEFAULT_KEYS = ("default.stream.samza.offset.default", "samza.offset.default", "default.stream.offset.default")

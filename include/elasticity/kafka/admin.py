@@ -8,7 +8,6 @@ and says little about which one it tried.
 
 from __future__ import annotations
 
-import os
 import socket
 import ssl
 import struct
@@ -19,7 +18,8 @@ from contextlib import contextmanager
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from elasticity.config import ConfigError, JobConfig
-from elasticity.config.kafka_clients import ENV_PROPERTIES, KafkaClientSettings, SystemClients, settings_for
+from elasticity.config.connections import Connections
+from elasticity.config.kafka_clients import KafkaClientSettings, SystemClients, settings_for
 from elasticity.config.services import BROKER, running_service
 from elasticity.jobmodel.model import SystemStream
 
@@ -35,9 +35,9 @@ class TopicError(RuntimeError):
 
 
 def resolve_bootstrap(config: JobConfig | None = None, system: str = "kafka") -> str:
-    """KAFKA_BOOTSTRAP_SERVERS, else the job's `systems.<system>.consumer.bootstrap.servers`,
-    else the embedded broker if it runs."""
-    found = config.bootstrap_servers(system) if config else os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    """The deployment's servers (a connection, KAFKA_BOOTSTRAP_SERVERS), else the job's
+    `systems.<system>.consumer.bootstrap.servers`, else the embedded broker if it runs."""
+    found = config.bootstrap_servers(system) if config else Connections.from_env().bootstrap_servers
     if found:
         return found
     running = running_service(BROKER)
@@ -55,14 +55,14 @@ Kafka = KafkaClientSettings | str
 
 def client_settings(config: JobConfig | None, system: str = "kafka", role: str = "consumer") -> KafkaClientSettings:
     """How a `role` client (consumer, producer, admin) of `system` connects: `resolve_bootstrap`'s servers and
-    the job's `systems.<system>.<role>.*` Kafka properties, with KAFKA_CLIENT_PROPERTIES over them."""
+    the job's `systems.<system>.<role>.*` Kafka properties, with the deployment's (KAFKA_CLIENT_PROPERTIES, a
+    connection's) over them."""
+    deployment = config.deployment if config else Connections.from_env()
     bootstrap = resolve_bootstrap(config, system)
-    if role == "producer" and config is not None and not os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+    if role == "producer" and config is not None and not deployment.bootstrap_servers:
         bootstrap = config.get(f"systems.{system}.producer.bootstrap.servers") or bootstrap
     try:
-        return settings_for(
-            config.raw_map if config else {}, system, role, bootstrap=bootstrap, env=os.environ.get(ENV_PROPERTIES)
-        )
+        return settings_for(config.raw_map if config else {}, system, role, bootstrap=bootstrap, env=deployment.kafka_properties)
     except ValueError as e:
         raise ConfigError(str(e)) from None
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from kafka import KafkaConsumer, TopicPartition
 
 from elasticity.config import JobConfig
-from elasticity.config.kafka_clients import KafkaClientSettings
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition
 from elasticity.kafka.admin import Kafka, TopicError, client_settings, partition_counts, probe, settings
 
@@ -84,20 +83,14 @@ class HeldKafkaInputs(KafkaInputs):
     Partition counts come from the consumer's metadata, refreshed every `metadata_max_age_ms`. A failed call
     closes the system's consumer; the next call opens a new one."""
 
-    def __init__(
-        self,
-        config: JobConfig,
-        settings_of: Callable[[str], KafkaClientSettings] | None = None,
-        metadata_max_age_ms: int = 30_000,
-    ) -> None:
+    def __init__(self, config: JobConfig, metadata_max_age_ms: int = 30_000) -> None:
         super().__init__(config)
-        self._settings_of = settings_of or (lambda system: client_settings(config, system))
         self._metadata_max_age_ms = metadata_max_age_ms
         self._consumers: dict[str, KafkaConsumer] = {}
 
     def _consumer(self, system: str) -> KafkaConsumer:
         if system not in self._consumers:
-            kafka = self._settings_of(system)
+            kafka = client_settings(self.config, system)
             probe(kafka)
             self._consumers[system] = KafkaConsumer(
                 **kafka.kwargs(
@@ -129,7 +122,7 @@ class HeldKafkaInputs(KafkaInputs):
             with self._using(s.system) as c:
                 found = c.partitions_for_topic(s.stream)
             if not found:
-                raise TopicError(f"topic {s.stream!r} (input {s}) not found on {self._settings_of(s.system)}")
+                raise TopicError(f"topic {s.stream!r} (input {s}) not found on {client_settings(self.config, s.system)}")
             counts[s] = len(found)
         return counts
 

@@ -8,7 +8,6 @@ offsets.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,7 +18,6 @@ import pandas as pd
 from elasticity.quality import checks
 from elasticity.quality.offline_docs import make_offline
 
-os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 SITE = "elasticity_dq"
 
 
