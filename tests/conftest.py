@@ -89,10 +89,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.path.is_relative_to(REPO / "tests") and item.path.relative_to(REPO / "tests").parts[0] in INTEGRATION:
             item.add_marker(pytest.mark.integration)
-    for own in ("chaos", "celery"):  # the cluster's fault tests and the Celery topology run by their own targets
-        if own not in (config.getoption("-m") or "") and (apart := [i for i in items if i.get_closest_marker(own)]):
-            config.hook.pytest_deselected(items=apart)
-            items[:] = [i for i in items if not i.get_closest_marker(own)]
+    # the cluster's fault tests run by their own target (`make chaos`)
+    if "chaos" not in (config.getoption("-m") or "") and (apart := [i for i in items if i.get_closest_marker("chaos")]):
+        config.hook.pytest_deselected(items=apart)
+        items[:] = [i for i in items if not i.get_closest_marker("chaos")]
 
 
 @pytest.fixture(scope="session")
