@@ -3,6 +3,7 @@ keyed log through generated batches (tasks stopping early), splits and merges an
 them while the batches' count holds; SEP-32's figure (end minus the slowest task) while no task is apart."""
 
 import json
+import re
 
 from hypothesis import event, settings
 from hypothesis import strategies as st
@@ -182,3 +183,30 @@ def test_a_recorded_count_speaks_only_of_the_checkpoints_it_was_recorded_with():
     assert recorded(doc, [cp("a", {0: 16}), cp("b", {1: 30})], 2) is None  # a later batch committed without a count
     assert recorded(doc, drifted, 3) == DoneAhead(9, True, {P0: 14})  # a rescale since: carried() takes it on
     assert recorded({k: v for k, v in doc.items() if k != "done_ahead"}, drifted, 2) is None  # before the count
+
+
+def test_the_job_page_and_its_json_show_the_records_behind_and_say_when_they_are_a_bound():
+    from dataclasses import asdict
+
+    from elasticity.views.jobview import build_view
+    from elasticity.views.page import render
+
+    runner, store = _runner(4)
+    tasks = sorted(t.task_name for t in runner.coordinator.current().job_model.tasks())
+    runner.run_batch(40, budgets={tasks[0]: 1, tasks[2]: 2})
+    runner.coordinator.rescale(2)
+    view = build_view(runner.coordinator.config, store, runner.inputs)
+    data = asdict(view)
+    assert data["records_behind"] == left_to_process(runner) < sum(data["records_behind_per_partition"].values())
+    assert data["records_behind_exact"] and data["records_already_processed"] > 0 and data["records_behind_apart"]
+    page = render(view)
+    card = re.search(r"id=records-behind>(.*?)</div></div>", page, re.S)
+    assert card and f"{view.records_behind:,}" in card.group(1) and "at most" not in card.group(1)
+    assert "already processed" in card.group(1)
+
+    latest = store.metrics("behind", limit=1)[-1]  # a summary from before the count
+    old = {k: v for k, v in latest.items() if k not in ("done_ahead", "lag_left_exact")}
+    store.record_metrics("behind", latest["batch_id"], latest["generation"], json.dumps(old))
+    bound = build_view(runner.coordinator.config, store, runner.inputs)
+    assert not bound.records_behind_exact and bound.records_behind == sum(bound.records_behind_per_partition.values())
+    assert "at most" in re.search(r"id=records-behind>(.*?)</div></div>", render(bound), re.S).group(1)
