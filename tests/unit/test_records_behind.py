@@ -83,6 +83,12 @@ class RecordsBehindMachine(RuleBasedStateMachine):
     def rescale(self, factor):
         self.runner.coordinator.rescale(factor)
 
+    @rule()
+    def forget_the_count(self):
+        """The latest summary as a version before the count wrote it: from here the figure may be a bound."""
+        if forget(self.store, "behind"):
+            self.forgot = True
+
     @precondition(lambda self: len(self.inputs.topics[ORDERS]) < 3)
     @rule()
     def add_partition(self):
@@ -94,16 +100,29 @@ class RecordsBehindMachine(RuleBasedStateMachine):
         report = lag_report(self.runner.coordinator.config, self.store, self.inputs)
         truth = left_to_process(self.runner)
         upper = sum(report.per_ssp.values())  # SEP-32's figure: each partition's end minus its slowest task
-        assert upper >= truth
-        assert report.exact, "the chain of counts is unbroken from the job's start here"
-        assert report.total == truth, (report.total, truth, report.done_ahead, report.apart)
+        assert upper >= report.total >= truth
+        if not getattr(self, "forgot", False):
+            assert report.exact, "the chain of counts is unbroken from the job's start"
+        if report.exact:
+            assert report.total == truth, (report.total, truth, report.done_ahead, report.apart)
         if not report.apart:
             assert report.total == upper and report.done_ahead == 0
         event("some records above the slowest task already processed" if report.done_ahead else "none")
+        event("exact" if report.exact else "at most")
 
 
 RecordsBehindMachine.TestCase.settings = settings(max_examples=examples(25), stateful_step_count=20, deadline=None)
 TestRecordsBehind = RecordsBehindMachine.TestCase
+
+
+def forget(store: CheckpointStore, job: str) -> bool:
+    """Strip the count from the latest summary, as a version before it recorded it."""
+    latest = store.metrics(job, limit=1)
+    if not latest:
+        return False
+    old = {k: v for k, v in latest[-1].items() if k not in ("done_ahead", "lag_left_exact")}
+    store.record_metrics(job, latest[-1]["batch_id"], latest[-1]["generation"], json.dumps(old))
+    return True
 
 
 def _runner(factor: int) -> tuple[ReferenceRunner, CheckpointStore]:
@@ -139,9 +158,7 @@ def test_without_the_batches_count_the_figure_is_an_upper_bound_and_says_so():
     tasks = sorted(t.task_name for t in runner.coordinator.current().job_model.tasks())
     runner.run_batch(40, budgets={tasks[1]: 0})
     runner.coordinator.rescale(2)
-    latest = store.metrics("behind", limit=1)[-1]  # as a batch run by a version before the count recorded it
-    old = {k: v for k, v in latest.items() if k not in ("done_ahead", "lag_left_exact")}
-    store.record_metrics("behind", latest["batch_id"], latest["generation"], json.dumps(old))
+    assert forget(store, "behind")  # a summary from before the count
     report = lag_report(runner.coordinator.config, store, runner.inputs)
     assert not report.exact and report.done_ahead == 0
     assert report.total == sum(report.per_ssp.values()) >= left_to_process(runner)
@@ -204,9 +221,7 @@ def test_the_job_page_and_its_json_show_the_records_behind_and_say_when_they_are
     assert card and f"{view.records_behind:,}" in card.group(1) and "at most" not in card.group(1)
     assert "already processed" in card.group(1)
 
-    latest = store.metrics("behind", limit=1)[-1]  # a summary from before the count
-    old = {k: v for k, v in latest.items() if k not in ("done_ahead", "lag_left_exact")}
-    store.record_metrics("behind", latest["batch_id"], latest["generation"], json.dumps(old))
+    assert forget(store, "behind")  # a summary from before the count
     bound = build_view(runner.coordinator.config, store, runner.inputs)
     assert not bound.records_behind_exact and bound.records_behind == sum(bound.records_behind_per_partition.values())
     assert "at most" in re.search(r"id=records-behind>(.*?)</div></div>", render(bound), re.S).group(1)
