@@ -177,6 +177,7 @@ def test_the_count_grows_by_what_a_batch_kept_and_shrinks_by_what_the_start_pass
     drifted = [cp("a", {0: 14}), cp("b", {1: 30})]  # a stopped at 14, b went on to 30
     assert apart(drifted) == {P0}
     assert after_batch(before, 12, drifted) == DoneAhead(5 + 12 - 4, True, {P0: 14})
+    assert after_batch(before, 12, drifted, lost=True) == DoneAhead(5 + 12 - 4, False, {P0: 14})  # a bound from here
     watermarked = [cp("a", {0: 14}, {0: (Watermark(4, 2, 30),)}), cp("b", {1: 14})]
     assert apart(watermarked) == {P0}
     assert carried(DoneAhead(3, True, {P0: 14}), watermarked) == DoneAhead(3, True, {P0: 14})

@@ -337,7 +337,7 @@ class MicroBatchEngine:
 
         metrics = summary_metrics(durations, new_cps, rows, stateful=self.storage is not None)
         high = self._high_watermarks(plan)
-        done = self._done = after_batch(done, sum(r.kept for r in rows), new_cps.values())
+        done = self._done = after_batch(done, sum(r.kept for r in rows), new_cps.values(), lost=bool(lost))
         summary = batch_summary(self.job, generation, plan, new_cps, high=high, durations=durations, metrics=metrics, done=done)
         count_records(summary, rows)
         summary.lost = [r.to_json() for r in lost]

@@ -18,7 +18,8 @@ partition is apart, nothing above a start is processed: the count is 0 whatever 
 
 Exact, then, from such an anchor on, where the offsets passed are all records. A transaction marker or a
 compacted gap a start moves over counts as passed though no task kept it: the count falls short and the figure
-errs high. Where the chain is broken (no count recorded, a start moved down, a partition dropped, checkpoints
+errs high. Where the chain is broken (no count recorded, a start moved down, a partition dropped, records lost
+from the log before they were read, checkpoints
 newer than the count) the count starts again from 0. Short of the truth from there on, it keeps the figure an
 upper bound, reported as "at most": H - S at first, tighter as batches count on, exact again once no partition
 is apart.
@@ -75,9 +76,11 @@ def carried(previous: DoneAhead | None, checkpoints: Iterable[TaskCheckpoint]) -
     return DoneAhead(max(0, previous.records - sum(moved)), previous.exact, starts)
 
 
-def after_batch(before: DoneAhead, kept: int, checkpoints: Iterable[TaskCheckpoint]) -> DoneAhead:
-    """The count after a batch whose tasks kept `kept` records and committed `checkpoints`."""
-    return carried(DoneAhead(before.records + kept, before.exact, before.starts), checkpoints)
+def after_batch(before: DoneAhead, kept: int, checkpoints: Iterable[TaskCheckpoint], *, lost: bool = False) -> DoneAhead:
+    """The count after a batch whose tasks kept `kept` records and committed `checkpoints`. A batch that `lost`
+    records (removed from the log before they were read) passed some of them unkept, and which of those some
+    faster task had processed only their keys tell: from there the count falls short, a bound."""
+    return carried(DoneAhead(before.records + kept, before.exact and not lost, before.starts), checkpoints)
 
 
 def behind(per_partition: Mapping[SystemStreamPartition, int], done: DoneAhead) -> int:
