@@ -18,11 +18,11 @@ partition is apart, nothing above a start is processed: the count is 0 whatever 
 
 Exact, then, from such an anchor on, where the offsets passed are all records. A transaction marker or a
 compacted gap a start moves over counts as passed though no task kept it: the count falls short and the figure
-errs high. Where the chain is broken (no count recorded, a start moved down, a partition dropped, records lost
-from the log before they were read, checkpoints
-newer than the count) the count starts again from 0. Short of the truth from there on, it keeps the figure an
-upper bound, reported as "at most": H - S at first, tighter as batches count on, exact again once no partition
-is apart.
+errs high. Where the chain is broken (no count recorded, a start moved down, a partition dropped, checkpoints
+newer than the count) the count starts again from 0; records lost from the log before they were read leave it
+short by those a faster task had processed. Short of the truth from there on, it keeps the figure an upper
+bound, reported as "at most": H - S at first, tighter as batches count on, exact again once no partition is
+apart.
 
 The count is the job's, not a partition's: a task's kept records may span several input streams. Per
 partition H - S stays exact where its buckets are together and an upper bound where they are apart.
