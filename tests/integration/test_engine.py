@@ -305,3 +305,30 @@ def test_each_batch_records_how_old_its_records_were_at_its_commit(spark, kafka_
     assert engine.store.freshness(config.job_name, since_ms=before - 1000) == [
         (s.freshness_ms["oldest"], s.freshness_ms["newest"]) for s in summaries
     ]
+
+
+def test_after_a_merge_the_records_behind_are_the_records_the_batches_then_process(spark, kafka_bootstrap, job):
+    """Tasks stopped early (the fail policy) leave their siblings ahead; the merge to factor 1 starts at the slowest
+    and watermarks the rest. The lag probe's records behind, before any batch, equal the records the batches then
+    process, as the audit counts them; SEP-32's figure (end minus the slowest task) counts the skipped ones too."""
+    from elasticity.batch.coordinator.lag import lag_report
+    from elasticity.spark.engine import BatchFailed
+
+    topic, props, tmp_path = job
+    feed(kafka_bootstrap, topic, 60, seed=6)
+    config = validate(props | {"app.class": "tests.support.apps:broken", "task.dead.letter.policy": "fail"})
+    engine = MicroBatchEngine(config, spark)
+    with pytest.raises(BatchFailed):
+        engine.run()
+    JobCoordinator(config, engine.store, engine.inputs).rescale(1)
+    report = lag_report(config, engine.store, KafkaInputs(config))
+    assert report.exact and report.apart and report.done_ahead > 0
+    assert report.total < sum(report.per_ssp.values())
+
+    config = validate(props | {"app.class": "elasticity.apps.identity:build"})
+    summaries = [s for s in MicroBatchEngine(config, spark).run(until_caught_up=True) if s.batch_id is not None]
+    assert summaries[-1].lag_left == 0 and summaries[-1].lag_left_exact
+    after_merge = {s.batch_id for s in summaries}
+    audited = [r for r in committed_audit(engine.store, config.job_name, str(tmp_path / "audit")) if r["batch_id"] in after_merge]
+    assert report.total == len(audited) == sum(s.kept for s in summaries)
+    assert lag_report(config, engine.store, KafkaInputs(config)).total == 0

@@ -3,6 +3,7 @@
 The runner applies the library's real rules (plan_ranges, the engine's routing, advance), the
 real coordinator and migration, and a real SQL store, to records held in memory,
 and logs every record it processes so tests can check loss, order and duplicates.
+It records each batch's summary as the engine does, so the lag probe reads what it would.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from dataclasses import dataclass, field, replace
 from kafka.partitioner.default import murmur2
 
 from elasticity.batch.container.reader import Chunk, ReadCounts, Routed, RouteTable, route
+from elasticity.batch.coordinator.behind import after_batch
 from elasticity.batch.coordinator.job_coordinator import JobCoordinator
+from elasticity.batch.coordinator.lag import done_ahead
+from elasticity.batch.coordinator.outcome import batch_summary
 from elasticity.batch.coordinator.planning import advance, plan_ranges
 from elasticity.checkpoint.batch_plan import BatchPlan, OffsetRange
 from elasticity.checkpoint.store import Generation
@@ -104,9 +108,30 @@ class ReferenceRunner:
                     remaining[t] -= 1
                 self.log.append(Processed(r.ssp, offset, key, t, plan.batch_id))
         new = [advance(cp, plan.ranges, stopped[t]) for t, cp in cps.items()]
-        new = self.with_state(cps, new, [p for p in self.log if p.batch_id == plan.batch_id])
+        ran = [p for p in self.log if p.batch_id == plan.batch_id]
+        new = self.with_state(cps, new, ran)
         c.store.commit_batch(plan, new, c.config.checkpoint_write_versions, owner=owner)
+        self._record_summary(generation, plan, cps, new, kept=len(ran), high=hws)
         return plan
+
+    def _record_summary(
+        self,
+        generation: Generation,
+        plan: BatchPlan,
+        cps: Mapping[TaskName, TaskCheckpoint],
+        new: list[TaskCheckpoint],
+        *,
+        kept: int,
+        high: dict[SystemStreamPartition, int],
+    ) -> None:
+        """The batch's summary in the store, with the count of records above the slowest tasks already processed."""
+        c = self.coordinator
+        done = after_batch(done_ahead(c.store, c.job, generation.number, cps.values()), kept, new)
+        summary = batch_summary(
+            c.job, generation, plan, {cp.task_name: cp for cp in new}, high=high, durations={}, metrics={}, done=done
+        )
+        summary.kept = kept
+        c.store.record_metrics(c.job, plan.batch_id, generation.number, summary.to_json())
 
     def _routed(self, table: RouteTable, r: OffsetRange) -> list[tuple[int, bytes | None, int, str]]:
         """The records of `r` its tasks have yet to process (offset, key, key bucket, task), as a slot routes them."""

@@ -47,7 +47,9 @@ SUMMARY_KEYS = (
     "processed",
     "dead_lettered",
     "skipped",
+    "kept",
     "lag_left",
+    "lag_left_exact",
     "durations_ms",
 )
 

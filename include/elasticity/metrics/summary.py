@@ -23,11 +23,14 @@ class BatchSummary:
     records_read: int = 0
     processed: int = 0
     skipped: int = 0
+    kept: int = 0  # records processed for the first time (dead letters included): read less skipped, up to any stop
     dead_lettered: int = 0
     outputs: int = 0
     task_count: int = 0
     offsets_committed: dict[str, dict[str, int]] = field(default_factory=dict)
-    lag_left: int = 0
+    lag_left: int = 0  # records left to process: exact unless lag_left_exact is False (then at most)
+    lag_left_exact: bool = True
+    done_ahead: int = 0  # records above the slowest virtual tasks' offsets already processed (batch.coordinator.behind)
     lag_per_sspkb: dict[str, int] = field(default_factory=dict)
     durations_ms: dict[str, float] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
@@ -50,16 +53,20 @@ class BatchSummary:
         fields_ = {f.name: getattr(self, f.name) for f in fields(self)}
         return orjson.dumps(fields_, default=asdict, option=orjson.OPT_NON_STR_KEYS).decode()  # keys as `json` writes them
 
+    @property
+    def lag_left_text(self) -> str:
+        return str(self.lag_left) if self.lag_left_exact else f"at most {self.lag_left}"
+
     def line(self) -> str:
         """One human line for logs and the demo."""
         if self.batch_id is None:
-            return f"{self.job}: nothing to read (lag {self.lag_left})"
+            return f"{self.job}: nothing to read (lag {self.lag_left_text})"
         d = self.durations_ms
         restores = self.metrics.get("state-restores")
         moved = f", {restores['count']} store restores ({restores['bytes']:,} bytes)" if restores and restores["count"] else ""
         return (
             f"{self.job} batch {self.batch_id}{' (replayed)' if self.replayed else ''} at factor {self.factor} "
             f"({self.task_count} virtual tasks): {self.records_read} read, {self.processed} processed, {self.skipped} skipped, "
-            f"{self.dead_lettered} dead letters, lag left {self.lag_left}; {d.get('total', 0) / 1000:.2f} s "
+            f"{self.dead_lettered} dead letters, lag left {self.lag_left_text}; {d.get('total', 0) / 1000:.2f} s "
             f"(process {d.get('process', 0) / 1000:.2f} s){moved}"
         )

@@ -18,9 +18,11 @@ class BatchSample:
 
     at_ms: int
     factor: int
-    records: int
+    records: int  # processed for the first time: what the batch took off the lag
     process_s: float
-    lag: int  # offsets left after the batch
+    # records left after the batch, each counted once: those a merge's watermarks skip are not (an upper bound only
+    # where the batches' count was lost: batch.coordinator.behind)
+    lag: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,7 +86,9 @@ def autosize_policy(config: JobConfig) -> AutosizePolicy:
 
 
 def samples(metrics: list[dict[str, Any]], created: dict[int, int]) -> list[BatchSample]:
-    """What the autosizer reads of the store's batch metrics (`created`: when each batch finished)."""
+    """What the autosizer reads of the store's batch metrics (`created`: when each batch finished). The records are
+    those kept, not read: after a merge a batch reads records it skips as processed, which neither took lag off
+    nor cost processing; a summary from before the kept count has only the read one."""
     out = []
     for m in metrics:
         at = created.get(m["batch_id"], 0)
@@ -92,7 +96,7 @@ def samples(metrics: list[dict[str, Any]], created: dict[int, int]) -> list[Batc
             BatchSample(
                 at_ms=at,
                 factor=m["factor"],
-                records=m["records_read"],
+                records=m.get("kept", m["records_read"]),
                 process_s=m["durations_ms"].get("process", 0) / 1000,
                 lag=m["lag_left"],
             )

@@ -44,7 +44,9 @@ from elasticity.batch.container.process_context import (
 from elasticity.batch.container.processing import SUMMARY_SCHEMA, run_slots
 from elasticity.batch.container.reader import SlotReads
 from elasticity.batch.coordinator.async_commit import AsyncCommitter
+from elasticity.batch.coordinator.behind import DoneAhead, after_batch, carried
 from elasticity.batch.coordinator.job_coordinator import JobCoordinator
+from elasticity.batch.coordinator.lag import done_ahead
 from elasticity.batch.coordinator.lease import LeaseHeartbeat, held_lease
 from elasticity.batch.coordinator.log_bounds import checked, lost_ranges
 from elasticity.batch.coordinator.outcome import TaskSummary, batch_summary, count_records, new_checkpoints, summary_metrics
@@ -100,6 +102,7 @@ class MicroBatchEngine:
         self._placed: tuple[int, DataFrame] | None = None
         self._recent_executors: deque[set[str]] | None = None  # the executors of the job's recent batches
         self._planned: threading.Event | None = None  # the running upload's gate: set once the next plan is written
+        self._done: DoneAhead | None = None  # the records behind's count after the last batch run (coordinator.behind)
         self._frozen = False
         self._log_start: dict[SystemStreamPartition, int] = {}  # read with the high watermarks, for the next plan
 
@@ -302,18 +305,14 @@ class MicroBatchEngine:
         """
         t0 = time.perf_counter()
         generation, cps, pending = self._start(owner, snapshot)
-        plan, high = self._plan(
-            generation,
-            cps,
-            pending,
-            max_records=max_records,
-            owner=owner,
-            after=snapshot[0].batch_id if snapshot else None,
-            high=high,
-        )
+        after = snapshot[0].batch_id if snapshot else None
+        plan, high = self._plan(generation, cps, pending, max_records=max_records, owner=owner, after=after, high=high)
         self._open_gate()
+        done = self._done_before(generation, cps, chained=snapshot is not None)
         if plan is None:
-            summary = batch_summary(self.job, generation, None, cps, high=high, durations={"plan": _ms(t0)}, metrics={})
+            summary = batch_summary(
+                self.job, generation, None, cps, high=high, durations={"plan": _ms(t0)}, metrics={}, done=done
+            )
             return summary, None, cps, high
         self._clean_batch(owner, *self.store.batches_with_status(self.job, BatchStatus.ABANDONED))
         durations = {"plan": _ms(t0)}
@@ -338,13 +337,21 @@ class MicroBatchEngine:
 
         metrics = summary_metrics(durations, new_cps, rows, stateful=self.storage is not None)
         high = self._high_watermarks(plan)
-        summary = batch_summary(self.job, generation, plan, new_cps, high=high, durations=durations, metrics=metrics)
+        done = self._done = after_batch(done, sum(r.kept for r in rows), new_cps.values(), lost=bool(lost))
+        summary = batch_summary(self.job, generation, plan, new_cps, high=high, durations=durations, metrics=metrics, done=done)
         count_records(summary, rows)
         summary.lost = [r.to_json() for r in lost]
         summary.replayed = pending is not None
         summary.durations_ms["total"] = _ms(t0)
         summary.finished_ms = int(time.time() * 1000)
         return summary, plan, new_cps, high
+
+    def _done_before(self, generation: Generation, cps: dict[TaskName, TaskCheckpoint], *, chained: bool) -> DoneAhead:
+        """The records above the slowest tasks already processed, as a batch starts: a chained batch counts on from
+        the one before it (its commit still uploading), any other from the store's last committed batch."""
+        if chained:
+            return carried(self._done, cps.values())
+        return done_ahead(self.store, self.job, generation.number, cps.values())
 
     def _open_gate(self) -> None:
         """The previous batch's upload may commit now: the next plan is written, or none will be."""

@@ -110,8 +110,15 @@ class JobView:
     )  # offsets between each virtual task's checkpoint and its partition's end (SEP-32's lag per SSPKb)
     lag_per_task: dict[str, int] = field(default_factory=dict)
     # the records actually behind, per input partition: its end minus the lowest checkpoint of its buckets
-    # (SEP-32's offset lag counts a partition's records once per key bucket: factor times as many)
+    # (SEP-32's offset lag counts a partition's records once per key bucket: factor times as many); at most that
+    # many for a partition whose buckets are apart (records_behind_apart)
     records_behind_per_partition: dict[str, int] = field(default_factory=dict)
+    records_behind_apart: list[str] = field(default_factory=list)
+    # of the records above those checkpoints, how many were processed already (by a faster bucket, or before a
+    # merge: its watermarks), counted by the batches
+    records_already_processed: int = 0
+    records_behind: int = 0  # the records left to process, each once: the partitions' sum less those already processed
+    records_behind_exact: bool = True  # False: the batches' count is unknown, and records_behind is an upper bound
     lag_error: str | None = None  # why the live lag is unknown (broker down): never an older generation's figures instead
     freshness: FreshnessWindow | None = None  # p50/p99 over the batches committed in the last hour (None: none had records)
     batches: list[dict[str, Any]] = field(default_factory=list)  # BatchSummary JSON of recent batches, oldest first
@@ -132,10 +139,6 @@ class JobView:
     @property
     def total_lag(self) -> int:
         return sum(self.lag_per_task.values())
-
-    @property
-    def records_behind(self) -> int:
-        return sum(self.records_behind_per_partition.values())
 
 
 def build_view(
@@ -173,9 +176,13 @@ def build_view(
     recent = view.batches if before is None else store.metrics(job, limit=BATCHES)
     view.freshness = last_hour_freshness(store, job, now_ms)
     try:  # the current model's checkpoints against fresh high watermarks
-        view.lag_per_sspkb = lag_report(config, store, inputs).per_sspkb
+        report = lag_report(config, store, inputs)
     except (ConnectionError, OSError, RuntimeError) as e:
         view.lag_error = str(e)
+    else:
+        view.lag_per_sspkb, view.records_behind_per_partition = report.per_sspkb, report.per_ssp
+        view.records_behind_apart, view.records_already_processed = list(report.apart), report.done_ahead
+        view.records_behind, view.records_behind_exact = report.total, report.exact
     rates: dict[str, float] = {}
     sizes: dict[tuple[str, str], int] = {}
     for m in recent:  # the latest rate of each task that had records, the latest size of each store
@@ -215,10 +222,6 @@ def _add_task(
     )
     view.tasks.append(TaskRow(task=name, container=container, sspkbs=rows, rate=rate, stores=stores))
     view.lag_per_task[name] = sum(r.lag or 0 for r in rows)
-    for ssp, row in zip(sorted(cp.offsets), rows, strict=True):
-        partition = f"{ssp.system}.{ssp.stream}.{ssp.partition}"
-        behind = view.records_behind_per_partition
-        behind[partition] = max(behind.get(partition, 0), row.lag or 0)
 
 
 def last_hour_freshness(store: CheckpointStore, job: str, now_ms: int | None = None) -> FreshnessWindow | None:

@@ -50,6 +50,7 @@ SUMMARY_SCHEMA = pa.schema(
         ("group_ns", pa.int64()),  # wall time of the whole group of virtual tasks this one ran in (one Python worker)
         ("read", pa.int64()),  # records of the task's buckets in the batch's ranges, processed or skipped
         ("skipped", pa.int64()),  # of those, already processed (below its offset or under a watermark)
+        ("kept", pa.int64()),  # of the others, those before its stop: processed (or dead-lettered) in this batch
         ("read_ns", pa.int64()),  # the slot's read and route time (on its first row)
         ("hash_ns", pa.int64()),  # the slot's key hashing time (on its first row)
         ("executor", pa.string()),  # where the slot ran: host and state folder
@@ -84,7 +85,8 @@ def run_slots(ctx: ProcessContext, reads: SlotReads, batches: Iterator[pa.Record
             oldest, newest = timestamp_span(table.column("timestamp"))  # the batch's freshness, as an aggregate
             rows = process_slot(ctx, slot, table)
             for name in sorted(counts.read.keys() - {r["task_name"] for r in rows}):  # every record skipped
-                rows.append({"task_name": name, "records": 0, "processed": 0, "dead_lettered": 0, "outputs": 0, "process_ns": 0})
+                zeros = dict.fromkeys(("records", "processed", "dead_lettered", "outputs", "process_ns", "kept"), 0)
+                rows.append({"task_name": name, **zeros})
             elapsed = time.perf_counter_ns() - start
             where = f"{socket.gethostname()}:{elasticity_home()}"
             out = [

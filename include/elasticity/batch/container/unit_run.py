@@ -276,6 +276,7 @@ def _task_row(kept: _Kept, j: int, *, sent: int, dead: _DeadLetters) -> dict[str
         "records": t.size,
         "processed": kept.count(j) - dead.failed_kept[j],  # late records count: other branches processed them
         "dead_lettered": dead.count[j],
+        "kept": kept.count(j),  # what its checkpoint now passes for the first time: the records behind (coordinator.behind)
         "outputs": sent,
         "process_ns": result.process_ns * t.size // max(1, kept.n),  # the unit's pass, by the task's share of its records
         "stopped": json.dumps(stopped) if stopped else None,

@@ -3,17 +3,23 @@ brokers' high watermarks, with no Spark. It decides whether a run has anything
 to do (a run with nothing to read ends in seconds) and is what the job page
 shows, so that right after a rescale every new virtual task shows its real lag.
 Both the store and the brokers answer it or fail fast, before any Spark starts.
+
+The records behind are exact after a merge too: the records above the slowest virtual task's offset that
+some task has processed already are counted by the batches and carried here (`batch.coordinator.behind`);
+where that count is unknown the figure is an upper bound and says so.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from elasticity.batch.coordinator.behind import DoneAhead, apart, carried, recorded
 from elasticity.batch.coordinator.job_coordinator import Inputs, JobCoordinator
 from elasticity.batch.coordinator.planning import start_offsets
 from elasticity.checkpoint.store import CheckpointStore
+from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
 from elasticity.config import JobConfig
 from elasticity.jobmodel.model import SystemStreamPartition
 from elasticity.jobmodel.object_mapper import ssp_to_key
@@ -26,13 +32,18 @@ class LagReport:
     factor: int | None
     pending_batch: int | None = None  # a planned batch that did not commit: the next run replays it
     per_sspkb: dict[str, int] = field(default_factory=dict)  # each virtual task's SSPKb: high watermark - its offset
-    per_ssp: dict[str, int] = field(default_factory=dict)  # each input partition, from its slowest virtual task
+    # each input partition: its end minus its slowest virtual task's offset; exact, but at most for those `apart`
+    per_ssp: dict[str, int] = field(default_factory=dict)
+    apart: tuple[str, ...] = ()  # partitions whose virtual tasks stand at different offsets, or skip a merge's watermarks
+    done_ahead: int = 0  # records above those offsets already processed (a merge's watermarks, a faster sibling)
+    exact: bool = True  # False: `done_ahead` is unknown, taken as 0, and `total` is an upper bound
     new_partitions: tuple[str, ...] = ()  # input partitions the current job model does not have yet
     committed: int = 0  # the sum of the committed start offsets: it moves when a batch commits
 
     @property
     def total(self) -> int:
-        return sum(self.per_ssp.values())
+        """The records left to process, each counted once (at most that many when not `exact`)."""
+        return max(0, sum(self.per_ssp.values()) - self.done_ahead)
 
     @property
     def has_work(self) -> bool:
@@ -41,7 +52,8 @@ class LagReport:
     def describe(self) -> str:
         if self.generation is None:
             return f"job {self.job!r} has no generation yet: the first run creates it"
-        parts = [f"job {self.job!r} generation {self.generation} (factor {self.factor}): lag {self.total}"]
+        lag = f"{self.total}" if self.exact else f"at most {self.total}"
+        parts = [f"job {self.job!r} generation {self.generation} (factor {self.factor}): lag {lag}"]
         if self.pending_batch is not None:
             parts.append(f"batch {self.pending_batch} planned but not committed (it will be replayed)")
         if self.new_partitions:
@@ -67,6 +79,7 @@ def lag_report(config: JobConfig, store: CheckpointStore, inputs: Inputs) -> Lag
     }
     starts = start_offsets(cps.values())
     per_ssp = {ssp_to_key(ssp): max(0, high[ssp] - start) for ssp, start in starts.items()}
+    done = done_ahead(store, config.job_name, generation.number, cps.values())
     return LagReport(
         job=config.job_name,
         generation=generation.number,
@@ -76,7 +89,20 @@ def lag_report(config: JobConfig, store: CheckpointStore, inputs: Inputs) -> Lag
         per_ssp=per_ssp,
         new_partitions=tuple(ssp_to_key(s) for s in sorted(wanted - known)),
         committed=sum(starts.values()),
+        apart=tuple(ssp_to_key(s) for s in sorted(apart(cps.values()))),
+        done_ahead=done.records,
+        exact=done.exact,
     )
+
+
+def done_ahead(store: CheckpointStore, job: str, generation: int, checkpoints: Iterable[TaskCheckpoint]) -> DoneAhead:
+    """The records above the partitions' starts already processed, as the latest committed batch counted them,
+    carried to `checkpoints`; the store is read only when some partition's virtual tasks are apart."""
+    cps = list(checkpoints)
+    if not apart(cps):
+        return carried(None, cps)
+    latest = store.metrics(job, limit=1)
+    return carried(recorded(latest[-1] if latest else None, cps, generation), cps)
 
 
 log = logging.getLogger(__name__)

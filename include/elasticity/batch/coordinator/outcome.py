@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
+from elasticity.batch.coordinator.behind import DoneAhead, behind, summary_fields
 from elasticity.batch.coordinator.planning import advance_all
 from elasticity.checkpoint.batch_plan import BatchPlan
 from elasticity.checkpoint.store import Generation
@@ -34,6 +35,7 @@ class TaskSummary(NamedTuple):
     group_ns: int
     read: int
     skipped: int
+    kept: int
     read_ns: int
     hash_ns: int
     executor: str
@@ -95,8 +97,10 @@ def batch_summary(
     high: dict[SystemStreamPartition, int],
     durations: dict[str, float],
     metrics: dict[str, Any],
+    done: DoneAhead,
 ) -> BatchSummary:
-    """The batch's summary: its checkpoints' offsets and the lag each leaves, with its durations and metrics."""
+    """The batch's summary: its checkpoints' offsets and the lag each leaves, with its durations and metrics;
+    the records left, from its slowest virtual tasks less `done`, those above them already processed."""
     lag: dict[str, int] = {}
     committed: dict[str, dict[str, int]] = {}
     starts: dict[SystemStreamPartition, int] = {}  # per input partition, its slowest virtual task's offset
@@ -117,7 +121,8 @@ def batch_summary(
         factor=generation.factor,
         task_count=len(cps),
         offsets_committed=committed if plan else {},
-        lag_left=sum(max(0, high.get(b, o) - o) for b, o in starts.items()),  # from the slowest virtual task
+        lag_left=behind({b: max(0, high.get(b, o) - o) for b, o in starts.items()}, done),
+        **summary_fields(done),
         lag_per_sspkb=lag,
         durations_ms=durations,
         metrics=metrics,
@@ -129,6 +134,7 @@ def count_records(summary: BatchSummary, rows: list[TaskSummary]) -> None:
     dead-lettered and output, and why tasks stopped."""
     summary.records_read = sum(r.read for r in rows)
     summary.skipped = sum(r.skipped for r in rows)
+    summary.kept = sum(r.kept for r in rows)
     summary.processed = sum(r.processed for r in rows)
     summary.dead_lettered = sum(r.dead_lettered for r in rows)
     summary.outputs = sum(r.outputs for r in rows)
