@@ -154,3 +154,25 @@ def test_a_rescale_renews_its_lease_through_a_state_move_longer_than_the_lease(t
         plan = coordinator.rescale(4, "rescaler")
     assert refused and plan.factor == 4 and store.generation("j").factor == 4
     assert store.lease("j") is None  # released after
+
+
+def test_a_later_try_of_a_run_takes_the_lease_over_at_once_and_fences_the_earlier_one(store):
+    """Airflow starts try 2 only once try 1 ended or was declared lost: its lease is a dead attempt's (or a
+    zombie's), so try 2 takes it over without waiting out its TTL; try 1 is fenced from then on. Another run,
+    or an earlier try, still finds the lease held."""
+    from elasticity.checkpoint.store import LeaseHeldError, SupersededError
+    from elasticity.checkpoint.store.attempt_token import attempt_owner
+
+    first = attempt_owner("manual__run", 1)
+    held = store.acquire_lease(JOB, first, 600_000)
+    with pytest.raises(LeaseHeldError):
+        store.acquire_lease(JOB, attempt_owner("scheduled__other", 2), 600_000)
+    second = attempt_owner("manual__run", 2)
+    taken = store.acquire_lease(JOB, second, 600_000)
+    assert taken.epoch == held.epoch + 1
+    with pytest.raises(SupersededError):
+        store.acquire_lease(JOB, first, 600_000)  # its renewal
+    with pytest.raises(LeaseHeldError):
+        store.acquire_lease(JOB, attempt_owner("manual__run", 1), 600_000)  # an earlier try never takes it back
+    with pytest.raises(LeaseHeldError):
+        store.acquire_lease(JOB, "manual__run", 600_000)  # no attempt token: no takeover

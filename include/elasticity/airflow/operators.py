@@ -15,7 +15,8 @@
 3. An Asset event carrying the last batch's summary and the ids of all.
 
 Each try is an attempt of its own: it takes the lease under a token of the run id, the try number and a
-random part (`attempt_token`), after the lease of an earlier try has expired, and replays that try's
+random part (`attempt_token`), taking it over at once from an earlier try of the run (Airflow starts a retry
+only once that try ended or was declared lost: `attempt_token.supersedes`), and replays that try's
 written-ahead plan; an earlier try still alive is fenced from then on (its commits refused, its files never
 the batch's).
 """

@@ -158,8 +158,9 @@ class JobConfig:
         "job.lease.wait.ms",
         int_range(0),
         "120000",
-        doc="How long a micro-batch run waits for the job's lease while another owner holds it (a rescale, an "
-        "earlier attempt until its lease expires) before it fails; 0 fails at once.",
+        doc="How long a micro-batch run waits for the job's lease while another owner holds it (a rescale, another "
+        "run's attempt until its lease expires; a later try of the same run takes it over at once) before it fails; "
+        "0 fails at once.",
     )
 
     # --- one micro-batch: read, process, sinks ---

@@ -83,7 +83,8 @@ class LeaseHeartbeat:
 
 
 def take_lease(store: CheckpointStore, job: str, owner: str, ttl_ms: int, *, wait_s: float = 0.0) -> Lease:
-    """The job's lease; while another owner holds it (a rescale, an earlier attempt until its lease expires),
+    """The job's lease; while another owner holds it (a rescale, another run's attempt until its lease expires;
+    a later try of the same run takes it over at once),
     tried again for up to `wait_s`, said once in the log. A superseded owner never waits: it may not run."""
     deadline = time.monotonic() + wait_s
     waited = False

@@ -42,3 +42,20 @@ class AttemptToken:
 def attempt_owner(run: str, try_number: int | None = None) -> str:
     """A new attempt's lease owner, `<run>#<try>#<8 hex>` (`<run>#<8 hex>` without a try number)."""
     return str(AttemptToken.new(run, try_number))
+
+
+def supersedes(owner: str, holder: str) -> bool:
+    """Whether `owner` may take the lease from `holder` before it expires: a later try of the same Airflow run.
+    Airflow starts try N+1 only once try N ended or was declared lost (its heartbeat timed out), so its lease
+    is a dead attempt's, or a zombie's the fencing refuses from then on; waiting out its TTL would only delay the
+    retry (by up to `job.lease.ttl.ms`)."""
+    try:
+        mine, theirs = AttemptToken.parse(owner), AttemptToken.parse(holder)
+    except ValueError:
+        return False
+    return (
+        mine.run == theirs.run
+        and mine.try_number is not None
+        and theirs.try_number is not None
+        and theirs.try_number < mine.try_number
+    )

@@ -14,6 +14,7 @@ superseded one write again).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -22,8 +23,11 @@ from sqlalchemy import Connection, insert, or_, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
+from elasticity.checkpoint.store.attempt_token import supersedes
 from elasticity.checkpoint.store.store_errors import LeaseHeldError, StaleGenerationError, SupersededError
 from elasticity.checkpoint.store.store_schema import jobs
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,8 @@ def acquire(engine: Engine, job: str, owner: str, ttl_ms: int, *, clock: Callabl
                         )
                     )
                     return Lease(job, owner, now + ttl_ms, 1)
+            if supersedes(owner, row.lease_owner):
+                return _take_over(engine, job, owner, ttl_ms, clock=clock, holder=row.lease_owner, epoch=row.lease_epoch)
         except IntegrityError:
             if attempt:
                 raise
@@ -84,6 +90,22 @@ def acquire(engine: Engine, job: str, owner: str, ttl_ms: int, *, clock: Callabl
             "a batch or rescale is running (or crashed and its lease has yet to expire)"
         )
     raise AssertionError("unreachable")
+
+
+def _take_over(engine: Engine, job: str, owner: str, ttl_ms: int, *, clock: Callable[[], int], holder: str, epoch: int) -> Lease:
+    """The lease taken from an earlier try of the same run (`supersedes`), at a new epoch, only if that try still
+    holds it at the epoch read (else whoever took it meanwhile holds it: LeaseHeldError)."""
+    now = clock()
+    with engine.begin() as conn:
+        res = conn.execute(
+            update(jobs)
+            .where(jobs.c.job_name == job, jobs.c.lease_owner == holder, jobs.c.lease_epoch == epoch)
+            .values(lease_owner=owner, lease_expires_ms=now + ttl_ms, lease_epoch=epoch + 1, updated_ms=now)
+        )
+    if res.rowcount != 1:
+        raise LeaseHeldError(f"job {job!r}: the lease moved on while {owner!r} took it over from {holder!r}")
+    log.info("job %r: %s took the lease over from the earlier try %s (epoch %d)", job, owner, holder, epoch + 1)
+    return Lease(job, owner, now + ttl_ms, epoch + 1)
 
 
 def _renew(engine: Engine, job: str, owner: str, ttl_ms: int, *, clock: Callable[[], int], epoch: int) -> Lease:
