@@ -146,9 +146,13 @@ class JobTransactions:
         fixed = None if callable(commit_record) else list(commit_record)
         refused: dict[int, Refusal] = {}
         alone: set[int] = set()
+        watch = False  # each record's delivery report is read (a Python call per record): once a refusal was met
         while True:
             parts = fixed if fixed is not None else list(cast(Callable, commit_record)(frozenset(refused)))
-            refusals = self._transaction(records, parts, skip=refused.keys(), alone=alone)
+            refusals = self._transaction(records, parts, skip=refused.keys(), alone=alone, watch=watch)
+            if refusals is None:  # refused, whose unknown: again, reading the reports
+                watch = True
+                continue
             if not refusals:
                 return len(records.taken) - len(refused)
             own, alone = decided(refusals, alone)
@@ -158,14 +162,17 @@ class JobTransactions:
                 refused |= {r.index: r for r in own}
                 on_refused(sorted(refused.values(), key=lambda r: r.index))
 
-    def _transaction(self, records: _Taken, parts: list[bytes], *, skip: Iterable[int], alone: set[int]) -> list[Refusal]:
+    def _transaction(
+        self, records: _Taken, parts: list[bytes], *, skip: Iterable[int], alone: set[int], watch: bool
+    ) -> list[Refusal] | None:
         """One transaction of `records` (but `skip`; those in `alone` each in a batch of its own) and `parts`:
-        committed (returns no refusal), or aborted for the refusals it met (returned; the producer replaced)."""
+        committed (returns no refusal), or aborted for the refusals it met (returned; the producer replaced), or
+        for refusals it did not `watch` the delivery reports of (None)."""
         from confluent_kafka import KafkaError, KafkaException
 
         p, refusals, skipped = self._producer, [], set(skip)
 
-        def report(i: int, solo: bool) -> Callable[[Any, Any], None]:
+        def report(i: int, *, solo: bool) -> Callable[[Any, Any], None]:
             def delivered(err: KafkaError | None, msg: Message) -> None:
                 if err is not None and (reason := refusal(err.code(), err.str())) is not None:
                     where = (msg.topic() or records.taken[i].topic, -1 if msg.partition() is None else cast(int, msg.partition()))
@@ -182,7 +189,9 @@ class JobTransactions:
                 if i in alone:
                     p.flush(_TIMEOUT_S)  # what went before is sent: this record travels in a batch of its own
                 try:
-                    self._produce(r.topic, r.key, r.value, r.headers, on_delivery=report(i, i in alone))
+                    self._produce(
+                        r.topic, r.key, r.value, r.headers, **({"on_delivery": report(i, solo=i in alone)} if watch else {})
+                    )
                 except KafkaException as e:  # the client's own limit (message.max.bytes): refused before any batch
                     if (reason := refusal(e.args[0].code(), e.args[0].str())) is None:
                         raise
@@ -202,13 +211,13 @@ class JobTransactions:
             if error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH):
                 raise TransactionFenced(f"transactional.id {self.tid!r} on {self.kafka} was fenced by a newer run") from e
             p.poll(0)  # the delivery reports that say which records were refused
-            if not refusals:
+            if not refusals and (watch or refusal(error.code(), error.str()) is None):
                 if error.txn_requires_abort():
                     p.abort_transaction(_TIMEOUT_S)
                     self.in_transaction = False
                 raise
         self._restart()
-        return refusals
+        return refusals or None
 
     def _restart(self) -> None:
         """Abort the open transaction and go on with a new producer under the same transactional.id."""
