@@ -35,7 +35,7 @@ from elasticity.state.table import SlotTables
 from elasticity.state.worker import ContainerState
 
 DELIVERY_S = 30.0  # the longest a sent output's acknowledgement is awaited
-Refused = dict[int, tuple[bytes | None, bytes | None, str]]  # item -> the refused key and value, and the error
+Refused = list[tuple[int, bytes | None, bytes | None, str]]  # (item it derives from, refused key and value, error)
 
 
 @dataclass
@@ -155,7 +155,10 @@ def run_unit(
     kept = _Kept.of(unit, records, result, ends=ends, stateful=container is not None)
     refused = _send_kafka(ctx, app, kept, outputs)
     if refused and ctx.policy == "fail":
-        kept, refused = kept.stopped_at({i: error for i, (_, _, error) in refused.items()}), {}
+        first: dict[int, str] = {}
+        for i, _, _, error in refused:
+            first.setdefault(i, error)
+        kept, refused = kept.stopped_at(first), []
     files, sent = _sink_rows(ctx, app, kept, refused)
     dead = _DeadLetters.of(ctx, kept, refused)
     rows = [_task_row(kept, j, sent=sent[j], dead=dead) for j in range(len(unit))]
@@ -243,8 +246,6 @@ def _sink_rows(
                 produced.append((j, p))
                 sent[j] += 1
         if root is None:
-            for j, _ in (jp for jp in produced if jp[1][0] in refused):
-                sent[j] -= 1
             continue
         serdes = (
             (ctx.key_serdes.get(out.system, "string"), ctx.msg_serdes.get(out.system, "json")) if out.kind == "kafka" else None
@@ -259,6 +260,8 @@ def _sink_rows(
                 key, value = k if isinstance(k, bytes) else serialize("string", k), serialize("json", v)
             task_rows.append((key, value, unit[j].name, len(task_rows), partition, offset, system, stream))
         files[root] = [(unit[j].start, r) for j, r in by_task.items()]
+    for i, *_ in refused:
+        sent[kept.task_of(i)] -= 1
     return files, sent
 
 
@@ -295,7 +298,7 @@ class _DeadLetters:
                 pane = result.timers[i].pane
                 key = serialize("string", pane.key) if not isinstance(pane.key, bytes) else pane.key
                 dead.add(i, key, serialize("json", pane.as_dict()), err)
-        for i, (key, value, err) in sorted(refused.items()):  # the input record was processed; this output refused
+        for i, key, value, err in sorted(refused, key=lambda r: r[0]):  # the input record was processed; this output refused
             dead.add(i, key, value, err)
         return dead
 
@@ -385,11 +388,11 @@ def _messages(
 def _send_kafka(ctx: ProcessContext, app: ApplicationDescriptor, kept: _Kept, outputs: Producers) -> Refused:
     """The kept items' at-least-once Kafka outputs, on the container's shared producers; returns those the broker
     refused for themselves. Every other error fails the slot (the batch replays), never losing a record quietly."""
-    refused: Refused = {}
+    refused: Refused = []
     for out, root in sink_roots(ctx, app).items():
         if root is None:
             items = [p for p in kept.result.outputs.get(out, ()) if kept.kept(p[0], kept.task_of(p[0]))]
-            refused |= _send(ctx, outputs, out, items)
+            refused += _send(ctx, outputs, out, items)
     return refused
 
 
@@ -403,7 +406,7 @@ def _send(ctx: ProcessContext, outputs: Producers, out: OutputStream, produced: 
         key, value = serialize(key_serde, k), serialize(msg_serde, v)
         pending.append((i, key, value, _produce(producer, out.name, key, value)))
     verdicts = [(i, key, value, _verdict(delivery)) for i, key, value, delivery in pending]  # every one settled first
-    refused: Refused = {}
+    refused: Refused = []
     suspects = any(v is not None and not v[2] for *_, v in verdicts)
     if suspects:
         outputs.renew(out.system, producer)
@@ -413,7 +416,7 @@ def _send(ctx: ProcessContext, outputs: Producers, out: OutputStream, produced: 
             if verdict is not None and not verdict[2]:  # awaited before the next is sent: a batch of its own
                 verdict = _verdict(_produce(solo, out.name, key, value), alone=True)
             if verdict is not None:
-                refused[i] = (key, value, refused_output(f"{out.system}.{out.name}", verdict[0], verdict[1]))
+                refused.append((i, key, value, refused_output(f"{out.system}.{out.name}", verdict[0], verdict[1])))
     finally:
         if solo is not None:
             solo.close()
