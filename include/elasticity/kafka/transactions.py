@@ -13,7 +13,8 @@ records behind an earlier run's abort, as it would records of the same producer 
 
 An output record the broker refuses (`kafka.refusals`: too large, invalid) makes its transaction abort, and
 sending it again never helps. `JobTransactions.commit` finds which records were refused for themselves (the
-broker refuses a whole record batch: those of a refused batch are sent again each alone) and then either
+broker refuses a whole record batch: those of a refused batch are sent again each alone; the records' delivery
+reports are read only after a first refusal, as each costs a Python call) and then either
 commits every other record in a new transaction, with the commit record counting only those (the refused ones
 are handed to `on_refused`, before that commit, to be dead-lettered), or, without `on_refused`, raises
 `OutputRefused` with nothing of the transaction visible. A producer whose transaction was aborted for a
