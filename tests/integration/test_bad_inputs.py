@@ -1,6 +1,8 @@
 """Broken inputs on a real broker (the embedded one: DeleteRecords, a topic deleted and recreated) under the
 engine on a classic Spark session: a truncated partition fails the batch naming it, or is declared lost by
-policy; a recreated topic always fails; nothing is skipped silently."""
+policy; a recreated topic always fails; an output the broker refuses (larger than its topic's max.message.bytes,
+which the embedded broker enforces as Kafka does) is dead-lettered or fails the batch by policy, never replayed
+without end; nothing is skipped silently."""
 
 from __future__ import annotations
 
@@ -14,14 +16,15 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from elasticity.batch.coordinator.log_bounds import InputTruncatedError
-from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, read_table
+from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, read_table
 from elasticity.checkpoint.store import StoreError
 from elasticity.config import validate
 from elasticity.kafka.admin import create_topic
 from elasticity.kafka.consumer import KafkaInputs
 from elasticity.kafka.producer import send
+from elasticity.kafka.transactions import OutputRefused, read_committed
 from elasticity.quality.runner import run_quality
-from elasticity.spark.engine import MicroBatchEngine
+from elasticity.spark.engine import BatchFailed, MicroBatchEngine
 from tests.conftest import REPO
 from tests.integration.test_engine import ELASTICITY
 
@@ -210,3 +213,89 @@ def test_a_store_outage_mid_commit_commits_nothing_says_so_in_one_line_and_the_n
     healed = MicroBatchEngine(config, spark)
     assert healed.run(until_caught_up=True)[0].replayed  # the batch the outage cut short, replayed
     assert audited_offsets(tmp_path) == list(range(30))  # each record once
+
+
+REFUSED = b'{"order_id": 20, "amount": 1, "pad": 5000}'  # with its pad, 5 kB: over the output topic's 1 kB
+REFUSAL = "refused by the broker: MESSAGE_TOO_LARGE"
+
+
+def padded_job(kafka_bootstrap, job, guarantee: str, policy: str) -> tuple[str, dict[str, str]]:
+    """The job fixture's topic copied to `<topic>-out`, made first with max.message.bytes=1024 (and to
+    parquet.out); its 20 records committed, then record 20 among 21..24, padded past the output topic's limit."""
+    topic, props, _ = job
+    out = f"{topic}-out"
+    create_topic(kafka_bootstrap, out, 1, {"max.message.bytes": "1024"})
+    props = {
+        **props,
+        "app.class": "tests.support.apps:padded",
+        "processing.guarantee": guarantee,
+        "task.dead.letter.policy": policy,
+    }
+    return out, props
+
+
+def order_ids(values) -> list[int]:
+    import json
+
+    return sorted(json.loads(v)["order_id"] for v in values)
+
+
+@pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once"])
+def test_an_output_the_broker_refuses_goes_to_the_dead_letters_under_dlq_and_the_rest_commits_once(
+    spark, kafka_bootstrap, job, guarantee
+):
+    topic, _, tmp_path = job
+    out, props = padded_job(kafka_bootstrap, job, guarantee, "dlq")
+    config = validate(props)
+    engine = MicroBatchEngine(config, spark)
+    engine.run(until_caught_up=True)
+    send(kafka_bootstrap, topic, [(b"user-6", REFUSED), *records(21, 4)])
+    summary = engine.run(until_caught_up=True)[0]
+    assert summary.dead_lettered == 1 and summary.outputs == 2 * 5 - 1
+
+    (letter,) = read_table(str(tmp_path / "dlq"), DEAD_LETTER_SCHEMA).to_pylist()
+    assert (letter["stream"], letter["partition"], letter["offset"], letter["key"]) == (topic, 0, 20, b"user-6")
+    assert letter["error"].startswith(f"output kafka.{out} partition 0 {REFUSAL}"), letter["error"]
+    assert letter["batch_id"] == summary.batch_id and len(letter["value"]) > 5000  # the refused record itself
+    committed = read_committed(kafka_bootstrap, out)
+    assert order_ids(r.value for r in committed) == [i for i in range(25) if i != 20]  # every other output, once
+    parquet = read_table(str(tmp_path / "out" / "out"), OUTPUT_SCHEMA).to_pylist()
+    assert sorted(r["source_offset"] for r in parquet) == list(range(25))  # the record's other output kept
+    assert audited_offsets(tmp_path) == list(range(25))
+
+    assert engine.run(until_caught_up=True)[0].batch_id is None  # committed: nothing replays
+    assert len(read_committed(kafka_bootstrap, out)) == 24
+    result, _ = run_quality(config, engine.store, KafkaInputs(config), report_dir=tmp_path / "report")
+    assert result.success, result.failure_message()  # the dead letter is declared, not a loss
+
+
+@pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once"])
+def test_an_output_the_broker_refuses_fails_the_batch_under_fail_naming_the_reason_on_every_attempt(
+    spark, kafka_bootstrap, job, guarantee
+):
+    topic, _, tmp_path = job
+    out, props = padded_job(kafka_bootstrap, job, guarantee, "fail")
+    config = validate(props)
+    MicroBatchEngine(config, spark).run(until_caught_up=True)
+    send(kafka_bootstrap, topic, [(b"user-6", REFUSED), *records(21, 4)])
+    refused = OutputRefused if guarantee == "exactly_once" else BatchFailed
+
+    messages = []
+    for _ in range(2):  # the next attempt fails the same way, at once: no endless replay
+        engine = MicroBatchEngine(config, spark)
+        with pytest.raises(refused) as e:
+            engine.run(until_caught_up=True)
+        messages.append(str(e.value))
+    assert messages[0] == messages[1]
+    assert f"output kafka.{out} partition 0 {REFUSAL}" in messages[0], messages[0]
+    assert read_table(str(tmp_path / "dlq"), DEAD_LETTER_SCHEMA).num_rows == 0
+    visible = order_ids(r.value for r in read_committed(kafka_bootstrap, out))
+    committed = {m["batch_id"] for m in engine.store.metrics(props["job.name"])}
+    if guarantee == "exactly_once":
+        assert "task.dead.letter.policy=fail: nothing of the batch is committed" in messages[0]
+        assert f"it derives from kafka.{topic}-0@20" in messages[0]
+        assert visible == list(range(20)) and len(committed) == 1  # the first batch, once; the failing one never
+    else:
+        assert f"stopped at {topic}-0@20: " in messages[0]
+        assert 20 not in visible and set(range(20)) <= set(visible)  # at least once: nothing of the record's
+        assert max(audited_offsets(tmp_path)) < 25 and 20 not in audited_offsets(tmp_path)

@@ -18,6 +18,7 @@ from elasticity.kafka.consumer import KafkaInputs, read_log
 from elasticity.kafka.transactions import (
     JobTransactions,
     OutputRecord,
+    OutputRefused,
     TransactionFenced,
     fence,
     read_commit_tail,
@@ -135,6 +136,35 @@ def test_a_commit_shows_its_outputs_and_its_record_together(kafka_bootstrap):
     assert [v for _, _, v in read_committed(kafka_bootstrap, out)] == [b"a0", b"a1", b"a2", b"a3", b"a4", b"b0", b"b1"]
     assert read_commit_tail(kafka_bootstrap, commits) == [b"batch 1 part 0", b"batch 1 part 1", b"batch 2"]
     assert read_commit_tail(kafka_bootstrap, commits, window=2) == [b"batch 2"]  # the record and its commit marker
+
+
+def test_a_record_the_broker_refuses_is_left_out_of_a_new_transaction_or_fails_the_commit(kafka_bootstrap):
+    """The embedded broker enforces a topic's max.message.bytes on each record batch, as Kafka does: one record
+    over it refuses its whole batch (here every batch: 7 headers make 20 records more than 1 kB). The refused
+    record is found, handed over and left out; every other record commits once, in order. Without a taker the
+    commit fails naming the reason, nothing shows, and the same producer commits the next transaction."""
+    out, commits = f"out-{uuid.uuid4().hex[:8]}", f"commits-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka_bootstrap, out, 1, {"max.message.bytes": "1024"})
+    headers = tuple((f"h{i}", b"x" * 20) for i in range(7))
+    outputs = [OutputRecord(out, b"k", b"a%d" % i, headers) for i in range(20)]
+    outputs[7] = OutputRecord(out, b"k", b"B" * 5000, headers)
+    tx = JobTransactions(kafka_bootstrap, transactional_id("j", "1", uuid.uuid4().hex), commits)
+    taken: list[list[tuple[int, str]]] = []
+
+    def record(refused: frozenset[int]) -> list[bytes]:
+        return [b"%d refused" % len(refused)]
+
+    assert tx.commit(outputs, record, on_refused=lambda rs: taken.append([(r.index, r.reason) for r in rs])) == 19
+    assert taken == [[(7, "MESSAGE_TOO_LARGE (Broker: Message size too large)")]]
+    assert [v for _, _, v in read_committed(kafka_bootstrap, out)] == [b"a%d" % i for i in range(20) if i != 7]
+    assert read_commit_tail(kafka_bootstrap, commits) == [b"1 refused"]
+
+    with pytest.raises(OutputRefused, match=rf"^{out}: MESSAGE_TOO_LARGE \(Broker: Message size too large\)$"):
+        tx.commit(outputs, [b"never"])
+    assert tx.commit(outputs[:3], [b"next"]) == 3
+    tx.close()
+    assert [v for _, _, v in read_committed(kafka_bootstrap, out)][19:] == [b"a0", b"a1", b"a2"]
+    assert read_commit_tail(kafka_bootstrap, commits) == [b"1 refused", b"next"]
 
 
 def test_a_run_fenced_by_the_next_one_never_shows_what_it_wrote(kafka_bootstrap):

@@ -11,6 +11,19 @@ def relay(app: ApplicationDescriptor) -> None:
         )
 
 
+def padded(app: ApplicationDescriptor) -> None:
+    """Every input record to `parquet.out` and to the Kafka topic `<input>-out`, where a record's `pad` (a number)
+    becomes that many bytes of its value: an output the topic's max.message.bytes can refuse."""
+
+    def pad(m):
+        return {**m.value, "pad": "x" * int(m.value.get("pad", 0))}
+
+    for s in app.job_inputs:
+        records = app.input(s)
+        records.send_to("parquet.out")
+        records.map(pad).send_to(f"kafka.{s.stream}-out")
+
+
 def broken(app: ApplicationDescriptor) -> None:
     """Fails on every third record: for task.dead.letter.policy=fail."""
 

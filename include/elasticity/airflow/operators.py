@@ -202,6 +202,7 @@ class MicroBatchOperator(BaseOperator):
     def _run_connected(
         self, config: JobConfig, store: Any, inputs: Any, *, target: SparkTarget, owner: str, max_seconds: int
     ) -> None:
+        from elasticity.kafka.transactions import OutputRefused
         from elasticity.spark.engine import BatchFailed, MicroBatchEngine
         from elasticity.spark.session import RESTART_WAIT_S, engine_errors, session
 
@@ -219,6 +220,8 @@ class MicroBatchOperator(BaseOperator):
                 )
         except BatchFailed as e:
             raise AirflowException(f"batch failed after committing what succeeded: {e}") from e
+        except OutputRefused as e:  # exactly-once under task.dead.letter.policy=fail: the batch's transaction aborted
+            raise AirflowException(str(e)) from e
 
     def _submit(self, target: SparkTarget, *, spark_conn_id: str, hook: ElasticityHook, owner: str, max_seconds: int) -> None:
         from elasticity.spark.jvm_logging import log4j_options

@@ -217,6 +217,7 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
             flush=True,
         )
         return 0
+    from elasticity.kafka.transactions import OutputRefused
     from elasticity.spark.engine import BatchFailed, MicroBatchEngine
     from elasticity.spark.session import engine_errors, session
 
@@ -234,6 +235,9 @@ def cmd_run_batch(args: argparse.Namespace) -> int:
             )
     except BatchFailed as e:
         print(f"error: batch failed after committing what succeeded: {e}", file=sys.stderr)
+        return 1
+    except OutputRefused as e:  # exactly-once under task.dead.letter.policy=fail: the batch's transaction aborted
+        print(f"error: {e}", file=sys.stderr)
         return 1
     for s in summaries:
         if s.batch_id is None:  # the batches were printed as they committed

@@ -12,7 +12,7 @@ import socket
 import ssl
 import struct
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
 from kafka.admin import KafkaAdminClient, NewTopic
@@ -168,13 +168,14 @@ def partition_counts(kafka: Kafka, streams: Iterable[SystemStream]) -> dict[Syst
     return counts
 
 
-def create_topic(kafka: Kafka, topic: str, partitions: int) -> bool:
-    """Create the topic if missing; False when it already existed."""
+def create_topic(kafka: Kafka, topic: str, partitions: int, configs: Mapping[str, str] | None = None) -> bool:
+    """Create the topic if missing, with topic `configs` (`max.message.bytes`, `cleanup.policy`) over the
+    broker's defaults; False when it already existed (its configs left as they are)."""
     bootstrap = str(kafka)
     with admin_client(kafka) as admin:
         if topic in admin.list_topics():
             return False
-        result = admin.create_topics([NewTopic(topic, partitions, 1)], raise_errors=False)
+        result = admin.create_topics([NewTopic(topic, partitions, 1, topic_configs=dict(configs or {}))], raise_errors=False)
     for t in result["topics"]:
         if t["error_code"] not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS (a concurrent creator)
             raise TopicError(f"cannot create topic {topic!r} on {bootstrap}: {t['error_message'] or t['error_code']}")

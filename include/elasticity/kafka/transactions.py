@@ -10,16 +10,28 @@ Each run writes under a transactional.id of its own and first fences the one the
 its process still runs. A fresh id per run is also a fresh producer id: a broker that hands a fetch aborted
 transactions ending before the fetched offsets (the embedded one does) cannot hide a later run's committed
 records behind an earlier run's abort, as it would records of the same producer id.
+
+An output record the broker refuses (`kafka.refusals`: too large, invalid) makes its transaction abort, and
+sending it again never helps. `JobTransactions.commit` finds which records were refused for themselves (the
+broker refuses a whole record batch: those of a refused batch are sent again each alone; the records' delivery
+reports are read only after a first refusal, as each costs a Python call) and then either
+commits every other record in a new transaction, with the commit record counting only those (the refused ones
+are handed to `on_refused`, before that commit, to be dead-lettered), or, without `on_refused`, raises
+`OutputRefused` with nothing of the transaction visible. A producer whose transaction was aborted for a
+refusal is replaced by a new one under the same transactional.id (its sequence numbers are spent: a broker
+refuses its next transaction as out of order).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from elasticity.kafka.admin import Kafka, TopicError, create_topic, settings
+from elasticity.kafka.refusals import Refusal, decided, refusal
 
 if TYPE_CHECKING:
     from confluent_kafka import Message, Producer
@@ -39,6 +51,18 @@ _PRODUCER = {
 
 class TransactionFenced(RuntimeError):
     """A newer run fenced this one: its transaction cannot commit, and nothing it wrote will show."""
+
+
+class OutputRefused(RuntimeError):
+    """The broker refused an output record for itself, and no one takes it (task.dead.letter.policy=fail): the
+    transaction is aborted, nothing of it shows, and sending it again would be refused again."""
+
+    def __init__(self, message: str, refused: Refusal) -> None:
+        super().__init__(message)
+        self.refused = refused
+
+
+CommitParts = Iterable[bytes] | Callable[[frozenset[int]], Iterable[bytes]]  # the parts, or them given the refused
 
 
 def transactional_id(job: str, job_id: str, run: str) -> str:
@@ -79,6 +103,25 @@ class OutputRecord:
     headers: tuple[tuple[str, bytes], ...] = ()
 
 
+class _Taken:
+    """A commit's outputs, taken from the caller's iterable as its first transaction sends them (a caller may
+    yield them lazily, inside the transaction), and kept for a transaction after it: (index, record) pairs."""
+
+    def __init__(self, outputs: Iterable[OutputRecord]) -> None:
+        self._rest, self.taken = iter(outputs), list[OutputRecord]()
+
+    def __iter__(self) -> Iterator[tuple[int, OutputRecord]]:
+        i = 0
+        while True:
+            if i == len(self.taken):
+                r = next(self._rest, None)
+                if r is None:
+                    return
+                self.taken.append(r)
+            yield i, self.taken[i]
+            i += 1
+
+
 class JobTransactions:
     """One run's transactional producer: each `commit` is one transaction of outputs and a commit record."""
 
@@ -88,36 +131,108 @@ class JobTransactions:
         self._producer = _producer(kafka, tid)
         self.in_transaction = False  # one began and has neither committed nor aborted
 
-    def commit(self, outputs: Iterable[OutputRecord], commit_record: Iterable[bytes]) -> int:
+    def commit(
+        self,
+        outputs: Iterable[OutputRecord],
+        commit_record: CommitParts,
+        *,
+        on_refused: Callable[[list[Refusal]], None] | None = None,
+    ) -> int:
         """Every output in order, then the commit record's parts, in one transaction; returns how many outputs.
+        A record the broker refuses for itself is left out of a new transaction, `commit_record` (when a function:
+        of the indices of the refused outputs) counting without it, once `on_refused` has taken every one refused
+        so far; without `on_refused` it raises OutputRefused.
         TransactionFenced: a newer run fenced this one (nothing of this transaction shows)."""
+        records = _Taken(outputs)
+        fixed = None if callable(commit_record) else list(commit_record)
+        refused: dict[int, Refusal] = {}
+        alone: set[int] = set()
+        watch = False  # each record's delivery report is read (a Python call per record): once a refusal was met
+        while True:
+            parts = fixed if fixed is not None else list(cast(Callable, commit_record)(frozenset(refused)))
+            refusals = self._transaction(records, parts, skip=refused.keys(), alone=alone, watch=watch)
+            if refusals is None:  # refused, whose unknown: again, reading the reports
+                watch = True
+                continue
+            if not refusals:
+                return len(records.taken) - len(refused)
+            own, alone = decided(refusals, alone)
+            if own and on_refused is None:
+                raise OutputRefused(f"{own[0].topic}: {own[0].reason}", own[0])
+            if own and on_refused is not None:
+                refused |= {r.index: r for r in own}
+                on_refused(sorted(refused.values(), key=lambda r: r.index))
+
+    def _transaction(
+        self, records: _Taken, parts: list[bytes], *, skip: Iterable[int], alone: set[int], watch: bool
+    ) -> list[Refusal] | None:
+        """One transaction of `records` (but `skip`; those in `alone` each in a batch of its own) and `parts`:
+        committed (returns no refusal), or aborted for the refusals it met (returned; the producer replaced), or
+        for refusals it did not `watch` the delivery reports of (None)."""
         from confluent_kafka import KafkaError, KafkaException
 
-        p, sent = self._producer, 0
+        p, refusals, skipped = self._producer, [], set(skip)
+
+        def report(i: int, *, solo: bool) -> Callable[[Any, Any], None]:
+            def delivered(err: KafkaError | None, msg: Message) -> None:
+                if err is not None and (reason := refusal(err.code(), err.str())) is not None:
+                    where = (msg.topic() or records.taken[i].topic, -1 if msg.partition() is None else cast(int, msg.partition()))
+                    refusals.append(Refusal(index=i, topic=where[0], partition=where[1], reason=reason, alone=solo))
+
+            return delivered
+
         try:
             p.begin_transaction()
             self.in_transaction = True
-            for r in outputs:
-                self._produce(r.topic, r.key, r.value, r.headers)
-                sent += 1
-            for part in commit_record:
-                self._produce(self.commits, None, part)
-            p.commit_transaction(_TIMEOUT_S)
-            self.in_transaction = False
+            for i, r in records:
+                if i in skipped:
+                    continue
+                if i in alone:
+                    p.flush(_TIMEOUT_S)  # what went before is sent: this record travels in a batch of its own
+                try:
+                    self._produce(
+                        r.topic, r.key, r.value, r.headers, **({"on_delivery": report(i, solo=i in alone)} if watch else {})
+                    )
+                except KafkaException as e:  # the client's own limit (message.max.bytes): refused before any batch
+                    if (reason := refusal(e.args[0].code(), e.args[0].str())) is None:
+                        raise
+                    refusals.append(Refusal(index=i, topic=r.topic, partition=-1, reason=reason, alone=True))
+                if i in alone:
+                    p.flush(_TIMEOUT_S)
+                if refusals:
+                    break  # this transaction cannot commit: find the next refusal in a new one
+            if not refusals:
+                for part in parts:
+                    self._produce(self.commits, None, part)
+                p.commit_transaction(_TIMEOUT_S)
+                self.in_transaction = False
+                return []
         except KafkaException as e:
             error: KafkaError = e.args[0]
             if error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH):
                 raise TransactionFenced(f"transactional.id {self.tid!r} on {self.kafka} was fenced by a newer run") from e
-            if error.txn_requires_abort():
-                p.abort_transaction(_TIMEOUT_S)
-                self.in_transaction = False
-            raise
-        return sent
+            p.poll(0)  # the delivery reports that say which records were refused
+            if not refusals and (watch or refusal(error.code(), error.str()) is None):
+                if error.txn_requires_abort():
+                    p.abort_transaction(_TIMEOUT_S)
+                    self.in_transaction = False
+                raise
+        self._restart()
+        return refusals or None
 
-    def _produce(self, topic: str, key: bytes | None, value: bytes | None, headers: tuple = ()) -> None:
+    def _restart(self) -> None:
+        """Abort the open transaction and go on with a new producer under the same transactional.id."""
+        from confluent_kafka import KafkaException
+
+        with contextlib.suppress(KafkaException):  # the new producer's init_transactions aborts it anyway
+            self._producer.abort_transaction(_TIMEOUT_S)
+        self._producer = _producer(self.kafka, self.tid)
+        self.in_transaction = False
+
+    def _produce(self, topic: str, key: bytes | None, value: bytes | None, headers: tuple = (), **kw: Any) -> None:
         while True:
             try:
-                self._producer.produce(topic, key=key, value=value, headers=list(headers) or None)
+                self._producer.produce(topic, key=key, value=value, headers=list(headers) or None, **kw)
                 return
             except BufferError:  # the local queue is full: let deliveries drain
                 self._producer.poll(0.05)

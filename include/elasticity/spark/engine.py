@@ -164,6 +164,8 @@ class MicroBatchEngine:
             store=self.store,
             write_versions=self.config.checkpoint_write_versions,
             owner=owner,
+            dead_letter_path=self.config.dead_letter_dir,
+            policy=self.config.dead_letter_policy,
         )
 
     @cached_property
@@ -537,6 +539,9 @@ class _Commits:
     def before_commit(self, plan: BatchPlan, cps: list[TaskCheckpoint], covers: tuple[int, ...]) -> None:
         if self.exactly_once is not None:
             self.exactly_once.commit(plan, cps, covers)
+            for batch_id, n in self.exactly_once.refused.items():  # refused by the broker, dead-lettered
+                self.by_batch[batch_id].dead_lettered += n
+                self.by_batch[batch_id].outputs -= n
             faults.point("commit.kafka_committed")
 
     def committed(self, plan: BatchPlan, covers: tuple[int, ...], commit_ns: int) -> None:

@@ -1,13 +1,19 @@
 """One unit of a process slot's virtual tasks through the app: their slices in one pass of the operator graph
 (`SliceExecutor`), then what each task keeps: its summary row, its outputs (sent to Kafka, or rows for the slot's
-files), its audit rows and dead letters. Nothing here imports Spark."""
+files), its audit rows and dead letters.
+
+An at-least-once Kafka output the broker refuses for itself (`kafka.refusals`: too large, invalid) is charged to
+the input record it derives from, as a failure in the operator graph is: under `task.dead.letter.policy=dlq` a
+dead letter (the refused key and value, the broker's reason), the record's other outputs kept; under `fail` its
+task stops at that record. Nothing here imports Spark."""
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -23,17 +29,25 @@ from elasticity.batch.sinks.outputs import Source, dead_letter
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 from elasticity.jobmodel.object_mapper import ssp_to_key
 from elasticity.kafka.admin import settings
+from elasticity.kafka.refusals import refusal, refused_output
 from elasticity.serializers import RecordSerdeError, deserialize, serialize
 from elasticity.state.table import SlotTables
 from elasticity.state.worker import ContainerState
 
+DELIVERY_S = 30.0  # the longest a sent output's acknowledgement is awaited
+Refused = list[tuple[int, bytes | None, bytes | None, str]]  # (item it derives from, refused key and value, error)
+
 
 @dataclass
 class Producers:
-    """Kafka producers shared by the threads of one container."""
+    """Kafka producers shared by the threads of one container. kafka-python's producer is idempotent, and a
+    record the broker refuses puts an idempotent producer in a fatal state (every record after it fails too): a
+    producer that met a refusal is `renew`ed, and records that must be judged alone go on a producer that is
+    not idempotent, one record in flight (`alone`)."""
 
     ctx: ProcessContext
     producers: dict[str, Any] = field(default_factory=dict)
+    retired: list[Any] = field(default_factory=list)  # replaced by `renew`: closed with the others
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def producer(self, system: str):
@@ -46,7 +60,26 @@ class Producers:
                 )
             return self.producers[system]
 
+    def renew(self, system: str, broken: Any) -> None:
+        """`broken` met a refusal: the threads' next records go on a new producer."""
+        with self.lock:
+            if self.producers.get(system) is broken:
+                self.retired.append(self.producers.pop(system))
+
+    def alone(self, system: str) -> Any:
+        """A producer of the caller's own, for records that must each travel in a batch of its own; the caller
+        closes it."""
+        from kafka import KafkaProducer
+
+        options = dict(acks="all", linger_ms=0, enable_idempotence=False, max_in_flight_requests_per_connection=1)
+        return KafkaProducer(**settings(self.ctx.output_bootstraps[system]).kwargs(**options))
+
     def flush(self) -> None:
+        from kafka.errors import KafkaError
+
+        for p in self.retired:  # its records were all judged: what it says of them now is its fatal state's echo
+            with contextlib.suppress(KafkaError):
+                p.close(timeout=DELIVERY_S)
         for p in self.producers.values():
             p.flush()
             p.close()
@@ -120,8 +153,14 @@ def run_unit(
         app=app, max_concurrency=ctx.max_concurrency, callback_timeout_ms=ctx.callback_timeout_ms, policy=ctx.policy
     ).run(messages, failed, ends)
     kept = _Kept.of(unit, records, result, ends=ends, stateful=container is not None)
-    files, sent = _sink_rows(ctx, app, kept, outputs)
-    dead = _DeadLetters.of(ctx, kept)
+    refused = _send_kafka(ctx, app, kept, outputs)
+    if refused and ctx.policy == "fail":
+        first: dict[int, str] = {}
+        for i, _, _, error in refused:
+            first.setdefault(i, error)
+        kept, refused = kept.stopped_at(first), []
+    files, sent = _sink_rows(ctx, app, kept, refused)
+    dead = _DeadLetters.of(ctx, kept, refused)
     rows = [_task_row(kept, j, sent=sent[j], dead=dead) for j in range(len(unit))]
     kept_ranges = [(t.start, t.start + kept.count(j)) for j, t in enumerate(unit)]
     return UnitRun(rows=rows, outputs=files, kept=kept_ranges, failed=dead.failed_rows, dead=dead.letters)
@@ -140,6 +179,7 @@ class _Kept:
     starts: list[int]  # where they start
     kept_end: list[int]  # where each task's kept messages end
     slot_row: list[int]  # a message's row in the slot's records
+    stateful: bool
 
     @classmethod
     def of(cls, unit: tuple[Slice, ...], records: Records, result: SliceResult, *, ends: list[int], stateful: bool) -> _Kept:
@@ -160,7 +200,19 @@ class _Kept:
             starts=starts,
             kept_end=kept_end,
             slot_row=[g for t in unit for g in range(t.start, t.end)],
+            stateful=stateful,
         )
+
+    def stopped_at(self, failed: dict[int, str]) -> _Kept:
+        """Under the fail policy, what is kept once each task with a `failed` item (an output the broker refused)
+        stops at the first of them, as at a record that failed in the graph."""
+        stops = dict(self.result.stops)
+        for i in sorted(failed):
+            stops[self.task_of(i)] = min(stops.get(self.task_of(i), i), i)
+        result = replace(
+            self.result, failures={**self.result.failures, **failed}, stops=stops, stopped_at=min(stops.values(), default=None)
+        )
+        return _Kept.of(self.unit, self.records, result, ends=self.ends, stateful=self.stateful)
 
     def task_of(self, i: int) -> int:
         return bisect.bisect_right(self.ends, i) if i < self.n else len(self.unit) - 1  # a closed window: the unit's one task
@@ -179,10 +231,10 @@ class _Kept:
 
 
 def _sink_rows(
-    ctx: ProcessContext, app: ApplicationDescriptor, kept: _Kept, outputs: Producers
+    ctx: ProcessContext, app: ApplicationDescriptor, kept: _Kept, refused: Refused
 ) -> tuple[dict[str, list[tuple[int, list[tuple[Any, ...]]]]], list[int]]:
-    """What the kept items produced: sent on the shared producer (a Kafka output at-least-once), or as rows for
-    the slot's file of its sink (by the first slot row of their task); and how many each task sent."""
+    """What the kept items produced as rows for the slot's file of its sink (by the first slot row of their task),
+    a Kafka output sent at-least-once aside (`_send_kafka`); and how many each task sent (the refused not)."""
     unit = kept.unit
     sent = [0] * len(unit)
     files: dict[str, list[tuple[int, list[tuple[Any, ...]]]]] = {}
@@ -194,7 +246,6 @@ def _sink_rows(
                 produced.append((j, p))
                 sent[j] += 1
         if root is None:
-            _send(ctx, outputs, out, [p for _, p in produced])
             continue
         serdes = (
             (ctx.key_serdes.get(out.system, "string"), ctx.msg_serdes.get(out.system, "json")) if out.kind == "kafka" else None
@@ -209,6 +260,8 @@ def _sink_rows(
                 key, value = k if isinstance(k, bytes) else serialize("string", k), serialize("json", v)
             task_rows.append((key, value, unit[j].name, len(task_rows), partition, offset, system, stream))
         files[root] = [(unit[j].start, r) for j, r in by_task.items()]
+    for i, *_ in refused:
+        sent[kept.task_of(i)] -= 1
     return files, sent
 
 
@@ -225,8 +278,9 @@ class _DeadLetters:
     failed_rows: set[int] = field(default_factory=set)  # slot rows of the kept records that failed
 
     @classmethod
-    def of(cls, ctx: ProcessContext, kept: _Kept) -> _DeadLetters:
-        """Failed records, records late for a window, and closed windows that failed downstream, of what the unit keeps."""
+    def of(cls, ctx: ProcessContext, kept: _Kept, refused: Refused) -> _DeadLetters:
+        """Failed records, records late for a window, closed windows that failed downstream, and outputs the broker
+        refused, of what the unit keeps."""
         dead = cls(ctx=ctx, kept=kept, count=[0] * len(kept.unit), failed_kept=[0] * len(kept.unit))
         result, records, n, slot_row = kept.result, kept.records, kept.n, kept.slot_row
         for i, err in sorted(result.failures.items()):
@@ -244,6 +298,8 @@ class _DeadLetters:
                 pane = result.timers[i].pane
                 key = serialize("string", pane.key) if not isinstance(pane.key, bytes) else pane.key
                 dead.add(i, key, serialize("json", pane.as_dict()), err)
+        for i, key, value, err in sorted(refused, key=lambda r: r[0]):  # the input record was processed; this output refused
+            dead.add(i, key, value, err)
         return dead
 
     def add(self, i: int, key: bytes | None, value: bytes | None, error: str) -> None:
@@ -330,12 +386,72 @@ def _messages(
     return messages, failed, ends
 
 
-def _send(ctx: ProcessContext, outputs: Producers, out: OutputStream, produced: list[tuple[int, Any, Any]]) -> None:
-    """A Kafka output's messages, with the serdes of its system, on the container's shared producer."""
+def _send_kafka(ctx: ProcessContext, app: ApplicationDescriptor, kept: _Kept, outputs: Producers) -> Refused:
+    """The kept items' at-least-once Kafka outputs, on the container's shared producers; returns those the broker
+    refused for themselves. Every other error fails the slot (the batch replays), never losing a record quietly."""
+    refused: Refused = []
+    for out, root in sink_roots(ctx, app).items():
+        if root is None:
+            items = [p for p in kept.result.outputs.get(out, ()) if kept.kept(p[0], kept.task_of(p[0]))]
+            refused += _send(ctx, outputs, out, items)
+    return refused
+
+
+def _send(ctx: ProcessContext, outputs: Producers, out: OutputStream, produced: list[tuple[int, Any, Any]]) -> Refused:
+    """A Kafka output's messages, with the serdes of its system, sent together; one refused among others (its
+    whole batch refused: nothing of it written) is sent again alone, and is refused only if refused so."""
     producer = outputs.producer(out.system)
     key_serde, msg_serde = ctx.key_serdes.get(out.system, "string"), ctx.msg_serdes.get(out.system, "json")
-    for _, k, v in produced:
-        producer.send(out.name, key=serialize(key_serde, k), value=serialize(msg_serde, v))
+    pending = []
+    for i, k, v in produced:
+        key, value = serialize(key_serde, k), serialize(msg_serde, v)
+        pending.append((i, key, value, _produce(producer, out.name, key, value)))
+    verdicts = [(i, key, value, _verdict(delivery)) for i, key, value, delivery in pending]  # every one settled first
+    refused: Refused = []
+    suspects = any(v is not None and not v[2] for *_, v in verdicts)
+    if suspects:
+        outputs.renew(out.system, producer)
+    solo = outputs.alone(out.system) if suspects else None
+    try:
+        for i, key, value, verdict in verdicts:
+            if verdict is not None and not verdict[2]:  # awaited before the next is sent: a batch of its own
+                verdict = _verdict(_produce(solo, out.name, key, value), alone=True)
+            if verdict is not None:
+                refused.append((i, key, value, refused_output(f"{out.system}.{out.name}", verdict[0], verdict[1])))
+    finally:
+        if solo is not None:
+            solo.close()
+    return refused
+
+
+def _produce(producer: Any, topic: str, key: bytes | None, value: bytes | None) -> Any:
+    """kafka-python's future of the record, or the refusal its client raised before sending it (too large for
+    its max.request.size; or the one a producer in a fatal state repeats)."""
+    from kafka.errors import KafkaError
+
+    try:
+        return producer.send(topic, key=key, value=value)
+    except KafkaError as e:
+        if refusal(getattr(e, "errno", None) or -1, type(e).__name__) is None:
+            raise
+        return e
+
+
+def _verdict(delivery: Any, *, alone: bool = False) -> tuple[int, str, bool] | None:
+    """None once the broker has the record; else (partition, the broker's reason, refused alone) of a refusal."""
+    from kafka.errors import KafkaError
+
+    if isinstance(delivery, KafkaError):
+        return -1, str(refusal(delivery.errno, type(delivery).__name__)), alone
+    try:
+        delivery.get(timeout=DELIVERY_S)
+        return None
+    except KafkaError as e:
+        reason = refusal(getattr(e, "errno", None) or -1, type(e).__name__)
+        if reason is None:
+            raise
+        where = getattr(getattr(delivery, "_produce_future", None), "topic_partition", None)
+        return (where[1] if where is not None else -1), reason, alone
 
 
 def _where_stopped(

@@ -14,6 +14,16 @@ The protocol (Kafka Streams' way of committing offsets in the transaction of the
    records its own id.
 A crash before the Kafka commit leaves nothing visible and the batch replays; after it, the next run writes
 the checkpoints the record carries, and the batch does not replay.
+
+An output record the broker refuses (too large for the topic's `max.message.bytes`, invalid: `kafka.refusals`)
+aborts the transaction it is in, and would on every replay. Under `task.dead.letter.policy=dlq` it goes to the
+dead letters of its batch (`<n>-e<epoch>-refused`, charged to the input record it derives from, with the
+refused key and value and the broker's reason), written before a new transaction commits every other record
+and a commit record that counts only those: the batch commits once, less the refused records, which data
+quality takes as declared. Under `fail` nothing of the commit shows (its transaction aborted) and the run fails
+naming the record and the broker's reason; the batch stays planned, so every later run replays it and fails
+the same way, at once, until the app or the topic changes or the policy is `dlq`: the records of a Kafka
+transaction commit together, and a commit cannot leave one out without dead-lettering it.
 """
 
 from __future__ import annotations
@@ -25,15 +35,18 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from elasticity.batch.sinks.outputs import OUTPUT_SCHEMA, read_table
+from elasticity.batch.sinks.outputs import DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, dead_letter, read_table, write_batch_file
 from elasticity.checkpoint.batch_plan import BatchPlan, BatchStatus
 from elasticity.checkpoint.commit_record import CommitRecord, last_record, to_parts
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
+from elasticity.jobmodel.model import TaskName
 from elasticity.kafka.admin import Kafka
+from elasticity.kafka.refusals import Refusal
 from elasticity.kafka.transactions import (
     JobTransactions,
     OutputRecord,
+    OutputRefused,
     commit_topic,
     fence,
     read_commit_tail,
@@ -42,7 +55,8 @@ from elasticity.kafka.transactions import (
 
 log = logging.getLogger(__name__)
 
-STAGING = "_kafka"  # under job.output.path; a leading "_" keeps it out of the Parquet outputs' listing
+STAGING = "_kafka"
+REFUSED = "refused"  # the name of a batch's dead-letter file of refused Kafka outputs  # under job.output.path; a leading "_" keeps it out of the Parquet outputs' listing
 
 
 def staging_root(output_path: str, system: str, topic: str) -> str:
@@ -93,11 +107,15 @@ class StagedBatches:
             ]
         )
 
-    def counts(self, batch_ids: Iterable[int]) -> dict[int, dict[str, int]]:
+    def counts(self, batch_ids: Iterable[int], refused: Iterable[int] = ()) -> dict[int, dict[str, int]]:
+        """Per batch and topic, the records sent: all but the `refused` (indices in `records()` order)."""
         counts: dict[int, dict[str, int]] = {b: {} for b in batch_ids}
+        left_out, i = set(refused), 0
         for topic, table in self.tables:
             for b in table.column("batch_id").to_pylist():
-                counts[b][topic] = counts[b].get(topic, 0) + 1
+                if i not in left_out:
+                    counts[b][topic] = counts[b].get(topic, 0) + 1
+                i += 1
         return counts
 
     def records(self) -> Iterator[OutputRecord]:
@@ -170,6 +188,9 @@ class ExactlyOnceOutputs:
     store: CheckpointStore
     write_versions: tuple[int, ...]
     owner: str
+    dead_letter_path: str | None = None  # job.dead.letter.path: refused outputs' dead letters (policy dlq)
+    policy: str = "dlq"  # task.dead.letter.policy: what a refused output does (the module's docstring)
+    refused: dict[int, int] = field(default_factory=dict, init=False)  # batch -> outputs dead-lettered by the last commit
     _tx: JobTransactions | None = field(default=None, init=False)
     _last_batch: int | None = field(default=None, init=False)  # of the last commit whose Kafka transaction committed
 
@@ -184,22 +205,79 @@ class ExactlyOnceOutputs:
         return rolled
 
     def commit(self, plan: BatchPlan, checkpoints: Iterable[TaskCheckpoint], covers: tuple[int, ...]) -> int:
-        """The Kafka transaction of a commit: the staged outputs of every batch it covers, then its record."""
+        """The Kafka transaction of a commit: the staged outputs of every batch it covers, then its record; an
+        output the broker refuses is dead-lettered or fails the commit (the module's docstring). `refused` says
+        how many of each batch's outputs went to the dead letters."""
         if self._tx is None:
             raise RuntimeError("ExactlyOnceOutputs.start() first")
         batch_ids = (*covers, plan.batch_id)
         staged = StagedBatches.read(self.outputs, batch_ids)
-        record = CommitRecord(
-            job_name=self.job_name,
-            generation=plan.generation,
-            batch_ids=batch_ids,
-            commit_id=uuid.uuid4().hex,
-            checkpoints=tuple(checkpoints),
-            outputs=staged.counts(batch_ids),
-        )
-        sent = self._tx.commit(staged.records(), to_parts(record))
+        records, cps, commit_id = list(staged.records()), tuple(checkpoints), uuid.uuid4().hex
+
+        def commit_record(refused: frozenset[int]) -> list[bytes]:
+            counts = staged.counts(batch_ids, refused)
+            return to_parts(
+                CommitRecord(
+                    job_name=self.job_name,
+                    generation=plan.generation,
+                    batch_ids=batch_ids,
+                    commit_id=commit_id,
+                    checkpoints=cps,
+                    outputs=counts,
+                )
+            )
+
+        def dead_letters(refused: list[Refusal]) -> None:
+            self.refused = self._dead_letters(records, refused)
+
+        self.refused = {}
+        try:
+            sent = self._tx.commit(records, commit_record, on_refused=dead_letters if self.policy == "dlq" else None)
+        except OutputRefused as e:
+            raise OutputRefused(self._refused_error(records[e.refused.index], e.refused), e.refused) from None
         self._last_batch = plan.batch_id
         return sent
+
+    def _dead_letters(self, records: list[OutputRecord], refused: list[Refusal]) -> dict[int, int]:
+        """Every refused output so far as a dead letter of its batch, each batch's file written whole (again),
+        before the transaction that leaves them out commits; returns how many per batch."""
+        if self.dead_letter_path is None:
+            raise RuntimeError("ExactlyOnceOutputs.dead_letter_path: where refused outputs go under task.dead.letter.policy=dlq")
+        by_batch: dict[int, list[dict]] = {}
+        for r in refused:
+            record = records[r.index]
+            where = provenance(record.headers)
+            batch = int(where["batch_id"])
+            source = (
+                where.get("source_system", ""),
+                where.get("source_stream", ""),
+                int(where.get("source_partition", -1)),
+                int(where.get("source_offset", -1)),
+            )
+            letter = dead_letter(
+                source,
+                record.key,
+                record.value,
+                task_name=TaskName(where.get("task_name", "")),
+                batch_id=batch,
+                error=r.describe(self.system),
+            )
+            by_batch.setdefault(batch, []).append(letter)
+        epoch = self.store.held_epoch(self.job_name, self.owner)
+        for batch, letters in by_batch.items():
+            table = pa.Table.from_pylist(letters, schema=DEAD_LETTER_SCHEMA)
+            write_batch_file(self.dead_letter_path, batch, REFUSED, table, epoch=epoch)
+        return {b: len(letters) for b, letters in by_batch.items()}
+
+    def _refused_error(self, record: OutputRecord, refused: Refusal) -> str:
+        """Under task.dead.letter.policy=fail: which output, from which input record, and why, and what follows."""
+        w = provenance(record.headers)
+        source = f"{w.get('source_system')}.{w.get('source_stream')}-{w.get('source_partition')}@{w.get('source_offset')}"
+        return (
+            f"batch {w.get('batch_id')}: {refused.describe(self.system)}; it derives from {source} (task {w.get('task_name')}). "
+            "task.dead.letter.policy=fail: nothing of the batch is committed (its Kafka transaction was aborted), and each "
+            "run replays it and fails so until the app or the topic changes, or task.dead.letter.policy=dlq dead-letters it"
+        )
 
     def close(self) -> None:
         """The run ends. With no transaction open and its last Kafka commit in the store too, its id is closed;
