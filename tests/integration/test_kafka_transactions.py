@@ -69,7 +69,7 @@ def transactional_topic(kafka_bootstrap):
 @pytest.mark.parametrize("client", ["librdkafka", "kafka-python"])
 def test_a_chunk_reads_committed_records_only_and_ends_on_a_marker(kafka_bootstrap, transactional_topic, client):
     if client == "kafka-python":
-        container_process().fast_consumers[kafka_bootstrap] = None  # the reader's kafka-python path (a SASL login takes it)
+        container_process().fast_consumers[kafka_bootstrap] = None  # the reader's kafka-python path
     try:
 
         def read(start: int, end: int) -> list[tuple[int, bytes]]:

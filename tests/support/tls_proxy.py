@@ -147,16 +147,19 @@ class TlsBroker:
                         f"broker in {self.namespace} did not start: {(self.folder / 'broker.log').read_text()}"
                     ) from None
                 time.sleep(0.2)
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._serve(self._context()), self._loop).result(10)
+        return self
+
+    def _context(self) -> ssl.SSLContext | None:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(self.certificates.server_cert, self.certificates.server_key)
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._serve(context), self._loop).result(10)
-        return self
+        return context
 
     def _connect(self) -> socket.socket:
         return socket.create_connection(("127.0.0.1", self.port), timeout=5)
 
-    async def _serve(self, context: ssl.SSLContext) -> None:
+    async def _serve(self, context: ssl.SSLContext | None) -> None:
         self._server = await asyncio.start_server(self._relay, "127.0.0.1", self.port, ssl=context)
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -168,6 +171,14 @@ class TlsBroker:
             up_reader, up_writer = await asyncio.open_connection(sock=sock)
         except OSError:
             writer.close()
+            return
+        try:
+            admitted = await self._admit(reader, writer, up_reader, up_writer)
+        except asyncio.CancelledError:  # the proxy stops mid-conversation
+            admitted = False
+        if not admitted:
+            writer.close()
+            up_writer.close()
             return
 
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
@@ -185,6 +196,16 @@ class TlsBroker:
         except asyncio.CancelledError:  # the proxy stops
             writer.close()
             up_writer.close()
+
+    async def _admit(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        up_reader: asyncio.StreamReader,
+        up_writer: asyncio.StreamWriter,
+    ) -> bool:
+        """Whether the client may go on to the broker (a subclass may first hold a conversation with it)."""
+        return True
 
     def stop(self) -> None:
         if self._thread.is_alive():

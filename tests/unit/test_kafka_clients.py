@@ -218,10 +218,7 @@ def test_a_plain_bootstrap_string_is_a_plaintext_client():
     assert s.kwargs(client_id="x") == {"client_id": "x", "bootstrap_servers": "h:1"} and not s.tls
 
 
-SASL_ARGS = {"sasl_mechanism", "sasl_plain_username", "sasl_plain_password"}
-
-
-def test_a_consumers_settings_map_onto_librdkafka_but_sasl_which_stays_with_kafka_python(monkeypatch):
+def test_a_consumers_settings_map_onto_librdkafka_its_sasl_login_too(monkeypatch):
     monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
     monkeypatch.delenv("KAFKA_CLIENT_PROPERTIES", raising=False)
     tls = {k: v for k, v in SECURE.items() if "sasl" not in k} | {"systems.kafka.consumer.security.protocol": "SSL"}
@@ -236,42 +233,50 @@ def test_a_consumers_settings_map_onto_librdkafka_but_sasl_which_stays_with_kafk
         "ssl.key.password": "key-secret-77",
         "fetch.max.bytes": 1048576,  # the job's setting over the reader's default
     }
-    assert client_settings(_config(SECURE), "kafka", "consumer").librdkafka() is None
+    sasl = client_settings(_config(SECURE), "kafka", "consumer").librdkafka()
+    assert {k: v for k, v in sasl.items() if k.startswith(("sasl.", "security."))} == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanisms": "SCRAM-SHA-512",  # the transactional producer logs in as kafka-python's clients do
+        "sasl.username": "etl",
+        "sasl.password": PASSWORD,
+    }
 
 
-def test_every_consumer_property_but_sasl_has_a_librdkafka_name_that_librdkafka_takes():
+def test_every_consumer_property_has_a_librdkafka_name_that_librdkafka_takes():
     """librdkafka refuses an unknown property name as the consumer is made (no broker needed)."""
     from confluent_kafka import Consumer
 
-    samples = {"security.protocol": "PLAINTEXT", "isolation.level": "read_committed", "auto.offset.reset": "earliest"}
+    samples = {"security.protocol": "SASL_PLAINTEXT", "isolation.level": "read_committed", "auto.offset.reset": "earliest"}
     samples |= {"ssl.endpoint.identification.algorithm": "https", "check.crcs": "true", "client.rack": "r1", "group.id": "g"}
     samples |= {"fetch.max.bytes": "52428800", "max.partition.fetch.bytes": "1048576", "receive.buffer.bytes": "-1"}
-    props = {}
+    samples |= {"sasl.mechanism": "SCRAM-SHA-512"}
+    props = {"sasl.jaas.config": SCRAM}
     for p in PROPERTIES:
-        if "consumer" not in p.roles or p.arg is None or p.arg in SASL_ARGS or p.name.startswith("ssl."):
+        if "consumer" not in p.roles or p.arg is None or p.name.startswith("ssl."):
             continue
         props[p.name] = samples.get(p.name, "1000")
     options = client_options(props, "systems.kafka.consumer.")
     config = KafkaClientSettings("127.0.0.1:1", options).librdkafka(**{"group.id": "g"})
-    assert config is not None and len(config) > len(options) // 2
+    assert len(config) > len(options) // 2 and config["sasl.username"] == "etl"
     Consumer(config).close()
 
 
-def test_every_producer_property_but_sasl_has_a_librdkafka_name_that_a_transactional_producer_takes():
+def test_every_producer_property_has_a_librdkafka_name_that_a_transactional_producer_takes():
     """The exactly-once outputs' producer is librdkafka's: each producer property maps onto a name it accepts,
     with the value librdkafka reads (no broker needed: a bad name or value fails as the producer is made)."""
     from confluent_kafka import Producer
 
-    samples = {"acks": "all", "compression.type": "lz4", "enable.idempotence": "true", "security.protocol": "PLAINTEXT"}
+    samples = {"acks": "all", "compression.type": "lz4", "enable.idempotence": "true", "security.protocol": "SASL_PLAINTEXT"}
     samples |= {"ssl.endpoint.identification.algorithm": "https", "max.in.flight.requests.per.connection": "5"}
     samples |= {"receive.buffer.bytes": "-1", "send.buffer.bytes": "-1", "max.request.size": "1048576"}
     samples |= {"delivery.timeout.ms": "30000"}  # librdkafka wants it above linger.ms, at most transaction.timeout.ms
-    props = {}
+    samples |= {"sasl.mechanism": "PLAIN"}
+    props = {"sasl.jaas.config": SCRAM.replace("scram.ScramLoginModule", "plain.PlainLoginModule")}
     for p in PROPERTIES:
-        if "producer" not in p.roles or p.arg is None or p.arg in SASL_ARGS or p.name.startswith("ssl."):
+        if "producer" not in p.roles or p.arg is None or p.name.startswith("ssl."):
             continue
         props[p.name] = samples.get(p.name, "1000")
     options = client_options(props, "systems.kafka.producer.", "producer")
     config = KafkaClientSettings("127.0.0.1:1", options).librdkafka(**{"transactional.id": "t"})
-    assert config is not None and config["acks"] == "all" and config["compression.type"] == "lz4"
+    assert config["acks"] == "all" and config["compression.type"] == "lz4" and config["sasl.mechanisms"] == "PLAIN"
     Producer(config).flush(0)

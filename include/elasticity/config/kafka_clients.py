@@ -426,6 +426,9 @@ _LIBRDKAFKA: dict[str, tuple[str | None, Any]] = {  # a client's kafka-python ar
     "ssl_keyfile": ("ssl.key.location", _same),
     "ssl_password": ("ssl.key.password", _same),
     "ssl_check_hostname": ("ssl.endpoint.identification.algorithm", lambda check: "https" if check else "none"),
+    "sasl_mechanism": ("sasl.mechanisms", _same),
+    "sasl_plain_username": ("sasl.username", _same),  # kafka-python's name for any mechanism's user
+    "sasl_plain_password": ("sasl.password", _same),
     "client_id": ("client.id", _same),
     "request_timeout_ms": ("socket.timeout.ms", _same),
     "connections_max_idle_ms": ("connections.max.idle.ms", _same),
@@ -479,14 +482,16 @@ class KafkaClientSettings:
     def tls(self) -> bool:
         return dict(self.options).get("security_protocol", "PLAINTEXT") in ("SSL", "SASL_SSL")
 
-    def librdkafka(self, **defaults: Any) -> dict[str, Any] | None:
+    @property
+    def sasl(self) -> bool:
+        return dict(self.options).get("security_protocol", "PLAINTEXT").startswith("SASL_")
+
+    def librdkafka(self, **defaults: Any) -> dict[str, Any]:
         """The same client as librdkafka (confluent-kafka) properties, for a reader that assigns and seeks or a
-        transactional producer: the project's defaults, then the configured ones. None when an option has no counterpart here (SASL,
-        which no broker of this project's tests speaks: such a consumer stays kafka-python's)."""
+        transactional producer: the project's defaults, then the configured ones. Every option has a counterpart
+        (the SASL login too: librdkafka does PLAIN and SCRAM), so a job's Kafka outputs are exactly-once over SASL."""
         out: dict[str, Any] = {**defaults, "bootstrap.servers": self.bootstrap}
         for arg, value in self.options:
-            if arg not in _LIBRDKAFKA:
-                return None
             name, convert = _LIBRDKAFKA[arg]
             if name is not None:
                 out[name] = convert(value)

@@ -30,6 +30,10 @@ class BrokerUnreachable(ConnectionError):
     pass
 
 
+class BrokerLoginRefused(BrokerUnreachable):
+    """The broker answers but refuses the SASL login: no client of these settings will get further."""
+
+
 class TopicError(RuntimeError):
     pass
 
@@ -90,31 +94,90 @@ def tls_context(kafka: KafkaClientSettings) -> ssl.SSLContext:
     return ctx
 
 
-# ApiVersions v0 (api key 18), the first request every Kafka client sends; any broker answers it
-_API_VERSIONS = struct.pack(">hhih", 18, 0, 0x0E1A, 10) + b"elasticity"
+_CORRELATION = 0x0E1A
+_API_VERSIONS, _SASL_HANDSHAKE, _SASL_AUTHENTICATE = 18, 17, 36  # Kafka's api keys
+_LARGEST_ANSWER = 1 << 20  # a probe's answers are small: a bigger size is not a Kafka response
 
 
-def _ask_api_versions(sock: socket.socket, deadline: float) -> None:
-    """One ApiVersions round trip: the broker must answer (with our correlation id) before `deadline`."""
-    sock.sendall(struct.pack(">i", len(_API_VERSIONS)) + _API_VERSIONS)
-    head = b""
-    while len(head) < 8:
+def _receive(sock: socket.socket, size: int, deadline: float) -> bytes:
+    data = b""
+    while len(data) < size:
         sock.settimeout(max(0.05, deadline - time.monotonic()))
         try:
-            chunk = sock.recv(8 - len(head))
+            chunk = sock.recv(size - len(data))
         except TimeoutError:
             raise TimeoutError("accepts connections but does not answer a Kafka request") from None
         if not chunk:
             raise ConnectionError("closed the connection without answering a Kafka request")
-        head += chunk
-    if struct.unpack(">ii", head)[1] != 0x0E1A:
+        data += chunk
+    return data
+
+
+def _request(sock: socket.socket, api: int, body: bytes, deadline: float, *, version: int = 0) -> bytes:
+    """One round trip (request header v1, client id `elasticity`): the broker must answer with our correlation id
+    before `deadline`; returns the response's body."""
+    request = struct.pack(">hhih", api, version, _CORRELATION, 10) + b"elasticity" + body
+    sock.sendall(struct.pack(">i", len(request)) + request)
+    size, correlation = struct.unpack(">ii", _receive(sock, 8, deadline))
+    if correlation != _CORRELATION or not 4 <= size <= _LARGEST_ANSWER:
         raise ConnectionError("answered with something that is not a Kafka response")
+    return _receive(sock, size - 4, deadline)
+
+
+def _ask_api_versions(sock: socket.socket, deadline: float) -> None:
+    """ApiVersions v0, the first request every Kafka client sends; any broker answers it."""
+    _request(sock, _API_VERSIONS, b"", deadline)
+
+
+def _string(data: bytes, at: int) -> tuple[str, int]:
+    (size,) = struct.unpack_from(">h", data, at)
+    return data[at + 2 : at + 2 + max(size, 0)].decode(errors="replace"), at + 2 + max(size, 0)
+
+
+_CHECK_LOGIN = "(check sasl.mechanism and the user and password of sasl.jaas.config)"
+
+
+def _login(sock: socket.socket, kafka: KafkaClientSettings, deadline: float) -> None:
+    """The SASL login the clients will make (kafka-python's own mechanism code: SaslHandshake v1, then
+    SaslAuthenticate v0 rounds); BrokerLoginRefused names the broker, the mechanism and the user."""
+    from kafka.net.sasl import get_sasl_mechanism
+
+    options = dict(kafka.options)
+    name, user = options["sasl_mechanism"], options["sasl_plain_username"]
+
+    def refused(why: str) -> BrokerLoginRefused:
+        return BrokerLoginRefused(f"Kafka broker at {kafka.bootstrap} refused the SASL {name} login as {user!r}: {why}")
+
+    answer = _request(sock, _SASL_HANDSHAKE, struct.pack(">h", len(name)) + name.encode(), deadline, version=1)
+    (error,), offered, at = struct.unpack_from(">h", answer), [], 6
+    for _ in range(max(struct.unpack_from(">i", answer, 2)[0], 0)):
+        mechanism, at = _string(answer, at)
+        offered.append(mechanism)
+    if error:
+        raise refused(f"it offers SASL mechanisms {', '.join(offered) or 'none'}, not {name} (sasl.mechanism)")
+    mechanism = get_sasl_mechanism(name)(**options)
+    while not mechanism.is_done():
+        token = mechanism.auth_bytes()
+        answer = _request(sock, _SASL_AUTHENTICATE, struct.pack(">i", len(token)) + token, deadline)
+        (error,) = struct.unpack_from(">h", answer)
+        message, at = _string(answer, 2)
+        if error:
+            raise refused(f"{message or f'error {error}'} {_CHECK_LOGIN}")
+        (size,) = struct.unpack_from(">i", answer, at)
+        token = answer[at + 4 : at + 4 + max(size, 0)]
+        if token.startswith(b"e="):  # SCRAM's server-error (RFC 5802), which some brokers send instead of an error code
+            raise refused(f"{token[2:].decode(errors='replace')} {_CHECK_LOGIN}")
+        try:
+            mechanism.receive(token)
+        except (ValueError, KeyError) as e:  # a server proof that does not check out, or a malformed message
+            raise refused(f"its answer does not check out ({e!r})") from None
 
 
 def probe(kafka: Kafka, timeout_s: float = PROBE_TIMEOUT_S) -> None:
     """Fail fast, naming the address, unless one bootstrap server answers a Kafka request:
     a closed port, a dead host and a listener that never answers all fail within `timeout_s`.
-    Over TLS the probe shakes hands as the clients will: a certificate they would refuse is named here."""
+    Over TLS the probe shakes hands as the clients will: a certificate they would refuse is named here. Over SASL
+    it logs in as they will: a refused login raises BrokerLoginRefused at once (a client would retry for 30 s)."""
     kafka = settings(kafka)
     bootstrap, errors = kafka.bootstrap, []
     deadline = time.monotonic() + timeout_s
@@ -130,14 +193,20 @@ def probe(kafka: Kafka, timeout_s: float = PROBE_TIMEOUT_S) -> None:
             ) as raw:
                 if context is None:
                     _ask_api_versions(raw, deadline)
+                    if kafka.sasl:
+                        _login(raw, kafka, deadline)
                     return
                 try:
                     with context.wrap_socket(raw, server_hostname=host or server) as sock:
                         _ask_api_versions(sock, deadline)
+                        if kafka.sasl:
+                            _login(sock, kafka, deadline)
                         return
                 except ssl.SSLError as e:
                     raise ConnectionError(f"TLS handshake failed: {e.reason or e}") from None
-        except (OSError, ValueError) as e:
+        except BrokerLoginRefused:
+            raise  # the broker answered: another bootstrap server would refuse the same login
+        except (OSError, ValueError, struct.error) as e:
             errors.append(f"{server}: {e}")
     raise BrokerUnreachable(
         f"Kafka broker unreachable at {bootstrap} within {timeout_s:.0f}s ({'; '.join(errors) or 'no address given'})"

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from elasticity.kafka.admin import Kafka, TopicError, create_topic, settings
+from elasticity.kafka.admin import Kafka, TopicError, create_topic, probe, settings
 from elasticity.kafka.refusals import Refusal, decided, refusal
 
 if TYPE_CHECKING:
@@ -75,17 +75,12 @@ def commit_topic(job: str, job_id: str) -> str:
     return f"__elasticity_commits_{job}_{job_id}"
 
 
-def _librdkafka(kafka: Kafka, **overrides: Any) -> dict[str, Any]:
-    config = settings(kafka).librdkafka(**_PRODUCER)
-    if config is None:
-        raise TopicError(f"transactions on {kafka} need settings librdkafka takes (a SASL login is kafka-python's only)")
-    return {**config, **overrides}
-
-
 def _producer(kafka: Kafka, tid: str) -> Producer:
     from confluent_kafka import Producer
 
-    p = Producer(_librdkafka(kafka, **{"transactional.id": tid}))
+    kafka = settings(kafka)
+    probe(kafka)  # a dead address or a refused SASL login named in seconds, not after init_transactions' 30
+    p = Producer({**kafka.librdkafka(**_PRODUCER), "transactional.id": tid})
     p.init_transactions(_TIMEOUT_S)
     return p
 
@@ -279,8 +274,6 @@ def read_committed_from(
     from confluent_kafka import Consumer, TopicPartition
 
     config = settings(kafka).librdkafka(**{"group.id": "elasticity-read-committed", "enable.auto.commit": False})
-    if config is None:
-        raise TopicError(f"reading {topic} from {kafka} needs settings librdkafka takes (a SASL login is kafka-python's only)")
     c = Consumer({**config, "isolation.level": "read_committed"})
     out: list[CommittedRecord] = []
     ends: dict[int, int] = {}

@@ -47,7 +47,7 @@ class ContainerProcess:
     last_slot: dict[str, int] = field(default_factory=dict)  # job -> the slot run last here (its stores are open here)
     slots_started: int = 0
     consumers: dict[Kafka, KafkaConsumer] = field(default_factory=dict)  # one per client settings, reused across chunks
-    fast_consumers: dict[Kafka, Consumer | None] = field(default_factory=dict)  # confluent-kafka's (None: cannot)
+    fast_consumers: dict[Kafka, Consumer | None] = field(default_factory=dict)  # confluent-kafka's (None: kafka-python's)
     containers: dict[ContainerKey, ContainerState] = field(default_factory=dict)
     pool: ThreadPoolExecutor | None = None
     _apps_lock: threading.Lock = field(default_factory=threading.Lock)

@@ -96,14 +96,13 @@ def _consumer(bootstrap: Kafka) -> KafkaConsumer:
 
 
 def _fast_consumer(bootstrap: Kafka) -> Consumer | None:
-    """confluent-kafka's consumer for these settings (librdkafka parses fetched records in C), or None when the
-    settings have no librdkafka counterpart here (`KafkaClientSettings.librdkafka`)."""
+    """confluent-kafka's consumer for these settings (librdkafka parses fetched records in C; every setting, a SASL
+    login too, has its librdkafka counterpart), or None where the process set kafka-python's reader in its place."""
     from confluent_kafka import Consumer
 
     fast_consumers = container_process().fast_consumers
     if bootstrap not in fast_consumers:
-        config = settings(bootstrap).librdkafka(**LIBRDKAFKA_DEFAULTS)
-        fast_consumers[bootstrap] = Consumer(config) if config is not None else None
+        fast_consumers[bootstrap] = Consumer(settings(bootstrap).librdkafka(**LIBRDKAFKA_DEFAULTS))
     return fast_consumers[bootstrap]
 
 
