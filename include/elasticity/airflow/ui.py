@@ -89,7 +89,7 @@ def _authorized():
 
     from elasticity.airflow.hooks import job_configs
 
-    def check(request: Request, user=Depends(get_user)) -> None:  # noqa: B008
+    def check(request: Request, user=Depends(get_user)) -> None:  # noqa: B008 (401 without a valid token or session)
         request.state.elasticity_user = user
         job = request.path_params.get("job")
         if job is None:
