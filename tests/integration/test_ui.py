@@ -2,11 +2,15 @@
 admin and a viewer, the page in headless Chromium (Debian's, driven by
 Playwright): charts, the prefilled rescale form, a preview then an apply that
 starts an `elastic_rescale` run through Airflow's REST API as the user, a viewer
-who cannot rescale, Data Docs styled with every non-loopback request blocked,
-and anonymous calls refused."""
+who cannot rescale, Data Docs styled with every non-loopback request blocked and
+sandboxed away from Airflow's origin, and anonymous calls refused; a second API
+server on the same Airflow whose auth manager refuses one user the job's DAGs."""
 
 import json
 import os
+import re
+import signal
+import subprocess
 import time
 import uuid
 from urllib.parse import urlparse
@@ -20,12 +24,13 @@ from elasticity.config import parse_properties, validate
 from elasticity.kafka.consumer import KafkaInputs
 from elasticity.kafka.producer import send
 from elasticity.local.broker import free_port
-from elasticity.local.standalone import AirflowStandalone
+from elasticity.local.standalone import BIN, AirflowStandalone
 from elasticity.quality.runner import run_quality
 from elasticity.spark.engine import MicroBatchEngine
 from tests.conftest import REPO
 from tests.support.airflow_runs import finished, wait_for
 from tests.support.helpers import fresh_topic, job_props, write_properties
+from tests.support.per_dag_auth import DENIED_DAGS, DENIED_USER
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
@@ -89,7 +94,7 @@ def airflow(job, kafka_bootstrap, tmp_path_factory):
         tmp_path_factory.mktemp("airflow-standalone"),
         free_port(),
         {
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"admin:admin,viewer:viewer,{OUTSIDER}:viewer",
             "AIRFLOW__CORE__PARALLELISM": "2",
             "ELASTICITY_JOBS_DIR": str(tmp / "jobs"),
             "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
@@ -107,11 +112,62 @@ def airflow(job, kafka_bootstrap, tmp_path_factory):
         af.stop()
 
 
-def token(af: AirflowStandalone, user: str) -> str:
+def token(af: AirflowStandalone, user: str, base: str | None = None) -> str:
+    """`user`'s token from the API server at `base` (None: the standalone's)."""
     password = json.loads(af.password_file.read_text())[user]
-    r = requests.post(f"{af.base}/auth/token", json={"username": user, "password": password}, timeout=30)
+    r = requests.post(f"{base or af.base}/auth/token", json={"username": user, "password": password}, timeout=30)
     r.raise_for_status()
     return r.json()["access_token"]
+
+
+OUTSIDER = "outsider"  # a viewer the per-DAG auth manager refuses the job's DAGs
+PER_DAG_AUTH = "tests.support.per_dag_auth.PerDagAuthManager"
+
+
+@pytest.fixture(scope="module")
+def per_dag(job, airflow):
+    """A second API server on the same Airflow (home, database, passwords) whose auth manager refuses OUTSIDER
+    every DAG of the job: `airflow standalone` forces SimpleAuthManager on its own, which denies no single DAG."""
+    name, _, _ = job
+    af, _ = airflow
+    port = free_port()
+    env = {
+        **af.env(),
+        "AIRFLOW__CORE__AUTH_MANAGER": PER_DAG_AUTH,
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
+        "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)])),  # this module's tests/
+        DENIED_USER: OUTSIDER,
+        DENIED_DAGS: f".*__{re.escape(name)}",
+    }
+    log_file = af.home / "api-server-per-dag.log"
+    with open(log_file, "ab") as log:
+        proc = subprocess.Popen(
+            [str(BIN / "airflow"), "api-server", "-H", "127.0.0.1", "-p", str(port), "-w", "1", "--apps", "core"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _healthy(base, proc, log_file), 180, f"the per-DAG API server did not answer (log {log_file})", af)
+        yield base
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _healthy(base: str, proc: subprocess.Popen, log_file) -> bool:
+    assert proc.poll() is None, f"the per-DAG API server exited ({proc.returncode}): {log_file.read_text()[-3000:]}"
+    try:
+        return requests.get(f"{base}/api/v2/monitor/health", timeout=2).status_code == 200
+    except requests.RequestException:
+        return False
 
 
 @pytest.fixture(scope="module")
@@ -239,9 +295,20 @@ def test_data_docs_open_styled_with_no_network(job, airflow, browser):
     af, _ = airflow
     context, blocked = session(browser, af, "admin", offline=True)
     page = context.new_page()
+    refusals: list[str] = []  # what the report's Content-Security-Policy refused to load or run
+    page.on("console", lambda m: refusals.append(m.text) if "Content Security Policy" in m.text else None)
     page.goto(f"{af.base}/elasticity/jobs/{name}")
     page.locator("#quality a.docs").first.click()
     page.wait_for_load_state("load")
+    served = requests.get(page.url, headers={"Authorization": f"Bearer {token(af, 'admin')}"}, timeout=30)
+    assert served.headers["Content-Security-Policy"].startswith("sandbox allow-scripts; default-src 'self';")
+    assert "allow-same-origin" not in served.headers["Content-Security-Policy"]
+    assert served.headers["X-Content-Type-Options"] == "nosniff"
+    # sandboxed: an opaque origin, whose scripts can neither read the session cookie nor call Airflow as the user
+    assert page.evaluate("self.origin") == "null"
+    assert page.evaluate("(() => { try { return document.cookie } catch (e) { return e.name } })()") == "SecurityError"
+    called = page.evaluate("fetch('/api/v2/dags', {credentials: 'include'}).then(r => r.status, e => e.name)")
+    assert called == "TypeError", called
     rows = page.locator("#Validation-Results tr.clickable-row")
     assert rows.count() == 7  # the validation list (seven checks: a stateful job), filled without bootstrap-table
     assert page.evaluate("getComputedStyle(document.querySelector('.alert-secondary')).backgroundColor") == "rgb(233, 236, 239)"
@@ -255,6 +322,7 @@ def test_data_docs_open_styled_with_no_network(job, airflow, browser):
     page.screenshot(path=str(OUTPUT / "data-docs-validation-offline.png"), full_page=True)
     context.close()
     assert blocked == []  # nothing even tried to leave the machine
+    assert [r for r in refusals if "/api/v2/dags" not in r] == [], refusals  # only the test's own fetch was refused
 
 
 def test_a_viewer_can_preview_but_not_rescale(job, airflow, browser):
@@ -279,6 +347,56 @@ def test_a_viewer_can_preview_but_not_rescale(job, airflow, browser):
     assert status == 403
     context.close()
     assert len(api.runs("elastic_rescale")) == before
+
+
+def test_a_user_refused_the_jobs_dags_gets_403_and_no_listing(job, airflow, per_dag):
+    """The page asks Airflow's auth manager, per DAG: a user it refuses the job's DAGs gets 403 on everything of
+    the job and does not see it listed, while a viewer it lets read them does."""
+    name, _, _ = job
+    af, _ = airflow
+    outsider = {"Authorization": f"Bearer {token(af, OUTSIDER, per_dag)}"}
+    viewer = {"Authorization": f"Bearer {token(af, 'viewer', per_dag)}"}
+    dag = f"elastic_microbatch__{name}"
+    assert requests.get(f"{per_dag}/api/v2/dags/{dag}", headers=outsider, timeout=30).status_code == 403  # Airflow's own
+    folder = requests.get(f"{per_dag}/elasticity/api/jobs/{name}", headers=viewer, timeout=60).json()["quality_runs"][0]["folder"]
+    assert requests.get(f"{per_dag}/api/v2/dags/elastic_rescale", headers=outsider, timeout=30).status_code == 200
+    for path in (
+        f"jobs/{name}",
+        f"api/jobs/{name}",
+        f"api/jobs/{name}/metrics",
+        f"api/jobs/{name}/quality",
+        f"api/jobs/{name}/plan?factor=2",
+        f"reports/{name}/summary.html",
+        f"reports/{name}/runs/{folder}/data_docs/index.html",
+    ):
+        r = requests.get(f"{per_dag}/elasticity/{path}", headers=outsider, timeout=30)
+        assert r.status_code == 403, (path, r.status_code, r.text[:300])
+        assert dag in r.json()["detail"] and OUTSIDER in r.json()["detail"], r.text
+        assert requests.get(f"{per_dag}/elasticity/{path}", headers=viewer, timeout=60).status_code == 200, path
+    listed = requests.get(f"{per_dag}/elasticity/api/jobs", headers=outsider, timeout=30)
+    assert listed.status_code == 200 and name not in listed.json()
+    assert name in requests.get(f"{per_dag}/elasticity/api/jobs", headers=viewer, timeout=30).json()
+
+
+def test_the_state_dry_run_needs_what_a_rescale_needs(job, airflow):
+    """The plan reads the checkpoints only; the state's dry run, which downloads and scans every store snapshot
+    in the API server, answers only a user Airflow lets trigger elastic_rescale."""
+    name, _, _ = job
+    af, _ = airflow
+    plan = f"{af.base}/elasticity/api/jobs/{name}/plan?factor=2"  # never the current factor (4, then 8)
+    viewer = {"Authorization": f"Bearer {token(af, 'viewer')}"}
+    cheap = requests.get(plan, headers=viewer, timeout=60)
+    assert cheap.status_code == 200 and cheap.json()["moves"] and cheap.json()["state"] is None, cheap.text[:300]
+    refused = requests.get(f"{plan}&state=true", headers=viewer, timeout=60)
+    assert refused.status_code == 403 and "elastic_rescale" in refused.json()["detail"], refused.text
+    admin = {"Authorization": f"Bearer {token(af, 'admin')}"}
+    full = requests.get(f"{plan}&state=true", headers=admin, timeout=120)
+    assert full.status_code == 200, full.text[:300]
+    state = full.json()["state"]
+    moved = [t for t in state["transfers"] if t["how"] == "moved"]
+    assert moved and all(t["store"] == "totals" for t in state["transfers"])
+    assert state["keys"] == sum(t["keys"] for t in moved) > 0 and state["bytes"] == sum(t["bytes"] for t in moved) > 0
+    assert full.json()["moves"] == cheap.json()["moves"]
 
 
 def test_preview_then_apply_starts_an_elastic_rescale_run(job, airflow, browser):

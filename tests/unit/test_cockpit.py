@@ -94,6 +94,7 @@ def test_preview_is_the_dry_run_of_the_migration(tmp_path):
         p, b = m.sspkb.rsplit(".", 2)[1:]
         assert m.offset == offsets[f"kafka.orders.{p}.{int(b) % 2}"] and len(m.from_tasks) == 1
     assert preview_rescale(config, store, Inputs(), 2).changes_nothing
+    assert preview.state is None  # the page's plan reads the checkpoints only
 
 
 def test_data_docs_pages_lose_their_cdn_links():
@@ -106,6 +107,64 @@ def test_data_docs_pages_lose_their_cdn_links():
     assert "https://" not in out
     assert '<link rel="stylesheet" href="../../static/offline.css"><script src="../../static/offline.js"></script>' in out
     assert 'src="../../static/images/logo-long.png"' in out
+
+
+def test_a_served_page_carries_its_reports_assets_inline_and_links_nothing_outside():
+    """A sandboxed page's own requests carry no session cookie: what it loads from its report comes inline."""
+    from elasticity.views.report_serving import ReportFile, self_contained
+
+    files = {
+        "runs/r1/data_docs/static/offline.css": ReportFile(b".x{color:red}</style><b>", "text/css"),
+        "runs/r1/data_docs/static/offline.js": ReportFile(b"var s='</script>';", "text/javascript"),
+        "runs/r1/data_docs/static/images/logo-long.png": ReportFile(b"\x89PNG", "image/png"),
+    }
+
+    def read(path: str) -> ReportFile:
+        if path not in files:
+            raise FileNotFoundError(path)
+        return files[path]
+
+    page = (
+        '<html><head><link rel="stylesheet" href="../static/offline.css"><script src="../static/offline.js"></script>'
+        '<link rel="shortcut icon" href="../static/images/favicon.ico"></head><body><img id=logo src="../static/images/logo-long.png">'
+        '<a href="../index.html">up</a><script src="https://example.org/x.js"></script><img src="../../../../../etc/passwd"></body></html>'
+    )
+    out = self_contained(page, "runs/r1/data_docs/validations/v.html", read)
+    assert "<style>.x{color:red}<\\/style><b></style>" in out
+    assert "<script>var s='<\\/script>';</script>" in out
+    assert '<img id=logo src="data:image/png;base64,iVBORw==">' in out
+    assert 'href="../static/images/favicon.ico"' in out  # missing: left as it is
+    assert '<a href="../index.html">' in out and '<script src="https://example.org/x.js"></script>' in out
+    assert 'src="../../../../../etc/passwd"' in out  # outside the reports: never read
+
+
+def test_the_state_preview_counts_what_moves():
+    from elasticity.checkpoint.task_checkpoint import CheckpointId
+    from elasticity.jobmodel.model import TaskName
+    from elasticity.state.rescale import StateMove, Transfer
+    from elasticity.views.jobview import state_preview
+
+    a, b, c = (TaskName(f"Partition_0-{i}-4") for i in range(3))
+    move = StateMove(
+        old_factor=2,
+        new_factor=4,
+        checkpoint_id=CheckpointId(1, 0),
+        from_generation=3,
+        transfers=(
+            Transfer(task=b, store="totals", sources=(a,), keys=5, bytes=120),
+            Transfer(task=a, store="totals", sources=(a,), keys=7, bytes=200),
+            Transfer(task=c, store="totals", sources=(), how="empty"),
+        ),
+        checkpoint_ids={},
+        markers={},
+        dry_run=True,
+    )
+    preview = state_preview(move)
+    assert (preview.keys, preview.bytes) == (12, 320)
+    assert [(r.task, r.from_tasks, r.how) for r in preview.transfers][:2] == [
+        ("Partition_0-0-4", ("Partition_0-0-4",), "moved"),
+        ("Partition_0-1-4", ("Partition_0-0-4",), "moved"),
+    ]
 
 
 def test_the_page_reads_a_page_of_batches_and_of_data_quality_runs(tmp_path):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from elasticity.batch.coordinator.job_coordinator import Inputs, JobCoordinator
 from elasticity.batch.coordinator.lag import lag_report
@@ -19,6 +19,9 @@ from elasticity.jobmodel.object_mapper import ssp_to_key
 from elasticity.metrics.freshness import HOUR_MS, FreshnessWindow, window
 from elasticity.metrics.rates import task_rates
 from elasticity.quality.history import run_page
+
+if TYPE_CHECKING:
+    from elasticity.state.rescale import StateMove
 
 BATCHES = 50  # recent batches charted
 MAX_BATCHES = 1000  # the most batches one page may ask for
@@ -252,6 +255,27 @@ class MoveRow:
 
 
 @dataclass(frozen=True, kw_only=True)
+class TransferRow:
+    """What one new virtual task's store would receive in the state's move."""
+
+    task: str
+    store: str
+    from_tasks: tuple[str, ...]
+    how: str  # moved | kept (its committed snapshot as it is) | empty (no source committed state)
+    keys: int
+    bytes: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class StatePreview:
+    """The state's dry run: every store snapshot read, counted per new task."""
+
+    keys: int  # moved in all
+    bytes: int
+    transfers: tuple[TransferRow, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
 class RescalePreview:
     """The dry run of a rescale, as the rescale DAG would apply it now."""
 
@@ -262,14 +286,35 @@ class RescalePreview:
     tasks_after: int
     moves: tuple[MoveRow, ...]
     notes: tuple[str, ...]  # new and dropped input partitions
+    state: StatePreview | None = None  # None: the state was not scanned (or the app has none)
 
     @property
     def changes_nothing(self) -> bool:
         return not self.moves
 
 
-def preview_rescale(config: JobConfig, store: CheckpointStore, inputs: Inputs, factor: int) -> RescalePreview:
-    plan = JobCoordinator(config, store, inputs).plan_rescale(factor)
+def state_preview(move: StateMove) -> StatePreview:
+    rows = tuple(
+        TransferRow(
+            task=t.task.name,
+            store=t.store,
+            from_tasks=tuple(s.name for s in t.sources),
+            how=t.how,
+            keys=t.keys,
+            bytes=t.bytes,
+        )
+        for t in sorted(move.transfers, key=lambda t: (t.task, t.store))
+    )
+    moved = [r for r in rows if r.how == "moved"]
+    return StatePreview(keys=sum(r.keys for r in moved), bytes=sum(r.bytes for r in moved), transfers=rows)
+
+
+def preview_rescale(
+    config: JobConfig, store: CheckpointStore, inputs: Inputs, factor: int, *, state: bool = False
+) -> RescalePreview:
+    """The migration from the checkpoints alone, cheap whatever the state's size; `state`: also the state's
+    dry run, which downloads and scans every store snapshot (keys and bytes each new task would receive)."""
+    plan = JobCoordinator(config, store, inputs).plan_rescale(factor, state=state)
     before = len(plan.old.job_model.tasks()) if plan.old else 0
     m = plan.migration
     if m is None:
@@ -303,4 +348,5 @@ def preview_rescale(config: JobConfig, store: CheckpointStore, inputs: Inputs, f
         tasks_after=len(m.checkpoints),
         moves=moves,
         notes=notes,
+        state=state_preview(plan.state) if plan.state is not None else None,
     )

@@ -189,9 +189,10 @@ class JobCoordinator:
     def _unchanged(old: Generation | None, factor: int, model: JobModel) -> bool:
         return old is not None and old.factor == factor and old.job_model.tasks() == model.tasks()
 
-    def plan_rescale(self, factor: int | None = None) -> RescalePlan:
-        """What a rescale would do, computed from the current checkpoints (no lock, no write; the
-        stores' snapshots are read to count what each new task would receive)."""
+    def plan_rescale(self, factor: int | None = None, *, state: bool = True) -> RescalePlan:
+        """What a rescale would do, computed from the current checkpoints (no lock, no write). `state`: the
+        stores' snapshots are downloaded and scanned to count what each new task would receive, a cost that
+        grows with the state; without it the plan reads the checkpoints only and `state` stays None."""
         t = time.perf_counter_ns()
         old, factor, model = self._target(factor)
         metrics = {"job-model-generation-ns": time.perf_counter_ns() - t}
@@ -201,10 +202,10 @@ class JobCoordinator:
         t = time.perf_counter_ns()
         migration = self._migrate(old, old_cps, factor, model)
         metrics["checkpoint-compute-ns"] = time.perf_counter_ns() - t
-        state = self._move_state(old, old_cps, factor, model=model, dry_run=True) if old else None
-        if state is not None:
-            metrics["state-move-ns"] = state.state_move_ns
-        return RescalePlan(old=old, model=model, factor=factor, migration=migration, state=state, metrics=metrics)
+        move = self._move_state(old, old_cps, factor, model=model, dry_run=True) if old and state else None
+        if move is not None:
+            metrics["state-move-ns"] = move.state_move_ns
+        return RescalePlan(old=old, model=model, factor=factor, migration=migration, state=move, metrics=metrics)
 
     def rescale(
         self,
