@@ -43,3 +43,34 @@ def test_good_names_pass():
     assert (
         validate({"job.name": "orders-v2.eu_1", "task.inputs": "kafka.orders.v2,kafka.clicks_eu-1"}).job_name == "orders-v2.eu_1"
     )
+
+
+@pytest.mark.parametrize("job_id", ["../x", "/abs", "..", "a b", "a/b"])
+def test_a_bad_job_id_is_refused_naming_the_key(job_id):
+    with pytest.raises(ConfigError, match=r"job.id="):
+        validate({"job.name": "j", "job.id": job_id, "task.inputs": "kafka.t"})
+
+
+def test_a_commit_topic_over_kafkas_limit_is_refused_at_config_check():
+    validate({"job.name": "j" * 200, "job.id": "i" * 27, "task.inputs": "kafka.t"})  # 249: Kafka's limit
+    with pytest.raises(ConfigError, match=r"job.name and job.id: .* 250 characters, over Kafka's 249"):
+        validate({"job.name": "j" * 200, "job.id": "i" * 28, "task.inputs": "kafka.t"})
+
+
+@pytest.mark.parametrize("stream", ["a b", "..", "t\xe9"])
+def test_a_side_input_that_is_no_kafka_topic_is_refused_naming_the_key(stream):
+    with pytest.raises(ConfigError, match=r"stores.users.side.inputs=.*is not a Kafka topic name"):
+        validate({"job.name": "j", "task.inputs": "kafka.t", "stores.users.side.inputs": f"kafka.{stream}"})
+
+
+@pytest.mark.parametrize(
+    ("spec", "refused"),
+    [("parquet.../x", "folder"), ("parquet./abs", "folder"), ("parquet...", "folder"), ("kafka.a b", "Kafka topic")],
+)
+def test_an_output_name_that_would_leave_its_folder_or_is_no_topic_is_refused(spec, refused):
+    from elasticity.api.stream import ApplicationDescriptor
+
+    app = ApplicationDescriptor(())
+    with pytest.raises(ValueError, match=refused):
+        app.output(spec)
+    assert app.output("parquet.enriched-v2").name == "enriched-v2" and app.output("kafka.out.v2").name == "out.v2"

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from elasticity.api.context import TaskContext
 from elasticity.api.descriptors import StoreDescriptor, TableDescriptor
 from elasticity.api.window import Window, WindowOperator
+from elasticity.config.names import JOB_NAME_ALLOWED, TOPIC_ALLOWED, is_job_name, is_topic
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition
 
 
@@ -225,6 +226,10 @@ class ApplicationDescriptor:
         system, sep, name = spec.partition(".")
         if not sep or not name:
             raise ValueError(f"output {spec!r}: expected kafka.<topic> or parquet.<name>")
+        if system == "parquet" and not is_job_name(name):  # one folder under job.output.path, never `..`
+            raise ValueError(f"output {spec!r}: a Parquet output's name is a folder: {JOB_NAME_ALLOWED}")
+        if system != "parquet" and not is_topic(name):
+            raise ValueError(f"output {spec!r}: {name!r} is not {TOPIC_ALLOWED}")
         return self.outputs.setdefault(spec, OutputStream(system, name))
 
 

@@ -45,7 +45,7 @@ from elasticity.config.parsers import (
     flag,
     input_list,
     int_range,
-    job_name,
+    name_rule,
     nonempty,
     parse_factories,
     py_files,
@@ -71,12 +71,19 @@ class JobConfig:
     # --- the job, its inputs and its tasks ---
     job_name: str = key(
         "job.name",
-        job_name,
+        name_rule,
         REQUIRED,
         doc="Name of the job; also names its DAGs, folders, state and checkpoints, so it is limited to " + JOB_NAME_ALLOWED + ".",
         samza=SAME_AS_SAMZA,
     )
-    job_id: str = key("job.id", nonempty, "1", doc="Instance id of the job, as in Samza.", samza=SAME_AS_SAMZA)
+    job_id: str = key(
+        "job.id",
+        name_rule,
+        "1",
+        doc="Instance id of the job, as in Samza; it joins job.name in the commit topic and transactional ids, so "
+        "it is limited to " + JOB_NAME_ALLOWED + ".",
+        samza=SAME_AS_SAMZA,
+    )
     inputs: tuple[SystemStream, ...] = key(
         "task.inputs",
         input_list,

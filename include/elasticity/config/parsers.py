@@ -81,7 +81,8 @@ def _job_name(text: str) -> str:
     return name
 
 
-job_name = Parser(_job_name, JOB_NAME_ALLOWED)
+name_rule = Parser(_job_name, JOB_NAME_ALLOWED)
+"""Also a job id's rule: it joins the job name in topic names and transactional ids."""
 
 
 def _some_items(text: str) -> tuple[str, ...]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from elasticity.config.kafka_clients import problems as kafka_client_problems
+from elasticity.config.names import TOPIC_ALLOWED, TOPIC_MAX, commit_topic, is_topic
 from elasticity.config.parsers import REPORTER_CLASSES
 from elasticity.jobmodel.grouping import Grouper
 
@@ -109,6 +110,22 @@ def changelogs_have_a_system(p: Parsed) -> Iterator[str]:
             )
 
 
+def kafka_names_are_topics(p: Parsed) -> Iterator[str]:
+    """Names that become Kafka topics meet Kafka's rule here, not at the first exactly-once commit or restore."""
+    job = p["job.name"] if isinstance(p["job.name"], str) else ""  # unset: reported as required
+    if len(topic := commit_topic(job, p["job.id"])) > TOPIC_MAX:
+        yield (
+            f"job.name and job.id: the job's commit topic {topic[:40]}... would be {len(topic)} characters, over "
+            f"Kafka's {TOPIC_MAX}; expected job.name and job.id of {TOPIC_MAX - len(commit_topic('', ''))} characters together"
+        )
+    for name, text in sorted(p.text.items()):
+        if re.fullmatch(r"stores\.[^.]+\.side\.inputs", name):
+            for item in (i.strip() for i in text.split(",")):
+                stream = item.partition(".")[2]
+                if stream and not is_topic(stream):
+                    yield f"{name}={text!r}: stream {stream!r} is not {TOPIC_ALLOWED}"
+
+
 def kafka_clients_can_connect(p: Parsed) -> Iterator[str]:
     """Kafka's properties of one client depend on each other (a store location on its type, SASL on its login
     line); a client built from half of them would fail at its first connection, deep inside a Spark task."""
@@ -139,6 +156,7 @@ RULES: tuple[Rule, ...] = (
     reporters_have_a_class,
     read_versions_meet_written,
     changelogs_have_a_system,
+    kafka_names_are_topics,
     kafka_clients_can_connect,
     exactly_once_producers_are_transactional,
 )

@@ -70,11 +70,6 @@ def transactional_id(job: str, job_id: str, run: str) -> str:
     return f"elasticity.{job}.{job_id}.{run}"
 
 
-def commit_topic(job: str, job_id: str) -> str:
-    """A job's commit records, named as Samza names its checkpoint topic (`__samza_checkpoint_ver_1_for_<job>_<id>`)."""
-    return f"__elasticity_commits_{job}_{job_id}"
-
-
 def _producer(kafka: Kafka, tid: str) -> Producer:
     from confluent_kafka import Producer
 

@@ -37,10 +37,10 @@ from elasticity.checkpoint.commit_record import complete_records
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
 from elasticity.config import JobConfig
-from elasticity.config.names import path_part
+from elasticity.config.names import commit_topic, path_part
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 from elasticity.kafka.admin import client_settings
-from elasticity.kafka.transactions import commit_topic, read_committed_from
+from elasticity.kafka.transactions import read_committed_from
 from elasticity.quality import cursor, history, state_check
 from elasticity.quality.checks import KAFKA_COLUMNS, LOST_COLUMNS, Done, QualityInputs
 from elasticity.quality.report import summary_html, write_index

@@ -40,6 +40,7 @@ from elasticity.checkpoint.batch_plan import BatchPlan, BatchStatus
 from elasticity.checkpoint.commit_record import CommitRecord, last_record, to_parts
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
+from elasticity.config.names import commit_topic
 from elasticity.jobmodel.model import TaskName
 from elasticity.kafka.admin import Kafka
 from elasticity.kafka.refusals import Refusal
@@ -47,7 +48,6 @@ from elasticity.kafka.transactions import (
     JobTransactions,
     OutputRecord,
     OutputRefused,
-    commit_topic,
     fence,
     read_commit_tail,
     transactional_id,
