@@ -204,6 +204,58 @@ def test_scale_schedule_applies_the_configured_factor(world):
     assert (after.factor, after.origin) == (3, "schedule") and "elastic_scale_schedule run" in after.reason
 
 
+def test_scheduled_rescales_go_job_by_job_a_busy_job_holds_up_none_and_a_stale_decision_is_dropped(world, monkeypatch, tmp_path):
+    """Two jobs due for the schedule's factor 3: the one whose lease a batch holds waits (tried again after the
+    other) while the other is rescaled at once; a person's rescale of the busy one meanwhile makes the schedule's
+    decision stale, and it is dropped rather than applied over the person's."""
+    import threading
+    import time
+
+    from elasticity.airflow.tasks import apply_scale_decisions, open_job
+    from elasticity.checkpoint.store.attempt_token import attempt_owner
+
+    _, tmp = world
+    bootstrap = kafka_bootstrap_of("")
+    topic = f"fair-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, 2)
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    busy, free = f"busy{uuid.uuid4().hex[:6]}", f"free{uuid.uuid4().hex[:6]}"
+    for job in (busy, free):
+        (jobs / f"{job}.properties").write_text(
+            f"job.name={job}\ntask.inputs=kafka.{topic}\njob.elasticity.factor=2\njob.elasticity.schedule=* * * * * -> 3\n"
+        )
+    monkeypatch.setenv("ELASTICITY_JOBS_DIR", str(jobs))
+    for job in (busy, free):
+        open_job(job, STORES)[2].initialize()
+    _, store, coordinator = open_job(busy, STORES)
+    batch = attempt_owner("manual__a-running-batch", 1)
+    store.acquire_lease(busy, batch, 60_000)
+
+    outcome: dict = {}
+
+    def schedule() -> None:
+        try:
+            outcome["rescaled"] = apply_scale_decisions("scheduled__fairness", 1, pause_s=0.5)
+        except Exception as e:  # noqa: BLE001 - asserted below
+            outcome["error"] = e
+
+    running = threading.Thread(target=schedule)
+    running.start()
+    deadline = time.monotonic() + 60
+    while open_job(free, STORES)[2].current().factor != 3 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert open_job(free, STORES)[2].current().factor == 3, "the free job waited for the busy one"
+    assert running.is_alive() and coordinator.current().factor == 2  # the busy one still waits for its lease
+    coordinator.rescale(5, owner=batch, trigger="a person's rescale", origin="manual")  # under the held lease
+    store.release_lease(busy, batch)
+    running.join(60)
+    assert not running.is_alive() and "error" not in outcome, outcome
+    assert outcome["rescaled"] == [f"elastic_data_quality__{free}"]
+    after = coordinator.current()
+    assert (after.factor, after.origin) == (5, "manual")  # the stale decision (decided on generation 1) dropped
+
+
 def test_maintenance_expires_what_is_past_retention_and_the_next_batch_plans_the_next_id(world):
     """A month-old history (300 batches, their metrics and closed transactional ids, 130 data-quality runs) beside
     the recent one: the maintenance DAG removes what is past its retention, keeps the latest of each and every
