@@ -5,6 +5,7 @@ older layouts, are opened in tests/integration/test_store_upgrade.py (SQLite and
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -16,9 +17,12 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 
+from elasticity.batch.sinks.outputs import AuditStatus
+from elasticity.checkpoint.batch_plan import BatchStatus
 from elasticity.checkpoint.store import CheckpointStore, StoreError, make_engine
 from elasticity.checkpoint.store.schema_upgrade import alembic_config
 from elasticity.checkpoint.store.store_schema import HEAD_REVISION, VERSION_TABLE, metadata
+from elasticity.checkpoint.store.transactional_ids import TransactionalIdState
 from tests.conftest import REPO
 
 
@@ -119,3 +123,11 @@ def test_opening_a_store_imports_no_alembic_unless_it_has_to_upgrade(tmp_path):
     for _ in ("new", "up to date"):
         out = subprocess.run([sys.executable, "-c", code, url], capture_output=True, text=True, check=True, cwd=REPO)
         assert out.stdout.strip() == "False"
+
+
+def test_the_status_enums_store_the_text_rows_and_files_already_hold():
+    """Statuses are enums in the code and the same text in the store and the audit files: no row is rewritten."""
+    assert [s.value for s in BatchStatus] == ["planned", "committed", "abandoned"]
+    assert [s.value for s in TransactionalIdState] == ["open", "closed"]
+    assert [s.value for s in AuditStatus] == ["processed", "dead_letter"]
+    assert json.dumps({"status": BatchStatus.PLANNED}) == '{"status": "planned"}'

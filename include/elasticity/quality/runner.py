@@ -31,7 +31,7 @@ from elasticity.batch.container.container_process import container_process
 from elasticity.batch.container.reader import Chunk, read_chunk
 from elasticity.batch.coordinator.job_coordinator import Inputs, JobCoordinator
 from elasticity.batch.sinks.exactly_once import provenance
-from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, OUTPUT_SCHEMA, output_roots, read_table
+from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, OUTPUT_SCHEMA, AuditStatus, output_roots, read_table
 from elasticity.checkpoint.batch_plan import BatchPlan, BatchStatus
 from elasticity.checkpoint.commit_record import complete_records
 from elasticity.checkpoint.store import CheckpointStore
@@ -113,7 +113,7 @@ def _expected_state(
             "data quality recomputes the state from the job's first batch (no expected state at the edge, or a reference without `start`)"
         )
     audit = history()
-    done = audit[audit["status"] == "processed"]
+    done = audit[audit["status"] == AuditStatus.PROCESSED]
     starts = {
         SystemStreamPartition(s, t, int(p)): int(o)
         for (s, t, p), o in done.groupby(["system", "stream", "partition"])["offset"].min().items()

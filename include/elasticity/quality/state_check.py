@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from elasticity.api.stream import ApplicationDescriptor, Message
+from elasticity.batch.sinks.outputs import AuditStatus
 from elasticity.checkpoint.store import Generation
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint, state_of
 from elasticity.config import BLOB_STORE_FACTORY, JobConfig
@@ -81,7 +82,7 @@ def committed_state(
 
 def processed_messages(config: JobConfig, audit: pd.DataFrame, records: pd.DataFrame) -> list[Message]:
     """The audited-as-processed input records, decoded, in (ssp, offset) order."""
-    done = audit[audit["status"] == "processed"][["system", "stream", "partition", "offset"]]
+    done = audit[audit["status"] == AuditStatus.PROCESSED][["system", "stream", "partition", "offset"]]
     rows = records.merge(done, on=["system", "stream", "partition", "offset"]).sort_values(
         ["system", "stream", "partition", "offset"]
     )

@@ -10,7 +10,7 @@ import pyarrow as pa
 from elasticity.api.stream import ApplicationDescriptor
 from elasticity.batch.container.process_context import ProcessContext
 from elasticity.batch.container.unit_run import UnitRun, sink_roots
-from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, in_file, write_batch_file
+from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, AuditStatus, in_file, write_batch_file
 
 
 def write_slot_files(
@@ -34,7 +34,7 @@ def write_slot_files(
     else:
         kept = table.take(pa.array([g for a, b in ranges for g in range(a, b)], pa.int64()))
     seq = [i for a, b in ranges for i in range(b - a)]
-    status = ["dead_letter" if g in failed else "processed" for a, b in ranges for g in range(a, b)]
+    status = [AuditStatus.DEAD_LETTER if g in failed else AuditStatus.PROCESSED for a, b in ranges for g in range(a, b)]
     audit = _table(
         [*(kept.column(n) for n in ("system", "stream", "partition", "offset", "key", "task_name")), seq, status],
         in_file(AUDIT_SCHEMA),

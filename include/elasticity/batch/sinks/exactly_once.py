@@ -163,7 +163,7 @@ def _roll_forward(
     if record is None:
         return None
     found = store.plan(job_name, record.batch_id)
-    if found is None or found[1] != "planned":
+    if found is None or found[1] is not BatchStatus.PLANNED:
         return None
     log.info(
         "job %r: batches %s committed their Kafka outputs before the run that made them died; their checkpoints are "

@@ -32,6 +32,7 @@ import re
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from itertools import groupby
 from typing import Any, Literal
 
@@ -50,13 +51,21 @@ SOURCE_FIELDS = [  # where an input record came from: the first columns of recor
     ("key", pa.binary()),
 ]
 
+
+class AuditStatus(StrEnum):
+    """What became of an input record, in its audit row: processed, or sent to the dead letters."""
+
+    PROCESSED = "processed"
+    DEAD_LETTER = "dead_letter"
+
+
 AUDIT_SCHEMA = pa.schema(
     [
         *SOURCE_FIELDS,
         ("task_name", pa.string()),
         ("batch_id", pa.int64()),
         ("seq", pa.int64()),
-        ("status", pa.string()),  # processed | dead_letter
+        ("status", pa.string()),  # an AuditStatus
     ]
 )
 

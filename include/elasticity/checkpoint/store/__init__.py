@@ -206,7 +206,7 @@ class CheckpointStore:
     def pending_plan(self, job: str) -> BatchPlan | None:
         return self._read(batch_rows.pending, job)
 
-    def plan(self, job: str, batch_id: int) -> tuple[BatchPlan, str] | None:
+    def plan(self, job: str, batch_id: int) -> tuple[BatchPlan, BatchStatus] | None:
         return self._read(batch_rows.plan, job, batch_id)
 
     def lease(self, job: str) -> Lease | None:

@@ -47,9 +47,9 @@ def pending(conn: Connection, job: str, *, last: bool = False) -> BatchPlan | No
     return plan_of(row) if row else None
 
 
-def plan(conn: Connection, job: str, batch_id: int) -> tuple[BatchPlan, str] | None:
+def plan(conn: Connection, job: str, batch_id: int) -> tuple[BatchPlan, BatchStatus] | None:
     row = conn.execute(select(batches).where(batches.c.job_name == job, batches.c.batch_id == batch_id)).first()
-    return (plan_of(row), row.status) if row else None
+    return (plan_of(row), BatchStatus(row.status)) if row else None
 
 
 def plans(conn: Connection, job: str, status: BatchStatus | None, after: int) -> list[BatchPlan]:

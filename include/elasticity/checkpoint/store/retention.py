@@ -19,6 +19,7 @@ from elasticity.checkpoint.store.store_schema import (
     rescale_metrics,
     transactions,
 )
+from elasticity.checkpoint.store.transactional_ids import TransactionalIdState
 
 
 def expire_plans(engine: Engine, job: str, *, before_ms: int, through_batch: int, chunk: int) -> int:
@@ -52,7 +53,7 @@ def expire_transactional_ids(engine: Engine, job: str, *, before_ms: int, chunk:
         transactions,
         transactions.c.transactional_id,
         job,
-        transactions.c.state == "closed",
+        transactions.c.state == TransactionalIdState.CLOSED,
         transactions.c.created_ms < before_ms,
         chunk=chunk,
     )

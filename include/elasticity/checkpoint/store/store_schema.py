@@ -88,7 +88,7 @@ batches = Table(
     Column("generation", Integer, nullable=False),
     Column("ranges", Text, nullable=False),
     Column("side_inputs", Text),  # JSON [[ssp key, read-up-to offset], ...] of the tables' side inputs
-    Column("status", String(16), nullable=False),  # planned | committed | abandoned
+    Column("status", String(16), nullable=False),  # a BatchStatus
     Column("planned_ms", BigInteger, nullable=False),
     Column("committed_ms", BigInteger),
 )
