@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from croniter import croniter
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, retry_if_not_exception_type, stop_after_delay, wait_fixed
 
 from elasticity.airflow.hooks import connected, job_configs
 from elasticity.airflow.shared_state import check_shared_state
@@ -69,6 +70,11 @@ def rescale(
         )
 
 
+def _waiting_for_the_batch(state: RetryCallState) -> None:
+    assert state.outcome is not None
+    log.info("waiting for the running batch to finish: %s", state.outcome.exception())
+
+
 def _rescale(
     coordinator: JobCoordinator,
     factor: int | None,
@@ -92,20 +98,13 @@ def _rescale(
             "old_generation": old.number if old else None,
             "new_generation": None,
         }
-    deadline = time.monotonic() + lease_wait_s
-    while True:
-        try:
-            plan = coordinator.rescale(
-                factor, owner=owner, trigger=reason, origin=origin, expected_generation=expected_generation
-            )
-            break
-        except SupersededError:
-            raise
-        except LeaseHeldError as e:
-            if time.monotonic() >= deadline:
-                raise
-            log.info("waiting for the running batch to finish: %s", e)
-            time.sleep(5)
+    plan = Retrying(  # a running batch holds the lease: it is allowed to finish first
+        retry=retry_if_exception_type(LeaseHeldError) & retry_if_not_exception_type(SupersededError),
+        stop=stop_after_delay(lease_wait_s),
+        wait=wait_fixed(5),
+        before_sleep=_waiting_for_the_batch,
+        reraise=True,
+    )(coordinator.rescale, factor, owner=owner, trigger=reason, origin=origin, expected_generation=expected_generation)
     if plan.migration is None:
         log.info("%s: already at factor %s, nothing to change", job, plan.factor)
     else:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import requests
+from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_attempt, wait_incrementing
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +22,12 @@ class ApiError(RuntimeError):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+def _answer(state: RetryCallState) -> requests.Response:
+    """The response of the try `state` describes."""
+    assert state.outcome is not None
+    return state.outcome.result()
 
 
 @dataclass
@@ -34,14 +41,25 @@ class AirflowApi:
         """One request; a GET (and a call naming `retry_on` statuses, which must be idempotent) is retried a few
         times on a 5xx: on SQLite the API answers "Database error" while the scheduler holds the write lock."""
         retry = (500, 502, 503, 504) if method == "GET" else retry_on
-        for attempt in range(API_ATTEMPTS):
-            r = requests.request(
-                method, f"{self.base}/api/v2{path}", headers={"Authorization": f"Bearer {self.token}"}, timeout=30, **kw
-            )
-            if r.status_code not in retry or attempt == API_ATTEMPTS - 1:
-                break
+
+        def retrying(state: RetryCallState) -> None:
+            r = _answer(state)
             log.warning("%s %s: %s %s; retrying", method, path, r.status_code, r.text[:200])
-            time.sleep(0.5 * (attempt + 1))
+
+        r = Retrying(
+            retry=retry_if_result(lambda r: r.status_code in retry),
+            stop=stop_after_attempt(API_ATTEMPTS),
+            wait=wait_incrementing(start=0.5, increment=0.5),
+            before_sleep=retrying,
+            retry_error_callback=_answer,  # the last answer stands, whatever its status
+        )(
+            requests.request,
+            method,
+            f"{self.base}/api/v2{path}",
+            headers={"Authorization": f"Bearer {self.token}"},
+            timeout=30,
+            **kw,
+        )
         if r.status_code >= 400:
             raise ApiError(r.status_code, f"{method} {path}: {r.status_code} {r.text[:500]}")
         return r.json() if r.content else None

@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import TracebackType
 
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, retry_if_not_exception_type
+
 from elasticity.checkpoint.store import CheckpointStore, Lease, LeaseHeldError, StoreError, SupersededError
 
 log = logging.getLogger(__name__)
@@ -87,23 +89,25 @@ def take_lease(store: CheckpointStore, job: str, owner: str, ttl_ms: int, *, wai
     a later try of the same run takes it over at once),
     tried again for up to `wait_s`, said once in the log. A superseded owner never waits: it may not run."""
     deadline = time.monotonic() + wait_s
-    waited = False
-    while True:
-        try:
-            lease = store.acquire_lease(job, owner, ttl_ms)
-        except SupersededError:
-            raise
-        except LeaseHeldError as e:
-            if time.monotonic() >= deadline:
-                raise
-            if not waited:
-                log.info("job %r: %s; %r waits for it, up to %.0f s (job.lease.wait.ms)", job, e, owner, wait_s)
-                waited = True
-            time.sleep(min(1.0, ttl_ms / 3000, max(0.0, deadline - time.monotonic())))
-            continue
-        if waited:
-            log.info("job %r: %r took the lease", job, owner)
-        return lease
+
+    def waiting(state: RetryCallState) -> None:
+        if state.attempt_number == 1:
+            assert state.outcome is not None
+            log.info(
+                "job %r: %s; %r waits for it, up to %.0f s (job.lease.wait.ms)", job, state.outcome.exception(), owner, wait_s
+            )
+
+    taking = Retrying(
+        retry=retry_if_exception_type(LeaseHeldError) & retry_if_not_exception_type(SupersededError),
+        stop=lambda _: time.monotonic() >= deadline,
+        wait=lambda _: min(1.0, ttl_ms / 3000, max(0.0, deadline - time.monotonic())),
+        before_sleep=waiting,
+        reraise=True,
+    )
+    lease = taking(store.acquire_lease, job, owner, ttl_ms)
+    if taking.statistics["attempt_number"] > 1:
+        log.info("job %r: %r took the lease", job, owner)
+    return lease
 
 
 @contextmanager

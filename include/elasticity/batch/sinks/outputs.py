@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
 from elasticity.jobmodel.model import TaskName
 
@@ -329,14 +330,9 @@ def read_table(root: str, schema: pa.Schema, batch_ids: Iterable[int] | None = N
     compacted file covers are not read. A file deleted between the listing and its read (a compaction finishing
     meanwhile) makes a new listing, whose compacted file holds its rows."""
     ids = None if batch_ids is None else sorted(set(batch_ids))
-    for attempt in range(3):
-        listing = list_root(root)
-        try:
-            return read_files(root, listing.live, schema, ids)
-        except FileNotFoundError:
-            if attempt == 2:
-                raise
-    raise AssertionError("unreachable")
+    return Retrying(retry=retry_if_exception_type(FileNotFoundError), stop=stop_after_attempt(3), reraise=True)(
+        lambda: read_files(root, list_root(root).live, schema, ids)
+    )
 
 
 def wanted(files: Sequence[SinkFile], ids: Sequence[int] | None) -> list[SinkFile]:

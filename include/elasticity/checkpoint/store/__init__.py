@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
 from elasticity import faults
 from elasticity.checkpoint.batch_plan import BatchPlan, BatchStatus, OffsetRange
@@ -117,6 +118,11 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _race_pause(state: RetryCallState) -> float:
+    """A random pause, longer with each try, so that the writers racing for one key fall out of step."""
+    return random.uniform(0, 0.01 * state.attempt_number)
+
+
 class CheckpointStore:
     def __init__(self, url: str, history_size: int = 10, clock: Callable[[], int] = _now_ms) -> None:
         self.url = url
@@ -159,14 +165,10 @@ class CheckpointStore:
 
     def _retried(self, write: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """An unfenced write that two writers may race to insert (a key both computed): the loser tries again."""
-        for attempt in range(RACE_ATTEMPTS):
-            try:
-                return self._write(write, *args, **kwargs)
-            except IntegrityError:
-                if attempt == RACE_ATTEMPTS - 1:
-                    raise
-                time.sleep(random.uniform(0, 0.01 * (attempt + 1)))
-        raise AssertionError("unreachable")
+        racing = Retrying(
+            retry=retry_if_exception_type(IntegrityError), stop=stop_after_attempt(RACE_ATTEMPTS), wait=_race_pause, reraise=True
+        )
+        return racing(self._write, write, *args, **kwargs)
 
     @contextmanager
     def _fenced(self, job: str, generation: int, owner: str | None, *, rescale_at: int | None = None) -> Iterator[Connection]:

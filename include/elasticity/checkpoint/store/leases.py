@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 from sqlalchemy import Connection, insert, or_, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
+from tenacity import retry, retry_if_exception_type, stop_after_attempt
 
 from elasticity.checkpoint.store.attempt_token import supersedes
 from elasticity.checkpoint.store.store_errors import LeaseHeldError, StaleGenerationError, SupersededError
@@ -51,45 +52,45 @@ def acquire(engine: Engine, job: str, owner: str, ttl_ms: int, *, clock: Callabl
     long as nobody took it since (SupersededError)."""
     if epoch is not None:
         return _renew(engine, job, owner, ttl_ms, clock=clock, epoch=epoch)
-    for attempt in range(2):
-        now = clock()
-        try:
-            with engine.begin() as conn:
-                res = conn.execute(
-                    update(jobs)
-                    .where(
-                        jobs.c.job_name == job,
-                        or_(jobs.c.lease_owner.is_(None), jobs.c.lease_owner == owner, jobs.c.lease_expires_ms < now),
-                    )
-                    .values(lease_owner=owner, lease_expires_ms=now + ttl_ms, lease_epoch=jobs.c.lease_epoch + 1, updated_ms=now)
-                )
-                if res.rowcount == 1:
-                    taken = conn.execute(select(jobs.c.lease_epoch).where(jobs.c.job_name == job)).scalar_one()
-                    return Lease(job, owner, now + ttl_ms, taken)
-                row = conn.execute(select(jobs).where(jobs.c.job_name == job)).first()
-                if row is None:
-                    conn.execute(
-                        insert(jobs).values(
-                            job_name=job,
-                            generation=0,
-                            lease_owner=owner,
-                            lease_expires_ms=now + ttl_ms,
-                            lease_epoch=1,
-                            updated_ms=now,
-                        )
-                    )
-                    return Lease(job, owner, now + ttl_ms, 1)
-            if supersedes(owner, row.lease_owner):
-                return _take_over(engine, job, owner, ttl_ms, clock=clock, holder=row.lease_owner, epoch=row.lease_epoch)
-        except IntegrityError:
-            if attempt:
-                raise
-            continue  # another process created the job row at the same time
-        raise LeaseHeldError(
-            f"job {job!r} is leased by {row.lease_owner!r} for another {(row.lease_expires_ms - now) / 1000:.1f}s; "
-            "a batch or rescale is running (or crashed and its lease has yet to expire)"
+    return _take(engine, job, owner, ttl_ms, clock=clock)
+
+
+@retry(retry=retry_if_exception_type(IntegrityError), stop=stop_after_attempt(2), reraise=True)
+def _take(engine: Engine, job: str, owner: str, ttl_ms: int, *, clock: Callable[[], int]) -> Lease:
+    """One try at a new epoch; an IntegrityError means another process created the job row at the same time,
+    and the second try finds it."""
+    now = clock()
+    with engine.begin() as conn:
+        res = conn.execute(
+            update(jobs)
+            .where(
+                jobs.c.job_name == job,
+                or_(jobs.c.lease_owner.is_(None), jobs.c.lease_owner == owner, jobs.c.lease_expires_ms < now),
+            )
+            .values(lease_owner=owner, lease_expires_ms=now + ttl_ms, lease_epoch=jobs.c.lease_epoch + 1, updated_ms=now)
         )
-    raise AssertionError("unreachable")
+        if res.rowcount == 1:
+            taken = conn.execute(select(jobs.c.lease_epoch).where(jobs.c.job_name == job)).scalar_one()
+            return Lease(job, owner, now + ttl_ms, taken)
+        row = conn.execute(select(jobs).where(jobs.c.job_name == job)).first()
+        if row is None:
+            conn.execute(
+                insert(jobs).values(
+                    job_name=job,
+                    generation=0,
+                    lease_owner=owner,
+                    lease_expires_ms=now + ttl_ms,
+                    lease_epoch=1,
+                    updated_ms=now,
+                )
+            )
+            return Lease(job, owner, now + ttl_ms, 1)
+    if supersedes(owner, row.lease_owner):
+        return _take_over(engine, job, owner, ttl_ms, clock=clock, holder=row.lease_owner, epoch=row.lease_epoch)
+    raise LeaseHeldError(
+        f"job {job!r} is leased by {row.lease_owner!r} for another {(row.lease_expires_ms - now) / 1000:.1f}s; "
+        "a batch or rescale is running (or crashed and its lease has yet to expire)"
+    )
 
 
 def _take_over(engine: Engine, job: str, owner: str, ttl_ms: int, *, clock: Callable[[], int], holder: str, epoch: int) -> Lease:

@@ -21,7 +21,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection, insert, inspect, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_incrementing
 
 from elasticity.checkpoint.store.store_errors import StoreError
 from elasticity.checkpoint.store.store_schema import HEAD_REVISION, VERSION_TABLE, metadata, version
@@ -126,12 +126,13 @@ def _racing_other_openers(create: Callable[[], None]) -> None:
     several jobs, a DAG run beside the job page) wait for each other on the migration lock; a process of a
     version before the lock may still create a table between this one's check and its create, and the loser's
     error ("already exists", a duplicate in PostgreSQL's catalog) means the other made it: look again."""
-    for attempt in range(1, SCHEMA_ATTEMPTS + 1):
-        try:
-            create()
-            return
-        except DBAPIError as e:
-            lost = any(m in str(e.orig or e).lower() for m in ("already exists", "duplicate"))
-            if not lost or attempt == SCHEMA_ATTEMPTS:
-                raise
-            time.sleep(0.02 * attempt)
+    Retrying(
+        retry=retry_if_exception(_made_by_another),
+        stop=stop_after_attempt(SCHEMA_ATTEMPTS),
+        wait=wait_incrementing(start=0.02, increment=0.02),
+        reraise=True,
+    )(create)
+
+
+def _made_by_another(e: BaseException) -> bool:
+    return isinstance(e, DBAPIError) and any(m in str(e.orig or e).lower() for m in ("already exists", "duplicate"))

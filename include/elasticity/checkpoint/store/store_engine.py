@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
-import time
 from pathlib import Path
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.pool import StaticPool
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
 
 from elasticity.checkpoint.store.store_errors import StoreError, StoreUnavailable
 
@@ -42,15 +42,12 @@ def _write_ahead_log(cur: sqlite3.Cursor) -> None:
     switches, and a switch needs the file to itself. SQLite refuses it at once ("database is locked", no busy
     wait) while another connection holds the write lock, as another process making the new store's tables
     under the migration lock does: wait for that lock as the busy timeout would, then switch (or find it done)."""
-    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_S
-    while True:
-        try:
-            cur.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as e:
-            if "locked" not in str(e) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
+    Retrying(
+        retry=retry_if_exception(lambda e: isinstance(e, sqlite3.OperationalError) and "locked" in str(e)),
+        stop=stop_after_delay(SQLITE_BUSY_TIMEOUT_S),
+        wait=wait_fixed(0.02),
+        reraise=True,
+    )(cur.execute, "PRAGMA journal_mode=WAL")
 
 
 def masked(url: str) -> str:
