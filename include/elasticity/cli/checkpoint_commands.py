@@ -10,8 +10,7 @@ import sys
 from elasticity.batch.coordinator.job_coordinator import JobCoordinator
 from elasticity.checkpoint.store import StoreError, masked
 from elasticity.checkpoint.tool import checkpoints_from_tool_json, checkpoints_to_tool_json
-from elasticity.cli.options import job_coordinator, job_options
-from elasticity.config import ConfigError
+from elasticity.cli.options import UsageError, job_coordinator, job_options
 from elasticity.jobmodel.model import SystemStream
 from elasticity.kafka.admin import client_settings, create_topic
 
@@ -51,7 +50,7 @@ def cmd_checkpoint_tool(args: argparse.Namespace) -> int:
         print(f"generation {generation.number}, factor {generation.factor}", file=sys.stderr)
     else:
         if not args.file:
-            raise ConfigError("checkpoint-tool write needs FILE.json")
+            raise UsageError("checkpoint-tool write needs FILE.json")
         with open(args.file) as f:
             cps = checkpoints_from_tool_json(json.load(f))
         generation = coordinator.replace_checkpoints(cps)
@@ -67,7 +66,7 @@ def _samza_topic(args: argparse.Namespace, coordinator: JobCoordinator) -> int:
 
     flag, value = ("--from-kafka", args.from_kafka) if args.action == "import" else ("--to-kafka", args.to_kafka)
     if not value:
-        raise ConfigError(f"checkpoint-tool {args.action} needs {flag} SYSTEM.TOPIC (Samza's checkpoint topic)")
+        raise UsageError(f"checkpoint-tool {args.action} needs {flag} SYSTEM.TOPIC (Samza's checkpoint topic)")
     topic = SystemStream.parse(value)
     config = coordinator.config
     if args.action == "import":

@@ -7,8 +7,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from elasticity.cli.options import job_config, job_coordinator, job_options, positive, print_metrics, project_apps
-from elasticity.config import ConfigError
+from elasticity.cli.options import UsageError, job_config, job_coordinator, job_options, positive, print_metrics, project_apps
 from elasticity.jobmodel.grouping import build_job_model
 from elasticity.jobmodel.model import JobModel, SystemStream
 from elasticity.jobmodel.object_mapper import job_model_to_json
@@ -92,7 +91,7 @@ def _parse_partitions(items: Sequence[str]) -> dict[SystemStream, int]:
     for item in items:
         name, sep, n = item.rpartition("=")
         if not sep or not n.isdigit():
-            raise ConfigError(f"--partitions {item!r}: expected SYSTEM.STREAM=N")
+            raise UsageError(f"--partitions {item!r}: expected SYSTEM.STREAM=N")
         counts[SystemStream.parse(name)] = int(n)
     return counts
 

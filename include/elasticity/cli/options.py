@@ -10,6 +10,11 @@ from elasticity.batch.coordinator.job_coordinator import JobCoordinator
 from elasticity.config import JobConfig, load_config
 
 
+class UsageError(ValueError):
+    """Arguments of a command that are wrong together, or in a form argparse does not check: printed as a
+    config error is, exit code 2."""
+
+
 def job_options() -> argparse.ArgumentParser:
     """What every command reading a job config takes."""
     options = argparse.ArgumentParser(add_help=False)

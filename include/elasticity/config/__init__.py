@@ -6,7 +6,9 @@ default and doc; a bad value fails at load naming the key, the value and the
 allowed values. An unknown key is warned about with the nearest known key ("did
 you mean"), and is an error in strict mode (`job.config.strict=true`, or
 `--strict` on the command line): a typo must not pass silently. Cross-key rules
-live in `rules.py`, each with why it holds.
+live in `rules.py`, each with why it holds; the rules on what a config cannot hold
+itself (the app's declarations, the Spark master a run resolves, a rescale's
+factor, the deployment's settings) in `runtime_rules.py`, checked once those are known.
 """
 
 from elasticity.config.errors import ConfigError, ConfigWarning

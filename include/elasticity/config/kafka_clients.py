@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from elasticity.config.errors import ConfigError
 from elasticity.config.parsers import Parser, Refused, choice, int_range
 
 ROLES = ("consumer", "producer", "admin")
@@ -630,9 +631,12 @@ def settings_for(
     props: Mapping[str, str], system: str, role: str, *, bootstrap: str, env: str | None = None
 ) -> KafkaClientSettings:
     """The settings of a `role` client of `system` from flat properties (a job config's), with `env`
-    (ENV_PROPERTIES' text) over them; a ValueError names every problem, secrets masked."""
-    properties = role_properties(props, system, role) | env_properties(env, role)
+    (ENV_PROPERTIES' text) over them; a ConfigError names every problem, secrets masked."""
+    try:
+        properties = role_properties(props, system, role) | env_properties(env, role)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     try:
         return KafkaClientSettings(bootstrap, client_options(properties, f"systems.{system}.{role}.", role))
     except ValueError as e:
-        raise ValueError(f"{e} ({ENV_PROPERTIES} taken over the job's)" if env else str(e)) from None
+        raise ConfigError(f"{e} ({ENV_PROPERTIES} taken over the job's)" if env else str(e)) from None

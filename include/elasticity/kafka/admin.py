@@ -65,10 +65,7 @@ def client_settings(config: JobConfig | None, system: str = "kafka", role: str =
     bootstrap = resolve_bootstrap(config, system)
     if role == "producer" and config is not None and not deployment.bootstrap_servers:
         bootstrap = config.get(f"systems.{system}.producer.bootstrap.servers") or bootstrap
-    try:
-        return settings_for(config.raw_map if config else {}, system, role, bootstrap=bootstrap, env=deployment.kafka_properties)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
+    return settings_for(config.raw_map if config else {}, system, role, bootstrap=bootstrap, env=deployment.kafka_properties)
 
 
 def system_clients(config: JobConfig | None, system: str = "kafka") -> SystemClients:

@@ -19,7 +19,9 @@ import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from elasticity.config import ConfigError, JobConfig
+from elasticity.config import JobConfig
+from elasticity.config.parsers import int_range
+from elasticity.config.runtime_rules import deployment_setting
 
 log = logging.getLogger(__name__)
 
@@ -64,12 +66,12 @@ def statsd_targets(config: JobConfig, env: Mapping[str, str] | None = None) -> t
     env = os.environ if env is None else env
     raw = config.raw_map
     host = _airflow(env, "statsd_host") or "localhost"
-    port_text = _airflow(env, "statsd_port") or "8125"
-    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
-        raise ConfigError(
-            f"{AIRFLOW_METRICS_ENV}STATSD_PORT={port_text!r} (Airflow's [metrics] statsd_port): expected an integer from 1 to 65535"
-        )
-    port = int(port_text)
+    port = deployment_setting(
+        f"{AIRFLOW_METRICS_ENV}STATSD_PORT",
+        _airflow(env, "statsd_port") or "8125",
+        int_range(1, 65535),
+        meaning="Airflow's [metrics] statsd_port",
+    )
     airflow_prefix = _airflow(env, "statsd_prefix")
     prefix = f"{airflow_prefix}.elasticity" if airflow_prefix else "elasticity"
     if "metrics.reporters" not in raw:

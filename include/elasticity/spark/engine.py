@@ -58,7 +58,8 @@ from elasticity.checkpoint.batch_plan import BatchPlan, BatchStatus
 from elasticity.checkpoint.store import CheckpointStore, Generation
 from elasticity.checkpoint.store.attempt_token import attempt_owner
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
-from elasticity.config import BLOB_STORE_FACTORY, ConfigError, JobConfig
+from elasticity.config import BLOB_STORE_FACTORY, JobConfig
+from elasticity.config.runtime_rules import check_exactly_once_systems, check_shared_paths
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 from elasticity.kafka.admin import client_settings
 from elasticity.kafka.consumer import KafkaInputs
@@ -66,7 +67,7 @@ from elasticity.metrics.job_metrics import batch_metrics
 from elasticity.metrics.reporters import Reporters
 from elasticity.metrics.summary import BatchSummary
 from elasticity.spark.placement import placed_slots, rebalance
-from elasticity.spark.session import check_master, check_shared_paths, spark_master
+from elasticity.spark.session import check_master, spark_master
 from elasticity.spark.shipping import ship_user_code
 from elasticity.state.backends.blob_manager import BlobStoreManager
 from elasticity.state.backends.blobstore import await_durable
@@ -142,12 +143,7 @@ class MicroBatchEngine:
         if self.config.processing_guarantee != "exactly_once":
             return ()
         kafka = sorted((o for o in self.app.outputs.values() if o.kind == "kafka"), key=lambda o: (o.system, o.name))
-        systems = sorted({o.system for o in kafka})
-        if len(systems) > 1:
-            raise ConfigError(
-                f"processing.guarantee=exactly_once: the app sends to Kafka outputs of systems {systems}, and one transaction "
-                "spans one Kafka cluster; send to one system, or set processing.guarantee=at_least_once"
-            )
+        check_exactly_once_systems(o.system for o in kafka)
         output_path = self.config.output_dir
         return tuple(StagedOutput(o.name, staging_root(output_path, o.system, o.name)) for o in kafka)
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
 
-from elasticity.config import ConfigError, JobConfig
+from elasticity.config import JobConfig
 from elasticity.spark.jvm_logging import log4j_options
 from elasticity.spark.target import SparkTarget, resolve_target, with_session_id
 
@@ -61,9 +61,6 @@ class MasterUnreachable(ConnectionError):
     """The Spark master does not answer: a run stops at once, naming it (not a minute later, in a Java trace)."""
 
 
-EXECUTOR_PATHS = ("job.output.path", "job.audit.path", "job.dead.letter.path")
-
-
 def spark_master(spark: SparkSession) -> str:
     """The master the session's driver runs on (a Connect server's own, for a Connect session)."""
     return spark.conf.get("spark.master") or "local"
@@ -83,20 +80,6 @@ def check_master(master: str, timeout_s: float = 3.0) -> None:
     raise MasterUnreachable(
         f"Spark master {master} unreachable ({reason}): start it (`elasticity cluster start`) or point the job elsewhere"
     )
-
-
-def check_shared_paths(config: JobConfig, master: str, *, blobs: bool) -> None:
-    """On a cluster, executors write the sinks (and the blob store): a default under one host's
-    ELASTICITY_HOME would split them over hosts, so an unset key stops the job, naming what to set."""
-    if master.startswith("local"):
-        return
-    for key in (*EXECUTOR_PATHS, *(["blob.store.uri"] if blobs else [])):
-        if not config.get(key):
-            raise ConfigError(
-                f"{key} is unset: on the cluster {master} executors write it, and its default lies under one host's "
-                "ELASTICITY_HOME; set it to a location every executor reaches (e.g. s3://<bucket>/<job>/..., "
-                "as `elasticity cluster status` prints, or a shared mount)"
-            )
 
 
 class EngineUnreachable(ConnectionError):

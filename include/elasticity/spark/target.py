@@ -10,14 +10,13 @@ A master that cannot work here fails at once, naming where it came from.
 from __future__ import annotations
 
 import os
-import re
 import uuid
 from dataclasses import dataclass
 
-from elasticity.config import ConfigError, JobConfig
+from elasticity.config import JobConfig
+from elasticity.config.runtime_rules import check_master
 from elasticity.config.services import CONNECT_SERVER, running_service
 
-_MASTER = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]|spark://.+|yarn|k8s://.+)$")
 _LOOPBACK = ("sc://127.0.0.1", "sc://localhost", "sc://[::1]")
 
 
@@ -31,21 +30,6 @@ class SparkTarget:
     def is_local(self) -> bool:
         """Executors share this machine's Python environment: no need to ship the library."""
         return self.value.startswith(_LOOPBACK) if self.kind == "connect" else self.value.startswith("local")
-
-
-def check_master(master: str, source: str) -> str:
-    """The master, or a ConfigError naming the source and the value when it cannot work."""
-    if not _MASTER.match(master):
-        raise ConfigError(
-            f"spark master {master!r} from {source} is not a Spark master: expected local[*], local[N], spark://host:port, "
-            "yarn or k8s://https://host:port (or a Spark Connect URL sc://host:port as a spark_connect connection / spark.remote)"
-        )
-    if master == "yarn" and not (os.environ.get("HADOOP_CONF_DIR") or os.environ.get("YARN_CONF_DIR")):
-        raise ConfigError(
-            f"spark master 'yarn' from {source} cannot work here: neither HADOOP_CONF_DIR nor YARN_CONF_DIR is set. "
-            "Point the connection at local[*], a spark:// master or a Spark Connect server (`elasticity spark start`)"
-        )
-    return master
 
 
 def with_session_id(url: str, job: str) -> str:

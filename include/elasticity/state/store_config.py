@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elasticity.api.descriptors import StoreDescriptor
-from elasticity.config import KAFKA_CHANGELOG_FACTORY, KEYS, ConfigError, JobConfig, elasticity_home, parse_factories
+from elasticity.config import KAFKA_CHANGELOG_FACTORY, JobConfig, elasticity_home, parse_factories
 from elasticity.config.kafka_clients import SystemClients
+from elasticity.config.runtime_rules import check_changelog_backend, check_declared_stores
 from elasticity.jobmodel.model import SystemStream
 
 
@@ -65,7 +66,7 @@ class StorageConfig:
     @classmethod
     def of(cls, config: JobConfig, descriptors: Sequence[StoreDescriptor]) -> StorageConfig:
         """The stores an app declares, configured by the job; a key naming an undeclared store fails."""
-        _check_declared(config, {d.name for d in descriptors})
+        check_declared_stores(config, {d.name for d in descriptors})
         return cls(
             job_name=config.job_name,
             job_id=config.job_id,
@@ -79,27 +80,6 @@ class StorageConfig:
             commit_pool_max_size=config.commit_pool_max_size,
             restore_pool_max_size=config.restore_pool_max_size,
         )
-
-
-def _check_declared(config: JobConfig, declared: set[str]) -> None:
-    """Stores need CheckpointV2 (their markers live there), and every `stores.<name>.*` key names one."""
-    # markers live in CheckpointV2 only: a V1 read first would restore every store empty
-    for key, versions, ok in (
-        ("task.checkpoint.read.versions", config.checkpoint_read_versions, config.checkpoint_read_versions[:1] == (2,)),
-        ("task.checkpoint.write.versions", config.checkpoint_write_versions, 2 in config.checkpoint_write_versions),
-    ):
-        if declared and not ok:
-            raise ConfigError(
-                f"{key}={','.join(map(str, versions))}: the app declares stores {sorted(declared)}, whose state markers "
-                f"live in CheckpointV2 only; {'list 2 first' if 'read' in key else 'include 2'} (e.g. 2,1)"
-            )
-    job_level = {k.name for k in KEYS if k.name.startswith("stores.") and "<" not in k.name}
-    for key in config.raw_map:
-        parts = key.split(".")
-        if (
-            parts[0] == "stores" and key not in job_level and parts[1] not in declared and parts[2:4] != ["side", "inputs"]
-        ):  # tables: state.table
-            raise ConfigError(f"{key}: the app declares no store {parts[1]!r} (it declares {sorted(declared)})")
 
 
 def _store_config(config: JobConfig, name: str) -> StoreConfig:
@@ -122,8 +102,7 @@ def _store_config(config: JobConfig, name: str) -> StoreConfig:
         restore = listed(pre + "restore.factory")
     if restore is None:
         restore = listed("stores.restore.factories") or by_changelog or backup
-    if KAFKA_CHANGELOG_FACTORY in backup + restore and changelog is None:
-        raise ConfigError(f"{pre}changelog is required: store {name!r} uses the Kafka changelog backend; expected system.stream")
+    check_changelog_backend(name, backup + restore, changelog)
     return StoreConfig(
         name=name,
         backup_factories=backup,

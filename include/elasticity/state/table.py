@@ -35,7 +35,8 @@ from typing import Any
 from rocksdict import WriteBatch
 
 from elasticity.api.descriptors import TableDescriptor
-from elasticity.config import ConfigError, JobConfig, parse_side_inputs
+from elasticity.config import JobConfig
+from elasticity.config.runtime_rules import table_side_inputs
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition
 from elasticity.jobmodel.object_mapper import ssp_to_key
 from elasticity.kafka.admin import Kafka, settings
@@ -61,24 +62,10 @@ class TableSource:
 def resolve_tables(config: JobConfig, tables: Mapping[str, TableDescriptor]) -> tuple[TableSource, ...]:
     """`stores.<t>.side.inputs` and `.side.inputs.processor.factory` over each descriptor; a key naming
     no table, or a table without side inputs, fails naming the key."""
-    raw = config.raw_map
-    for key in raw:
-        parts = key.split(".")
-        if parts[0] == "stores" and parts[2:4] == ["side", "inputs"] and parts[1] not in tables:
-            raise ConfigError(f"{key}: the app declares no table {parts[1]!r} (it declares {sorted(tables)})")
-    out = []
-    for name, d in sorted(tables.items()):
-        key = f"stores.{name}.side.inputs"
-        streams = parse_side_inputs(raw[key]) if key in raw else tuple(SystemStream.parse(s) for s in d.side_inputs)
-        if not streams:
-            raise ConfigError(f"{key} is required: table {name!r} has no side inputs (system.stream of a compacted topic)")
-        both = sorted(str(s) for s in set(streams) & set(config.inputs))
-        if both:
-            raise ConfigError(
-                f"{key}: {', '.join(both)} is also in task.inputs; a side input feeds its table only, list it in one place"
-            )
-        out.append(TableSource(name, tuple(streams), raw.get(f"{key}.processor.factory")))
-    return tuple(out)
+    streams = table_side_inputs(config, {name: d.side_inputs for name, d in tables.items()})
+    return tuple(
+        TableSource(name, s, config.raw_map.get(f"stores.{name}.side.inputs.processor.factory")) for name, s in streams.items()
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -25,7 +25,8 @@ from elasticity.checkpoint.state_markers import KafkaChangelogMarker
 from elasticity.checkpoint.store import CheckpointStore, Generation, StaleGenerationError, StoreError, SupersededError
 from elasticity.checkpoint.store.attempt_token import attempt_owner
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
-from elasticity.config import KAFKA_CHANGELOG_FACTORY, MAX_ELASTICITY_FACTOR, ConfigError, JobConfig
+from elasticity.config import KAFKA_CHANGELOG_FACTORY, ConfigError, JobConfig
+from elasticity.config.runtime_rules import rescale_factor
 from elasticity.jobmodel.grouping import build_job_model
 from elasticity.jobmodel.model import JobModel, SystemStream, SystemStreamPartition, TaskName
 from elasticity.jobmodel.tasknames import parse_task_name
@@ -132,9 +133,7 @@ class JobCoordinator:
         old = self.current()
         if factor is None:
             factor = old.factor if old else self.config.elasticity_factor
-        if not 1 <= factor <= MAX_ELASTICITY_FACTOR:
-            raise ConfigError(f"job.elasticity.factor={factor!r}: expected an integer from 1 to {MAX_ELASTICITY_FACTOR}")
-        return old, factor, self._model(factor)
+        return old, rescale_factor(factor), self._model(factor)
 
     @cached_property
     def storage(self) -> tuple[StorageConfig, list[StoreDescriptor]] | None:
