@@ -40,7 +40,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from math import gcd
 from pathlib import Path
@@ -190,19 +190,24 @@ def _context(storage: StorageConfig, cfg: StoreConfig, d: StoreDescriptor, task:
 
 
 def _kept(
-    new: TaskModel,
-    sources: tuple[TaskName, ...],
+    sources: Mapping[TaskName, tuple[TaskName, ...]],
     old_tasks: Mapping[TaskName, TaskModel],
+    new_tasks: Mapping[TaskName, TaskModel],
     *,
     old_factor: int,
     new_factor: int,
     storage: StorageConfig,
-) -> bool:
-    """Same name, one source that gives it every key, and (with a changelog) the same changelog partition."""
-    if old_factor != new_factor or sources != (new.task_name,):
-        return False
+) -> set[TaskName]:
+    """The new tasks that keep their state: same name, one source that gives it every key, and (with a changelog)
+    the same changelog partition."""
+    if old_factor != new_factor:
+        return set()
     changelog = any(KAFKA_CHANGELOG_FACTORY in s.backup_factories for s in storage.stores)
-    return not changelog or old_tasks[new.task_name].changelog_partition == new.changelog_partition
+    return {
+        t
+        for t, src in sources.items()
+        if src == (t,) and (not changelog or old_tasks[t].changelog_partition == new_tasks[t].changelog_partition)
+    }
 
 
 def move_state(
@@ -225,31 +230,14 @@ def move_state(
     sources = plan_sources(old_model, old_factor, new_model, new_factor)
     old_tasks = {t.task_name: t for t in old_model.tasks()}
     new_tasks = {t.task_name: t for t in new_model.tasks()}
-    kept = {
-        t
-        for t, src in sources.items()
-        if _kept(new_tasks[t], src, old_tasks, old_factor=old_factor, new_factor=new_factor, storage=storage)
-    }
+    kept = _kept(sources, old_tasks, new_tasks, old_factor=old_factor, new_factor=new_factor, storage=storage)
     moving = {t: src for t, src in sources.items() if t not in kept}
     _refuse_unmovable(storage, descriptors, moving, old_cps)
-
-    transfers: list[Transfer] = []
-    ids: dict[TaskName, CheckpointId] = {}
-    markers: dict[TaskName, Markers] = {}
-    for t in sorted(kept):
-        old = old_cps.get(t)
-        if old is not None and old.checkpoint_id is not None:
-            ids[t], markers[t] = old.checkpoint_id, {f: dict(m) for f, m in old.state_markers.items()}
-        transfers += [Transfer(task=t, store=d.name, sources=sources[t], how="kept") for d in descriptors]
-
+    transfers, ids, markers = _keep(kept, sources, old_cps, descriptors)
     blobs = BlobStoreManager(storage.blob_uri)
     journal = None
     if not dry_run and any(moving.values()):
-        journal = f"{job_prefix(storage.job_name, storage.job_id)}{JOURNALS}{cp_id}.json"
-        prefixes = sorted(store_prefix(storage.job_name, storage.job_id, t, d.name) for t in moving for d in descriptors)
-        entry = {"checkpoint-id": str(cp_id), "from-generation": from_generation, "epoch": epoch, "prefixes": prefixes}
-        blobs.put_bytes(journal, json.dumps(entry).encode())
-        faults.point("rescale.state.journal_written")
+        journal = _write_journal(storage, blobs, moving, descriptors, cp_id=cp_id, from_generation=from_generation, epoch=epoch)
     mover = _Mover(
         storage,
         blobs,
@@ -280,6 +268,43 @@ def move_state(
     if not dry_run:
         faults.point("rescale.state.moved")
     return move
+
+
+def _keep(
+    kept: set[TaskName],
+    sources: Mapping[TaskName, tuple[TaskName, ...]],
+    old_cps: Mapping[TaskName, TaskCheckpoint],
+    descriptors: Sequence[StoreDescriptor],
+) -> tuple[list[Transfer], dict[TaskName, CheckpointId], dict[TaskName, Markers]]:
+    """The transfers, checkpoint ids and markers of the tasks that keep their state: the old checkpoint's own."""
+    transfers: list[Transfer] = []
+    ids: dict[TaskName, CheckpointId] = {}
+    markers: dict[TaskName, Markers] = {}
+    for t in sorted(kept):
+        old = old_cps.get(t)
+        if old is not None and old.checkpoint_id is not None:
+            ids[t], markers[t] = old.checkpoint_id, {f: dict(m) for f, m in old.state_markers.items()}
+        transfers += [Transfer(task=t, store=d.name, sources=sources[t], how="kept") for d in descriptors]
+    return transfers, ids, markers
+
+
+def _write_journal(
+    storage: StorageConfig,
+    blobs: BlobStoreManager,
+    moving: Mapping[TaskName, tuple[TaskName, ...]],
+    descriptors: Sequence[StoreDescriptor],
+    *,
+    cp_id: CheckpointId,
+    from_generation: int,
+    epoch: int | None,
+) -> str:
+    """The move's journal, written before any upload: the prefixes it may fill, for `clean_stale_moves`."""
+    journal = f"{job_prefix(storage.job_name, storage.job_id)}{JOURNALS}{cp_id}.json"
+    prefixes = sorted(store_prefix(storage.job_name, storage.job_id, t, d.name) for t in moving for d in descriptors)
+    entry = {"checkpoint-id": str(cp_id), "from-generation": from_generation, "epoch": epoch, "prefixes": prefixes}
+    blobs.put_bytes(journal, json.dumps(entry).encode())
+    faults.point("rescale.state.journal_written")
+    return journal
 
 
 class _Mover:
@@ -314,13 +339,7 @@ class _Mover:
     ) -> None:
         """Every source downloads at once and is scanned as it arrives; a new task is ingested and uploaded
         as soon as its last source is scanned."""
-        cfg = self.storage.store(d.name)
-        markers_of = {
-            s: old_cps[s].state_markers.get(BLOB_STORE_FACTORY, {}).get(d.name) if s in old_cps else None
-            for src in moving.values()
-            for s in src
-        }
-        found = {s: m for s, m in sorted(markers_of.items()) if m is not None}
+        found = _snapshots(d, moving, old_cps)
         targets = {
             t: _Target(folder=None if self.dry_run else self.work / d.name / str(i), sources_left={s for s in src if s in found})
             for i, (t, src) in enumerate(sorted(moving.items()))
@@ -329,6 +348,28 @@ class _Mover:
         for t, src in moving.items():
             for s in src:
                 by_source.setdefault(s, []).append(t)
+        uploads = self._scan_and_upload(d, found, targets, by_source)
+        for t, target in sorted(targets.items()):
+            if any(s in found for s in moving[t]):
+                ids[t] = self.cp_id
+                transfers.append(Transfer(task=t, store=d.name, sources=moving[t], keys=target.keys, bytes=target.bytes))
+            else:
+                transfers.append(Transfer(task=t, store=d.name, sources=moving[t], how="empty"))
+        for t, upload in sorted(uploads.items()):
+            for factory, marker in upload.result().items():
+                markers.setdefault(t, {}).setdefault(factory, {})[d.name] = marker
+            faults.point("rescale.state.uploaded")
+
+    def _scan_and_upload(
+        self,
+        d: StoreDescriptor,
+        found: Mapping[TaskName, str],
+        targets: Mapping[TaskName, _Target],
+        by_source: Mapping[TaskName, list[TaskName]],
+    ) -> dict[TaskName, Future[dict[str, str]]]:
+        """Read every source snapshot at once; as each is scanned, its buckets count towards their targets, and a
+        target whose last source it was starts its upload (none in a dry run). The uploads under way, by task."""
+        cfg = self.storage.store(d.name)
         reads = {
             self.pool.submit(
                 self._read, d, cfg, s, marker=m, i=i, outputs={_bucket(t): targets[t].sst(i) for t in by_source[s]}
@@ -361,16 +402,7 @@ class _Mover:
                         cp_id=self.cp_id,
                     )
             faults.point("rescale.state.source_read")
-        for t, target in sorted(targets.items()):
-            if any(s in found for s in moving[t]):
-                ids[t] = self.cp_id
-                transfers.append(Transfer(task=t, store=d.name, sources=moving[t], keys=target.keys, bytes=target.bytes))
-            else:
-                transfers.append(Transfer(task=t, store=d.name, sources=moving[t], how="empty"))
-        for t, upload in sorted(uploads.items()):
-            for factory, marker in upload.result().items():
-                markers.setdefault(t, {}).setdefault(factory, {})[d.name] = marker
-            faults.point("rescale.state.uploaded")
+        return uploads
 
     def _read(
         self, d: StoreDescriptor, cfg: StoreConfig, source: TaskName, *, marker: str, i: int, outputs: dict[int, str | None]
@@ -391,6 +423,19 @@ class _Mover:
         if self.workers is not None:
             self.workers.close()
         shutil.rmtree(self.work, ignore_errors=True)
+
+
+def _snapshots(
+    d: StoreDescriptor, moving: Mapping[TaskName, tuple[TaskName, ...]], old_cps: Mapping[TaskName, TaskCheckpoint]
+) -> dict[TaskName, str]:
+    """The blob-store marker of store `d` in each source's old checkpoint, by source in name order; a source
+    without one (no state committed yet) gives its targets nothing."""
+    markers_of = {
+        s: old_cps[s].state_markers.get(BLOB_STORE_FACTORY, {}).get(d.name) if s in old_cps else None
+        for src in moving.values()
+        for s in src
+    }
+    return {s: m for s, m in sorted(markers_of.items()) if m is not None}
 
 
 def _refuse_unmovable(
