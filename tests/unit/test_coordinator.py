@@ -77,3 +77,44 @@ def test_a_rescale_decided_on_an_older_generation_changes_nothing():
         coordinator.rescale(4, "schedule", expected_generation=decided_on)
     assert coordinator.current().factor == 3
     assert coordinator.rescale(4, "schedule", expected_generation=2).factor == 4
+
+
+def _batch_start(tmp_path, caplog, first_factor: str, **props: str) -> tuple[list[str], object]:
+    """A job's first generation at `first_factor`, then two batches' starts in the engine (no Spark: only its
+    step that reads the current generation) under a config of `props`, on the same SQLite store; the warnings
+    of those batches."""
+    from types import SimpleNamespace
+
+    from elasticity.spark.engine import MicroBatchEngine
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    inputs = MemoryInputs()
+    inputs.create(ORDERS, 2)
+    job = {"job.name": "j", "task.inputs": "kafka.orders"}
+    JobCoordinator(validate({**job, "job.elasticity.factor": first_factor}), CheckpointStore(url), inputs).initialize()
+    engine = MicroBatchEngine(validate({**job, **props}), spark=None, store=CheckpointStore(url), inputs=inputs)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="elasticity"):
+        generation, cps, _ = engine._start("a batch", None)
+        engine._start("a batch", (SimpleNamespace(generation=generation.number), cps))  # chained behind its upload
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING], generation
+
+
+def test_a_factor_changed_after_the_first_generation_is_not_read_and_each_batch_says_so(tmp_path, caplog):
+    warnings, generation = _batch_start(tmp_path, caplog, "2", **{"job.elasticity.factor": "4"})
+    assert generation.factor == 2  # job.elasticity.factor is the initial factor only
+    said = (
+        "job 'j': job.elasticity.factor=4 is not read: the job runs at factor 2 (generation 1), and the key sets only a "
+        "new job's factor. To run at 4, rescale: the elastic_rescale DAG, or `elasticity rescale --config <the job's "
+        "file> --factor 4`; or set the key to 2 to say what runs"
+    )
+    assert warnings == [said, said]  # once per batch
+
+
+def test_no_factor_warning_when_the_config_names_the_running_factor_or_a_policy_chooses_it(tmp_path, caplog):
+    assert _batch_start(tmp_path / "same", caplog, "2", **{"job.elasticity.factor": "2"})[0] == []
+    autosized = {"job.elasticity.factor": "4", "job.elasticity.autosize": "true"}
+    assert _batch_start(tmp_path / "autosize", caplog, "2", **autosized)[0] == []
+    scheduled = {"job.elasticity.factor": "4", "job.elasticity.schedule": "0 8 * * * -> 8"}
+    assert _batch_start(tmp_path / "schedule", caplog, "2", **scheduled)[0] == []

@@ -1,19 +1,56 @@
-"""Every error message the troubleshooting page quotes is one the code prints: each literal piece of a quoted line
-(between its `<placeholders>` and `[...]`) is in a string of the library's source, so a message reworded in the
-code without its page fails here."""
+"""Every error message the docs quote is one the library prints, so a message reworded in the code without its
+page (or a page that paraphrases a message) fails here.
+
+What counts as a quoted error, on the README and every page under docs/:
+- each line of a fenced block marked `error` (an opening fence of three backticks and `error`); an indented
+  line is a detail of the line above (an example config's values, a log's tail) and is not checked. Every
+  block of the troubleshooting page is one;
+- an inline code span right after the word "error" ("the error `...`", "fails with the error:" and the span on
+  the next line, a column named `error` and the span after it), and the spans listed after that one (`, `,
+  ` or ` between);
+- an inline code span that starts with `error: `, the command line's own line.
+
+A quoted message matches a line of a string of the library's source (a constant or an f-string) where the
+code's holes (`{...}`, `%s`) stand for anything, and the page's placeholders (`<...>`, `[...]`, `...`) stand
+where the code has a hole; a quote that ends in `...` leaves the rest of the message out. The prefixes that
+callers put before a message may be left on: the command line's `error: `, the exception's class name as
+Python prints it (`ConfigError: `), and a leading `<placeholder>: ` (the file or operator a wrapper names)."""
 
 from __future__ import annotations
 
 import ast
+import builtins
 import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 
+from tests.support.doc_blocks import blocks
 from tests.support.library import PACKAGE, REPO
 
-PAGE = REPO / "docs" / "operating" / "troubleshooting.md"
-# a config error is composed as "<key>=<value>: expected <what the key's parser allows> (<detail>)": its parts are
-# checked apart
-PLACEHOLDER = re.compile(r"<[^<>]+>|\[\.\.\.\]|\.\.\.|\bexpected |[()]")
-SHORTEST = 4  # a shorter piece (": ", "; ") says nothing of which message it is
+DOCS = REPO / "docs"
+GENERATED = {"results"}  # measured output written by the benchmarks, not prose
+TROUBLESHOOTING = DOCS / "operating" / "troubleshooting.md"
+
+HOLE = "\x00"  # a placeholder of the page, or a hole of the code, once both are normalised
+CODE_HOLE = re.compile(r"\{[^{}]*\}|%[-#0 +]*\d*(?:\.\d+)?[sdrfgx]")
+PLACEHOLDER = re.compile(r"<[^<>\s=][^<>]*>|\[\.\.\.\]|\.\.\.")
+SPECIFIC = 12  # a string with fewer literal characters (`f"{path}: {e}"`) would match any message
+SPAN = re.compile(r"(?<!`)`([^`]+)`(?!`)")
+LEAD = re.compile(r"\berror`?:?\s*\(?\s*$")  # "the error `", "with the error:\n`", "its `error`\n`", "error (`"
+LISTED = re.compile(r"^\s*(?:,|or|and|, or|, and)\s*$")
+CLI_PREFIX = "error: "
+EXCEPTION_PREFIX = re.compile(r"^([A-Z]\w*(?:Error|Exception)): ")
+WRAPPER_PREFIX = re.compile(rf"^{HOLE}: ")
+
+
+@dataclass(frozen=True)
+class Quote:
+    where: str
+    text: str
+
+
+# --- the library's strings ------------------------------------------------------------------------
 
 
 def _constants(tree: ast.Module) -> dict[str, str]:
@@ -32,71 +69,174 @@ def _constants(tree: ast.Module) -> dict[str, str]:
     return out
 
 
-def _rendered(node: ast.JoinedStr, constants: dict[str, str]) -> list[str]:
-    """An f-string's literal parts, a part naming a module constant (`{NAME}`, `{', '.join(NAME)}`) printed into them."""
-    parts, text = [], ""
+def _literal(text: str) -> str:
+    """Code text as a page would quote it: a placeholder the code writes out (`s3://<bucket>/...`) is one."""
+    return PLACEHOLDER.sub(HOLE, text)
+
+
+def _rendered(node: ast.JoinedStr, constants: dict[str, str]) -> str:
+    """An f-string with a hole per replacement field; a field naming a module constant (`{NAME}`,
+    `{', '.join(NAME)}`) is printed into it, as it always prints the same."""
+    text = ""
     for value in node.values:
         if isinstance(value, ast.Constant):
-            text += str(value.value)
+            text += _literal(str(value.value))
             continue
-        expr = value.value if isinstance(value, ast.FormattedValue) else value
+        assert isinstance(value, ast.FormattedValue)
+        expr = value.value
         if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "join" and expr.args:
             expr = expr.args[0]
-        if isinstance(expr, ast.Name) and expr.id in constants and getattr(value, "conversion", -1) == -1:
-            text += constants[expr.id]
-        else:
-            parts.append(text)
-            text = ""
-    return [*parts, text]
+        plain = value.conversion == -1 and value.format_spec is None
+        text += _literal(constants[expr.id]) if plain and isinstance(expr, ast.Name) and expr.id in constants else HOLE
+    return text
 
 
-def library_strings() -> list[str]:
-    """The literal text of every string in the library: whole constants, and each literal part of an f-string."""
-    found = []
+def _pattern(template: str) -> re.Pattern[str]:
+    """A template line as a regex: its holes match anything, the page's placeholders included."""
+    return re.compile("(?:.*?)".join(re.escape(part) for part in template.split(HOLE)), re.S)
+
+
+def _cut_pattern(template: str) -> re.Pattern[str] | None:
+    """The template's start, as a quote that ends in `...` (the rest of the message left out) gives it: it
+    may stop in a hole or inside a literal part, once it has quoted `SPECIFIC` characters of the template's
+    own. None for a template too short for that."""
+    cuts: list[str] = []
+    head, said = "", 0
+    for part in template.split(HOLE):
+        lengths = range(len(part), max(0, SPECIFIC - said) - 1, -1)
+        if lengths:
+            cuts.append(head + f"(?:{'|'.join(re.escape(part[:j]) for j in lengths)})")
+        head += re.escape(part) + "(?:.*?)"
+        said += len(part)
+    return re.compile("|".join(f"(?:{c})" for c in cuts), re.S) if cuts else None
+
+
+@cache
+def library() -> tuple[tuple[str, ...], frozenset[str]]:
+    """Each line of every string of the library that says enough to name a message, with `HOLE` for what
+    the code fills in; and the names of the library's classes (an exception's name may lead a quoted line)."""
+    lines: set[str] = set()
+    classes: set[str] = set()
     for path in PACKAGE.rglob("*.py"):
         tree = ast.parse(path.read_text())
         constants = _constants(tree)
+        parts_of_fstrings = {id(v) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for v in node.values}
         for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                found.append(node.value)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in parts_of_fstrings:
+                lines.update(CODE_HOLE.sub(HOLE, _literal(node.value)).split("\n"))
             elif isinstance(node, ast.JoinedStr):
-                found.extend(_rendered(node, constants))
-    return found
+                lines.update(_rendered(node, constants).split("\n"))
+            elif isinstance(node, ast.ClassDef):
+                classes.add(node.name)
+    specific = sorted(t.strip() for t in lines if len(re.sub(rf"[\s{HOLE}]", "", t)) >= SPECIFIC)
+    return tuple(specific), frozenset(classes)
 
 
-def quoted_lines(page_text: str) -> list[str]:
-    """The lines of the page's code blocks; an indented one (a detail of a multi-line error, quoting an example
-    config's values) is left out."""
-    lines, inside = [], False
-    for line in page_text.splitlines():
-        if line.startswith("```"):
-            inside = not inside
-        elif inside and line.strip() and not line.startswith(" "):
-            lines.append(line)
-    return lines
+@cache
+def patterns() -> tuple[re.Pattern[str], ...]:
+    return tuple(_pattern(t) for t in library()[0])
 
 
-def pieces(line: str) -> list[str]:
-    """The literal pieces of a quoted line, without the quotes a `!r` puts around a placeholder's value."""
+# --- the quotes of the docs -----------------------------------------------------------------------
+
+
+def pages() -> list[Path]:
+    docs = (p for p in DOCS.rglob("*.md") if not GENERATED & set(p.relative_to(DOCS).parts))
+    return [REPO / "README.md", *sorted(docs)]
+
+
+def _without_blocks(text: str) -> str:
+    """The page with its fenced blocks blanked out, line numbers kept: inline spans are looked for in prose."""
+    return re.sub(r"(?ms)^ {0,3}(`{3,}|~{3,}).*?^ {0,3}\1\s*$", lambda m: "\n" * m.group(0).count("\n"), text)
+
+
+def block_quotes(page: Path) -> list[Quote]:
     out = []
-    for piece in PLACEHOLDER.split(line):
-        piece = piece.strip("'\" :;,()")
-        if len(piece.strip()) >= SHORTEST:
-            out.append(piece)
+    for b in blocks(page, REPO):
+        if b.lang != "error":
+            continue
+        for i, line in enumerate(b.text.splitlines(), start=b.line + 1):
+            if line.strip() and not line.startswith(" "):
+                out.append(Quote(f"{b.page}:{i}", line))
     return out
 
 
-def test_pieces_split_at_placeholders():
-    line = "job '<job>' is leased by '<owner>' for another <s>s (a batch); expected 1"
-    assert pieces(line) == ["is leased by", "for another", "a batch"]
+def inline_quotes(page: Path) -> list[Quote]:
+    text = _without_blocks(page.read_text())
+    out, listed_after = [], None
+    for m in SPAN.finditer(text):
+        span = " ".join(m.group(1).split())
+        before = text[max(0, m.start() - 40) : m.start()]
+        follows_list = listed_after is not None and LISTED.match(text[listed_after : m.start()])
+        quoted = LEAD.search(before) or follows_list or span.startswith(CLI_PREFIX)
+        if quoted:
+            out.append(Quote(f"{page.relative_to(REPO)}:{text.count(chr(10), 0, m.start()) + 1}", span))
+            listed_after = m.end()
+        else:
+            listed_after = None
+    return out
 
 
-def test_every_quoted_message_is_printed_by_the_code():
-    strings = library_strings()
-    missing = [
-        f"{line!r}: {piece!r}"
-        for line in quoted_lines(PAGE.read_text())
-        for piece in pieces(line)
-        if not any(piece in s for s in strings)
-    ]
+def quotes() -> list[Quote]:
+    return [q for page in pages() for q in (*block_quotes(page), *inline_quotes(page))]
+
+
+# --- matching -------------------------------------------------------------------------------------
+
+
+def messages(quoted: str) -> set[str]:
+    """The quoted line as the library may compose it, the placeholders as holes: as quoted, and with each of
+    the callers' prefixes taken off (a string of the library may print the prefix itself)."""
+    found = {PLACEHOLDER.sub(HOLE, quoted.strip())}
+    for text in list(found):
+        if text.startswith(CLI_PREFIX):
+            found.add(text[len(CLI_PREFIX) :])
+    for text in list(found):
+        exception = EXCEPTION_PREFIX.match(text)
+        if exception and (exception.group(1) in library()[1] or hasattr(builtins, exception.group(1))):
+            found.add(text[exception.end() :])
+    return found | {WRAPPER_PREFIX.sub("", text) for text in found}
+
+
+def printed(quoted: str) -> bool:
+    """Whether a string of the library prints the quoted line (a quote with no words of its own, such as
+    `error: <message>`, says nothing to check)."""
+    texts = messages(quoted)
+    if not all(re.sub(rf"[\s{HOLE}]", "", text) for text in texts):
+        return True
+    if any(p.fullmatch(text) for text in texts for p in patterns()):
+        return True
+    cut = {text.removesuffix(HOLE).rstrip() for text in texts if quoted.rstrip().endswith("...")}
+    starts = [t for t in library()[0] if any(text.startswith(t.split(HOLE)[0]) for text in cut)]
+    return any((p := _cut_pattern(t)) is not None and p.fullmatch(text) for t in starts for text in cut)
+
+
+# --- the tests ------------------------------------------------------------------------------------
+
+
+def test_the_conventions_find_quotes_in_prose_and_blocks():
+    found = {q.text for q in quotes()}
+    assert "job '<job>' has no checkpoints yet in <url>" in found  # a line of an error block
+    assert "output kafka.<topic> partition <p> refused by the broker: <reason>" in found  # after "the error"
+    assert "deserialize: value is not valid json ..." in found  # a column named `error`, then a list
+    assert any(q.startswith("error: Kafka broker unreachable at 127.0.0.1") for q in found)  # the CLI's line
+
+
+def test_placeholders_match_holes_only():
+    assert printed("job '<job>' has no checkpoints yet in <url>")
+    assert printed("error: job 'orders' has no checkpoints yet in sqlite:///x.db")  # values for the holes
+    assert not printed("job '<job>' has no checkpoints in <url>")  # a word the code does not print
+    assert not printed("job '<job>' has no <what> yet in <url>")  # a placeholder where the code has words
+    assert printed("error: <message>")  # nothing of its own
+    assert printed("job '<job>' has no checkpoints ...")  # the rest left out
+    assert not printed("job '<job>' has no bananas ...")
+
+
+def test_every_troubleshooting_block_quotes_errors():
+    kinds = {b.lang for b in blocks(TROUBLESHOOTING, REPO)}
+    assert kinds == {"error"}, "the troubleshooting page quotes errors only, each block marked ```error"
+
+
+def test_every_quoted_error_is_printed_by_the_code():
+    missing = [f"{q.where}: {q.text}" for q in quotes() if not printed(q.text)]
     assert missing == []

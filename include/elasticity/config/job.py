@@ -98,7 +98,11 @@ class JobConfig:
         "job.elasticity.factor",
         int_range(1, MAX_ELASTICITY_FACTOR),
         "1",
-        doc=f"Virtual tasks per task, one per key bucket (1 = elasticity off, max {MAX_ELASTICITY_FACTOR}): the factor a job starts at. Once the job has a generation its factor is the generation's, and a new value here is not read: change it with a rescale (`elasticity rescale --factor N`, or the elastic_rescale DAG).",
+        doc=f"Virtual tasks per task, one per key bucket (1 = elasticity off, max {MAX_ELASTICITY_FACTOR}): the initial "
+        "factor, the one a new job's first generation takes. Once the job has a generation its factor is the "
+        "generation's, and a new value here is not read: change it with a rescale (the elastic_rescale DAG, or "
+        "`elasticity rescale --config <file> --factor N`). While the two differ, each batch logs a warning naming "
+        "both (not when job.elasticity.schedule or job.elasticity.autosize chooses the factor).",
         samza="Samza's key (SEP-32); on purpose, a key's bucket is pmod(xxhash64(key), F), stable across processes, not abs(key.hashCode()) % F, and task names carry the factor",
     )
     grouper: Grouper = key(

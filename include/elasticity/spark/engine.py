@@ -367,11 +367,12 @@ class MicroBatchEngine:
         """The generation and checkpoints the batch starts from, and the plan it must replay (a batch that
         failed before its commit: its ranges exactly). Behind an upload still running, that batch's
         checkpoints under the same generation; otherwise the committed ones, after a new generation if
-        input partitions were added."""
+        input partitions were added. Each batch's log says so when the config names another factor."""
         if snapshot is not None:
             previous, cps = snapshot
             generation = self.coordinator.current()
             assert generation is not None and generation.number == previous.generation
+            self.coordinator.warn_unread_factor(generation)
             return generation, cps, None
         generation = self.coordinator.current()
         pending = self.store.pending_plan(self.job) if generation else None
@@ -379,6 +380,7 @@ class MicroBatchEngine:
             # also picks up new input partitions: a new generation records its own metrics (rescale)
             generation = self.coordinator.initialize(owner, settled=True)  # this run settled at its start
         assert generation is not None
+        self.coordinator.warn_unread_factor(generation)
         return generation, self.coordinator.checkpoints(generation), pending
 
     def _plan(

@@ -41,7 +41,7 @@ class ProcessContext:
     policy: str = "dlq"
     max_concurrency: int = 1
     callback_timeout_ms: int | None = None
-    thread_pool_size: int = 0  # job.container.thread.pool.size (the config's default is 64): 0 = one after another
+    thread_pool_size: int = 0  # job.container.thread.pool.size (the config's default is 256): 0 = one after another
     state: BatchState | None = None  # a job with stores
     tables: SideInputBatch | None = None  # a job with tables: their side inputs and this batch's read-up-to offsets
     stage_kafka: bool = False  # processing.guarantee=exactly_once: Kafka outputs wait for the commit's transaction

@@ -80,6 +80,26 @@ class JobCoordinator:
     def current(self) -> Generation | None:
         return self.store.generation(self.job)
 
+    def warn_unread_factor(self, generation: Generation) -> None:
+        """Once a job has a generation its factor is the generation's (SEP-32's rescale moves it), so a config
+        naming another factor is not read: a batch says so in its log, lest a new value seem to have been taken.
+        Quiet when a scale policy chooses the factor (job.elasticity.schedule or .autosize): it differs by design."""
+        configured = self.config.elasticity_factor
+        if configured == generation.factor or self.config.elasticity_schedule or self.config.autosize:
+            return
+        log.warning(
+            "job %r: job.elasticity.factor=%d is not read: the job runs at factor %d (generation %d), and the key sets "
+            "only a new job's factor. To run at %d, rescale: the elastic_rescale DAG, or `elasticity rescale --config "
+            "<the job's file> --factor %d`; or set the key to %d to say what runs",
+            self.job,
+            configured,
+            generation.factor,
+            generation.number,
+            configured,
+            configured,
+            generation.factor,
+        )
+
     def checkpoints(self, generation: Generation) -> dict[TaskName, TaskCheckpoint]:
         """Every task's checkpoint; a task without one, or an input partition missing from its task's, is an
         error, never a silent restart or skip."""
