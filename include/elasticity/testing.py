@@ -9,7 +9,7 @@ A `process` call is one micro-batch through the engine's own process stage
 (`batch.container.processing.process_slot`): the job's config validated by
 `elasticity.config.validate`, its job model built by the groupers, each record
 partitioned by Kafka's murmur2 of its key bytes, routed to its virtual task by
-`batch.container.reader.route` (SEP-32's key bucket), decoded by the job's serdes, run
+`batch.container.routing.route_records` (SEP-32's key bucket), decoded by the job's serdes, run
 through `SliceExecutor` under `task.dead.letter.policy` and
 `task.max.concurrency`, with real RocksDB stores restored from and snapshotted
 to local checkpoints, and windows closed by the watermark as between batches.
@@ -38,7 +38,8 @@ from elasticity.api.stream import KV, ApplicationDescriptor, OutputStream, load_
 from elasticity.batch.container.container_process import container_process
 from elasticity.batch.container.process_context import ProcessContext, process_context, slot_of, slot_tasks
 from elasticity.batch.container.processing import process_slot
-from elasticity.batch.container.reader import Chunk, ReadCounts, Routed, RouteTable, SlotReads, route
+from elasticity.batch.container.reader import Chunk, ReadCounts, Routed, SlotReads, route
+from elasticity.batch.container.routing import RouteTable
 from elasticity.batch.sinks.exactly_once import staging_root
 from elasticity.batch.sinks.outputs import batch_file_name
 from elasticity.checkpoint.task_checkpoint import CheckpointId, CheckpointV2, TaskCheckpoint
