@@ -13,7 +13,6 @@ DECLARATIVE = {"elasticity.quality.suite._expectations"}  # the data-quality che
 NOT_YET_SPLIT = {
     "elasticity.state.rescale.move_state",
     "elasticity.state.rescale.move",
-    "elasticity.testing.process",
     "elasticity.batch.container.reader._read_together",
 }
 

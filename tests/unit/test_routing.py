@@ -6,6 +6,7 @@ runs."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 import sys
 import textwrap
@@ -17,6 +18,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from elasticity.batch.container import process_context, reader, routing
+from elasticity.batch.coordinator import outcome, planning
 from elasticity.batch.coordinator.job_coordinator import JobCoordinator
 from elasticity.checkpoint.batch_plan import BatchPlan, OffsetRange
 from elasticity.checkpoint.store import CheckpointStore, Generation
@@ -25,6 +27,7 @@ from elasticity.config import validate
 from elasticity.jobmodel.grouping import build_job_model
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition
 from elasticity.testing import TestRun
+from tests.support.library import library_modules
 from tests.support.memory import MemoryInputs, ReferenceRunner
 from tests.unit.test_checkpoint_rescale_machine import RescaleMachine
 
@@ -131,10 +134,29 @@ def test_the_engine_the_reference_runner_and_the_harness_call_the_one_routing_fu
         assert calls, f"{run} routed without route_records"
 
 
-def test_the_harness_places_with_the_engines_function():
-    from elasticity import testing
-
-    assert testing.slot_of is process_context.slot_of and testing.slot_tasks is process_context.slot_tasks
+def test_the_harness_places_reads_and_advances_with_the_engines_functions(monkeypatch):
+    """The harness's placement, slot reads, state layout, plan and checkpoints are the engine's own functions: the
+    very objects `spark.engine` imports, and each called by a batch of a stateful app."""
+    engine = library_modules()["elasticity.spark.engine"]
+    imported = {
+        (node.module, a.name)
+        for node in ast.walk(ast.parse(engine.read_text()))
+        if isinstance(node, ast.ImportFrom)
+        for a in node.names
+    }
+    shared = {
+        process_context: ("slot_of", "slot_reads", "batch_state"),
+        outcome: ("new_checkpoints",),
+        planning: ("plan_ranges",),
+    }
+    calls = {}
+    for module, names in shared.items():
+        for name in names:
+            assert (module.__name__, name) in imported, f"spark.engine does not use {module.__name__}.{name}"
+            calls[name] = spy(monkeypatch, getattr(module, name))
+    with TestRun("elasticity.apps.enrichment:build_stateful", inputs=["kafka.orders"], factor=FACTOR, partitions=2) as run:
+        run.process([("user-1", {"key": "user-1", "amount": 5})])
+    assert all(calls.values()), f"the harness did not call {sorted(n for n, c in calls.items() if not c)}"
 
 
 # Mutants of the routing rule: (the function, the text of its source changed, what it becomes). Each is a rule

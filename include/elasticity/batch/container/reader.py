@@ -215,6 +215,9 @@ def _chunk_columns(chunk: Chunk) -> Iterator[Columns]:
             yield cols
 
 
+ChunkSource = Callable[[Iterable[Chunk]], Iterator[tuple[Chunk, Columns]]]  # chunks -> their records, each with its chunk
+
+
 def read_chunks(chunks: Iterable[Chunk]) -> Iterator[tuple[Chunk, Columns]]:
     """The records of every chunk, each with its chunk, as columns (routed before any Arrow array is made). A
     system librdkafka can read is read in one assignment of all its chunks' partitions (one fetch for them all,
@@ -401,9 +404,10 @@ class SlotReads:
                     by_slot.setdefault(slot, []).append(replace(c, start=max(c.start, first)))
         return cls(route, {s: tuple(cs) for s, cs in by_slot.items()})
 
-    def read(self, slot: int) -> tuple[pa.Table, ReadCounts]:
-        """The slot's records to process, routed, and what it read per virtual task."""
+    def read(self, slot: int, source: ChunkSource | None = None) -> tuple[pa.Table, ReadCounts]:
+        """The slot's records to process, routed, and what it read per virtual task. `source` reads the chunks:
+        from Kafka (`read_chunks`), or from the app test harness's logs in memory."""
         counts, out = ReadCounts(), Routed()
-        for chunk, cols in read_chunks(self.chunks.get(slot, ())):
+        for chunk, cols in (source or read_chunks)(self.chunks.get(slot, ())):
             route(self.route, chunk, cols, slot=slot, counts=counts, out=out)
         return out.table(), counts
