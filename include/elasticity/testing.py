@@ -5,30 +5,33 @@ Kafka Streams' TopologyTestDriver and Flink's operator test harnesses, for this 
     result = run.process([("user-1", {"amount": 5})], stream="kafka.orders", partitions=2)
     result.outputs["parquet.enriched"], result.stores["totals"], result.dead_letters
 
-A `process` call is one micro-batch through the engine's own process stage
-(`batch.container.processing.process_slot`): the job's config validated by
-`elasticity.config.validate`, its job model built by the groupers, each record
-partitioned by Kafka's murmur2 of its key bytes, routed to its virtual task by
-`batch.container.reader.route` (SEP-32's key bucket), decoded by the job's serdes, run
-through `SliceExecutor` under `task.dead.letter.policy` and
-`task.max.concurrency`, with real RocksDB stores restored from and snapshotted
-to local checkpoints, and windows closed by the watermark as between batches.
-What the harness does itself is the driver's part: the Kafka log (in memory),
-the batch's offsets, the checkpoints it carries from batch to batch, and
-reading back what the sinks wrote. Kafka outputs are staged as files, as under
-`processing.guarantee=exactly_once`, and read from there.
+A `process` call is one micro-batch through the engine's own code: the job's
+config validated by `elasticity.config.validate`, its job model built by the
+groupers, each record partitioned by Kafka's murmur2 of its key bytes; the
+batch planned (`planning.plan_ranges`), its virtual tasks placed on process
+slots and their reads and state laid out (`process_context.slot_of`,
+`slot_reads`, `batch_state`), each record routed to its virtual task by
+`routing.route_records` (SEP-32's key bucket) as a slot reads it, decoded by the
+job's serdes, run through `SliceExecutor` (`processing.process_slot`) under
+`task.dead.letter.policy` and `task.max.concurrency`, with real RocksDB stores
+restored from and snapshotted to local checkpoints, windows closed by the
+watermark as between batches, and the checkpoints advanced as the driver
+advances them (`outcome.new_checkpoints`). What the harness keeps itself: the
+Kafka log (in memory), the checkpoints from batch to batch (committed at once),
+and reading back what the sinks wrote. Kafka outputs are staged as files, as
+under `processing.guarantee=exactly_once`, and read from there.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from kafka.partitioner.default import murmur2
 from rocksdict import AccessType, Options, Rdict
@@ -36,16 +39,26 @@ from rocksdict import AccessType, Options, Rdict
 from elasticity.api.descriptors import StoreDescriptor
 from elasticity.api.stream import KV, ApplicationDescriptor, OutputStream, load_application
 from elasticity.batch.container.container_process import container_process
-from elasticity.batch.container.process_context import ProcessContext, process_context, slot_of, slot_tasks
-from elasticity.batch.container.processing import process_slot
-from elasticity.batch.container.reader import Chunk, ReadCounts, Routed, RouteTable, SlotReads, route
+from elasticity.batch.container.process_context import (
+    ProcessContext,
+    batch_state,
+    process_context,
+    slot_of,
+    slot_reads,
+    slot_tasks,
+)
+from elasticity.batch.container.processing import SUMMARY_SCHEMA, process_slot
+from elasticity.batch.container.reader import Chunk, Columns, SlotReads
+from elasticity.batch.coordinator.outcome import TaskSummary, new_checkpoints
+from elasticity.batch.coordinator.planning import plan_ranges
 from elasticity.batch.sinks.exactly_once import staging_root
 from elasticity.batch.sinks.outputs import batch_file_name
-from elasticity.checkpoint.task_checkpoint import CheckpointId, CheckpointV2, TaskCheckpoint
+from elasticity.checkpoint.batch_plan import BatchPlan
+from elasticity.checkpoint.store import Generation
+from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
 from elasticity.config import JobConfig, validate
 from elasticity.jobmodel.grouping import build_job_model
 from elasticity.jobmodel.model import JobModel, SystemStream, SystemStreamPartition, TaskName
-from elasticity.jobmodel.object_mapper import ssp_from_key
 from elasticity.serializers import deserialize, serialize
 from elasticity.state.rocksdb import StoreDirs, raw_items
 from elasticity.state.store_config import StorageConfig, local_state_dir
@@ -192,8 +205,7 @@ class TestRun:
         self._counts: dict[SystemStream, int] = {}
         self._logs: dict[tuple[str, str, int], _Log] = {}
         self._round_robin: dict[SystemStream, int] = {}
-        self._offsets: dict[SystemStreamPartition, int] = {}  # SSPKb -> next offset its task processes
-        self._checkpoints: dict[str, CheckpointV2] = {}  # task -> its last state snapshot
+        self._cps: dict[TaskName, TaskCheckpoint] = {}  # each task's offsets and state snapshot, as committed
         self._model: JobModel | None = None
         self._slots: dict[int, tuple[tuple[str, int], ...]] = {}
         self._slot_of: dict[TaskName, int] = {}
@@ -245,7 +257,31 @@ class TestRun:
     ) -> Result:
         """One micro-batch over every record appended since the last (`records` are appended to `stream` first,
         by default the job's only input); state and open windows carry over to the next."""
-        records = list(records)
+        self._append_given(list(records), stream, partitions)
+        self.batch_id += 1
+        generation = self._generation()
+        cps, slots = self._cps, self._slot_of
+        plan = self._plan(generation, cps)
+        no_broker = {ss.system: _NO_BROKER for ss in self.config.inputs}
+        reads = slot_reads(self.config, plan, generation, cps, slots=slots, bootstraps=no_broker)
+        side_batch = self._side_inputs()
+        state = batch_state(self.storage, generation, cps, written=cps, slots=slots) if self.storage is not None else None
+        ctx = self._context(state, side_batch, len(self._slots))
+        rows = [row for slot in sorted(self._slots) for row in self._process_slot(ctx, reads, slot, side_batch)]
+        summaries = TaskSummary.of(pa.Table.from_pylist(rows, schema=SUMMARY_SCHEMA))  # the rows as the driver reads them
+        self._cps = new_checkpoints(plan, cps, summaries, stateful=self.storage is not None)
+        emitted = {spec: self._read_output(out) for spec, out in sorted(self.app.outputs.items())}
+        return Result(
+            batch_id=self.batch_id,
+            outputs={spec: [KV(e.key, e.value) for e in es] for spec, es in emitted.items()},
+            emitted=emitted,
+            dead_letters=self._read_dead_letters(),
+            stores=self.stores(),
+            by_task={r.task_name: _task_run(r) for r in summaries},
+        )
+
+    def _append_given(self, records: list[Record | tuple[Any, Any]], stream: str | None, partitions: int | None) -> None:
+        """`process`'s records appended to `stream`, by default the job's only input."""
         if records or stream is not None:
             if stream is None:
                 if len(self.config.inputs) != 1:
@@ -254,97 +290,58 @@ class TestRun:
                     )
                 stream = str(self.config.inputs[0])
             self.append(stream, records, partitions=partitions)
-        self.batch_id += 1
-        model = self._job_model()
-        route_table = self._route_table(model)
-        owners = route_table.owners
-        side_batch = self._side_inputs()
-        state = self._batch_state(model) if self.storage is not None else None
-        ctx = self._context(state, side_batch, len(self._slots))
-        by_task: dict[str, TaskRun] = {}
-        reads = SlotReads.of(  # the engine's split of the logs between slots
-            route_table,
-            [
-                Chunk(bootstrap=_NO_BROKER, system=system, stream=stream_name, partition=partition, start=0, end=len(log))
-                for (system, stream_name, partition), log in sorted(self._logs.items())
-            ],
-        )
-        for slot in sorted(self._slots):
-            routed, read = Routed(), ReadCounts()
-            ends: dict[SystemStreamPartition, int] = {}
-            for chunk in reads.chunks.get(slot, ()):
-                log = self._logs[(chunk.system, chunk.stream, chunk.partition)]
-                cols: dict[str, list[Any]] = {
-                    "offset": list(range(chunk.start, chunk.end)),
-                    "key": log.keys[chunk.start :],
-                    "value": log.values[chunk.start :],
-                    "timestamp": log.timestamps[chunk.start :],
-                }
-                route(route_table, chunk, cols, slot=slot, counts=read, out=routed)
-                for bucket, (_, _, _, s) in owners[(chunk.system, chunk.stream, chunk.partition)].items():
-                    if s == slot:
-                        ends[SystemStreamPartition(chunk.system, chunk.stream, chunk.partition, bucket)] = chunk.end
-            if side_batch is not None:
-                self._catch_up(side_batch, slot)
-            rows = process_slot(ctx, slot, routed.table())
-            self._offsets.update(ends)
-            for row in rows:
-                if row["stopped"]:  # task.dead.letter.policy=fail: its next batch starts where it stopped
-                    self._offsets.update({ssp_from_key(k): o for k, o in json.loads(row["stopped"]).items()})
-                if row.get("checkpoint_id"):
-                    self._checkpoints[row["task_name"]] = CheckpointV2(
-                        CheckpointId.parse(row["checkpoint_id"]), {}, json.loads(row["state_markers"])
-                    )
-                by_task[row["task_name"]] = TaskRun(
-                    task=row["task_name"],
-                    records=row["records"],
-                    processed=row["processed"],
-                    dead_lettered=row["dead_lettered"],
-                    outputs=row["outputs"],
-                    error=row["error"],
-                )
-        emitted = {spec: self._read_output(out) for spec, out in sorted(self.app.outputs.items())}
-        return Result(
-            batch_id=self.batch_id,
-            outputs={spec: [KV(e.key, e.value) for e in es] for spec, es in emitted.items()},
-            emitted=emitted,
-            dead_letters=self._read_dead_letters(),
-            stores=self.stores(),
-            by_task=by_task,
-        )
 
-    def _job_model(self) -> JobModel:
+    def _generation(self) -> Generation:
+        """The one generation the harness runs (it does not rescale), its job model built by the groupers at the
+        first batch; each virtual task placed on its process slot and starting at offset 0, as the engine does."""
         for ss in self.config.inputs:
             self._count(ss, None)
         counts = {ss: self._counts[ss] for ss in self.config.inputs}
         model = build_job_model(self.config, counts)
         if self._model is not None and model != self._model:
             raise ValueError("the job model changed between batches (a stream's partition count)")
-        self._model = model
-        self._slot_of = slot_of(model, self.config.container_process_count)  # the engine's placement
-        self._slots = slot_tasks(model, self._slot_of)
-        return model
+        if self._model is None:
+            self._model = model
+            self._slot_of = slot_of(model, self.config.container_process_count)
+            self._slots = slot_tasks(model, self._slot_of)
+            self._cps = {
+                t.task_name: TaskCheckpoint.of_offsets(t.task_name, dict.fromkeys(t.system_stream_partitions, 0))
+                for t in model.tasks()
+            }
+        factor = self.config.elasticity_factor
+        return Generation(job_name=self.config.job_name, number=1, factor=factor, job_model=model, reason="test", created_ms=0)
 
-    def _route_table(self, model: JobModel) -> RouteTable:
-        """The engine's routing, from each task's next offsets (no watermarks: the harness does not rescale)."""
-        cps = {
-            t.task_name: TaskCheckpoint.of_offsets(
-                t.task_name, {ssp: self._offsets.get(ssp, 0) for ssp in t.system_stream_partitions}
+    def _plan(self, generation: Generation, cps: Mapping[TaskName, TaskCheckpoint]) -> BatchPlan:
+        """The engine's plan of a batch up to every input partition's end: nothing appended is left for later."""
+        high = {}
+        for cp in cps.values():
+            for ssp in map(SystemStreamPartition.without_key_bucket, cp.offsets):
+                high[ssp] = len(self._logs.get((ssp.system, ssp.stream, ssp.partition), ()))
+        ranges = plan_ranges(cps.values(), high, max(1, sum(high.values())))
+        return BatchPlan(job_name=self.config.job_name, batch_id=self.batch_id, generation=generation.number, ranges=ranges)
+
+    def _process_slot(
+        self, ctx: ProcessContext, reads: SlotReads, slot: int, side_batch: SideInputBatch | None
+    ) -> list[dict[str, Any]]:
+        """The slot's part of the batch through the engine's read (from the logs in memory) and process stage."""
+        routed, _ = reads.read(slot, source=self._read_logs)
+        if side_batch is not None:
+            self._catch_up(side_batch, slot)
+        return process_slot(ctx, slot, routed)
+
+    def _read_logs(self, chunks: Iterable[Chunk]) -> Iterator[tuple[Chunk, Columns]]:
+        """The engine's `read_chunks` for the logs in memory."""
+        for c in chunks:
+            log = self._logs[(c.system, c.stream, c.partition)]
+            yield (
+                c,
+                {
+                    "offset": list(range(c.start, c.end)),
+                    "key": log.keys[c.start : c.end],
+                    "value": log.values[c.start : c.end],
+                    "timestamp": log.timestamps[c.start : c.end],
+                },
             )
-            for t in model.tasks()
-        }
-        return RouteTable.of(self.config.elasticity_factor, cps, self._slot_of)
-
-    def _batch_state(self, model: JobModel) -> BatchState:
-        assert self.storage is not None
-        return BatchState(
-            storage=self.storage,
-            checkpoint_id=CheckpointId.create(),
-            slots=self._slots,
-            start=dict(self._checkpoints),
-            written=dict(self._checkpoints),
-            changelog_partitions=len(model.tasks()),
-        )
 
     def _context(self, state: BatchState | None, tables: SideInputBatch | None, slots: int) -> ProcessContext:
         return process_context(
@@ -453,10 +450,12 @@ class TestRun:
         state_dir = local_state_dir(self.storage.state_dir if self.storage else None, self.config.job_name)
         for name, d in sorted(self.app.stores.items()):
             merged = out[name] = {}
-            for task, cp in sorted(self._checkpoints.items()):
-                folder = StoreDirs.of(state_dir, TaskName(task), name).valid_checkpoint(cp.checkpoint_id)
+            for task, cp in sorted(self._cps.items()):
+                if cp.checkpoint_id is None:
+                    continue  # no snapshot yet
+                folder = StoreDirs.of(state_dir, task, name).valid_checkpoint(cp.checkpoint_id)
                 if folder is None:
-                    raise RuntimeError(f"store {name!r} of task {task!r}: no local snapshot {cp.checkpoint_id}")
+                    raise RuntimeError(f"store {name!r} of task {task.name!r}: no local snapshot {cp.checkpoint_id}")
                 for k, v in _snapshot(folder, d):
                     if k in merged:
                         raise AssertionError(f"store {name!r}: key {k!r} is held by two virtual tasks")
@@ -479,6 +478,17 @@ class TestRun:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _task_run(r: TaskSummary) -> TaskRun:
+    return TaskRun(
+        task=r.task_name,
+        records=r.records,
+        processed=r.processed,
+        dead_lettered=r.dead_lettered,
+        outputs=r.outputs,
+        error=r.error,
+    )
 
 
 def _app_class(app: str | Callable[[ApplicationDescriptor], None]) -> str:

@@ -1,6 +1,6 @@
 """An in-memory keyed stream and a pure-Python reference runner.
 
-The runner applies the library's real rules (plan_ranges, the engine's routing, advance), the
+The runner applies the library's real rules (plan_ranges, the engine's routing `route_records`, advance), the
 real coordinator and migration, and a real SQL store, to records held in memory,
 and logs every record it processes so tests can check loss, order and duplicates.
 It records each batch's summary as the engine does, so the lag probe reads what it would.
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from kafka.partitioner.default import murmur2
 
-from elasticity.batch.container.reader import Chunk, ReadCounts, Routed, RouteTable, route
+from elasticity.batch.container.routing import RouteTable, route_records
 from elasticity.batch.coordinator.behind import after_batch
 from elasticity.batch.coordinator.job_coordinator import JobCoordinator
 from elasticity.batch.coordinator.lag import done_ahead
@@ -135,22 +135,10 @@ class ReferenceRunner:
 
     def _routed(self, table: RouteTable, r: OffsetRange) -> list[tuple[int, bytes | None, int, str]]:
         """The records of `r` its tasks have yet to process (offset, key, key bucket, task), as a slot routes them."""
-        if r.size == 0:
-            return []
-        records = [self.inputs.record(r.ssp, o) for o in range(r.start, r.end)]
-        cols = {
-            "offset": list(range(r.start, r.end)),
-            "key": [k for k, _ in records],
-            "value": [v for _, v in records],
-            "timestamp": [0] * len(records),
-        }
-        chunk = Chunk(
-            bootstrap=None, system=r.ssp.system, stream=r.ssp.stream, partition=r.ssp.partition, start=r.start, end=r.end
-        )
-        out = Routed()
-        route(table, chunk, cols, slot=0, counts=ReadCounts(), out=out)
-        c = out.cols
-        return list(zip(c["offset"], c["key"], c["key_bucket"], c["task_name"], strict=True))
+        offsets = list(range(r.start, r.end))
+        keys = [self.inputs.record(r.ssp, o)[0] for o in offsets]
+        routes = route_records(table, (r.ssp.system, r.ssp.stream, r.ssp.partition), keys, offsets, slot=0)
+        return [(offsets[i], keys[i], b, t) for i, b, t in zip(routes.kept, routes.buckets, routes.tasks, strict=True)]
 
     def with_state(
         self, cps: Mapping[TaskName, TaskCheckpoint], new: list[TaskCheckpoint], processed: list[Processed]

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from elasticity.api.stream import ApplicationDescriptor
-from elasticity.batch.container.reader import RouteTable, SlotReads, chunks
+from elasticity.batch.container.reader import SlotReads, chunks
+from elasticity.batch.container.routing import RouteTable
 from elasticity.batch.container.shipped import Shipped
 from elasticity.checkpoint.batch_plan import BatchPlan
 from elasticity.checkpoint.store import Generation
@@ -141,10 +142,12 @@ def slot_reads(
     cps: Mapping[TaskName, TaskCheckpoint],
     *,
     slots: Mapping[TaskName, int],
+    bootstraps: Mapping[str, Kafka] | None = None,
 ) -> SlotReads:
-    """What each slot reads: the chunks of its tasks' SSPs, and which task and slot own each key bucket."""
-    systems = {r.ssp.system for r in plan.ranges}
-    bootstraps = {s: client_settings(config, s) for s in systems}
+    """What each slot reads: the chunks of its tasks' SSPs, and which task and slot own each key bucket (the
+    engine's and the test harness's: `bootstraps`, per system, where there is no broker to read from)."""
+    if bootstraps is None:
+        bootstraps = {s: client_settings(config, s) for s in {r.ssp.system for r in plan.ranges}}
     cs = chunks([r for r in plan.ranges if r.size > 0], bootstraps, config.read_chunk_records)
     return SlotReads.of(RouteTable.of(generation.factor, cps, slots), cs)
 

@@ -1,8 +1,8 @@
 """Reading a process slot's records: the slot's Spark task reads the offset chunks
 of the SSPs its virtual tasks own buckets of, with a Kafka client (assign + seek,
 stop at the end), and routes each record as it reads it: its key bucket, the
-virtual task that owns it, and whether that task has processed it already (below
-its offset, or under one of its watermarks). Only the slot's own records are kept,
+virtual task that owns it, and whether that task has processed it already
+(`routing.route_records`). Only the slot's own records are kept,
 so reading, routing and processing are one Spark task and a batch one Spark stage;
 routing costs one C hash per record."""
 
@@ -18,11 +18,9 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from elasticity.batch.container.container_process import container_process
+from elasticity.batch.container.routing import RouteTable, route_records
 from elasticity.batch.sinks.outputs import SOURCE_FIELDS
 from elasticity.checkpoint.batch_plan import OffsetRange
-from elasticity.checkpoint.task_checkpoint import TaskCheckpoint, Watermark
-from elasticity.jobmodel.keybucket import record_hash
-from elasticity.jobmodel.model import NO_KEY_BUCKET, TaskName
 from elasticity.kafka.admin import Kafka, settings
 
 if TYPE_CHECKING:
@@ -217,6 +215,9 @@ def _chunk_columns(chunk: Chunk) -> Iterator[Columns]:
             yield cols
 
 
+ChunkSource = Callable[[Iterable[Chunk]], Iterator[tuple[Chunk, Columns]]]  # chunks -> their records, each with its chunk
+
+
 def read_chunks(chunks: Iterable[Chunk]) -> Iterator[tuple[Chunk, Columns]]:
     """The records of every chunk, each with its chunk, as columns (routed before any Arrow array is made). A
     system librdkafka can read is read in one assignment of all its chunks' partitions (one fetch for them all,
@@ -344,35 +345,6 @@ def _batch(chunk: Chunk, cols: Columns) -> pa.RecordBatch:
     )
 
 
-Owner = tuple[str, int, tuple[Watermark, ...], int]  # task name, its start offset, its watermarks, its process slot
-
-
-@dataclass(frozen=True)
-class RouteTable:
-    """Per input partition (system, stream, partition) and key bucket: the owning virtual task.
-
-    The one routing of records to virtual tasks (SEP-32's key bucket, the merge watermarks' skip rule): the
-    engine's slots, the app test harness and the model tests' reference runner all route through it."""
-
-    factor: int
-    owners: dict[tuple[str, str, int], dict[int, Owner]]
-
-    @classmethod
-    def of(cls, factor: int, cps: Mapping[TaskName, TaskCheckpoint], slots: Mapping[TaskName, int]) -> RouteTable:
-        """Each SSPKb of the checkpoints to its task, the offset the task has processed up to, its watermarks
-        and its process slot."""
-        owners: dict[tuple[str, str, int], dict[int, Owner]] = {}
-        for name, cp in cps.items():
-            for ssp, offset in cp.offsets.items():
-                owners.setdefault((ssp.system, ssp.stream, ssp.partition), {})[ssp.key_bucket] = (
-                    name.name,
-                    offset,
-                    cp.watermarks.get(ssp, ()),
-                    slots[name],
-                )
-        return cls(factor, owners)
-
-
 @dataclass
 class ReadCounts:
     """Per virtual task of a slot: records read from its buckets, and those skipped as already processed."""
@@ -394,39 +366,20 @@ class Routed:
 
 
 def route(table: RouteTable, chunk: Chunk, cols: Columns, *, slot: int, counts: ReadCounts, out: Routed) -> None:
-    """The records of `cols` (read from `chunk`) that slot `slot` processes, appended to `out` with their key bucket
-    and virtual task: those of its tasks' buckets that the task has not processed yet (below its offset, or under
-    one of its watermarks)."""
-    owners = table.owners[(chunk.system, chunk.stream, chunk.partition)]
-    offsets, keys, values, timestamps = cols["offset"], cols["key"], cols["value"], cols["timestamp"]
-    start = time.perf_counter_ns()
-    hashes = [record_hash(k, o) for k, o in zip(keys, offsets, strict=True)]
-    counts.hash_ns += time.perf_counter_ns() - start
-    factor = table.factor
-    o = out.cols
-    kept_offsets, kept_keys, kept_values, kept_timestamps = o["offset"], o["key"], o["value"], o["timestamp"]
-    tasks, buckets = o["task_name"], o["key_bucket"]
-    read, skipped = counts.read, counts.skipped
-    before = len(kept_offsets)
-    for i, (h, offset) in enumerate(zip(hashes, offsets, strict=True)):
-        b = h % factor if factor > 1 else NO_KEY_BUCKET
-        name, first, marks, owner_slot = owners[b]
-        if owner_slot != slot:
-            continue
-        read[name] += 1
-        if offset < first or (marks and any(w.covers(h, offset) for w in marks)):
-            skipped[name] += 1
-            continue
-        kept_offsets.append(offset)
-        kept_keys.append(keys[i])
-        kept_values.append(values[i])
-        kept_timestamps.append(timestamps[i])
-        tasks.append(name)
-        buckets.append(b)
-    n = len(kept_offsets) - before
-    o["system"] += [chunk.system] * n
-    o["stream"] += [chunk.stream] * n
-    o["partition"] += [chunk.partition] * n
+    """The records of `cols` (read from `chunk`) that slot `slot` processes (`routing.route_records`), appended
+    to `out` with their key bucket and virtual task."""
+    routes = route_records(table, (chunk.system, chunk.stream, chunk.partition), cols["key"], cols["offset"], slot=slot)
+    counts.hash_ns += routes.hash_ns
+    counts.read.update(routes.read)
+    counts.skipped.update(routes.skipped)
+    o, kept = out.cols, routes.kept
+    for name in ("offset", "key", "value", "timestamp"):
+        o[name] += map(cols[name].__getitem__, kept)
+    o["task_name"] += routes.tasks
+    o["key_bucket"] += routes.buckets
+    o["system"] += [chunk.system] * len(kept)
+    o["stream"] += [chunk.stream] * len(kept)
+    o["partition"] += [chunk.partition] * len(kept)
 
 
 @dataclass(frozen=True)
@@ -451,9 +404,10 @@ class SlotReads:
                     by_slot.setdefault(slot, []).append(replace(c, start=max(c.start, first)))
         return cls(route, {s: tuple(cs) for s, cs in by_slot.items()})
 
-    def read(self, slot: int) -> tuple[pa.Table, ReadCounts]:
-        """The slot's records to process, routed, and what it read per virtual task."""
+    def read(self, slot: int, source: ChunkSource | None = None) -> tuple[pa.Table, ReadCounts]:
+        """The slot's records to process, routed, and what it read per virtual task. `source` reads the chunks:
+        from Kafka (`read_chunks`), or from the app test harness's logs in memory."""
         counts, out = ReadCounts(), Routed()
-        for chunk, cols in read_chunks(self.chunks.get(slot, ())):
+        for chunk, cols in (source or read_chunks)(self.chunks.get(slot, ())):
             route(self.route, chunk, cols, slot=slot, counts=counts, out=out)
         return out.table(), counts

@@ -75,7 +75,7 @@ def summary_metrics(
     """SEP-32's batch metrics, the stores' and the per-task figures of the job page."""
     metrics: dict[str, Any] = {
         "total-input-consumption-ns": int((durations["spark"] - durations["process"]) * 1e6),
-        # per message, as SEP-32 means it: the hashing alone, timed in each Arrow batch of the read (RouteTable)
+        # per message, as SEP-32 means it: the hashing alone, timed in each Arrow batch of the read (route_records)
         "keyhash-compute-ns": per_message_ns(sum(r.hash_ns for r in rows), sum(r.read for r in rows)),
         "executors": sorted({r.executor for r in rows}),
     }

@@ -1,6 +1,6 @@
-"""The rules of one micro-batch, pure so that the Spark engine and the reference
-runner in the tests apply the very same ones (routing is the slots' own:
-`batch.container.reader.RouteTable`).
+"""The rules of one micro-batch, pure so that the Spark engine, the app test harness
+and the reference runner in the tests apply the very same ones (routing is the
+slots' own: `batch.container.routing.route_records`).
 
 plan:    per SSP, read from the min of its virtual tasks' offsets (SEP-32) to
          the high watermark, the whole batch capped at `batch.max.records`,
