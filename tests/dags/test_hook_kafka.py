@@ -28,7 +28,8 @@ def test_a_connections_tls_and_sasl_settings_reach_the_clients(airflow_db, monke
     config = validate({"job.name": "j", "task.inputs": "kafka.t"})
     for role in ("consumer", "producer", "admin"):
         s = client_settings(config, "kafka", role)
-        assert s.bootstrap == "broker.internal:9093" and dict(s.options) == {
+        assert s.bootstrap == "broker.internal:9093" and s.kwargs() == {
+            "bootstrap_servers": "broker.internal:9093",
             "security_protocol": "SASL_SSL",
             "sasl_mechanism": "SCRAM-SHA-256",
             "sasl_plain_username": "etl",

@@ -66,10 +66,7 @@ def transactional_topic(kafka_bootstrap):
     return topic
 
 
-@pytest.mark.parametrize("client", ["librdkafka", "kafka-python"])
-def test_a_chunk_reads_committed_records_only_and_ends_on_a_marker(kafka_bootstrap, transactional_topic, client):
-    if client == "kafka-python":
-        container_process().fast_consumers[kafka_bootstrap] = None  # the reader's kafka-python path
+def test_a_chunk_reads_committed_records_only_and_ends_on_a_marker(kafka_bootstrap, transactional_topic):
     try:
 
         def read(start: int, end: int) -> list[tuple[int, bytes]]:

@@ -17,13 +17,12 @@ class _Client:
 def test_one_container_process_per_process_until_a_fresh_one_closes_it():
     first = container_process()
     assert container_process() is first
-    consumer, fast = _Client(), _Client()
+    consumer = _Client()
     first.consumers["127.0.0.1:1"] = consumer
-    first.fast_consumers["127.0.0.1:1"] = fast
     first.threads(2)
     second = fresh_container_process()
     assert second is not first and container_process() is second
-    assert consumer.closed and fast.closed and not first.consumers and not first.fast_consumers
+    assert consumer.closed and not first.consumers
     assert first.pool is None
 
 

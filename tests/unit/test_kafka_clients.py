@@ -1,5 +1,6 @@
-"""Kafka client properties, as Samza passes them, to kafka-python's arguments: the mapping, the SASL login,
-what is refused and why, and secrets that never show."""
+"""Kafka client properties, as Samza passes them, to the clients: kept under Kafka's names, given to librdkafka as
+they are (but the few it spells otherwise) and to kafka-python as its arguments; the SASL login, what is refused
+and why, and secrets that never show."""
 
 from __future__ import annotations
 
@@ -14,18 +15,12 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient
 
 from elasticity.config import ConfigError, ConfigWarning, validate
-from elasticity.config.kafka_clients import (
-    PROPERTIES,
-    KafkaClientSettings,
-    client_options,
-    jaas_line,
-    parse_jaas,
-    settings_for,
-)
+from elasticity.config.kafka_clients import PROPERTIES, client_properties, jaas_line, parse_jaas
 from elasticity.jobmodel.grouping import build_job_model
 from elasticity.jobmodel.model import SystemStream
 from elasticity.jobmodel.object_mapper import job_model_to_json
 from elasticity.kafka.admin import client_settings
+from elasticity.kafka.clients import KafkaClientSettings, settings_for
 
 BASE = {"job.name": "j", "task.inputs": "kafka.orders", "systems.kafka.consumer.bootstrap.servers": "b:9093"}
 PASSWORD = 'pa$$w"rd-4f1c'
@@ -64,12 +59,40 @@ def test_every_property_is_an_argument_of_the_kafka_python_clients_it_applies_to
                 assert p.arg in accepts[role].DEFAULT_CONFIG, (p.name, role)
 
 
-def test_a_secure_system_maps_to_kafka_pythons_arguments_per_client(monkeypatch):
+def test_a_secure_system_keeps_kafkas_names_per_client(monkeypatch):
     monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
     monkeypatch.delenv("KAFKA_CLIENT_PROPERTIES", raising=False)
     config = _config(SECURE)
-    consumer = dict(client_settings(config, "kafka", "consumer").options)
+    consumer = dict(client_settings(config, "kafka", "consumer").properties)
     assert consumer == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": SCRAM,
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": "/etc/kafka/ca.pem",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": "/etc/kafka/client.pem",
+        "ssl.key.password": "key-secret-77",
+        "fetch.max.bytes": "1048576",
+    }
+    admin = dict(client_settings(config, "kafka", "admin").properties)  # the consumer's, less what an admin has not
+    assert admin == {k: v for k, v in consumer.items() if k != "fetch.max.bytes"} | {"request.timeout.ms": "7000"}
+    producer = client_settings(config, "kafka", "producer")
+    assert dict(producer.properties) == {
+        "security.protocol": "SSL",
+        "ssl.endpoint.identification.algorithm": "",
+        "acks": "all",  # Kafka's -1, spelt as Kafka's clients take it
+        "compression.type": "none",
+    }
+    assert producer.bootstrap == "b:9093" and producer.tls
+
+
+def test_kafka_pythons_clients_take_the_settings_as_their_arguments(monkeypatch):
+    monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
+    monkeypatch.delenv("KAFKA_CLIENT_PROPERTIES", raising=False)
+    config = _config(SECURE)
+    assert client_settings(config, "kafka", "consumer").kwargs() == {  # fetch.max.bytes: librdkafka's reads' alone
+        "bootstrap_servers": "b:9093",
         "security_protocol": "SASL_SSL",
         "sasl_mechanism": "SCRAM-SHA-512",
         "sasl_plain_username": "etl",
@@ -78,23 +101,14 @@ def test_a_secure_system_maps_to_kafka_pythons_arguments_per_client(monkeypatch)
         "ssl_certfile": "/etc/kafka/client.pem",
         "ssl_keyfile": "/etc/kafka/client.pem",
         "ssl_password": "key-secret-77",
-        "fetch_max_bytes": 1048576,
     }
-    admin = dict(client_settings(config, "kafka", "admin").options)  # the consumer's, less what an admin has not
-    assert admin == {k: v for k, v in consumer.items() if k != "fetch_max_bytes"} | {"request_timeout_ms": 7000}
-    producer = client_settings(config, "kafka", "producer")
-    assert dict(producer.options) == {
-        "security_protocol": "SSL",
-        "ssl_check_hostname": False,
-        "acks": "all",
-        "compression_type": None,
-    }
-    assert producer.bootstrap == "b:9093" and producer.tls
-    assert producer.kwargs(acks=1, linger_ms=5) == {
+    assert client_settings(config, "kafka", "producer").kwargs(acks=1, linger_ms=5) == {
         "acks": "all",  # the job's setting over the project's default
         "linger_ms": 5,
         "bootstrap_servers": "b:9093",
-        **{k: v for k, v in producer.options if k != "acks"},
+        "security_protocol": "SSL",
+        "ssl_check_hostname": False,
+        "compression_type": None,
     }
 
 
@@ -110,17 +124,17 @@ _TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters
 @given(st.sampled_from(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]), _TEXT, _TEXT)
 def test_a_jaas_line_reads_back_its_login(mechanism, username, password):
     assert parse_jaas(jaas_line(mechanism, username, password), mechanism) == (username, password)
-    options = dict(
-        client_options(
-            {
-                "security.protocol": "SASL_PLAINTEXT",
-                "sasl.mechanism": mechanism,
-                "sasl.jaas.config": jaas_line(mechanism, username, password),
-            },
-            "systems.k.consumer.",
-        )
+    properties = client_properties(
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": mechanism,
+            "sasl.jaas.config": jaas_line(mechanism, username, password),
+        },
+        "systems.k.consumer.",
     )
-    assert (options["sasl_plain_username"], options["sasl_plain_password"]) == (username, password)
+    kwargs, config = KafkaClientSettings("h:1", properties).kwargs(), KafkaClientSettings("h:1", properties).librdkafka()
+    assert (kwargs["sasl_plain_username"], kwargs["sasl_plain_password"]) == (username, password)
+    assert (config["sasl.username"], config["sasl.password"]) == (username, password)
 
 
 def test_kafkas_own_jaas_spellings_parse():
@@ -171,8 +185,8 @@ def test_a_connections_properties_go_over_the_jobs(monkeypatch):
     monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
     config = _config({**BASE, "systems.kafka.consumer.security.protocol": "SSL", "systems.kafka.consumer.client.id": "job"})
     monkeypatch.setenv("KAFKA_CLIENT_PROPERTIES", json.dumps({"client.id": "conn", "acks": "1"}))
-    assert dict(client_settings(config, "kafka", "consumer").options) == {"security_protocol": "SSL", "client_id": "conn"}
-    assert dict(client_settings(config, "kafka", "producer").options) == {"client_id": "conn", "acks": 1}
+    assert dict(client_settings(config, "kafka", "consumer").properties) == {"security.protocol": "SSL", "client.id": "conn"}
+    assert dict(client_settings(config, "kafka", "producer").properties) == {"client.id": "conn", "acks": "1"}
     monkeypatch.setenv("KAFKA_CLIENT_PROPERTIES", json.dumps({"sasl.kerberos.service.name": "kafka"}))
     with pytest.raises(ConfigError, match="KAFKA_CLIENT_PROPERTIES: .*GSSAPI"):
         client_settings(config, "kafka", "consumer")
@@ -209,13 +223,14 @@ def test_secrets_never_show(monkeypatch):
     shown.append(str(e.value))
     leaks = [(secret, text) for text in shown for secret in (*SECRETS, 'username="etl" password') if secret in text]
     assert leaks == []
-    assert "sasl_plain_password=***" in shown[3] and "ssl_password=***" in shown[3]
+    assert "sasl.jaas.config=***" in shown[3] and "ssl.key.password=***" in shown[3]
     assert "'systems.kafka.consumer.sasl.jaas.config': '***'" in shown[1]
 
 
 def test_a_plain_bootstrap_string_is_a_plaintext_client():
     s = KafkaClientSettings("h:1")
     assert s.kwargs(client_id="x") == {"client_id": "x", "bootstrap_servers": "h:1"} and not s.tls
+    assert s.librdkafka(**{"client.id": "x"}) == {"client.id": "x", "bootstrap.servers": "h:1"}
 
 
 def test_a_consumers_settings_map_onto_librdkafka_its_sasl_login_too(monkeypatch):
@@ -231,12 +246,12 @@ def test_a_consumers_settings_map_onto_librdkafka_its_sasl_login_too(monkeypatch
         "ssl.certificate.location": "/etc/kafka/client.pem",
         "ssl.key.location": "/etc/kafka/client.pem",
         "ssl.key.password": "key-secret-77",
-        "fetch.max.bytes": 1048576,  # the job's setting over the reader's default
+        "fetch.max.bytes": "1048576",  # the job's setting over the reader's default, under its own name
     }
     sasl = client_settings(_config(SECURE), "kafka", "consumer").librdkafka()
     assert {k: v for k, v in sasl.items() if k.startswith(("sasl.", "security."))} == {
         "security.protocol": "SASL_SSL",
-        "sasl.mechanisms": "SCRAM-SHA-512",  # the transactional producer logs in as kafka-python's clients do
+        "sasl.mechanism": "SCRAM-SHA-512",  # Kafka's name, which librdkafka takes
         "sasl.username": "etl",
         "sasl.password": PASSWORD,
     }
@@ -249,15 +264,15 @@ def test_every_consumer_property_has_a_librdkafka_name_that_librdkafka_takes():
     samples = {"security.protocol": "SASL_PLAINTEXT", "isolation.level": "read_committed", "auto.offset.reset": "earliest"}
     samples |= {"ssl.endpoint.identification.algorithm": "https", "check.crcs": "true", "client.rack": "r1", "group.id": "g"}
     samples |= {"fetch.max.bytes": "52428800", "max.partition.fetch.bytes": "1048576", "receive.buffer.bytes": "-1"}
-    samples |= {"sasl.mechanism": "SCRAM-SHA-512"}
+    samples |= {"sasl.mechanism": "SCRAM-SHA-512", "session.timeout.ms": "45000", "heartbeat.interval.ms": "3000"}
     props = {"sasl.jaas.config": SCRAM}
     for p in PROPERTIES:
-        if "consumer" not in p.roles or p.arg is None or p.name.startswith("ssl."):
+        if "consumer" not in p.roles or p.name.startswith(("ssl.", "sasl.jaas")):
             continue
         props[p.name] = samples.get(p.name, "1000")
-    options = client_options(props, "systems.kafka.consumer.")
-    config = KafkaClientSettings("127.0.0.1:1", options).librdkafka(**{"group.id": "g"})
-    assert len(config) > len(options) // 2 and config["sasl.username"] == "etl"
+    properties = client_properties(props, "systems.kafka.consumer.")
+    config = KafkaClientSettings("127.0.0.1:1", properties).librdkafka(**{"group.id": "g"})
+    assert len(config) > len(properties) // 2 and config["sasl.username"] == "etl" and config["fetch.wait.max.ms"] == "1000"
     Consumer(config).close()
 
 
@@ -273,10 +288,10 @@ def test_every_producer_property_has_a_librdkafka_name_that_a_transactional_prod
     samples |= {"sasl.mechanism": "PLAIN"}
     props = {"sasl.jaas.config": SCRAM.replace("scram.ScramLoginModule", "plain.PlainLoginModule")}
     for p in PROPERTIES:
-        if "producer" not in p.roles or p.arg is None or p.name.startswith("ssl."):
+        if "producer" not in p.roles or p.name.startswith(("ssl.", "sasl.jaas")):
             continue
         props[p.name] = samples.get(p.name, "1000")
-    options = client_options(props, "systems.kafka.producer.", "producer")
-    config = KafkaClientSettings("127.0.0.1:1", options).librdkafka(**{"transactional.id": "t"})
-    assert config["acks"] == "all" and config["compression.type"] == "lz4" and config["sasl.mechanisms"] == "PLAIN"
+    properties = client_properties(props, "systems.kafka.producer.", "producer")
+    config = KafkaClientSettings("127.0.0.1:1", properties).librdkafka(**{"transactional.id": "t"})
+    assert config["acks"] == "all" and config["compression.type"] == "lz4" and config["sasl.mechanism"] == "PLAIN"
     Producer(config).flush(0)

@@ -108,7 +108,7 @@ class KafkaSystemHook(BaseHook):
         A form's empty field (null or "") is no property."""
         from airflow.sdk.log import mask_secret
 
-        from elasticity.config.kafka_clients import ROLES, SECRET_PROPERTIES, client_options, env_properties, jaas_line
+        from elasticity.config.kafka_clients import ROLES, SECRET_PROPERTIES, client_properties, env_properties, jaas_line
 
         conn = _connection(self, self.kafka_conn_id)
         if conn is None:
@@ -122,7 +122,7 @@ class KafkaSystemHook(BaseHook):
             mask_secret(conn.password)
         try:
             for role in ROLES:  # a bad property or value fails here, not in a Spark task
-                client_options(env_properties(json.dumps(props), role), "", role)
+                client_properties(env_properties(json.dumps(props), role), "", role)
         except ValueError as e:
             raise ValueError(f"connection {self.kafka_conn_id!r}: {e}") from None
         return props

@@ -1,10 +1,10 @@
-"""Kafka client settings as Samza passes them: `systems.<system>.consumer.*`, `producer.*` and `admin.*`
-hold Kafka's own property names, which become kafka-python's keyword arguments here, for every client the
-project opens (reads, lag probe, admin, changelog, side inputs, producers).
+"""Kafka client properties as Samza passes them: `systems.<system>.consumer.*`, `producer.*` and `admin.*`
+hold Kafka's own property names, checked here, in one place, for every client the project opens; the clients
+are made with them, still under Kafka's names, in `elasticity.kafka.clients`.
 
-A property kafka-python cannot honour (a JKS store, GSSAPI, an unknown name) is refused naming the key and
-what is supported, never dropped. Secrets (`ssl.key.password`, `sasl.jaas.config`) never leave this module
-in clear: `KafkaClientSettings`' repr, the config's repr and stored job model, and every error mask them.
+A property the clients cannot honour (a JKS store, GSSAPI, an unknown name) is refused naming the key and
+what is supported, never dropped. Secrets (`ssl.key.password`, `sasl.jaas.config`) never leave in clear: the
+client settings' repr, the config's repr and stored job model, and every error mask them.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from elasticity.config.errors import ConfigError
 from elasticity.config.parsers import Parser, Refused, choice, int_range
 
 ROLES = ("consumer", "producer", "admin")
@@ -76,8 +75,9 @@ _BYTES, _MS = int_range(0), int_range(0)
 
 @dataclass(frozen=True, kw_only=True)
 class KafkaProperty:
-    """One Kafka client property: its kafka-python argument (None: read by another property's mapping), the roles
-    it applies to, and whether its value is a secret."""
+    """One Kafka client property: the roles it applies to, whether its value is a secret, and its kafka-python
+    argument (None: kafka-python's clients read it through another property, or never use it: they read no
+    records, so a consumer's fetch properties are librdkafka's alone)."""
 
     name: str
     arg: str | None
@@ -215,51 +215,45 @@ PROPERTIES: tuple[KafkaProperty, ...] = (
     ),
     KafkaProperty(
         name="group.id",
-        arg="group_id",
+        arg=None,
         parser=Parser(_text, "a group id"),
         roles=_CONSUMER,
         doc="Consumer group (partitions are assigned, not subscribed; no offsets are committed to it).",
     ),
     KafkaProperty(
         name="auto.offset.reset",
-        arg="auto_offset_reset",
+        arg=None,
         parser=Parser(_offset_reset, "earliest, latest (or smallest, largest)"),
         roles=_CONSUMER,
         doc="Where a read starts when its offset is out of range.",
     ),
-    KafkaProperty(
-        name="fetch.min.bytes", arg="fetch_min_bytes", parser=int_range(1), roles=_CONSUMER, doc="Least data a fetch waits for."
-    ),
-    KafkaProperty(
-        name="fetch.max.bytes", arg="fetch_max_bytes", parser=_BYTES, roles=_CONSUMER, doc="Most data one fetch returns."
-    ),
+    KafkaProperty(name="fetch.min.bytes", arg=None, parser=int_range(1), roles=_CONSUMER, doc="Least data a fetch waits for."),
+    KafkaProperty(name="fetch.max.bytes", arg=None, parser=_BYTES, roles=_CONSUMER, doc="Most data one fetch returns."),
     KafkaProperty(
         name="fetch.max.wait.ms",
-        arg="fetch_max_wait_ms",
+        arg=None,
         parser=_MS,
         roles=_CONSUMER,
         doc="Longest a fetch waits for fetch.min.bytes.",
     ),
     KafkaProperty(
         name="max.partition.fetch.bytes",
-        arg="max_partition_fetch_bytes",
+        arg=None,
         parser=_BYTES,
         roles=_CONSUMER,
         doc="Most data a fetch returns per partition.",
     ),
     KafkaProperty(
         name="max.poll.records",
-        arg="max_poll_records",
+        arg=None,
         parser=int_range(1),
         roles=_CONSUMER,
         doc="Most records one poll returns.",
     ),
-    KafkaProperty(
-        name="session.timeout.ms", arg="session_timeout_ms", parser=int_range(1), roles=_CONSUMER, doc="Group session timeout."
-    ),
+    KafkaProperty(name="session.timeout.ms", arg=None, parser=int_range(1), roles=_CONSUMER, doc="Group session timeout."),
     KafkaProperty(
         name="heartbeat.interval.ms",
-        arg="heartbeat_interval_ms",
+        arg=None,
         parser=int_range(1),
         roles=_CONSUMER,
         doc="Group heartbeat interval.",
@@ -271,10 +265,10 @@ PROPERTIES: tuple[KafkaProperty, ...] = (
         roles=_CONSUMER,
         doc="read_uncommitted or read_committed (transactional producers).",
     ),
-    KafkaProperty(name="check.crcs", arg="check_crcs", parser=_BOOLEAN, roles=_CONSUMER, doc="Check each record batch's CRC."),
+    KafkaProperty(name="check.crcs", arg=None, parser=_BOOLEAN, roles=_CONSUMER, doc="Check each record batch's CRC."),
     KafkaProperty(
         name="client.rack",
-        arg="client_rack",
+        arg=None,
         parser=Parser(_text, "a rack id"),
         roles=_CONSUMER,
         doc="Rack of the client (fetch from the nearest replica).",
@@ -332,7 +326,6 @@ PROPERTIES: tuple[KafkaProperty, ...] = (
 )
 _BY_NAME = {p.name: p for p in PROPERTIES}
 SECRET_PROPERTIES = frozenset(p.name for p in PROPERTIES if p.secret)
-SECRET_ARGS = frozenset({"ssl_password", "sasl_plain_password"})
 
 UNSUPPORTED = {
     "bootstrap.servers": "the admin client connects to systems.<system>.consumer.bootstrap.servers",
@@ -416,108 +409,6 @@ def jaas_line(mechanism: str, username: str, password: str) -> str:
     return f"{module} required username={quote(username)} password={quote(password)};"
 
 
-def _same(value: Any) -> Any:
-    return value
-
-
-_LIBRDKAFKA: dict[str, tuple[str | None, Any]] = {  # a client's kafka-python argument -> librdkafka's property
-    "security_protocol": ("security.protocol", _same),
-    "ssl_cafile": ("ssl.ca.location", _same),
-    "ssl_certfile": ("ssl.certificate.location", _same),
-    "ssl_keyfile": ("ssl.key.location", _same),
-    "ssl_password": ("ssl.key.password", _same),
-    "ssl_check_hostname": ("ssl.endpoint.identification.algorithm", lambda check: "https" if check else "none"),
-    "sasl_mechanism": ("sasl.mechanisms", _same),
-    "sasl_plain_username": ("sasl.username", _same),  # kafka-python's name for any mechanism's user
-    "sasl_plain_password": ("sasl.password", _same),
-    "client_id": ("client.id", _same),
-    "request_timeout_ms": ("socket.timeout.ms", _same),
-    "connections_max_idle_ms": ("connections.max.idle.ms", _same),
-    "metadata_max_age_ms": ("metadata.max.age.ms", _same),
-    "reconnect_backoff_ms": ("reconnect.backoff.ms", _same),
-    "reconnect_backoff_max_ms": ("reconnect.backoff.max.ms", _same),
-    "retry_backoff_ms": ("retry.backoff.ms", _same),
-    "receive_buffer_bytes": ("socket.receive.buffer.bytes", lambda n: max(n, 0)),  # -1 and 0: the OS default
-    "send_buffer_bytes": ("socket.send.buffer.bytes", lambda n: max(n, 0)),
-    "group_id": ("group.id", _same),
-    "auto_offset_reset": ("auto.offset.reset", _same),
-    "fetch_min_bytes": ("fetch.min.bytes", _same),
-    "fetch_max_bytes": ("fetch.max.bytes", _same),
-    "fetch_max_wait_ms": ("fetch.wait.max.ms", _same),
-    "max_partition_fetch_bytes": ("max.partition.fetch.bytes", _same),
-    "isolation_level": ("isolation.level", _same),
-    "check_crcs": ("check.crcs", _same),
-    "client_rack": ("client.rack", _same),
-    # group membership and poll sizes: nothing an assign-and-seek read depends on
-    "max_poll_records": (None, _same),
-    "session_timeout_ms": (None, _same),
-    "heartbeat_interval_ms": (None, _same),
-    # a producer's
-    "acks": ("acks", str),
-    "linger_ms": ("linger.ms", _same),
-    "batch_size": ("batch.size", _same),
-    "compression_type": ("compression.type", lambda c: c or "none"),
-    "max_request_size": ("message.max.bytes", _same),
-    "retries": ("message.send.max.retries", _same),
-    "delivery_timeout_ms": ("delivery.timeout.ms", _same),
-    "max_block_ms": (None, _same),  # librdkafka's produce() does not block: a full queue raises BufferError
-    "enable_idempotence": ("enable.idempotence", _same),
-    "max_in_flight_requests_per_connection": ("max.in.flight.requests.per.connection", _same),
-}
-
-
-@dataclass(frozen=True)
-class KafkaClientSettings:
-    """What one Kafka client is opened with: the bootstrap servers and kafka-python's keyword arguments
-    (sorted, so the settings are hashable and picklable; Spark ships them to the workers). Its repr masks secrets;
-    its str is the bootstrap address, which is what errors name."""
-
-    bootstrap: str
-    options: tuple[tuple[str, Any], ...] = ()
-
-    def kwargs(self, **defaults: Any) -> dict[str, Any]:
-        """The client's keyword arguments: the project's defaults for this client, then the configured ones."""
-        return {**defaults, **dict(self.options), "bootstrap_servers": self.bootstrap}
-
-    @property
-    def tls(self) -> bool:
-        return dict(self.options).get("security_protocol", "PLAINTEXT") in ("SSL", "SASL_SSL")
-
-    @property
-    def sasl(self) -> bool:
-        return dict(self.options).get("security_protocol", "PLAINTEXT").startswith("SASL_")
-
-    def librdkafka(self, **defaults: Any) -> dict[str, Any]:
-        """The same client as librdkafka (confluent-kafka) properties, for a reader that assigns and seeks or a
-        transactional producer: the project's defaults, then the configured ones. Every option has a counterpart
-        (the SASL login too: librdkafka does PLAIN and SCRAM), so a job's Kafka outputs are exactly-once over SASL."""
-        out: dict[str, Any] = {**defaults, "bootstrap.servers": self.bootstrap}
-        for arg, value in self.options:
-            name, convert = _LIBRDKAFKA[arg]
-            if name is not None:
-                out[name] = convert(value)
-        return out
-
-    def __repr__(self) -> str:
-        opts = ", ".join(f"{k}={MASK if k in SECRET_ARGS else repr(v)}" for k, v in self.options)
-        return f"KafkaClientSettings({self.bootstrap!r}{', ' + opts if opts else ''})"
-
-    def __str__(self) -> str:
-        return self.bootstrap
-
-
-@dataclass(frozen=True)
-class SystemClients:
-    """The settings of the three clients a component of one system opens (the changelog: read, write, create)."""
-
-    consumer: KafkaClientSettings
-    producer: KafkaClientSettings
-    admin: KafkaClientSettings
-
-    def __str__(self) -> str:
-        return self.consumer.bootstrap
-
-
 def role_properties(props: Mapping[str, str], system: str, role: str) -> dict[str, str]:
     """The Kafka properties a `role` client of `system` is given: Samza's `systems.<system>.<role>.*`;
     the admin client takes the consumer's that apply to it first. bootstrap.servers is not among them."""
@@ -535,17 +426,17 @@ def role_properties(props: Mapping[str, str], system: str, role: str) -> dict[st
     return out
 
 
-def client_options(properties: Mapping[str, str], where: str, role: str = "consumer") -> tuple[tuple[str, Any], ...]:
-    """kafka-python's keyword arguments for Kafka `properties` of a `role` client; a ValueError names every
-    problem (each property as `<where><property>`, secrets masked)."""
-    args, errors = _options(properties, where, role)
+def client_properties(properties: Mapping[str, str], where: str, role: str = "consumer") -> tuple[tuple[str, str], ...]:
+    """The Kafka `properties` of a `role` client, checked and as Kafka names them (each value stripped, sorted);
+    a ValueError names every problem (each property as `<where><property>`, secrets masked)."""
+    checked, errors = _options(properties, where, role)
     if errors:
         raise ValueError("; ".join(errors))
-    return args
+    return checked
 
 
-def _options(properties: Mapping[str, str], where: str, role: str) -> tuple[tuple[tuple[str, Any], ...], list[str]]:
-    args: dict[str, Any] = {}
+def _options(properties: Mapping[str, str], where: str, role: str) -> tuple[tuple[tuple[str, str], ...], list[str]]:
+    checked: dict[str, str] = {}
     errors: list[str] = []
     for prop, text in sorted(properties.items()):
         known = _BY_NAME.get(prop)
@@ -557,32 +448,29 @@ def _options(properties: Mapping[str, str], where: str, role: str) -> tuple[tupl
         except ValueError as e:
             errors.append(f"{where}{prop}={MASK if known.secret else repr(text)}: expected {e}")
             continue
-        if known.arg is not None:
-            args[known.arg] = value
-    protocol = args.get("security_protocol", "PLAINTEXT")
+        checked[prop] = value if isinstance(value, str) else text.strip().lower()  # Kafka's spelling of the value
+    protocol = checked.get("security.protocol", "PLAINTEXT")
     for prop in ("truststore", "keystore"):
         if f"ssl.{prop}.location" in properties and properties.get(f"ssl.{prop}.type", "").strip().upper() != "PEM":
             errors.append(
                 f"{where}ssl.{prop}.location: Kafka reads it as ssl.{prop}.type (default JKS); "
                 f"set {where}ssl.{prop}.type=PEM with a PEM file (kafka-python reads PEM only)"
             )
-    if "ssl_certfile" in args:
-        args["ssl_keyfile"] = args["ssl_certfile"]  # Kafka's PEM keystore holds the key and its chain in one file
-    mechanism, jaas = args.get("sasl_mechanism"), properties.get("sasl.jaas.config")
+    mechanism, jaas = checked.get("sasl.mechanism"), properties.get("sasl.jaas.config")
     if protocol.startswith("SASL_"):
         if jaas is None:
             errors.append(f"{where}security.protocol={protocol}: expected {where}sasl.jaas.config with a username and password")
         else:
-            mechanism = args.setdefault("sasl_mechanism", "PLAIN")  # Kafka's default mechanism
+            mechanism = checked.setdefault("sasl.mechanism", "PLAIN")  # Kafka's default mechanism (librdkafka's is GSSAPI)
             try:
-                args["sasl_plain_username"], args["sasl_plain_password"] = parse_jaas(jaas, mechanism)
+                parse_jaas(jaas, mechanism)
             except ValueError as e:
                 errors.append(f"{where}sasl.jaas.config={MASK}: {e}")
     elif mechanism is not None or jaas is not None:
         sasl = " and ".join(f"{where}{p}" for p in ("sasl.mechanism", "sasl.jaas.config") if p in properties)
         default = " (the default)" if "security.protocol" not in properties else ""
         errors.append(f"{sasl}: SASL needs security.protocol SASL_SSL or SASL_PLAINTEXT, not {protocol}{default}")
-    return tuple(sorted(args.items())), errors
+    return tuple(sorted(checked.items())), errors
 
 
 def problems(props: Mapping[str, str]) -> list[str]:
@@ -625,18 +513,3 @@ def env_properties(text: str | None, role: str) -> dict[str, str]:
     if unknown:
         raise ValueError(f"{ENV_PROPERTIES}: {'; '.join(_refusal(role, p) for p in unknown)}")
     return {p: str(v) for p, v in found.items() if role in _BY_NAME[p].roles}
-
-
-def settings_for(
-    props: Mapping[str, str], system: str, role: str, *, bootstrap: str, env: str | None = None
-) -> KafkaClientSettings:
-    """The settings of a `role` client of `system` from flat properties (a job config's), with `env`
-    (ENV_PROPERTIES' text) over them; a ConfigError names every problem, secrets masked."""
-    try:
-        properties = role_properties(props, system, role) | env_properties(env, role)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-    try:
-        return KafkaClientSettings(bootstrap, client_options(properties, f"systems.{system}.{role}.", role))
-    except ValueError as e:
-        raise ConfigError(f"{e} ({ENV_PROPERTIES} taken over the job's)" if env else str(e)) from None

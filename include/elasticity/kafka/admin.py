@@ -19,9 +19,10 @@ from kafka.admin import KafkaAdminClient, NewTopic
 
 from elasticity.config import ConfigError, JobConfig
 from elasticity.config.connections import Connections
-from elasticity.config.kafka_clients import KafkaClientSettings, SystemClients, settings_for
 from elasticity.config.services import BROKER, running_service
 from elasticity.jobmodel.model import SystemStream
+from elasticity.kafka import clients
+from elasticity.kafka.clients import Kafka, KafkaClientSettings, SystemClients, settings, settings_for
 
 PROBE_TIMEOUT_S = 3.0
 
@@ -53,10 +54,6 @@ def resolve_bootstrap(config: JobConfig | None = None, system: str = "kafka") ->
     )
 
 
-Kafka = KafkaClientSettings | str
-"""Where a client connects and how: settings, or bare bootstrap servers (a plaintext cluster, Kafka's defaults)."""
-
-
 def client_settings(config: JobConfig | None, system: str = "kafka", role: str = "consumer") -> KafkaClientSettings:
     """How a `role` client (consumer, producer, admin) of `system` connects: `resolve_bootstrap`'s servers and
     the job's `systems.<system>.<role>.*` Kafka properties, with the deployment's (KAFKA_CLIENT_PROPERTIES, a
@@ -72,22 +69,17 @@ def system_clients(config: JobConfig | None, system: str = "kafka") -> SystemCli
     return SystemClients(*(client_settings(config, system, role) for role in ("consumer", "producer", "admin")))
 
 
-def settings(kafka: Kafka) -> KafkaClientSettings:
-    return kafka if isinstance(kafka, KafkaClientSettings) else KafkaClientSettings(kafka)
-
-
 def tls_context(kafka: KafkaClientSettings) -> ssl.SSLContext:
-    """The TLS context kafka-python builds from the same arguments (the probe speaks TLS as the clients do)."""
-    options = dict(kafka.options)
+    """The TLS context of the clients' settings (the probe speaks TLS as the clients do)."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.check_hostname = options.get("ssl_check_hostname", True)
-    if options.get("ssl_cafile"):
-        ctx.load_verify_locations(options["ssl_cafile"])
+    ctx.check_hostname = kafka.get("ssl.endpoint.identification.algorithm", "https") == "https"
+    if cafile := kafka.get("ssl.truststore.location"):
+        ctx.load_verify_locations(cafile)
     else:
         ctx.load_default_certs()
-    if options.get("ssl_certfile"):
-        ctx.load_cert_chain(options["ssl_certfile"], options.get("ssl_keyfile"), options.get("ssl_password"))
+    if keystore := kafka.get("ssl.keystore.location"):  # Kafka's PEM keystore: the key and its chain in one file
+        ctx.load_cert_chain(keystore, keystore, kafka.get("ssl.key.password"))
     return ctx
 
 
@@ -139,7 +131,7 @@ def _login(sock: socket.socket, kafka: KafkaClientSettings, deadline: float) -> 
     SaslAuthenticate v0 rounds); BrokerLoginRefused names the broker, the mechanism and the user."""
     from kafka.net.sasl import get_sasl_mechanism
 
-    options = dict(kafka.options)
+    options = kafka.kwargs()  # kafka-python's arguments, which its mechanisms take
     name, user = options["sasl_mechanism"], options["sasl_plain_username"]
 
     def refused(why: str) -> BrokerLoginRefused:
@@ -214,7 +206,7 @@ def probe(kafka: Kafka, timeout_s: float = PROBE_TIMEOUT_S) -> None:
 def admin_client(kafka: Kafka) -> Iterator[KafkaAdminClient]:
     kafka = settings(kafka)
     probe(kafka)
-    client = KafkaAdminClient(**kafka.kwargs(request_timeout_ms=10_000, client_id="elasticity-admin"))
+    client = clients.admin(kafka)
     try:
         yield client
     finally:

@@ -1,27 +1,29 @@
-"""Reading partition metadata and offsets with the standard consumer API."""
+"""Reading partition metadata and offsets with the standard consumer API, and a partition's records by range."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from kafka import KafkaConsumer, TopicPartition
 
 from elasticity.config import JobConfig
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition
-from elasticity.kafka.admin import Kafka, TopicError, client_settings, partition_counts, probe, settings
+from elasticity.kafka import clients
+from elasticity.kafka.admin import TopicError, client_settings, partition_counts, probe
+from elasticity.kafka.clients import Kafka, settings
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer, Message
 
 
 @contextmanager
 def consumer(kafka: Kafka) -> Iterator[KafkaConsumer]:
     kafka = settings(kafka)
     probe(kafka)
-    # read_committed: a transactional producer's records once committed, and the end offset is the last stable one
-    c = KafkaConsumer(
-        **kafka.kwargs(request_timeout_ms=15_000, client_id="elasticity", isolation_level="read_committed"),
-        enable_auto_commit=False,
-    )
+    c = clients.metadata_consumer(kafka, client_id="elasticity")
     try:
         yield c
     finally:
@@ -92,14 +94,8 @@ class HeldKafkaInputs(KafkaInputs):
         if system not in self._consumers:
             kafka = client_settings(self.config, system)
             probe(kafka)
-            self._consumers[system] = KafkaConsumer(
-                **kafka.kwargs(
-                    request_timeout_ms=15_000,
-                    client_id="elasticity-lag",
-                    isolation_level="read_committed",
-                    metadata_max_age_ms=self._metadata_max_age_ms,
-                ),
-                enable_auto_commit=False,
+            self._consumers[system] = clients.metadata_consumer(
+                kafka, client_id="elasticity-lag", metadata_max_age_ms=self._metadata_max_age_ms
             )
         return self._consumers[system]
 
@@ -132,30 +128,75 @@ class HeldKafkaInputs(KafkaInputs):
 
 
 STALL_TIMEOUT_S = 30.0
+_TIMEOUT_S = 30.0
+Record = tuple[int, bytes | None, bytes | None, int]  # offset, key, value, timestamp (ms)
 
 
-def read_log(kafka: Kafka, topic: str, partition: int = 0) -> list[tuple[int, bytes | None, bytes | None, int]]:
-    """Every record of one partition, oldest first, as (offset, key, value, timestamp ms): a log read whole,
-    such as Samza's checkpoint topic."""
-    bootstrap = str(kafka)
-    with consumer(kafka) as c:
-        tp = TopicPartition(topic, partition)
-        if partition not in (c.partitions_for_topic(topic) or set()):
-            raise TopicError(f"topic {topic!r} has no partition {partition} on {bootstrap}")
-        c.assign([tp])
-        start, end = c.beginning_offsets([tp])[tp], c.end_offsets([tp])[tp]
-        c.seek(tp, start)
-        out: list[tuple[int, bytes | None, bytes | None, int]] = []
+def read_range(
+    c: Consumer, topic: str, partition: int, start: int, end: int, *, stalled: Callable[[int], Exception]
+) -> Iterator[Message]:
+    """The records of offsets [start, end) of one partition, oldest first, with a consumer of `clients.log_reader`:
+    done once the consumer's position passes `end` (transaction markers, aborted records, compacted gaps take
+    offsets too). No progress for STALL_TIMEOUT_S raises `stalled(position)`."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka import TopicPartition as Partition
+
+    c.assign([Partition(topic, partition, start)])
+    try:
         position, last_progress = start, time.monotonic()
         while position < end:
-            polled = c.poll(timeout_ms=500, max_records=5000).get(tp, [])
-            out += [(r.offset, r.key, r.value, r.timestamp) for r in polled if r.offset < end]
-            if polled:
-                position, last_progress = polled[-1].offset + 1, time.monotonic()
-            elif (passed := c.position(tp)) > position:  # offsets with no record to return (markers, aborted)
-                position, last_progress = passed, time.monotonic()
+            got = c.consume(num_messages=min(end - position, 5000), timeout=0.5)
+            for m in got:
+                if (error := m.error()) is not None:
+                    if error.fatal() or error.code() == KafkaError._AUTO_OFFSET_RESET:
+                        raise KafkaException(error)
+                    continue  # transient (a broker reconnecting): the stall timeout bounds it
+                offset = m.offset()
+                if offset is None or offset < position:
+                    continue
+                if offset >= end:
+                    position = end
+                    break
+                yield m
+                position = offset + 1
+            if got:
+                last_progress = time.monotonic()
+            elif (passed := c.position([Partition(topic, partition)])[0].offset) > position:
+                position, last_progress = min(passed, end), time.monotonic()
             elif time.monotonic() - last_progress > STALL_TIMEOUT_S:
-                raise TopicError(
-                    f"reading {topic}-{partition} from {bootstrap}: no records after offset {position} for {STALL_TIMEOUT_S:.0f}s"
-                )
-        return out
+                raise stalled(position)
+    finally:
+        c.unassign()
+
+
+def log_bounds(c: Consumer, kafka: Kafka, topic: str, partition: int) -> tuple[int, int]:
+    """The partition's log start and end (read_committed: the last stable offset), asked with a consumer of
+    `clients.log_reader`; TopicError when the partition does not exist."""
+    from confluent_kafka import TopicPartition as Partition
+
+    found = c.list_topics(topic, timeout=_TIMEOUT_S).topics.get(topic)
+    if found is None or found.error is not None or partition not in found.partitions:
+        raise TopicError(f"topic {topic!r} has no partition {partition} on {kafka}")
+    return c.get_watermark_offsets(Partition(topic, partition), timeout=_TIMEOUT_S, cached=False)
+
+
+def read_log(kafka: Kafka, topic: str, partition: int = 0) -> list[Record]:
+    """Every record of one partition, oldest first, as (offset, key, value, timestamp ms): a log read whole,
+    such as Samza's checkpoint topic."""
+    kafka = settings(kafka)
+    probe(kafka)
+    c = clients.log_reader(kafka, "elasticity")
+    try:
+        start, end = log_bounds(c, kafka, topic, partition)
+
+        def stalled(position: int) -> TopicError:
+            return TopicError(
+                f"reading {topic}-{partition} from {kafka}: no records after offset {position} for {STALL_TIMEOUT_S:.0f}s"
+            )
+
+        return [
+            (m.offset(), m.key(), m.value(), m.timestamp()[1])  # type: ignore[misc]
+            for m in read_range(c, topic, partition, start, end, stalled=stalled)
+        ]
+    finally:
+        c.close()

@@ -3,22 +3,47 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from kafka import KafkaProducer
+from elasticity.kafka import clients
+from elasticity.kafka.admin import probe
+from elasticity.kafka.clients import Kafka, settings
 
-from elasticity.kafka.admin import Kafka, probe, settings
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError, Message, Producer
+
+_TIMEOUT_S = 30.0
+
+
+def produce(producer: Producer, topic: str, key: bytes | None, value: bytes | None, **kw: object) -> None:
+    """Queue one record; a full local queue waits for deliveries to drain (librdkafka's produce never blocks)."""
+    while True:
+        try:
+            producer.produce(topic, key=key, value=value, **kw)  # type: ignore[arg-type]
+            return
+        except BufferError:
+            producer.poll(0.05)
 
 
 def send(kafka: Kafka, topic: str, records: Iterable[tuple[bytes | None, bytes | None]]) -> int:
     """Send and flush; returns the number of records acknowledged by the broker."""
+    from confluent_kafka import KafkaException
+
     kafka = settings(kafka)
     probe(kafka)
-    producer = KafkaProducer(**kafka.kwargs(acks="all", linger_ms=20, batch_size=256 * 1024))
-    try:
-        futures = [producer.send(topic, key=k, value=v) for k, v in records]
-        producer.flush()
-        for f in futures:
-            f.get(timeout=30)  # raises the broker's error instead of losing the record quietly
-        return len(futures)
-    finally:
-        producer.close()
+    producer = clients.producer(kafka, **{"acks": "all", "linger.ms": 20, "batch.size": 256 * 1024})
+    failed: list[KafkaError] = []
+
+    def delivered(err: KafkaError | None, _: Message) -> None:
+        if err is not None:
+            failed.append(err)
+
+    sent = 0
+    for k, v in records:
+        produce(producer, topic, k, v, on_delivery=delivered)
+        sent += 1
+    if producer.flush(_TIMEOUT_S):
+        raise TimeoutError(f"sending to {topic!r} on {kafka}: records unacknowledged after {_TIMEOUT_S:.0f}s")
+    if failed:  # the broker's error instead of losing the record quietly
+        raise KafkaException(failed[0])
+    return sent

@@ -30,23 +30,16 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from elasticity.kafka.admin import Kafka, TopicError, create_topic, probe, settings
+from elasticity.kafka import clients
+from elasticity.kafka.admin import TopicError, create_topic, probe
+from elasticity.kafka.clients import Kafka, settings
+from elasticity.kafka.producer import produce
 from elasticity.kafka.refusals import Refusal, decided, refusal
 
 if TYPE_CHECKING:
     from confluent_kafka import Message, Producer
 
-TRANSACTION_TIMEOUT_MS = 60_000  # the longest a dead run's open transaction holds readers at its first record
 _TIMEOUT_S = 30.0
-_PRODUCER = {
-    "enable.idempotence": True,
-    "acks": "all",
-    "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
-    "delivery.timeout.ms": TRANSACTION_TIMEOUT_MS // 2,
-    "partitioner": "murmur2_random",  # Java's (and kafka-python's) partitioner: a key lands where theirs put it
-    "linger.ms": 5,
-    "log.connection.close": False,
-}
 
 
 class TransactionFenced(RuntimeError):
@@ -71,11 +64,9 @@ def transactional_id(job: str, job_id: str, run: str) -> str:
 
 
 def _producer(kafka: Kafka, tid: str) -> Producer:
-    from confluent_kafka import Producer
-
     kafka = settings(kafka)
     probe(kafka)  # a dead address or a refused SASL login named in seconds, not after init_transactions' 30
-    p = Producer({**kafka.librdkafka(**_PRODUCER), "transactional.id": tid})
+    p = clients.transactional_producer(kafka, tid)
     p.init_transactions(_TIMEOUT_S)
     return p
 
@@ -220,12 +211,7 @@ class JobTransactions:
         self.in_transaction = False
 
     def _produce(self, topic: str, key: bytes | None, value: bytes | None, headers: tuple = (), **kw: Any) -> None:
-        while True:
-            try:
-                self._producer.produce(topic, key=key, value=value, headers=list(headers) or None, **kw)
-                return
-            except BufferError:  # the local queue is full: let deliveries drain
-                self._producer.poll(0.05)
+        produce(self._producer, topic, key, value, headers=list(headers) or None, **kw)
 
     def close(self) -> None:
         self._producer.flush(_TIMEOUT_S)
@@ -266,10 +252,9 @@ def read_committed_from(
     """What a read_committed consumer sees of `topic` from `starts` (partition -> offset; a partition not named
     from its start), and per partition the offset read up to: everything below it is decided (committed or
     aborted), so a later read from there misses nothing. Empty while the topic does not exist."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import TopicPartition
 
-    config = settings(kafka).librdkafka(**{"group.id": "elasticity-read-committed", "enable.auto.commit": False})
-    c = Consumer({**config, "isolation.level": "read_committed"})
+    c = clients.log_reader(kafka, "elasticity-read-committed")
     out: list[CommittedRecord] = []
     ends: dict[int, int] = {}
     try:

@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from elasticity.api.descriptors import StoreDescriptor
 from elasticity.checkpoint.task_checkpoint import CheckpointId, CheckpointV2
 from elasticity.config import BLOB_STORE_FACTORY, KAFKA_CHANGELOG_FACTORY
-from elasticity.config.kafka_clients import SystemClients
 from elasticity.jobmodel.model import TaskModel, TaskName
+from elasticity.kafka.clients import SystemClients
 from elasticity.state.backends import StateBackend, StoreContext
 from elasticity.state.backends.blob_manager import BlobStoreManager
 from elasticity.state.backends.blobstore import BlobStoreStateBackend

@@ -39,7 +39,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from math import gcd
@@ -510,16 +510,16 @@ def _changelog_image(ctx: StoreContext, db, task_count: int) -> str:
     try:
         backend = KafkaChangelogStateBackend(ctx, client, task_count)  # creates or widens the topic
         stale = {k for _, k, _ in client.read(backend.tp, 0, None) if k is not None and ctx.owns(k)}
-        producer, tp = client.producer, backend.tp
-        last = None
-        for k, v in db.items():
-            stale.discard(k)
-            last = producer.send(tp.topic, key=k, value=v, partition=tp.partition)
-        for k in sorted(stale):
-            last = producer.send(tp.topic, key=k, value=None, partition=tp.partition)
-        producer.flush()
+
+        def image() -> Iterator[tuple[bytes, bytes | None]]:
+            for k, v in db.items():
+                stale.discard(k)
+                yield k, v
+            yield from ((k, None) for k in sorted(stale))
+
+        last = client.write(backend.tp, image())
         faults.point("rescale.state.changelog_written")
-        return KafkaChangelogMarker(backend.ssp, None if last is None else last.get(timeout=60).offset).to_json()
+        return KafkaChangelogMarker(backend.ssp, last).to_json()
     finally:
         client.close()
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from elasticity.api.descriptors import StoreDescriptor
 from elasticity.config import KAFKA_CHANGELOG_FACTORY, JobConfig, elasticity_home, parse_factories
-from elasticity.config.kafka_clients import SystemClients
 from elasticity.config.runtime_rules import check_changelog_backend, check_declared_stores
 from elasticity.jobmodel.model import SystemStream
+from elasticity.kafka.clients import SystemClients
 
 
 @dataclass(frozen=True, kw_only=True)

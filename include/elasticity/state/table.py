@@ -26,7 +26,6 @@ import json
 import logging
 import os
 import shutil
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,14 +38,15 @@ from elasticity.config import JobConfig
 from elasticity.config.runtime_rules import table_side_inputs
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition
 from elasticity.jobmodel.object_mapper import ssp_to_key
-from elasticity.kafka.admin import Kafka, settings
+from elasticity.kafka import clients
+from elasticity.kafka.clients import Kafka
+from elasticity.kafka.consumer import STALL_TIMEOUT_S, read_range
 from elasticity.serializers import DESERIALIZERS, SERIALIZERS, RecordSerdeError, deserialize
 from elasticity.state.rocksdb import open_db
 from elasticity.state.store_config import local_state_dir
 
 log = logging.getLogger(__name__)
 OFFSETS_FILE = "OFFSETS"
-STALL_TIMEOUT_S = 30.0
 Processor = Callable[[Any], Iterable[tuple[Any, Any]]]
 
 
@@ -167,27 +167,17 @@ class SideInputTable:
     def _read(
         bootstrap: Kafka, ssp: SystemStreamPartition, start: int, end: int
     ) -> list[tuple[int, bytes | None, bytes | None, int]]:
-        from kafka import KafkaConsumer, TopicPartition
+        c = clients.log_reader(bootstrap, "elasticity-side-input")
 
-        c = KafkaConsumer(**settings(bootstrap).kwargs(client_id="elasticity-side-input"), enable_auto_commit=False)
-        try:
-            tp = TopicPartition(ssp.stream, ssp.partition)
-            c.assign([tp])
-            begin = c.beginning_offsets([tp])[tp]
-            c.seek(tp, max(start, begin))
-            out: list[tuple[int, bytes | None, bytes | None, int]] = []
-            last_progress = time.monotonic()
-            while c.position(tp) < end:  # the position passes compacted gaps too
-                polled = c.poll(timeout_ms=500, max_records=5000).get(tp, [])
-                out += [(r.offset, r.key, r.value, r.timestamp) for r in polled if start <= r.offset < end]
-                if polled:
-                    last_progress = time.monotonic()
-                elif time.monotonic() - last_progress > STALL_TIMEOUT_S:
-                    raise TimeoutError(
-                        f"side input {ssp}: no records after offset {c.position(tp)} (reading up to {end}) "
-                        f"from {bootstrap} for {STALL_TIMEOUT_S:.0f}s"
-                    )
-            return out
+        def stalled(position: int) -> TimeoutError:
+            return TimeoutError(
+                f"side input {ssp}: no records after offset {position} (reading up to {end}) "
+                f"from {bootstrap} for {STALL_TIMEOUT_S:.0f}s"
+            )
+
+        try:  # from the log start when `start` is no longer in the log
+            found = read_range(c, ssp.stream, ssp.partition, start, end, stalled=stalled)
+            return [(m.offset(), m.key(), m.value(), m.timestamp()[1]) for m in found]  # type: ignore[misc]
         finally:
             c.close()
 

@@ -27,13 +27,12 @@ from elasticity.api.descriptors import StoreDescriptor
 from elasticity.api.stream import ApplicationDescriptor, load_application
 from elasticity.batch.container.scheduling import PassHistory
 from elasticity.jobmodel.model import SystemStream
-from elasticity.kafka.admin import Kafka
+from elasticity.kafka.clients import Kafka
 from elasticity.state.store_config import StorageConfig
 from elasticity.state.worker import BatchState, ContainerState
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer
-    from kafka import KafkaConsumer
 
 ContainerKey = tuple[StorageConfig, tuple[tuple[str, int], ...]]  # store config, (task, changelog partition) of its tasks
 
@@ -46,8 +45,7 @@ class ContainerProcess:
     histories: dict[str, PassHistory] = field(default_factory=dict)  # app class -> its passes, learnt here
     last_slot: dict[str, int] = field(default_factory=dict)  # job -> the slot run last here (its stores are open here)
     slots_started: int = 0
-    consumers: dict[Kafka, KafkaConsumer] = field(default_factory=dict)  # one per client settings, reused across chunks
-    fast_consumers: dict[Kafka, Consumer | None] = field(default_factory=dict)  # confluent-kafka's (None: kafka-python's)
+    consumers: dict[Kafka, Consumer] = field(default_factory=dict)  # the reader's, one per client settings
     containers: dict[ContainerKey, ContainerState] = field(default_factory=dict)
     pool: ThreadPoolExecutor | None = None
     _apps_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -113,9 +111,6 @@ class ContainerProcess:
     def close_consumers(self) -> None:
         while self.consumers:
             self.consumers.popitem()[1].close()
-        while self.fast_consumers:
-            if (c := self.fast_consumers.popitem()[1]) is not None:
-                c.close()
 
     def close(self) -> None:
         """The end of this process's use: its consumers, containers and slice threads closed."""

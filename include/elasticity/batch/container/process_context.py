@@ -18,7 +18,8 @@ from elasticity.checkpoint.store import Generation
 from elasticity.checkpoint.task_checkpoint import CheckpointId, TaskCheckpoint, state_of
 from elasticity.config import JobConfig
 from elasticity.jobmodel.model import JobModel, SystemStream, SystemStreamPartition, TaskName
-from elasticity.kafka.admin import Kafka, client_settings, create_topic
+from elasticity.kafka.admin import client_settings, create_topic
+from elasticity.kafka.clients import Kafka
 from elasticity.kafka.consumer import KafkaInputs
 from elasticity.state.store_config import StorageConfig, state_dir
 from elasticity.state.table import SideInputBatch, TableBatch, TableSource

@@ -8,7 +8,6 @@ routing costs one C hash per record."""
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -21,25 +20,15 @@ from elasticity.batch.container.container_process import container_process
 from elasticity.batch.container.routing import RouteTable, route_records
 from elasticity.batch.sinks.outputs import SOURCE_FIELDS
 from elasticity.checkpoint.batch_plan import OffsetRange
-from elasticity.kafka.admin import Kafka, settings
+from elasticity.kafka import clients
+from elasticity.kafka.clients import Kafka
 
 if TYPE_CHECKING:
-    from confluent_kafka import Consumer, KafkaError
-    from kafka import KafkaConsumer
+    from confluent_kafka import Consumer, KafkaError, Message
 
 RECORD_SCHEMA = pa.schema([*SOURCE_FIELDS, ("value", pa.binary()), ("timestamp", pa.int64())])
 ROUTED_SCHEMA = pa.schema([*RECORD_SCHEMA, ("key_bucket", pa.int32()), ("task_name", pa.string())])
 
-LIBRDKAFKA_DEFAULTS = {
-    "group.id": "elasticity-reader",  # librdkafka asks for one; partitions are assigned, no offset is committed
-    "client.id": "elasticity-reader",
-    "enable.auto.commit": False,
-    "isolation.level": "read_committed",  # a transactional producer's records once committed, never aborted ones
-    "max.partition.fetch.bytes": 8 * 1024 * 1024,
-    "fetch.max.bytes": 64 * 1024 * 1024,
-    "log.connection.close": False,  # an idle connection the broker closes between batches is not an error
-    "auto.offset.reset": "error",  # a planned offset no longer in the log is an error, never a silent jump
-}
 ROWS_PER_READ = 10_000  # records a read hands on at once (an Arrow batch of read_chunk, or to the route)
 Columns = dict[str, list]  # records read from one chunk: "offset", "key", "value" and "timestamp", as Python lists
 STALL_TIMEOUT_S = 30.0
@@ -73,86 +62,12 @@ def chunks(ranges: Iterable[OffsetRange], bootstraps: Mapping[str, Kafka], chunk
     return out
 
 
-def _consumer(bootstrap: Kafka) -> KafkaConsumer:
-    from kafka import KafkaConsumer
-
-    consumers = container_process().consumers  # one per client settings and Python worker, reused across chunks
-    c = consumers.get(bootstrap)
-    if c is None:
-        c = KafkaConsumer(
-            **settings(bootstrap).kwargs(
-                client_id="elasticity-reader",
-                isolation_level="read_committed",
-                max_partition_fetch_bytes=8 * 1024 * 1024,
-                fetch_max_bytes=64 * 1024 * 1024,
-            ),
-            enable_auto_commit=False,
-            auto_offset_reset="none",  # an offset no longer in the log raises, as librdkafka's "error" does
-        )
-        consumers[bootstrap] = c
-    return c
-
-
-def _fast_consumer(bootstrap: Kafka) -> Consumer | None:
-    """confluent-kafka's consumer for these settings (librdkafka parses fetched records in C; every setting, a SASL
-    login too, has its librdkafka counterpart), or None where the process set kafka-python's reader in its place."""
-    from confluent_kafka import Consumer
-
-    fast_consumers = container_process().fast_consumers
-    if bootstrap not in fast_consumers:
-        fast_consumers[bootstrap] = Consumer(settings(bootstrap).librdkafka(**LIBRDKAFKA_DEFAULTS))
-    return fast_consumers[bootstrap]
-
-
-Record = tuple[int, bytes | None, bytes | None, int]  # offset, key, value, timestamp (ms)
-Poll = Callable[[int], list[Record]]  # at most n records
-Position = Callable[[], int]  # the offset the consumer fetches next (-1: none yet)
-
-
-@contextlib.contextmanager
-def _assigned(chunk: Chunk) -> Iterator[tuple[Poll, Position]]:
-    """A consumer assigned to the chunk's partition at its start; yields its poll and its position. The position
-    passes offsets that hold no record to return: transaction markers and, read_committed, aborted records."""
-    fast = _fast_consumer(chunk.bootstrap)
-    if fast is not None:
-        from confluent_kafka import TopicPartition as Partition
-
-        def consume(n: int) -> list[Record]:
-            out = []
-            for m in fast.consume(num_messages=min(n, 5000), timeout=0.5):
-                if (error := m.error()) is not None:
-                    _raise_unless_transient(error, chunk)
-                    continue  # transient (a broker reconnecting): the stall timeout bounds it
-                offset = m.offset()
-                assert offset is not None  # a message that is not an error has one
-                out.append((offset, m.key(), m.value(), m.timestamp()[1]))
-            return out
-
-        def position() -> int:
-            return fast.position([Partition(chunk.stream, chunk.partition)])[0].offset
-
-        fast.assign([Partition(chunk.stream, chunk.partition, chunk.start)])
-        try:
-            yield consume, position
-        finally:
-            fast.unassign()  # no fetching past the chunk while the consumer waits for the next
-        return
-    from kafka import TopicPartition
-
-    consumer = _consumer(chunk.bootstrap)
-    tp = TopicPartition(chunk.stream, chunk.partition)
-    consumer.assign([tp])
-    consumer.seek(tp, chunk.start)
-    from kafka.errors import OffsetOutOfRangeError
-
-    def poll(n: int) -> list[Record]:
-        try:
-            found = consumer.poll(timeout_ms=500, max_records=min(n, 5000)).get(tp, [])
-        except OffsetOutOfRangeError as e:
-            raise _truncated(chunk, str(e)) from None
-        return [(r.offset, r.key, r.value, r.timestamp) for r in found]
-
-    yield poll, lambda: consumer.position(tp)
+def _consumer(bootstrap: Kafka) -> Consumer:
+    """The process's reader for these settings, reused across chunks and batches."""
+    consumers = container_process().consumers
+    if bootstrap not in consumers:
+        consumers[bootstrap] = clients.reader(bootstrap)
+    return consumers[bootstrap]
 
 
 def _raise_unless_transient(error: KafkaError, chunk: Chunk) -> None:
@@ -179,40 +94,8 @@ def _truncated(chunk: Chunk, reason: str) -> LogTruncatedError:
 
 def read_chunk(chunk: Chunk) -> Iterator[pa.RecordBatch]:
     """The chunk's records as Arrow batches (RECORD_SCHEMA)."""
-    for cols in _chunk_columns(chunk):
+    for _, cols in read_chunks([chunk]):
         yield _batch(chunk, cols)
-
-
-def _chunk_columns(chunk: Chunk) -> Iterator[Columns]:
-    with _assigned(chunk) as (poll, consumer_position):
-        position, cols, last_progress = chunk.start, _empty(), time.monotonic()
-        while position < chunk.end:
-            polled = poll(chunk.end - position)
-            for offset, key, value, timestamp in polled:
-                if offset >= chunk.end:
-                    position = chunk.end
-                    break
-                if offset < position:
-                    continue
-                cols["offset"].append(offset)
-                cols["key"].append(key)
-                cols["value"].append(value)
-                cols["timestamp"].append(timestamp)
-                position = offset + 1
-                if len(cols["offset"]) >= ROWS_PER_READ:
-                    yield cols
-                    cols = _empty()
-            if polled:
-                last_progress = time.monotonic()
-            elif (passed := consumer_position()) > position:  # offsets with no record to return (markers, aborted)
-                position, last_progress = min(passed, chunk.end), time.monotonic()
-            elif time.monotonic() - last_progress > STALL_TIMEOUT_S:
-                raise TimeoutError(
-                    f"reading {chunk.stream}-{chunk.partition} [{chunk.start}, {chunk.end}) from {chunk.bootstrap}: "
-                    f"no records after offset {position} for {STALL_TIMEOUT_S:.0f}s"
-                )
-        if cols["offset"]:
-            yield cols
 
 
 ChunkSource = Callable[[Iterable[Chunk]], Iterator[tuple[Chunk, Columns]]]  # chunks -> their records, each with its chunk
@@ -220,94 +103,22 @@ ChunkSource = Callable[[Iterable[Chunk]], Iterator[tuple[Chunk, Columns]]]  # ch
 
 def read_chunks(chunks: Iterable[Chunk]) -> Iterator[tuple[Chunk, Columns]]:
     """The records of every chunk, each with its chunk, as columns (routed before any Arrow array is made). A
-    system librdkafka can read is read in one assignment of all its chunks' partitions (one fetch for them all,
-    not an assign, a fetch and an unassign per partition one after another); the others chunk by chunk."""
+    system's chunks are read in one assignment of all their partitions (one fetch for them all, not an assign, a
+    fetch and an unassign per partition one after another)."""
     by_bootstrap: dict[Kafka, list[Chunk]] = {}
     for c in chunks:
         by_bootstrap.setdefault(c.bootstrap, []).append(c)
     for bootstrap, group in by_bootstrap.items():
-        fast = _fast_consumer(bootstrap) if len(group) > 1 else None
-        if fast is None:
-            for c in group:
-                yield from ((c, cols) for cols in _chunk_columns(c))
-        else:
-            yield from _read_together(fast, group)
+        for spans in _rounds(group):
+            yield from _read_spans(_consumer(bootstrap), spans)
 
 
-def _read_together(fast: Consumer, group: list[Chunk]) -> Iterator[tuple[Chunk, Columns]]:
-    """`read_chunk`'s rules over several partitions at once: a partition's chunks (contiguous, as `chunks` cuts
-    a range) read as one span, records below a span's position skipped, and a span done at its end, or when the
-    consumer's position passes it (markers, aborted records); a partition done is paused."""
-    from confluent_kafka import TopicPartition as Partition
-
-    spans: dict[tuple[str, int], _Span] = {}
-    for c in sorted(group, key=lambda c: (c.stream, c.partition, c.start)):
-        span = spans.get((c.stream, c.partition))
-        if span is None:
-            spans[(c.stream, c.partition)] = _Span(c, c.start, c.end)
-        elif c.start == span.end:
-            span.end = c.end
-        else:  # not contiguous: read apart
-            yield from ((c, cols) for cols in _chunk_columns(c))
-    assigned = [Partition(stream, partition, span.position) for (stream, partition), span in spans.items()]
-    fast.assign(assigned)
-    fast.resume(assigned)  # librdkafka keeps a partition paused by an earlier read across its unassign
-    try:
-        open_, last_progress = {k for k, s in spans.items() if s.position < s.end}, time.monotonic()
-        while open_:
-            progressed, done = False, []
-            for m in fast.consume(num_messages=min(sum(spans[k].end - spans[k].position for k in open_), 5000), timeout=0.5):
-                key = (m.topic() or "", m.partition() or 0)
-                if (error := m.error()) is not None:
-                    span = spans.get(key)
-                    _raise_unless_transient(error, replace(span.chunk, start=span.position, end=span.end) if span else group[0])
-                    continue  # transient (a broker reconnecting): the stall timeout bounds it
-                offset = m.offset()
-                if key not in open_ or offset is None:
-                    continue
-                span = spans[key]
-                if offset < span.position:
-                    continue
-                progressed = True
-                if offset < span.end:
-                    span.add(offset, m.key(), m.value(), m.timestamp()[1])
-                    if len(span.cols["offset"]) >= ROWS_PER_READ:
-                        yield span.chunk, span.take()
-                span.position = min(offset + 1, span.end) if offset < span.end else span.end
-                if span.position >= span.end:
-                    open_.discard(key)
-                    done.append(Partition(*key))
-            if not progressed and open_:
-                waiting = sorted(open_)
-                for key, at in zip(waiting, fast.position([Partition(*k) for k in waiting]), strict=True):
-                    span = spans[key]
-                    if at.offset > span.position:  # offsets with no record to return (markers, aborted)
-                        span.position, progressed = min(at.offset, span.end), True
-                        if span.position >= span.end:
-                            open_.discard(key)
-                            done.append(Partition(*key))
-            if done:  # one call: each pause waits for librdkafka's broker thread, about a millisecond, holding the GIL
-                fast.pause(done)
-            if progressed:
-                last_progress = time.monotonic()
-            elif time.monotonic() - last_progress > STALL_TIMEOUT_S:
-                stream, partition = waiting[0]
-                span = spans[waiting[0]]
-                raise TimeoutError(
-                    f"reading {stream}-{partition} [{span.chunk.start}, {span.end}) from {span.chunk.bootstrap}: "
-                    f"no records after offset {span.position} for {STALL_TIMEOUT_S:.0f}s"
-                )
-        for span in spans.values():
-            if span.cols["offset"]:
-                yield span.chunk, span.take()
-    finally:
-        fast.resume(assigned)  # a paused partition would stay paused for the consumer's next read
-        fast.unassign()  # no fetching past the chunks while the consumer waits for the next batch
+Partition = tuple[str, int]  # stream, partition
 
 
 @dataclass
 class _Span:
-    """One partition's part of a slot's read: from its first chunk's start to its last chunk's end."""
+    """One partition's part of a read: from its first chunk's start to its last chunk's end, read up to `position`."""
 
     chunk: Chunk
     position: int
@@ -323,6 +134,116 @@ class _Span:
     def take(self) -> Columns:
         cols, self.cols = self.cols, _empty()
         return cols
+
+    def unread(self) -> Chunk:
+        """What is left of the span to read, as a chunk (for errors)."""
+        return replace(self.chunk, start=self.position, end=self.end)
+
+
+def _rounds(group: list[Chunk]) -> list[dict[Partition, _Span]]:
+    """The chunks as spans, at most one per partition a round: a partition's contiguous chunks (as `chunks` cuts
+    a range) one span, a chunk that does not follow on its partition's span in a later round."""
+    rounds: list[dict[Partition, _Span]] = []
+    for c in sorted(group, key=lambda c: (c.stream, c.partition, c.start)):
+        key = (c.stream, c.partition)
+        for spans in rounds:
+            span = spans.get(key)
+            if span is None:
+                spans[key] = _Span(c, c.start, c.end)
+                break
+            if c.start == span.end:
+                span.end = c.end
+                break
+        else:
+            rounds.append({key: _Span(c, c.start, c.end)})
+    return rounds
+
+
+def _read_spans(consumer: Consumer, spans: dict[Partition, _Span]) -> Iterator[tuple[Chunk, Columns]]:
+    """The spans' records, every partition assigned at once: records below a span's position skipped, a span done
+    at its end, or when the consumer's position passes it (transaction markers, aborted records read_committed);
+    a partition done is paused. No progress on any for STALL_TIMEOUT_S is a TimeoutError."""
+    from confluent_kafka import TopicPartition
+
+    assigned = [TopicPartition(stream, partition, span.position) for (stream, partition), span in spans.items()]
+    consumer.assign(assigned)
+    consumer.resume(assigned)  # librdkafka keeps a partition paused by an earlier read across its unassign
+    try:
+        open_, last_progress = {k for k, s in spans.items() if s.position < s.end}, time.monotonic()
+        while open_:
+            full: list[tuple[Chunk, Columns]] = []
+            wanted = min(sum(spans[k].end - spans[k].position for k in open_), 5000)
+            progressed, done = _take(consumer.consume(num_messages=wanted, timeout=0.5), spans, open_, full)
+            yield from full
+            if not progressed and open_:
+                progressed, done = _passed(consumer, spans, open_)
+            if done:  # one call: each pause waits for librdkafka's broker thread, about a millisecond, holding the GIL
+                consumer.pause([TopicPartition(*k) for k in done])
+            if progressed:
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > STALL_TIMEOUT_S:
+                raise _stalled(spans[min(open_)])
+        for span in spans.values():
+            if span.cols["offset"]:
+                yield span.chunk, span.take()
+    finally:
+        consumer.resume(assigned)  # a paused partition would stay paused for the consumer's next read
+        consumer.unassign()  # no fetching past the chunks while the consumer waits for the next batch
+
+
+def _take(
+    messages: list[Message], spans: dict[Partition, _Span], open_: set[Partition], full: list[tuple[Chunk, Columns]]
+) -> tuple[bool, list[Partition]]:
+    """One fetch's records into their spans (a span's columns appended to `full` every ROWS_PER_READ records);
+    returns whether any span moved, and the partitions it finished (no longer `open_`)."""
+    progressed, done = False, []
+    for m in messages:
+        key = (m.topic() or "", m.partition() or 0)
+        if (error := m.error()) is not None:
+            span = spans.get(key)
+            _raise_unless_transient(error, span.unread() if span else next(iter(spans.values())).chunk)
+            continue  # transient (a broker reconnecting): the stall timeout bounds it
+        offset = m.offset()
+        if key not in open_ or offset is None:
+            continue
+        span = spans[key]
+        if offset < span.position:
+            continue
+        progressed = True
+        if offset < span.end:
+            span.add(offset, m.key(), m.value(), m.timestamp()[1])
+            if len(span.cols["offset"]) >= ROWS_PER_READ:
+                full.append((span.chunk, span.take()))
+        span.position = min(offset + 1, span.end) if offset < span.end else span.end
+        if span.position >= span.end:
+            open_.discard(key)
+            done.append(key)
+    return progressed, done
+
+
+def _passed(consumer: Consumer, spans: dict[Partition, _Span], open_: set[Partition]) -> tuple[bool, list[Partition]]:
+    """Spans whose partition's position passed offsets with no record to return (markers, aborted records) moved
+    to it; returns whether any moved, and the partitions so finished."""
+    from confluent_kafka import TopicPartition
+
+    progressed, done = False, []
+    waiting = sorted(open_)
+    for key, at in zip(waiting, consumer.position([TopicPartition(*k) for k in waiting]), strict=True):
+        span = spans[key]
+        if at.offset > span.position:
+            span.position, progressed = min(at.offset, span.end), True
+            if span.position >= span.end:
+                open_.discard(key)
+                done.append(key)
+    return progressed, done
+
+
+def _stalled(span: _Span) -> TimeoutError:
+    c = span.chunk
+    return TimeoutError(
+        f"reading {c.stream}-{c.partition} [{c.start}, {span.end}) from {c.bootstrap}: "
+        f"no records after offset {span.position} for {STALL_TIMEOUT_S:.0f}s"
+    )
 
 
 def _empty() -> Columns:

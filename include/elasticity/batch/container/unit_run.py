@@ -28,7 +28,7 @@ from elasticity.batch.sinks.exactly_once import staging_root
 from elasticity.batch.sinks.outputs import Source, dead_letter
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 from elasticity.jobmodel.object_mapper import ssp_to_key
-from elasticity.kafka.admin import settings
+from elasticity.kafka import clients
 from elasticity.kafka.refusals import refusal, refused_output
 from elasticity.serializers import RecordSerdeError, deserialize, serialize
 from elasticity.state.table import SlotTables
@@ -53,11 +53,7 @@ class Producers:
     def producer(self, system: str):
         with self.lock:
             if system not in self.producers:
-                from kafka import KafkaProducer
-
-                self.producers[system] = KafkaProducer(
-                    **settings(self.ctx.output_bootstraps[system]).kwargs(acks="all", linger_ms=5)
-                )
+                self.producers[system] = clients.output_producer(self.ctx.output_bootstraps[system])
             return self.producers[system]
 
     def renew(self, system: str, broken: Any) -> None:
@@ -69,10 +65,7 @@ class Producers:
     def alone(self, system: str) -> Any:
         """A producer of the caller's own, for records that must each travel in a batch of its own; the caller
         closes it."""
-        from kafka import KafkaProducer
-
-        options = dict(acks="all", linger_ms=0, enable_idempotence=False, max_in_flight_requests_per_connection=1)
-        return KafkaProducer(**settings(self.ctx.output_bootstraps[system]).kwargs(**options))
+        return clients.output_producer(self.ctx.output_bootstraps[system], alone=True)
 
     def flush(self) -> None:
         from kafka.errors import KafkaError

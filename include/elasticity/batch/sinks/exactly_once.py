@@ -42,7 +42,7 @@ from elasticity.checkpoint.store import CheckpointStore
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
 from elasticity.config.names import commit_topic
 from elasticity.jobmodel.model import TaskName
-from elasticity.kafka.admin import Kafka
+from elasticity.kafka.clients import Kafka
 from elasticity.kafka.refusals import Refusal
 from elasticity.kafka.transactions import (
     JobTransactions,

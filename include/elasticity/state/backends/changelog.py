@@ -16,10 +16,10 @@ so that compaction can never leave an uncommitted value as a key's last word
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewPartitions, NewTopic
 from kafka.errors import InvalidPartitionsError
 from rocksdict import WriteBatch
@@ -28,17 +28,27 @@ from elasticity import faults
 from elasticity.checkpoint.state_markers import KafkaChangelogMarker
 from elasticity.checkpoint.task_checkpoint import CheckpointId
 from elasticity.config import KAFKA_CHANGELOG_FACTORY
-from elasticity.config.kafka_clients import SystemClients
 from elasticity.jobmodel.model import SystemStreamPartition
 from elasticity.jobmodel.tasknames import parse_task_name
+from elasticity.kafka import clients
 from elasticity.kafka.admin import TopicError, admin_client, probe
+from elasticity.kafka.clients import SystemClients
+from elasticity.kafka.consumer import read_range
+from elasticity.kafka.producer import produce
 from elasticity.state.backends import StateBackend, StoreContext
 from elasticity.state.kv import KeyValueStore
 from elasticity.state.rocksdb import open_db
 
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError, Message, Producer
+
 COMPACTED = {"cleanup.policy": "compact"}
-ORDERED_ACKED = {"acks": "all", "max_in_flight_requests_per_connection": 1}
-READ_IDLE_POLLS = 30  # one-second polls without a record before a read gives up
+_TIMEOUT_S = 60.0
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
 
 
 class ChangelogClient:
@@ -46,20 +56,41 @@ class ChangelogClient:
 
     def __init__(self, kafka: SystemClients) -> None:
         self.kafka = kafka
-        self._producer: KafkaProducer | None = None
+        self._producer: Producer | None = None
         self._lock = threading.Lock()
         self._topics: set[str] = set()
 
     @property
-    def producer(self) -> KafkaProducer:
+    def producer(self) -> Producer:
         with self._lock:
             if self._producer is None:
                 probe(self.kafka.producer)
-                # the marker is the offset of the last record sent: every send acknowledged, in order, whatever acks says
-                self._producer = KafkaProducer(
-                    **{**self.kafka.producer.kwargs(linger_ms=5, batch_size=512 * 1024), **ORDERED_ACKED}
-                )
+                self._producer = clients.ordered_producer(self.kafka.producer)
             return self._producer
+
+    def write(self, tp: TopicPartition, records: Iterable[tuple[bytes, bytes | None]]) -> int | None:
+        """Send (key, value) records to the partition, in order, and wait for every one; returns the offset of the
+        last (None: no record). Raises the broker's error for a record not written."""
+        from confluent_kafka import KafkaException
+
+        producer, offsets, failed = self.producer, list[int](), list["KafkaError"]()
+
+        def delivered(err: KafkaError | None, msg: Message) -> None:
+            if err is not None:
+                failed.append(err)
+            else:
+                offsets.append(msg.offset() or 0)  # a delivered record has its offset
+
+        sent = 0
+        for key, value in records:
+            produce(producer, tp.topic, key, value, partition=tp.partition, on_delivery=delivered)
+            sent += 1
+        unsent = producer.flush(_TIMEOUT_S)
+        if failed:
+            raise KafkaException(failed[0])
+        if unsent or len(offsets) < sent:
+            raise TopicError(f"changelog {tp.topic}[{tp.partition}]: records unacknowledged after {_TIMEOUT_S:.0f}s")
+        return max(offsets, default=None)
 
     def ensure_topic(self, topic: str, partitions: int) -> None:
         """A compacted topic with at least `partitions` partitions (a rescale may add tasks)."""
@@ -84,36 +115,26 @@ class ChangelogClient:
 
     def read(self, tp: TopicPartition, start: int, end: int | None) -> Iterator[tuple[int, bytes, bytes | None]]:
         """(offset, key, value) of records in [start, end); end None = the end at the call."""
-        with self._consumer() as c:
-            end = int(c.end_offsets([tp])[tp]) if end is None else end
-            if start >= end:
-                return
-            c.assign([tp])
-            c.seek(tp, start)
-            idle = 0
-            while c.position(tp) < end:
-                records = c.poll(timeout_ms=1000, max_records=10_000).get(tp, [])
-                idle = 0 if records else idle + 1
-                if idle > READ_IDLE_POLLS:
-                    raise TopicError(f"changelog {tp.topic}[{tp.partition}] ends before offset {end} (at {c.position(tp)})")
-                for rec in records:
-                    if rec.offset >= end:
-                        return
-                    yield rec.offset, rec.key, rec.value
+        from confluent_kafka import TopicPartition as Partition
 
-    def _consumer(self) -> KafkaConsumer:
         probe(self.kafka.consumer)
-        return KafkaConsumer(
-            **self.kafka.consumer.kwargs(
-                client_id="elasticity-changelog", max_partition_fetch_bytes=8 << 20, fetch_max_bytes=64 << 20
-            ),
-            enable_auto_commit=False,
-        )
+        c = clients.log_reader(self.kafka.consumer, "elasticity-changelog")
+        try:
+            if end is None:
+                end = c.get_watermark_offsets(Partition(tp.topic, tp.partition), timeout=_TIMEOUT_S, cached=False)[1]
+
+            def stalled(position: int) -> TopicError:
+                return TopicError(f"changelog {tp.topic}[{tp.partition}] ends before offset {end} (at {position})")
+
+            for m in read_range(c, tp.topic, tp.partition, start, end, stalled=stalled):
+                yield m.offset(), m.key(), m.value()  # type: ignore[misc]
+        finally:
+            c.close()
 
     def close(self) -> None:
         with self._lock:
             if self._producer is not None:
-                self._producer.close()
+                self._producer.flush(_TIMEOUT_S)
                 self._producer = None
 
 
@@ -154,11 +175,10 @@ class KafkaChangelogStateBackend(StateBackend):
         return self._marker()
 
     def _send(self, store: KeyValueStore, keys: set[bytes]) -> int:
-        producer = self.client.producer
-        futures = [producer.send(self.tp.topic, key=k, value=store.db.get(k), partition=self.tp.partition) for k in sorted(keys)]
-        producer.flush()
+        last = self.client.write(self.tp, ((k, store.db.get(k)) for k in sorted(keys)))
         faults.point("state.changelog.flushed")
-        return max(f.get(timeout=60).offset for f in futures)
+        assert last is not None  # keys were sent
+        return last
 
     def upload(self, checkpoint_id: CheckpointId, folder: Path, pending: str | None) -> str:
         return pending or self._marker()
