@@ -171,7 +171,11 @@ READER = {
     "log.connection.close": False,  # an idle connection the broker closes between batches is not an error
     "auto.offset.reset": "error",  # a planned offset no longer in the log is an error, never a silent jump
 }
-_KEYED = {"partitioner": "murmur2_random", "log.connection.close": False}  # Java's partitioner, as kafka-python's
+_KEYED = {
+    "partitioner": "murmur2_random",  # Java's (and kafka-python's) partitioner: a key lands where theirs put it
+    "delivery.timeout.ms": 120_000,  # Kafka's default: a record not acknowledged by then fails, it is not waited for
+    "log.connection.close": False,
+}
 TRANSACTION_TIMEOUT_MS = 60_000  # the longest a dead run's open transaction holds readers at its first record
 _TRANSACTIONAL = {
     "enable.idempotence": True,

@@ -12,8 +12,6 @@ from elasticity.kafka.clients import Kafka, settings
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError, Message, Producer
 
-_TIMEOUT_S = 30.0
-
 
 def produce(producer: Producer, topic: str, key: bytes | None, value: bytes | None, **kw: object) -> None:
     """Queue one record; a full local queue waits for deliveries to drain (librdkafka's produce never blocks)."""
@@ -42,8 +40,7 @@ def send(kafka: Kafka, topic: str, records: Iterable[tuple[bytes | None, bytes |
     for k, v in records:
         produce(producer, topic, k, v, on_delivery=delivered)
         sent += 1
-    if producer.flush(_TIMEOUT_S):
-        raise TimeoutError(f"sending to {topic!r} on {kafka}: records unacknowledged after {_TIMEOUT_S:.0f}s")
+    producer.flush()  # every record delivered, or failed by delivery.timeout.ms
     if failed:  # the broker's error instead of losing the record quietly
         raise KafkaException(failed[0])
     return sent
