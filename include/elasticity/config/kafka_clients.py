@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from elasticity.config.errors import ConfigError
 from elasticity.config.parsers import Parser, Refused, choice, int_range
 
 ROLES = ("consumer", "producer", "admin")
@@ -513,3 +514,18 @@ def env_properties(text: str | None, role: str) -> dict[str, str]:
     if unknown:
         raise ValueError(f"{ENV_PROPERTIES}: {'; '.join(_refusal(role, p) for p in unknown)}")
     return {p: str(v) for p, v in found.items() if role in _BY_NAME[p].roles}
+
+
+def checked_properties(
+    props: Mapping[str, str], system: str, role: str, *, env: str | None = None
+) -> tuple[tuple[str, str], ...]:
+    """The Kafka properties of a `role` client of `system` from flat properties (a job config's), with `env`
+    (ENV_PROPERTIES' text) over them, checked; a ConfigError names every problem, secrets masked."""
+    try:
+        properties = role_properties(props, system, role) | env_properties(env, role)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    try:
+        return client_properties(properties, f"systems.{system}.{role}.", role)
+    except ValueError as e:
+        raise ConfigError(f"{e} ({ENV_PROPERTIES} taken over the job's)" if env else str(e)) from None

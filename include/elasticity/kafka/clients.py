@@ -24,17 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from elasticity.config.errors import ConfigError
-from elasticity.config.kafka_clients import (
-    ENV_PROPERTIES,
-    MASK,
-    PROPERTIES,
-    SECRET_PROPERTIES,
-    client_properties,
-    env_properties,
-    parse_jaas,
-    role_properties,
-)
+from elasticity.config.kafka_clients import MASK, PROPERTIES, SECRET_PROPERTIES, checked_properties, parse_jaas
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Producer
@@ -149,14 +139,7 @@ def settings_for(
 ) -> KafkaClientSettings:
     """The settings of a `role` client of `system` from flat properties (a job config's), with `env`
     (ENV_PROPERTIES' text) over them; a ConfigError names every problem, secrets masked."""
-    try:
-        properties = role_properties(props, system, role) | env_properties(env, role)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-    try:
-        return KafkaClientSettings(bootstrap, client_properties(properties, f"systems.{system}.{role}.", role))
-    except ValueError as e:
-        raise ConfigError(f"{e} ({ENV_PROPERTIES} taken over the job's)" if env else str(e)) from None
+    return KafkaClientSettings(bootstrap, checked_properties(props, system, role, env=env))
 
 
 # librdkafka: the data path

@@ -133,7 +133,7 @@ Record = tuple[int, bytes | None, bytes | None, int]  # offset, key, value, time
 
 
 def read_range(
-    c: Consumer, topic: str, partition: int, start: int, end: int, *, stalled: Callable[[int], Exception]
+    c: Consumer, topic: str, partition: int, *, start: int, end: int, stalled: Callable[[int], Exception]
 ) -> Iterator[Message]:
     """The records of offsets [start, end) of one partition, oldest first, with a consumer of `clients.log_reader`:
     done once the consumer's position passes `end` (transaction markers, aborted records, compacted gaps take
@@ -196,7 +196,7 @@ def read_log(kafka: Kafka, topic: str, partition: int = 0) -> list[Record]:
 
         return [
             (m.offset(), m.key(), m.value(), m.timestamp()[1])  # type: ignore[misc]
-            for m in read_range(c, topic, partition, start, end, stalled=stalled)
+            for m in read_range(c, topic, partition, start=start, end=end, stalled=stalled)
         ]
     finally:
         c.close()

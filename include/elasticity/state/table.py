@@ -176,7 +176,7 @@ class SideInputTable:
             )
 
         try:  # from the log start when `start` is no longer in the log
-            found = read_range(c, ssp.stream, ssp.partition, start, end, stalled=stalled)
+            found = read_range(c, ssp.stream, ssp.partition, start=start, end=end, stalled=stalled)
             return [(m.offset(), m.key(), m.value(), m.timestamp()[1]) for m in found]  # type: ignore[misc]
         finally:
             c.close()

@@ -128,7 +128,7 @@ class ChangelogClient:
             def stalled(position: int) -> TopicError:
                 return TopicError(f"changelog {tp.topic}[{tp.partition}] ends before offset {end} (at {position})")
 
-            for m in read_range(c, tp.topic, tp.partition, start, end, stalled=stalled):
+            for m in read_range(c, tp.topic, tp.partition, start=start, end=end, stalled=stalled):
                 yield m.offset(), m.key(), m.value()  # type: ignore[misc]
         finally:
             c.close()
