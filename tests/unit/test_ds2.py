@@ -364,6 +364,12 @@ def test_bad_settings_are_refused_naming_the_key(settings, error):
     assert next(iter(settings)) in str(e.value)
 
 
+def test_a_policy_refuses_what_no_config_could_hold():
+    for bad in ({"min_factor": 3, "max_factor": 2}, {"utilization": 0.0}, {"catch_up_s": 0.0}):
+        with pytest.raises(ValueError, match="expected 1 <= min <= max"):
+            Policy(**bad)
+
+
 def test_a_decision_carries_its_prediction_curve():
     model = Model(current=2, task_rate=50.0, skew=KeySkew(shares={2: 0.15}), limits=DEMO)
     d = decide_factor(model, CALM, Policy(min_factor=1, max_factor=4))

@@ -5,13 +5,13 @@ DS2 sizes an operator by its *true* processing rate, records over the time it wa
 which counts waiting), and asks for the parallelism whose true capacity covers the rate records arrive at.
 The Flink Kubernetes operator's autoscaler adds a target utilisation (headroom), a backlog to catch up
 within a time, and a scalability coefficient fitted from past rescales for jobs that do not scale linearly.
-Here one virtual task is DS2's operator instance and the factor its parallelism, with three bounds that
+Here one virtual task is DS2's operator instance and the factor its parallelism, with two bounds that
 scaling does not lift:
 
 - per-key order: one key's records stay in one virtual task, one after another, so a batch lasts at least
   as long as its busiest task. Where that task takes a share s of the batch's records, no more than 1/s
-  tasks' worth of work runs side by side: the "slowest task" limit the benchmarks report, "of what per-key
-  order allows";
+  tasks' worth of work runs side by side: the "slowest task" limit `bench/vtask_bench.py` reports ("of what
+  per-key order allows") and `make demo` prints as orders per order of each batch's busiest task;
 - the threads: at most `job.container.thread.pool.size` slices run at once in a process slot (one, with no
   pool), and the process slots (containers x processes) at most as many at once as the executor slots.
 
@@ -39,7 +39,7 @@ at 800/s with 12,000 behind, to catch up within 60 s at 70 % utilisation: (800 +
 ideal(F) = 167 F and the needed factor is 9 (1,500 records/s); DS2 would say 2 * 1,429 / 333 = 8.6, the same
 step. If one key holds 5 % of the records, no factor gives more than 50 / 0.05 = 1,000 records/s, reached at
 F = 6: the useful factor, and the decision, is 6, not the maximum. If past rescales fitted a = 0.8, the
-gain needed is (1,429 / 333 - 1) / 0.8 = 4.1 times the current one's: factor 11.
+ideal ratio must reach 1 + (1,429 / 333 - 1) / 0.8 = 5.1 times factor 2's: factor 11.
 """
 
 from __future__ import annotations
@@ -127,13 +127,17 @@ class Policy:
     up_cooldown_ms: int = 120_000  # after any change, a scale-up waits this long
     down_cooldown_ms: int = 600_000  # after any change, a scale-down waits this long
 
+    def __post_init__(self) -> None:
+        if not (1 <= self.min_factor <= self.max_factor and 0 < self.utilization <= 1 and self.catch_up_s > 0):
+            raise ValueError(f"expected 1 <= min <= max, 0 < utilization <= 1 and catch_up_s > 0: {self}")
+
 
 @dataclass(frozen=True, kw_only=True)
 class Load:
     """What the job faces now."""
 
     input_rate: float  # records arriving per second
-    behind: int  # records left to process, each once (batch.coordinator.behind)
+    behind: int  # records left to process, each once: the exact count of batch.coordinator.behind
     now_ms: int
     last_change_ms: int  # when the current generation was written
 
@@ -198,7 +202,9 @@ def share(skew: KeySkew, factor: int, tasks_per_factor: int) -> float:
     """The busiest virtual task's share of a batch at `factor`. A measured factor's share, or where none was
     measured, the lowest the measurements allow: a key bucket at factor F splits into k buckets at k*F, the
     busiest of which holds at least 1/k of it, and one at F holds at least the busiest bucket of any factor
-    F divides. Never below the hottest key's share nor an even spread over the tasks; non-increasing in F."""
+    F divides (between factors that do not divide one another, the same arithmetic as an estimate). Never
+    below the hottest key's share nor an even spread over the tasks; non-increasing in F, so the capacity
+    it predicts past the measured factors is the most per-key order could allow."""
     floor = max(skew.hot_key, 1 / (tasks_per_factor * factor))
     return min(1.0, max([floor, *(s * min(1.0, m / factor) for m, s in skew.shares.items())]))
 
