@@ -83,8 +83,10 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# TEST_WORKERS: pytest-xdist workers (docs/reference/testing.md says why this many on 2 cores)
+TEST_WORKERS ?= 2
 test: lint $(SYSTEM_STAMP)
-	$(BIN)/pytest -n 2 --dist loadfile $(if $(SHUFFLE),--shuffle-modules=$(SHUFFLE))
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile $(if $(SHUFFLE),--shuffle-modules=$(SHUFFLE))
 
 # tests/unit alone (no broker, Spark, Airflow database or network; no system packages, no lint), with a
 # tenth of the property-test examples of `make test` (the `unit` hypothesis profile): seconds, not minutes.

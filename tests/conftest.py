@@ -183,6 +183,16 @@ def _environment_kept():
         os.environ.update(before)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _process_closed():
+    """A module leaves no process state behind (the container process and its consumers, parked stores,
+    shipped archives): the registry closes after it, as at a process's end."""
+    yield
+    from elasticity.process_registry import PROCESS
+
+    PROCESS.close()
+
+
 POSTGRES_ENV = "ELASTICITY_TEST_POSTGRES_URL"
 
 

@@ -13,6 +13,10 @@ or SIGSTOP of its whole host) while it is at that very point.
 `<point>.held` (atomic: one wins), writes its pid there and waits until the
 test removes that file. Unarmed, the point passes, so a long-lived process (an
 Airflow worker) can carry the setting for all its tasks.
+
+A test's hook (`hook`, `raise_at`) is process-wide, not the process registry's: a fault point is reached on
+whatever thread runs the step (a slice's, an upload's), from modules below the registry's users, and the hook
+is installed and removed by the test around the code it runs (a context manager that restores the previous).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import pytest
 
 from elasticity.jobmodel.model import TaskName
 from elasticity.state import handover
-from elasticity.state.handover import PARKING, StoreBusy
+from elasticity.state.handover import StoreBusy, parking
 from tests.unit.test_state_store import commit, container
 
 TASK = TaskName("Partition 0")
@@ -28,7 +28,7 @@ def holder(tmp_path, park: bool, conn) -> None:
     cps = commit(csm)
     ts = csm.tasks[TASK]["counts"]
     if park:
-        PARKING.park(ts)
+        parking().park(ts)
     else:
         kv.put("c", 3)  # in use: written since its snapshot
     conn.send(cps)

@@ -16,6 +16,7 @@ from tests.support.library import PACKAGE, REPO, library_modules
 # Bottom to top: a unit may import itself and the units before it.
 LAYERS = (
     "faults",
+    "process_registry",
     "serializers",
     "jobmodel",
     "config",

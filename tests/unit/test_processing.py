@@ -194,11 +194,11 @@ def test_thread_pool_size_0_runs_the_virtual_tasks_one_after_another(tmp_path):
 
 @pytest.mark.parametrize("size", [2, 64])
 def test_thread_pool_runs_virtual_tasks_side_by_side(tmp_path, size):
-    from elasticity.batch.container.container_process import fresh_container_process
+    from elasticity.process_registry import PROCESS
 
     # what earlier passes of this app taught the process (PassHistory) may send this one to a single thread:
     # a short pass on a loaded machine reads as busy
-    fresh_container_process()
+    PROCESS.close()
     _threads.clear()
     _meeting[:] = [threading.Barrier(2)]
     try:
@@ -281,10 +281,12 @@ def busy_app(app):
 def test_a_slot_runs_its_units_on_its_own_thread_when_its_app_computes_and_on_the_pool_when_it_waits(tmp_path):
     """The pass history decides (its rules are tested below, without timing): one thread for an app whose passes
     kept the pool busy, the pool otherwise; and a pass is observed, here on the pool, as computing."""
-    from elasticity.batch.container.container_process import fresh_container_process
+    from elasticity.batch.container.container_process import container_process
     from elasticity.batch.container.scheduling import PassHistory
+    from elasticity.process_registry import PROCESS
 
-    process = fresh_container_process()  # a new Python worker's: no history learnt yet
+    PROCESS.close()
+    process = container_process()  # a new Python worker's: no history learnt yet
     app_class = "tests.unit.test_processing:busy_app"
     context = dataclasses.replace(ctx(tmp_path), app_class=app_class, thread_pool_size=64)
     batch = rows(*((f"Partition_0-{t}-8", t, t, b"1") for t in range(8)))

@@ -11,7 +11,7 @@ from elasticity.config import BLOB_STORE_FACTORY, KAFKA_CHANGELOG_FACTORY, Confi
 from elasticity.jobmodel.keybucket import key_hash
 from elasticity.jobmodel.model import TaskModel, TaskName
 from elasticity.state import ContainerStorageManager, StorageConfig, WrongBucketError
-from elasticity.state.handover import PARKING
+from elasticity.state.handover import parking
 from elasticity.state.rocksdb import KEEP_LOG_FILE_NUM, MAX_LOG_FILE_SIZE, MAX_MANIFEST_FILE_SIZE
 from tests.support.state_job import reference, run
 
@@ -226,10 +226,10 @@ def test_a_parked_store_is_used_as_it_is_by_its_process_and_handed_to_another_ho
     cps = commit(csm)
     ts = csm.tasks[task]["counts"]
     kv = ts.kv
-    PARKING.park(ts)
-    PARKING.take(ts)
+    parking().park(ts)
+    parking().take(ts)
     assert csm.restore(cps) == {task: {"counts": "open"}} and ts.kv is kv  # no close, no open
-    PARKING.park(ts)
+    parking().park(ts)
     other = container(tmp_path)  # another ContainerState of this process, for the same task: it asks the keeper
     assert other.restore(cps) == {task: {"counts": "local"}} and ts.kv is None  # released sealed, opened as it is
     assert dict(other.store(task, "counts").all()) == {"a": 1}

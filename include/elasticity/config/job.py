@@ -43,6 +43,7 @@ from elasticity.config.parsers import (
     checkpoint_versions,
     choice,
     flag,
+    fraction,
     input_list,
     int_range,
     name_rule,
@@ -272,6 +273,27 @@ class JobConfig:
         int_range(1),
         "60",
         doc="The autosizer sizes the job to drain its backlog within this.",
+    )
+    autosize_utilization_target: float = key(
+        "job.elasticity.autosize.utilization.target",
+        fraction,
+        "0.7",
+        doc="Share of its predicted capacity the DS2 controller (elasticity.scaling.ds2) sizes the job to use, the rest "
+        "being headroom; the autosizer's DAG does not run that controller yet.",
+    )
+    autosize_scale_up_cooldown_ms: int = key(
+        "job.elasticity.autosize.scale.up.cooldown.ms",
+        int_range(0),
+        "120000",
+        doc="The DS2 controller (elasticity.scaling.ds2) scales up no sooner than this after the last change: short, so "
+        "a load step is met at once; the autosizer's DAG does not run that controller yet.",
+    )
+    autosize_scale_down_cooldown_ms: int = key(
+        "job.elasticity.autosize.scale.down.cooldown.ms",
+        int_range(0),
+        "600000",
+        doc="The DS2 controller (elasticity.scaling.ds2) scales down no sooner than this after the last change: longer, "
+        "so a passing dip does not flap the factor; the autosizer's DAG does not run that controller yet.",
     )
     microbatch_trigger: str = key(
         "airflow.microbatch.trigger",

@@ -57,6 +57,16 @@ def int_range(lo: int, hi: int | None = None) -> Parser[int]:
     return Parser(parse, f"an integer >= {lo}" if hi is None else f"an integer from {lo} to {hi}")
 
 
+def _fraction(text: str) -> float:
+    v = float(text.strip())
+    if not 0 < v <= 1:  # NaN fails too
+        raise ValueError
+    return v
+
+
+fraction = Parser(_fraction, "a number above 0 and at most 1")
+
+
 def choice(names: Mapping[str, T]) -> Parser[T]:
     """One of `names` (Samza's spellings), to what it names."""
     return Parser(lambda text: names[text.strip()], "one of " + ", ".join(sorted(names, key=lambda n: (len(n), n))))

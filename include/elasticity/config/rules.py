@@ -79,6 +79,16 @@ def single_task_in_one_container(p: Parsed) -> Iterator[str]:
         )
 
 
+def autosize_bounds_in_order(p: Parsed) -> Iterator[str]:
+    """An autosizer between a minimum above its maximum has no factor to choose."""
+    lo, hi = p["job.elasticity.autosize.min"], p["job.elasticity.autosize.max"]
+    if lo > hi:
+        yield (
+            f"job.elasticity.autosize.min={p.text.get('job.elasticity.autosize.min', str(lo))!r}: above "
+            f"job.elasticity.autosize.max={p.text.get('job.elasticity.autosize.max', str(hi))!r}; expected min <= max"
+        )
+
+
 def reporters_have_a_class(p: Parsed) -> Iterator[str]:
     """A reporter is what its class says; only a reporter named as a class (statsd) may leave it unset."""
     for name in p["metrics.reporters"] or ():
@@ -153,6 +163,7 @@ RULES: tuple[Rule, ...] = (
     scheme_only_with_group_by_partition,
     single_task_has_no_elasticity,
     single_task_in_one_container,
+    autosize_bounds_in_order,
     reporters_have_a_class,
     read_versions_meet_written,
     changelogs_have_a_system,

@@ -3,7 +3,11 @@
 Spark's `spark.submit.pyFiles`. Each archive is named by its content hash: a changed app is a new artifact,
 which the workers import in place of the old one (`elasticity.batch.container.processing` prefers it), and an unchanged
 one is added once per session. Code installed in site-packages, and the library itself (shipped by
-`session.ship_library`), is the workers' own."""
+`session.ship_library`), is the workers' own.
+
+What a driver process remembers of its shipping (`ShippedCode`: the archives it zipped, what each session was
+given, what it put on its own path) is held by the process registry (`elasticity.process_registry`), bounded,
+and undone when the registry closes."""
 
 from __future__ import annotations
 
@@ -19,16 +23,20 @@ import tempfile
 import threading
 import time
 import zipfile
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from elasticity.config import ConfigError, JobConfig
+from elasticity.process_registry import PROCESS
 
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the zip format's earliest: the same files give the same bytes
 LIBRARY = "elasticity"
 KEEP_UNUSED_S = 7 * 86400
 NAMED_CODE = ("stores.", ".side.inputs.processor.factory")  # a key naming user code, besides app.class
+KEEP_ZIPPED = 8  # app archives remembered per driver process (the latest per set of files): one per job it runs
+KEEP_SESSIONS = 8  # sessions whose added archives a driver process remembers: one per Spark target it talks to
 
 
 @dataclass(frozen=True)
@@ -148,20 +156,20 @@ def library_archive(package: Path, folder: Path) -> Archive:
     return _write(folder, LIBRARY, deterministic_zip([(name, f.read_bytes()) for name, f in _entries(package)]))
 
 
-def app_archive(modules: tuple[str, ...], folder: Path) -> Archive | None:
-    """One archive of the user code behind `modules` (None: nothing of theirs to ship)."""
+def app_archive(modules: tuple[str, ...], folder: Path, shipped: ShippedCode | None = None) -> Archive | None:
+    """One archive of the user code behind `modules` (None: nothing of theirs to ship); the same files as the
+    last time in this process (names, mtimes and sizes) are not read and zipped again."""
     roots = sorted({r for m in modules if (r := code_root(m)) is not None})
     if not roots:
         return None
+    shipped = shipped if shipped is not None else PROCESS.get(ShippedCode)
     files = [(name, f) for r in roots for name, f in _entries(r)]
-    seen = (folder, tuple((name, f.stat().st_mtime_ns, f.stat().st_size) for name, f in files))
-    if (known := _zipped.get(seen)) is not None and known.path.exists():
-        return known  # the same files as last batch: not read and zipped again
-    _zipped[seen] = archive = _write(folder, "app", deterministic_zip([(name, f.read_bytes()) for name, f in files]))
+    seen = tuple((name, f.stat().st_mtime_ns, f.stat().st_size) for name, f in files)
+    if (known := shipped.zipped_archive(folder, roots, seen)) is not None:
+        return known
+    archive = _write(folder, "app", deterministic_zip([(name, f.read_bytes()) for name, f in files]))
+    shipped.remember_zipped(folder, roots, seen, archive)
     return archive
-
-
-_zipped: dict[tuple[Path, tuple[tuple[str, int, int], ...]], Archive] = {}  # the files' names, mtimes and sizes -> archive
 
 
 def py_file_archives(paths: tuple[str, ...], folder: Path) -> list[Archive]:
@@ -180,8 +188,56 @@ def py_file_archives(paths: tuple[str, ...], folder: Path) -> list[Archive]:
     return out
 
 
-_added: set[tuple[str, str]] = set()  # (session, archive name) already added
-_lock = threading.Lock()
+@dataclass(eq=False)
+class ShippedCode:
+    """A driver process's memory of what it shipped, bounded: the latest app archive per set of files (the
+    KEEP_ZIPPED last used), the archives added to each session (the KEEP_SESSIONS last used), and the
+    `spark.submit.pyFiles` archives it put on its own `sys.path`. They are on it because the driver imports
+    them too, as spark-submit --py-files has it (an app whose module imports one); closing takes them off."""
+
+    zipped: OrderedDict[tuple[Path, tuple[Path, ...]], tuple[tuple[tuple[str, int, int], ...], Archive]] = field(
+        default_factory=OrderedDict
+    )  # (folder, code roots) -> (their files' names, mtimes and sizes, the archive)
+    added: OrderedDict[str, set[str]] = field(default_factory=OrderedDict)  # session -> archive names added
+    on_path: list[str] = field(default_factory=list)  # what this process put on sys.path
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def zipped_archive(self, folder: Path, roots: list[Path], seen: tuple[tuple[str, int, int], ...]) -> Archive | None:
+        key = (folder, tuple(roots))
+        known = self.zipped.get(key)
+        if known is None or known[0] != seen or not known[1].path.exists():
+            return None
+        self.zipped.move_to_end(key)
+        return known[1]
+
+    def remember_zipped(self, folder: Path, roots: list[Path], seen: tuple[tuple[str, int, int], ...], archive: Archive) -> None:
+        key = (folder, tuple(roots))
+        self.zipped[key] = (seen, archive)
+        self.zipped.move_to_end(key)
+        while len(self.zipped) > KEEP_ZIPPED:
+            self.zipped.popitem(last=False)
+
+    def put_on_path(self, path: Path) -> None:
+        """`path` on this process's sys.path, after the script's folder (ahead of installed packages)."""
+        if (entry := str(path)) not in sys.path:
+            sys.path.insert(1, entry)
+            self.on_path.append(entry)
+
+    def was_added(self, session: str, name: str) -> bool:
+        self.added.setdefault(session, set())
+        self.added.move_to_end(session)
+        while len(self.added) > KEEP_SESSIONS:
+            self.added.popitem(last=False)
+        return name in self.added[session]
+
+    def close(self) -> None:
+        with self.lock:
+            for entry in self.on_path:
+                with contextlib.suppress(ValueError):
+                    sys.path.remove(entry)
+            self.on_path.clear()
+            self.zipped.clear()
+            self.added.clear()
 
 
 def _session_key(spark: Any) -> str:
@@ -192,18 +248,19 @@ def _session_key(spark: Any) -> str:
 def ship_user_code(spark: Any, config: JobConfig) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """Add the app's code and `spark.submit.pyFiles` to the session (each content once per session), and
     return what the executors should import from: (archive name, its top-level modules), the app's first."""
-    with _lock:
+    shipped = PROCESS.get(ShippedCode)
+    with shipped.lock:
         folder = shipping_folder()
-        app = app_archive(user_modules(config), folder)
-        archives = ([app] if app else []) + py_file_archives(config.submit_py_files or (), folder)
-        for a in archives[1 if app else 0 :]:
-            if str(a.path) not in sys.path:  # the driver imports them too, as spark-submit --py-files has it
-                sys.path.insert(1, str(a.path))
+        app = app_archive(user_modules(config), folder, shipped)
+        py_files = py_file_archives(config.submit_py_files or (), folder)
+        for a in py_files:
+            shipped.put_on_path(a.path)
         session = _session_key(spark)
+        archives = ([app] if app else []) + py_files
         for a in archives:
-            if (session, a.name) not in _added:
+            if not shipped.was_added(session, a.name):
                 _add(spark, a.path)
-                _added.add((session, a.name))
+                shipped.added[session].add(a.name)
     return tuple(a.shipped for a in archives)
 
 

@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
+from elasticity.process_registry import PROCESS
+
 log = logging.getLogger(__name__)
 OWNER, RELEASE = "OWNER", "RELEASE"
 CLAIM_POLL_S = 0.01
@@ -77,7 +79,9 @@ def unclaim(fd: int) -> None:
 
 
 class Parking:
-    """This process's stores left open between batches; a keeper thread releases those another process asks for."""
+    """This process's stores left open between batches (`parking()`); a keeper thread releases those another
+    process asks for. Closing it releases them all (sealed, as for another process: the next owner opens them as
+    they are) and ends the keeper."""
 
     def __init__(self, poll_s: float = KEEPER_POLL_S) -> None:
         self.poll_s = poll_s
@@ -111,6 +115,13 @@ class Parking:
                 self._parked.discard(store)
                 store.release()
 
+    def close(self) -> None:
+        self.release_all(keep=set())
+        with self._lock:
+            keeper = self._keeper
+        if keeper is not None and keeper is not threading.current_thread():
+            keeper.join(self.poll_s * 10)  # it ends at its next poll, the parking empty
+
     def _keep(self) -> None:
         while True:
             time.sleep(self.poll_s)
@@ -126,4 +137,6 @@ class Parking:
                     return
 
 
-PARKING = Parking()
+def parking() -> Parking:
+    """This process's parking (held by the process registry, `elasticity.process_registry`)."""
+    return PROCESS.get(Parking)

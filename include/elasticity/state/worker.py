@@ -43,7 +43,7 @@ from elasticity.jobmodel.model import TaskModel, TaskName
 from elasticity.state.backends.blob_manager import ALIVE, FAILED, HEARTBEAT_S, BlobStoreManager
 from elasticity.state.commit_manager import Markers, TaskSnapshot
 from elasticity.state.container import ContainerStorageManager
-from elasticity.state.handover import PARKING
+from elasticity.state.handover import parking
 from elasticity.state.store_config import StorageConfig
 from elasticity.state.taskstore import TaskStore
 
@@ -80,7 +80,7 @@ class ContainerState:
     def begin(self, state: BatchState) -> None:
         """Release the stores this process parked for other slots; clean up after written checkpoints (in the
         background); each task restores as its slice starts."""
-        PARKING.release_all(keep=set(self._stores()))
+        parking().release_all(keep=set(self._stores()))
         written = {TaskName(t): cp for t, cp in state.written.items() if TaskName(t) in self.csm.tasks}
         fresh = {t: cp for t, cp in written.items() if self._cleaned.get(t) != cp.checkpoint_id}
         if fresh:
@@ -94,7 +94,7 @@ class ContainerState:
         """The task's stores to where the batch starts, on its slice's thread: while one task opens its
         stores, the others' slices run. Returns where each came from (open, local, a factory, empty)."""
         for ts in self.csm.tasks[task].values():
-            PARKING.take(ts)
+            parking().take(ts)
         self.sources[task] = self.csm.restore_task(task, self._start.get(task.name))
         return self.sources[task]
 
@@ -105,7 +105,7 @@ class ContainerState:
         """The synchronous snapshot of one task's stores as soon as its slice is done; they stay open, parked."""
         (snapshot,) = self.csm.snapshot(checkpoint_id, [task])
         for ts in self.csm.tasks[task].values():
-            PARKING.park(ts)
+            parking().park(ts)
         return snapshot
 
     def commit(self, snapshot: TaskSnapshot) -> Markers:
@@ -125,7 +125,7 @@ class ContainerState:
 
     def release(self) -> None:
         """The slot is done: its stores that are not parked close (written since their snapshot, if any)."""
-        PARKING.release_unparked(self._stores())
+        parking().release_unparked(self._stores())
 
     def _stores(self) -> list[TaskStore]:
         return [ts for stores in self.csm.tasks.values() for ts in stores.values()]
@@ -145,7 +145,7 @@ class ContainerState:
         """The end of this process's use of the container: its queued uploads and cleanups end, then every
         store closes, parked ones too."""
         for ts in self._stores():
-            PARKING.take(ts)
+            parking().take(ts)
         for q in self._queues.values():
             q.shutdown(wait=True)
         self.csm.close()

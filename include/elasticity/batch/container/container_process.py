@@ -4,12 +4,14 @@ Samza's SamzaContainer is one process that holds its tasks' clients and stores f
 the process is a Spark Python worker, reused from batch to batch (and Spark hands it any of the job's slots).
 Its caches are gathered in one `ContainerProcess`:
 
-- created on first use in the process (`container_process()`), on the first slot it runs;
+- created on first use in the process (`container_process()`), on the first slot it runs, and held by the
+  process registry (`elasticity.process_registry`), the one place a process keeps state;
 - reused across batches while Spark reuses the worker: the app as loaded, its pass histories, the slice
   threads, the Kafka consumers of the read and the stores' containers (`state.worker`);
-- closed by whoever ends its use (`close()`: consumers closed, containers' uploads awaited and stores
-  closed): a driver that read directly, a test harness. Spark ends its daemon's workers without it, as it
-  always has; a store left open is sealed by its next owner (`state.handover`).
+- closed with the registry (`PROCESS.close()`: consumers closed, containers' uploads awaited and stores
+  closed) at the process's exit and in tests; a driver that read directly closes just its consumers
+  (`close_consumers`). Spark ends its daemon's workers with os._exit, where nothing runs, as it always has;
+  a store left open is sealed by its next owner (`state.handover`).
 
 Lookups here happen per batch, slot or chunk, never per record.
 """
@@ -28,6 +30,7 @@ from elasticity.api.stream import ApplicationDescriptor, load_application
 from elasticity.batch.container.scheduling import PassHistory
 from elasticity.jobmodel.model import SystemStream
 from elasticity.kafka.clients import Kafka
+from elasticity.process_registry import PROCESS
 from elasticity.state.store_config import StorageConfig
 from elasticity.state.worker import BatchState, ContainerState
 
@@ -123,29 +126,6 @@ class ContainerProcess:
                 self.pool = None
 
 
-_process: ContainerProcess | None = None
-_process_lock = threading.Lock()
-
-
 def container_process() -> ContainerProcess:
-    """This process's ContainerProcess, created on first use."""
-    global _process
-    process = _process
-    if process is None:
-        with _process_lock:
-            if _process is None:
-                _process = ContainerProcess()
-            process = _process
-    return process
-
-
-def fresh_container_process() -> ContainerProcess:
-    """A new ContainerProcess in place of this process's, which is closed first: a clean start, as a new Python
-    worker has (for tests)."""
-    global _process
-    with _process_lock:
-        old, _process = _process, ContainerProcess()
-        new = _process
-    if old is not None:
-        old.close()
-    return new
+    """This process's ContainerProcess, created on first use (held by the process registry)."""
+    return PROCESS.get(ContainerProcess)

@@ -15,11 +15,20 @@ import contextlib
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
+
+from elasticity.process_registry import PROCESS
 
 STALE_S = 600.0  # claim folders of earlier batches older than this are removed
 SWEEP_EVERY_S = 60.0  # at most this often per process: a sweep lists every batch's folder of the last STALE_S
-_swept = 0.0
+
+
+@dataclass
+class ClaimSweep:
+    """When this process last swept old claim folders (held by the process registry): once a minute, not per task."""
+
+    last: float = float("-inf")
 
 
 def claim(folder: Path, partition: int, slots: int, prefer: int | None) -> int:
@@ -43,11 +52,11 @@ def claim(folder: Path, partition: int, slots: int, prefer: int | None) -> int:
 
 
 def _sweep(root: Path) -> None:
-    global _swept
+    sweep = PROCESS.get(ClaimSweep)
     now = time.monotonic()
-    if now - _swept < SWEEP_EVERY_S or not root.is_dir():
+    if now - sweep.last < SWEEP_EVERY_S or not root.is_dir():
         return
-    _swept = now
+    sweep.last = now
     cutoff = time.time() - STALE_S
     for d in root.iterdir():
         with contextlib.suppress(OSError):

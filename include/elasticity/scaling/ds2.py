@@ -1,0 +1,315 @@
+"""The factor a job needs, in one step, from its own measurements: DS2's model (Kalavri et al., "Three steps
+is all you need", OSDI'18) on virtual tasks, bounded by what a factor can give here. Pure.
+
+DS2 sizes an operator by its *true* processing rate, records over the time it was busy (not over wall time,
+which counts waiting), and asks for the parallelism whose true capacity covers the rate records arrive at.
+The Flink Kubernetes operator's autoscaler adds a target utilisation (headroom), a backlog to catch up
+within a time, and a scalability coefficient fitted from past rescales for jobs that do not scale linearly.
+Here one virtual task is DS2's operator instance and the factor its parallelism, with two bounds that
+scaling does not lift:
+
+- per-key order: one key's records stay in one virtual task, one after another, so a batch lasts at least
+  as long as its busiest task. Where that task takes a share s of the batch's records, no more than 1/s
+  tasks' worth of work runs side by side: the "slowest task" limit `bench/vtask_bench.py` reports ("of what
+  per-key order allows") and `make demo` prints as orders per order of each batch's busiest task;
+- the threads: at most `job.container.thread.pool.size` slices run at once in a process slot (one, with no
+  pool), and the process slots (containers x processes) at most as many at once as the executor slots.
+
+Capacity at factor F, records/s:
+
+    ideal(F)    = r * min(1 / share(F), threads)         r: the true rate of one virtual task
+    capacity(F) = ideal(Fc) * g(ideal(F) / ideal(Fc))    Fc: the current factor
+    g(x)        = 1 + a * (x - 1) for x >= 1, else x     a: the scalability coefficient, in [0, 1]
+
+A gain is discounted by `a`; a loss is taken whole, so a scale-down is never predicted cheaper than linear
+(the operator's users saw over-eager scale-downs). The needed factor is the smallest in [min, max] whose
+capacity covers (input rate + records behind / catch-up time) / target utilisation; where none does, the
+*useful* factor, the smallest at which capacity stops growing.
+
+Invariants (tests/unit/test_ds2.py checks them as properties): share(F) is non-increasing and ideal(F) and
+capacity(F) non-decreasing in F; the needed factor is non-decreasing in the input rate and in the records
+behind, never above the useful factor, and covers the demand whenever some factor in [min, max] does; a
+decision stays in [min, max] and never scales down while the records behind exceed the lag target.
+
+Worked example (the demo app: a 20 ms lookup per record, 4 input partitions, a pool of 256 threads in one
+process slot on 2 executor slots). At factor 2 the tasks' busy time gives r = 50 records/s and the busiest
+of the 8 tasks took 15 % of each batch: ideal(2) = 50 * min(1 / 0.15, 256) = 333 records/s. Records arrive
+at 800/s with 12,000 behind, to catch up within 60 s at 70 % utilisation: (800 + 12,000 / 60) / 0.7 =
+1,429 records/s. Unmeasured factors take the measured share split evenly, share(F) = 0.15 * 2 / F, so
+ideal(F) = 167 F and the needed factor is 9 (1,500 records/s); DS2 would say 2 * 1,429 / 333 = 8.6, the same
+step. If one key holds 5 % of the records, no factor gives more than 50 / 0.05 = 1,000 records/s, reached at
+F = 6: the useful factor, and the decision, is 6, not the maximum. If past rescales fitted a = 0.8, the
+ideal ratio must reach 1 + (1,429 / 333 - 1) / 0.8 = 5.1 times factor 2's: factor 11.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from elasticity.config import JobConfig
+
+MIN_RESCALES = 2  # rescales needed before the scalability coefficient is fitted (1.0 before)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskTimings:
+    """One committed batch as the controller reads it: per virtual task, the records of its slice and the
+    time it was busy with them (the batch summary's `metrics["records"]` and `metrics["process-ns"]`)."""
+
+    factor: int
+    records: Mapping[str, int]
+    busy_ns: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class HighWatermarks:
+    """The inputs' high watermarks summed over their partitions, at `at_ms`: records that ever arrived."""
+
+    at_ms: int
+    records: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class KeySkew:
+    """How unevenly a batch's records fall into virtual tasks: per factor run, the busiest task's share of
+    a batch's records, measured; and the hottest single key's share where known (0.0: not known)."""
+
+    shares: Mapping[int, float] = field(default_factory=dict)
+    hot_key: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Limits:
+    """What bounds the virtual tasks running at once, whatever the factor."""
+
+    tasks_per_factor: int  # virtual tasks at factor 1 (the grouper's tasks): factor F runs F times as many
+    pool: int  # job.container.thread.pool.size: slices at once per process slot (0: one after another)
+    process_slots: int  # job.container.count x job.container.process.count
+    executor_slots: int  # Spark's cores for the job: process slots beyond them wait
+
+    @property
+    def threads(self) -> int:
+        return max(1, self.pool) * max(1, min(self.process_slots, self.executor_slots))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Model:
+    """The capacity model of one job at its current factor (the module's docstring has the formula)."""
+
+    current: int
+    task_rate: float  # records per busy second of one virtual task
+    skew: KeySkew
+    limits: Limits
+    scalability: float = 1.0  # the fitted coefficient a, in [0, 1]: 1.0 is linear
+
+
+@dataclass(frozen=True)
+class Rescaled:
+    """One past rescale, measured: the job's throughput (records per second of batch time, while a backlog
+    kept it busy) at the factor before and the factor after."""
+
+    before_factor: int
+    after_factor: int
+    before_rate: float
+    after_rate: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Policy:
+    """The controller's knobs (`job.elasticity.autosize.*`)."""
+
+    min_factor: int = 1
+    max_factor: int = 16
+    utilization: float = 0.7  # target utilisation of the predicted capacity (DS2's and the operator's headroom)
+    catch_up_s: float = 60.0  # the backlog is to be drained within this, and a backlog above this much input is lag above target
+    up_cooldown_ms: int = 120_000  # after any change, a scale-up waits this long
+    down_cooldown_ms: int = 600_000  # after any change, a scale-down waits this long
+
+    def __post_init__(self) -> None:
+        if not (1 <= self.min_factor <= self.max_factor and 0 < self.utilization <= 1 and self.catch_up_s > 0):
+            raise ValueError(f"expected 1 <= min <= max, 0 < utilization <= 1 and catch_up_s > 0: {self}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Load:
+    """What the job faces now."""
+
+    input_rate: float  # records arriving per second
+    behind: int  # records left to process, each once: the exact count of batch.coordinator.behind
+    now_ms: int
+    last_change_ms: int  # when the current generation was written
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decision:
+    """What the controller wants and why, with what it decided from: `capacity` is the prediction curve
+    (records/s per factor in [min, max]) beside the `demand` it had to cover."""
+
+    factor: int  # the factor to run at: the current one to hold
+    needed: int  # what the load needs, before the cool-downs and the lag rule
+    useful: int  # past it more factor gives nothing (per-key order, the threads)
+    demand: float  # records/s to cover: (input rate + behind / catch-up time) / utilisation
+    capacity: tuple[tuple[int, float], ...]
+    reason: str
+
+
+def timings(metrics: Iterable[Mapping[str, Any]]) -> list[TaskTimings]:
+    """The per-task figures of the store's batch metrics (`CheckpointStore.metrics`), batches that ran a task."""
+    out = []
+    for m in metrics:
+        per_task = m.get("metrics", {})
+        if per_task.get("records"):
+            out.append(TaskTimings(factor=m["factor"], records=per_task["records"], busy_ns=per_task.get("process-ns", {})))
+    return out
+
+
+def true_rate(batches: Iterable[TaskTimings]) -> float | None:
+    """Records per busy second of one virtual task, over every task and batch (DS2's true processing rate);
+    None when no task was busy."""
+    records = busy = 0
+    for b in batches:
+        for task, n in b.records.items():
+            ns = b.busy_ns.get(task, 0)
+            if n and ns > 0:
+                records, busy = records + n, busy + ns
+    return records / (busy / 1e9) if busy else None
+
+
+def measured_skew(batches: Iterable[TaskTimings], hot_key: float = 0.0) -> KeySkew:
+    """Per factor, the busiest virtual task's share of the batches' records: the sum of each batch's busiest
+    task over the sum of their records, so a large batch weighs as much as its records."""
+    busiest: dict[int, int] = {}
+    total: dict[int, int] = {}
+    for b in batches:
+        counts = [n for n in b.records.values() if n > 0]
+        if counts:
+            busiest[b.factor] = busiest.get(b.factor, 0) + max(counts)
+            total[b.factor] = total.get(b.factor, 0) + sum(counts)
+    return KeySkew(shares={f: busiest[f] / total[f] for f in total}, hot_key=hot_key)
+
+
+def input_rate(watermarks: Sequence[HighWatermarks]) -> float | None:
+    """Records arriving per second between the first and the last reading (None: under two readings apart in
+    time). A high watermark that went down (a topic recreated) counts as no arrival."""
+    if len(watermarks) < 2 or watermarks[-1].at_ms <= watermarks[0].at_ms:
+        return None
+    return max(0, watermarks[-1].records - watermarks[0].records) / ((watermarks[-1].at_ms - watermarks[0].at_ms) / 1000)
+
+
+def share(skew: KeySkew, factor: int, tasks_per_factor: int) -> float:
+    """The busiest virtual task's share of a batch at `factor`. A measured factor's share, or where none was
+    measured, the lowest the measurements allow: a key bucket at factor F splits into k buckets at k*F, the
+    busiest of which holds at least 1/k of it, and one at F holds at least the busiest bucket of any factor
+    F divides (between factors that do not divide one another, the same arithmetic as an estimate). Never
+    below the hottest key's share nor an even spread over the tasks; non-increasing in F, so the capacity
+    it predicts past the measured factors is the most per-key order could allow."""
+    floor = max(skew.hot_key, 1 / (tasks_per_factor * factor))
+    return min(1.0, max([floor, *(s * min(1.0, m / factor) for m, s in skew.shares.items())]))
+
+
+def ideal(model: Model, factor: int) -> float:
+    """Records/s at `factor` if every task ran at the true rate: the busiest task bounds a batch (per-key
+    order), the threads bound the tasks at once."""
+    useful_tasks = min(1 / share(model.skew, factor, model.limits.tasks_per_factor), model.limits.threads)
+    return model.task_rate * useful_tasks
+
+
+def capacity(model: Model, factor: int) -> float:
+    """The predicted records/s at `factor`: the ideal gain over the current factor, discounted by the
+    scalability coefficient; a loss taken whole."""
+    base = ideal(model, model.current)
+    if base <= 0:
+        return 0.0
+    x = ideal(model, factor) / base
+    return base * (1 + model.scalability * (x - 1) if x >= 1 else x)
+
+
+def useful_factor(model: Model, lo: int, hi: int) -> int:
+    """The smallest factor in [lo, hi] with the most capacity: more gives nothing."""
+    best = capacity(model, hi)
+    return next(f for f in range(lo, hi + 1) if capacity(model, f) >= best)
+
+
+def needed_factor(model: Model, demand: float, lo: int, hi: int) -> int:
+    """The smallest factor in [lo, hi] whose capacity covers `demand` records/s; the useful factor when none
+    does."""
+    return next((f for f in range(lo, hi + 1) if capacity(model, f) >= demand), useful_factor(model, lo, hi))
+
+
+def fit_scalability(rescales: Iterable[Rescaled], model: Model, min_rescales: int = MIN_RESCALES) -> float:
+    """How much of the gain the model predicts the job's rescales delivered: a least-squares slope through
+    the origin of the observed gain (y - 1) on the predicted one (x - 1), each rescale read from its lower
+    factor to its higher (the Flink operator's observed scalability, fitted on the model's ideal ratio rather
+    than the parallelism's, so that per-key order and the threads are not counted twice). Within [0, 1]
+    (never more than linear: conservative, as the operator is), 1.0 until `min_rescales` rescales changed
+    the ideal capacity."""
+    num = den = 0.0
+    seen = 0
+    for r in rescales:
+        (lo_f, lo_r), (hi_f, hi_r) = sorted([(r.before_factor, r.before_rate), (r.after_factor, r.after_rate)])
+        lo_ideal = ideal(model, lo_f)
+        if lo_r <= 0 or lo_ideal <= 0:
+            continue
+        x = ideal(model, hi_f) / lo_ideal
+        if x <= 1:
+            continue
+        num, den, seen = num + (x - 1) * (hi_r / lo_r - 1), den + (x - 1) ** 2, seen + 1
+    if seen < min_rescales or den <= 0:
+        return 1.0
+    return min(1.0, max(0.0, num / den))
+
+
+def demand(load: Load, policy: Policy) -> float:
+    """Records/s the job must be able to take: the input and the backlog over the catch-up time, at the
+    target utilisation."""
+    return (max(0.0, load.input_rate) + max(0, load.behind) / policy.catch_up_s) / policy.utilization
+
+
+def lag_above_target(load: Load, policy: Policy) -> bool:
+    """More records behind than the catch-up time's worth of input: the job is not keeping up."""
+    return load.behind > max(0.0, load.input_rate) * policy.catch_up_s
+
+
+def decide_factor(model: Model, load: Load, policy: Policy) -> Decision:
+    """The factor to run at: the needed factor, within [min, max], unless a cool-down holds or the lag is
+    above target (no scale-down then: a backlog is drained, not re-planned)."""
+    lo, hi = policy.min_factor, policy.max_factor
+    need = demand(load, policy)
+    curve = tuple((f, capacity(model, f)) for f in range(lo, hi + 1))
+    needed, useful = needed_factor(model, need, lo, hi), useful_factor(model, lo, hi)
+    current = model.current
+
+    def decision(factor: int, reason: str) -> Decision:
+        return Decision(factor=factor, needed=needed, useful=useful, demand=need, capacity=curve, reason=reason)
+
+    if not lo <= current <= hi:  # the bounds first; above them, no further down than they ask while lag is above target
+        to = hi if current > hi and lag_above_target(load, policy) else needed
+        return decision(to, f"factor {current} is outside [{lo}, {hi}]: need {needed}")
+    covers = f"capacity {capacity(model, needed):,.0f}/s covers {need:,.0f}/s" if capacity(model, needed) >= need else ""
+    why = covers or f"no factor covers {need:,.0f}/s: {useful} gives the most, {capacity(model, useful):,.0f}/s"
+    since = load.now_ms - load.last_change_ms
+    if needed > current:
+        if since < policy.up_cooldown_ms:
+            return decision(current, f"need {needed} ({why}); scale-up cool-down: last change {since / 1000:.0f}s ago")
+        return decision(needed, f"need {needed}: {why}")
+    if needed < current:
+        if lag_above_target(load, policy):
+            return decision(current, f"need {needed}, but {load.behind:,} records behind are above target: holding")
+        if since < policy.down_cooldown_ms:
+            return decision(current, f"need {needed} ({why}); scale-down cool-down: last change {since / 1000:.0f}s ago")
+        return decision(needed, f"need {needed}: {why}")
+    return decision(current, f"need {needed}: {why}: holding")
+
+
+def policy_of(config: JobConfig) -> Policy:
+    """The controller's knobs as the job configures them (`job.elasticity.autosize.*`)."""
+    return Policy(
+        min_factor=config.autosize_min,
+        max_factor=config.autosize_max,
+        utilization=config.autosize_utilization_target,
+        catch_up_s=float(config.autosize_target_lag_s),
+        up_cooldown_ms=config.autosize_scale_up_cooldown_ms,
+        down_cooldown_ms=config.autosize_scale_down_cooldown_ms,
+    )
