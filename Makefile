@@ -84,7 +84,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 # TEST_WORKERS: pytest-xdist workers (docs/reference/testing.md says why this many on 2 cores)
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 test: lint $(SYSTEM_STAMP)
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile $(if $(SHUFFLE),--shuffle-modules=$(SHUFFLE))
 
