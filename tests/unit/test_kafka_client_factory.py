@@ -43,7 +43,7 @@ def test_only_the_factory_makes_kafka_clients():
     made = {name: constructions(path.read_text()) for name, path in library_modules().items()}
     elsewhere = {name: calls for name, calls in made.items() if calls and name != FACTORY}
     assert not elsewhere, f"Kafka clients made outside {FACTORY} (make them there): {elsewhere}"
-    assert {n for _, n in made[FACTORY]} >= {"Consumer", "Producer", "KafkaConsumer", "KafkaAdminClient"}
+    assert {n for _, n in made[FACTORY]} >= {"Consumer", "Producer", "KafkaConsumer", "KafkaProducer", "KafkaAdminClient"}
 
 
 def test_a_constructor_is_seen_under_an_alias_and_through_its_module():

@@ -102,13 +102,14 @@ def test_kafka_pythons_clients_take_the_settings_as_their_arguments(monkeypatch)
         "ssl_keyfile": "/etc/kafka/client.pem",
         "ssl_password": "key-secret-77",
     }
-    assert client_settings(config, "kafka", "producer").kwargs(linger_ms=5) == {  # acks, compression: librdkafka's
+    assert client_settings(config, "kafka", "producer").kwargs(acks=1, linger_ms=5) == {
+        "acks": "all",  # the job's setting over the project's default
         "linger_ms": 5,
         "bootstrap_servers": "b:9093",
         "security_protocol": "SSL",
         "ssl_check_hostname": False,
+        "compression_type": None,
     }
-    assert client_settings(config, "kafka", "admin").kwargs(request_timeout_ms=1)["request_timeout_ms"] == 7000
 
 
 def test_settings_are_hashable_and_travel_to_the_workers():

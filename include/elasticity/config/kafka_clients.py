@@ -77,8 +77,8 @@ _BYTES, _MS = int_range(0), int_range(0)
 @dataclass(frozen=True, kw_only=True)
 class KafkaProperty:
     """One Kafka client property: the roles it applies to, whether its value is a secret, and its kafka-python
-    argument (None: kafka-python's clients read it through another property, or never use it: they neither
-    read nor write records, so a consumer's fetch and a producer's properties are librdkafka's alone)."""
+    argument (None: kafka-python's clients read it through another property, or never use it: they read no
+    records, so a consumer's fetch properties are librdkafka's alone)."""
 
     name: str
     arg: str | None
@@ -276,46 +276,50 @@ PROPERTIES: tuple[KafkaProperty, ...] = (
     ),
     KafkaProperty(
         name="acks",
-        arg=None,
+        arg="acks",
         parser=choice({"0": 0, "1": 1, "all": "all", "-1": "all"}),
         roles=_PRODUCER,
         doc="0, 1 or all (-1).",
     ),
-    KafkaProperty(name="linger.ms", arg=None, parser=_MS, roles=_PRODUCER, doc="Wait for more records before sending a batch."),
-    KafkaProperty(name="batch.size", arg=None, parser=_BYTES, roles=_PRODUCER, doc="Largest record batch per partition."),
+    KafkaProperty(
+        name="linger.ms", arg="linger_ms", parser=_MS, roles=_PRODUCER, doc="Wait for more records before sending a batch."
+    ),
+    KafkaProperty(name="batch.size", arg="batch_size", parser=_BYTES, roles=_PRODUCER, doc="Largest record batch per partition."),
     KafkaProperty(
         name="compression.type",
-        arg=None,
+        arg="compression_type",
         parser=choice({c: (None if c == "none" else c) for c in ("none", "gzip", "snappy", "lz4", "zstd")}),
         roles=_PRODUCER,
         doc="none, gzip, snappy, lz4 or zstd.",
     ),
     KafkaProperty(
         name="max.request.size",
-        arg=None,
+        arg="max_request_size",
         parser=int_range(1),
         roles=_PRODUCER,
         doc="Largest request the producer sends.",
     ),
-    KafkaProperty(name="retries", arg=None, parser=int_range(0), roles=_PRODUCER, doc="Retries of a failed send."),
+    KafkaProperty(name="retries", arg="retries", parser=int_range(0), roles=_PRODUCER, doc="Retries of a failed send."),
     KafkaProperty(
         name="delivery.timeout.ms",
-        arg=None,
+        arg="delivery_timeout_ms",
         parser=int_range(1),
         roles=_PRODUCER,
         doc="Longest a send may take, retries included.",
     ),
     KafkaProperty(
         name="max.block.ms",
-        arg=None,
+        arg="max_block_ms",
         parser=_MS,
         roles=_PRODUCER,
         doc="Longest send() blocks on a full buffer or metadata.",
     ),
-    KafkaProperty(name="enable.idempotence", arg=None, parser=_BOOLEAN, roles=_PRODUCER, doc="Idempotent producer."),
+    KafkaProperty(
+        name="enable.idempotence", arg="enable_idempotence", parser=_BOOLEAN, roles=_PRODUCER, doc="Idempotent producer."
+    ),
     KafkaProperty(
         name="max.in.flight.requests.per.connection",
-        arg=None,
+        arg="max_in_flight_requests_per_connection",
         parser=int_range(1),
         roles=_PRODUCER,
         doc="Unanswered requests per connection.",

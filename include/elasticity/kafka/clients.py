@@ -3,17 +3,16 @@ its Kafka properties under Kafka's own names, as the job gives them (checked by 
 
 The library is chosen here, client by client:
 
-- librdkafka (confluent-kafka) on the data path, every client that reads or writes records: the slots' reader
-  (records parsed in C, a slot's partitions in one fetch), the log reads of side inputs, changelogs and whole
-  topics, the read_committed reader of commit records, the transactional producer of exactly-once outputs, the
-  producers of at-least-once outputs, changelogs and checkpoint records. librdkafka speaks Kafka's property
-  names, so the settings go to it as they are, but for the few it spells otherwise or derives (`_LIBRDKAFKA`).
-- kafka-python for the cluster's metadata on the driver, where it serves best: the admin client (topics and
-  partitions: a synchronous API, each answer's error code per topic), and the offsets and partition counts of
-  the plan and the lag watch (`beginning_offsets`/`end_offsets` ask each broker for every partition in one
-  request, where librdkafka's consumer asks partition by partition; in Airflow's triggerer it runs no librdkafka
-  threads). The broker probe logs in with kafka-python's SASL mechanisms too. It takes keyword arguments: each
-  property's `arg` in `elasticity.config.kafka_clients`, declared only for what these clients use.
+- librdkafka (confluent-kafka) on the data path: the slots' reader (records parsed in C, a slot's partitions in
+  one fetch), the log reads of side inputs, changelogs and whole topics, the read_committed reader of commit
+  records, the transactional producer of exactly-once outputs and the producers of changelogs and test records.
+  librdkafka speaks Kafka's property names, so the settings go to it as they are, but for the few it spells
+  otherwise or derives (`_LIBRDKAFKA`).
+- kafka-python where it serves best: the cluster's metadata on the driver (the admin client: topics and
+  partitions; the offsets and partition counts of the lag watch, whose `beginning_offsets`/`end_offsets` ask each
+  broker for every partition in one request, and which runs in Airflow's triggerer without librdkafka's threads),
+  and the at-least-once outputs' producer, whose per-record futures `unit_run` judges refused records by.
+  kafka-python takes keyword arguments: each property's `arg` in `elasticity.config.kafka_clients`.
 
 Settings are hashable and picklable (Spark ships them to the workers); their repr masks secrets; their str is the
 bootstrap address, which is what errors name.
@@ -29,7 +28,7 @@ from elasticity.config.kafka_clients import MASK, PROPERTIES, SECRET_PROPERTIES,
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Producer
-    from kafka import KafkaAdminClient, KafkaConsumer
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
 _DECLARED = {p.name: p for p in PROPERTIES}
 
@@ -212,18 +211,7 @@ def ordered_producer(kafka: Kafka) -> Producer:
     return Producer({**settings(kafka).librdkafka(**{**_KEYED, "linger.ms": 5, "batch.size": 512 * 1024}), **ordered})
 
 
-def output_producer(kafka: Kafka, *, alone: bool = False) -> Producer:
-    """An at-least-once output's producer (idempotent: a retry neither duplicates nor reorders); `alone`: one
-    that is not idempotent, one record in flight, for records that must each travel in a batch of their own."""
-    from confluent_kafka import Producer
-
-    options: dict[str, Any] = {**_KEYED, "acks": "all", "linger.ms": 5, "enable.idempotence": True}
-    if alone:
-        options |= {"linger.ms": 0, "enable.idempotence": False, "max.in.flight.requests.per.connection": 1}
-    return Producer(settings(kafka).librdkafka(**options))
-
-
-# kafka-python: the driver's metadata
+# kafka-python: the driver's metadata, the at-least-once outputs
 
 
 def metadata_consumer(kafka: Kafka, *, client_id: str, **defaults: Any) -> KafkaConsumer:
@@ -238,3 +226,14 @@ def admin(kafka: Kafka) -> KafkaAdminClient:
     from kafka.admin import KafkaAdminClient
 
     return KafkaAdminClient(**settings(kafka).kwargs(request_timeout_ms=10_000, client_id="elasticity-admin"))
+
+
+def output_producer(kafka: Kafka, *, alone: bool = False) -> KafkaProducer:
+    """An at-least-once output's producer (idempotent, as kafka-python's is by default); `alone`: one that is not
+    idempotent, one record in flight, for records that must each travel in a batch of their own."""
+    from kafka import KafkaProducer
+
+    options: dict[str, Any] = {"acks": "all", "linger_ms": 5}
+    if alone:
+        options |= {"linger_ms": 0, "enable_idempotence": False, "max_in_flight_requests_per_connection": 1}
+    return KafkaProducer(**settings(kafka).kwargs(**options))

@@ -10,11 +10,12 @@ task stops at that record. Nothing here imports Spark."""
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import threading
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
@@ -28,15 +29,10 @@ from elasticity.batch.sinks.outputs import Source, dead_letter
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 from elasticity.jobmodel.object_mapper import ssp_to_key
 from elasticity.kafka import clients
-from elasticity.kafka.producer import produce
 from elasticity.kafka.refusals import refusal, refused_output
 from elasticity.serializers import RecordSerdeError, deserialize, serialize
 from elasticity.state.table import SlotTables
 from elasticity.state.worker import ContainerState
-
-if TYPE_CHECKING:
-    from confluent_kafka import KafkaError
-    from confluent_kafka import Message as KafkaMessage
 
 DELIVERY_S = 30.0  # the longest a sent output's acknowledgement is awaited
 Refused = list[tuple[int, bytes | None, bytes | None, str]]  # (item it derives from, refused key and value, error)
@@ -44,10 +40,10 @@ Refused = list[tuple[int, bytes | None, bytes | None, str]]  # (item it derives 
 
 @dataclass
 class Producers:
-    """Kafka producers shared by the threads of one container (`clients.output_producer`: librdkafka's,
-    idempotent). A record the broker refuses spends an idempotent producer's sequence numbers: a producer that
-    met a refusal is `renew`ed, and records that must be judged alone go on a producer that is not idempotent,
-    one record in flight (`alone`)."""
+    """Kafka producers shared by the threads of one container. kafka-python's producer is idempotent, and a
+    record the broker refuses puts an idempotent producer in a fatal state (every record after it fails too): a
+    producer that met a refusal is `renew`ed, and records that must be judged alone go on a producer that is
+    not idempotent, one record in flight (`alone`)."""
 
     ctx: ProcessContext
     producers: dict[str, Any] = field(default_factory=dict)
@@ -72,10 +68,14 @@ class Producers:
         return clients.output_producer(self.ctx.output_bootstraps[system], alone=True)
 
     def flush(self) -> None:
-        for p in self.retired:  # its records were all judged: what it says of them now is its refusal's echo
-            p.flush(DELIVERY_S)
+        from kafka.errors import KafkaError
+
+        for p in self.retired:  # its records were all judged: what it says of them now is its fatal state's echo
+            with contextlib.suppress(KafkaError):
+                p.close(timeout=DELIVERY_S)
         for p in self.producers.values():
             p.flush()
+            p.close()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -399,9 +399,7 @@ def _send(ctx: ProcessContext, outputs: Producers, out: OutputStream, produced: 
     for i, k, v in produced:
         key, value = serialize(key_serde, k), serialize(msg_serde, v)
         pending.append((i, key, value, _produce(producer, out.name, key, value)))
-    if pending:
-        producer.flush(DELIVERY_S)
-    verdicts = [(i, key, value, _verdict(delivery, out.name)) for i, key, value, delivery in pending]  # every one settled
+    verdicts = [(i, key, value, _verdict(delivery)) for i, key, value, delivery in pending]  # every one settled first
     refused: Refused = []
     suspects = any(v is not None and not v[2] for *_, v in verdicts)
     if suspects:
@@ -410,58 +408,43 @@ def _send(ctx: ProcessContext, outputs: Producers, out: OutputStream, produced: 
     try:
         for i, key, value, verdict in verdicts:
             if verdict is not None and not verdict[2]:  # awaited before the next is sent: a batch of its own
-                assert solo is not None
-                delivery = _produce(solo, out.name, key, value)
-                solo.flush(DELIVERY_S)
-                verdict = _verdict(delivery, out.name, alone=True)
+                verdict = _verdict(_produce(solo, out.name, key, value), alone=True)
             if verdict is not None:
                 refused.append((i, key, value, refused_output(f"{out.system}.{out.name}", verdict[0], verdict[1])))
     finally:
         if solo is not None:
-            solo.flush(DELIVERY_S)
+            solo.close()
     return refused
 
 
-class _Delivery:
-    """A record's delivery report (librdkafka calls it once the broker has the record or refused it), or the
-    refusal its client raised before sending it (too large for its message.max.bytes)."""
+def _produce(producer: Any, topic: str, key: bytes | None, value: bytes | None) -> Any:
+    """kafka-python's future of the record, or the refusal its client raised before sending it (too large for
+    its max.request.size; or the one a producer in a fatal state repeats)."""
+    from kafka.errors import KafkaError
 
-    __slots__ = ("done", "error", "partition")
-
-    def __init__(self, error: KafkaError | None = None) -> None:
-        self.done, self.error, self.partition = error is not None, error, -1
-
-    def __call__(self, error: KafkaError | None, message: KafkaMessage) -> None:
-        partition = message.partition()
-        self.done, self.error, self.partition = True, error, -1 if partition is None else partition
-
-
-def _produce(producer: Any, topic: str, key: bytes | None, value: bytes | None) -> _Delivery:
-    from confluent_kafka import KafkaException
-
-    delivery = _Delivery()
     try:
-        produce(producer, topic, key, value, on_delivery=delivery)
-    except KafkaException as e:
-        if refusal(e.args[0].code(), e.args[0].str()) is None:
+        return producer.send(topic, key=key, value=value)
+    except KafkaError as e:
+        if refusal(getattr(e, "errno", None) or -1, type(e).__name__) is None:
             raise
-        return _Delivery(e.args[0])
-    return delivery
+        return e
 
 
-def _verdict(delivery: _Delivery, topic: str, *, alone: bool = False) -> tuple[int, str, bool] | None:
-    """None once the broker has the record; else (partition, the broker's reason, refused alone) of a refusal.
-    Any other error fails the slot (the batch replays), never losing a record quietly."""
-    from confluent_kafka import KafkaException
+def _verdict(delivery: Any, *, alone: bool = False) -> tuple[int, str, bool] | None:
+    """None once the broker has the record; else (partition, the broker's reason, refused alone) of a refusal."""
+    from kafka.errors import KafkaError
 
-    if not delivery.done:
-        raise TimeoutError(f"output {topic}: a record not acknowledged within {DELIVERY_S:.0f}s")
-    if delivery.error is None:
+    if isinstance(delivery, KafkaError):
+        return -1, str(refusal(delivery.errno, type(delivery).__name__)), alone
+    try:
+        delivery.get(timeout=DELIVERY_S)
         return None
-    reason = refusal(delivery.error.code(), delivery.error.str())
-    if reason is None:
-        raise KafkaException(delivery.error)
-    return delivery.partition, reason, alone
+    except KafkaError as e:
+        reason = refusal(getattr(e, "errno", None) or -1, type(e).__name__)
+        if reason is None:
+            raise
+        where = getattr(getattr(delivery, "_produce_future", None), "topic_partition", None)
+        return (where[1] if where is not None else -1), reason, alone
 
 
 def _where_stopped(
