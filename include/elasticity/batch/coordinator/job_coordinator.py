@@ -37,7 +37,7 @@ from elasticity.metrics.reporters import Reporters
 if TYPE_CHECKING:
     from elasticity.api import StoreDescriptor
     from elasticity.state import StorageConfig
-    from elasticity.state.rescale import StateMove
+    from elasticity.state.state_move import StateMove
 
 log = logging.getLogger(__name__)
 
@@ -294,7 +294,7 @@ class JobCoordinator:
         metrics = {"job-model-generation-ns": time.perf_counter_ns() - t}
         epoch = self.store.held_epoch(self.job, owner)
         if old is not None and self.storage is not None:
-            from elasticity.state.rescale import clean_stale_moves
+            from elasticity.state.state_move import clean_stale_moves
 
             # what a crashed or superseded move left; never a later attempt's, and only while the lease is ours
             clean_stale_moves(self.storage[0], old.number, epoch=epoch, check=lambda: self.store.check_lease(self.job, owner))
@@ -331,7 +331,7 @@ class JobCoordinator:
             )
         except SupersededError:
             if move is not None and self.storage is not None:  # refused for good: its uploads go, also those its
-                from elasticity.state.rescale import discard  # successor's cleanup could not see yet
+                from elasticity.state.state_move import discard  # successor's cleanup could not see yet
 
                 discard(self.storage[0], move)
             raise
@@ -341,7 +341,7 @@ class JobCoordinator:
     def _finish_rescale(self, old: Generation | None, new: Generation, move: StateMove | None, metrics: dict[str, int]) -> None:
         """After the new generation is written: the state's move finished, the rescale's metrics recorded and logged."""
         if move is not None:
-            from elasticity.state.rescale import finish
+            from elasticity.state.state_move import finish
 
             faults.point("rescale.state.committed")
             assert self.storage is not None
