@@ -34,6 +34,7 @@ from elasticity.batch.sinks.exactly_once import provenance
 from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, OUTPUT_SCHEMA, AuditStatus, output_roots, read_table
 from elasticity.checkpoint.batch_plan import BatchPlan, BatchStatus
 from elasticity.checkpoint.commit_record import complete_records
+from elasticity.checkpoint.replay import Replay
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
 from elasticity.config import JobConfig
@@ -43,6 +44,7 @@ from elasticity.kafka.admin import client_settings
 from elasticity.kafka.transactions import read_committed_from
 from elasticity.quality import cursor, history, state_check
 from elasticity.quality.checks import KAFKA_COLUMNS, LOST_COLUMNS, Done, QualityInputs
+from elasticity.quality.replay_versions import Versions
 from elasticity.quality.report import summary_html, write_index
 from elasticity.quality.report_files import ReportFiles, public
 from elasticity.quality.suite import QualityResult, run_suites
@@ -128,10 +130,14 @@ def _expected_state(
     return state_check.state_table(stored, expected), expected
 
 
-def _audit_through(config: JobConfig, store: CheckpointStore, last: int) -> pd.DataFrame:
-    """The audit of every committed batch up to `last` (the pinned ones): what a recomputation from the first
-    batch reads."""
-    ids = [b for b in store.batches_with_status(config.job_name, BatchStatus.COMMITTED) if b <= last]
+def _audit_through(config: JobConfig, store: CheckpointStore, last: int, versions: Versions, version: int) -> pd.DataFrame:
+    """The audit of every committed batch of `version` up to `last` (the pinned ones): what a recomputation from
+    the version's first batch reads (a replay's version starts with its stores empty)."""
+    ids = [
+        p.batch_id
+        for p in store.plans(config.job_name, BatchStatus.COMMITTED)
+        if p.batch_id <= last and versions.of_batch(p) == version
+    ]
     return read_table(config.audit_dir, AUDIT_SCHEMA, ids).to_pandas()
 
 
@@ -289,12 +295,27 @@ def _pinned_state(
 
 @dataclass(frozen=True)
 class Loaded:
-    """What a run checks, what it covers, and the edge it leaves when it passes (incremental runs)."""
+    """What a run checks, what it covers, and the edge it leaves when it passes (incremental runs). `more`: the
+    window stopped at a replay (a new version): the batches after are the next run's."""
 
     inputs: QualityInputs
     span: str
     window: list[int]
     edge: cursor.Cursor | None
+    more: bool = False
+
+
+def _version_start(since: cursor.Cursor, replay: Replay, version: int) -> cursor.Cursor:
+    """The edge a version started by `replay` is checked from: what its start checkpoints had passed is not its
+    to do, no key has a position yet, and its stores started empty."""
+    return replace(
+        since,
+        done=Done(replay.factor, dict(replay.start_checkpoints)),
+        positions=since.positions.iloc[0:0],
+        state={name: {} for name in since.state} if since.state is not None else {},
+        kafka_positions=since.kafka_positions.iloc[0:0] if since.kafka_positions is not None else None,
+        version=version,
+    )
 
 
 def load_inputs(
@@ -314,7 +335,27 @@ def load_inputs(
     committed, generation, cps, stored = _pinned_state(
         config, store, coordinator, app=app, after=since.last_batch if since else 0
     )
-    window = committed if since is not None else [p for p in committed if _within(p.batch_id, from_batch, to_batch)]
+    versions = Versions.of(store, config.job_name)
+    factor = generation.factor if generation else 1
+    before = since.done if since else None
+    if since is not None:
+        window, ended_by = versions.first_segment(committed)
+        version = versions.of_batch(window[0]) if window else since.version
+        if version != since.version and version in versions.replays:  # the window starts a replay's version
+            since = _version_start(since, versions.replays[version], version)
+            before = since.done
+        if ended_by is not None:  # a later replay follows: checked up to the checkpoints that replay started from
+            log.info("data quality of %s: the batches of the version before replay %d first", config.job_name, ended_by)
+            ending = versions.replays[ended_by]
+            cps, factor, stored = dict(ending.previous_checkpoints), ending.factor, None
+    else:
+        ended_by = None
+        window = [p for p in committed if _within(p.batch_id, from_batch, to_batch)]
+        version = versions.of_batch(window[-1]) if window else versions.of_generation(generation.number if generation else 0)
+        committed = [p for p in committed if versions.of_batch(p) == version]  # a window is checked within its version
+        window = [p for p in window if versions.of_batch(p) == version]
+        if version in versions.replays:
+            before = Done(versions.replays[version].factor, dict(versions.replays[version].start_checkpoints))
     ids = [p.batch_id for p in window]
     # a manual window's order, routing and loss are checked against every committed batch's audit
     audit = read_table(config.audit_dir, AUDIT_SCHEMA, ids if since else [p.batch_id for p in committed])
@@ -330,7 +371,9 @@ def load_inputs(
         since=since,
         window=audit,
         records=records,
-        history=lambda: audit if since is None else _audit_through(config, store, ids[-1] if ids else since.last_batch),
+        history=lambda: (
+            audit if since is None else _audit_through(config, store, ids[-1] if ids else since.last_batch, versions, version)
+        ),
     )
     kafka = _kafka_outputs(config, app, ids, since)
     generation_of_batch = {p.batch_id: p.generation for p in committed}
@@ -339,9 +382,9 @@ def load_inputs(
         inputs=records[list(KEYS)],
         sink=sink,
         generation_of_batch=generation_of_batch,
-        factor=generation.factor if generation else 1,
+        factor=factor,
         checkpoints=cps,
-        before=since.done if since else None,
+        before=before,
         positions=since.positions if since else None,
         state=state,
         kafka=kafka.records if kafka else None,
@@ -353,10 +396,15 @@ def load_inputs(
         lost=_declared_lost(store, config.job_name, ids),
     )
     span = f"batches {ids[0]}..{ids[-1]}" if ids else "no new committed batch"
+    if version:
+        span += f", version of replay {version}"
     if since is None:
         return Loaded(q, span, ids, None)
     span += f" (new since batch {since.last_batch})" if since.last_batch else " (the first validation)"
-    return Loaded(q, span, ids, _next_edge(since, ids, q, expected=expected, kafka=kafka) if ids else None)
+    edge = _next_edge(since, ids, q, expected=expected, kafka=kafka) if ids else None
+    if edge is not None:
+        edge = replace(edge, version=version, state=None if ended_by is not None else edge.state)
+    return Loaded(q, span, ids, edge, more=ended_by is not None)
 
 
 def _next_edge(
@@ -414,14 +462,29 @@ def run_quality(
 ) -> tuple[QualityResult, RunReport]:
     """Validate and report (to `report_dir`, a folder or URI; default the job's report location); returns the
     result and where the run's report went. An incremental run that passes moves the job's validated edge to
-    its last batch."""
+    its last batch. Its window stops at a replay (a new version, `quality.replay_versions`): the batches after are
+    validated next, by a run of their own (named `<run>-after-<its edge's batch>`), as long as each passes; the
+    result and report returned are the last run's."""
     job = config.job_name
     reports = ReportFiles(str(report_dir) if report_dir else config.report_location)
     stores = load_application(config.app_class, config.inputs).stores
     since = (cursor.load(store, job, stores) or cursor.start()) if incremental else None
-    loaded = load_inputs(config, store, inputs, from_batch=from_batch, to_batch=to_batch, since=since)
+    base = name = run_name or time.strftime("%Y%m%dT%H%M%S")
+    while True:
+        loaded = load_inputs(config, store, inputs, from_batch=from_batch, to_batch=to_batch, since=since)
+        result, report = _run(config, store, loaded, reports, name, stores)
+        if not (loaded.more and result.success and loaded.edge is not None):
+            return result, report
+        since = loaded.edge
+        name = f"{base}-after-{since.last_batch}"
+
+
+def _run(
+    config: JobConfig, store: CheckpointStore, loaded: Loaded, reports: ReportFiles, name: str, stores: Mapping[str, Any]
+) -> tuple[QualityResult, RunReport]:
+    """One run over `loaded`: its suites, report and index line; its edge saved when it passes."""
+    job = config.job_name
     q, span, window = loaded.inputs, loaded.span, loaded.window
-    name = run_name or time.strftime("%Y%m%dT%H%M%S")
     folder = path_part(name)
     files = reports.child(f"runs/{folder}")
     metrics = store.metrics(job, limit=200)

@@ -465,6 +465,7 @@ class MicroBatchEngine:
             slot_claims=uuid.uuid4().hex if local and (self.storage is not None or self.tables) else None,
             shipped=ship_user_code(self.spark, self.config),  # each batch: a changed app is the next batch's
             epoch=epoch,
+            generation=generation.number,
         )
 
     def _batch_state(self, generation: Generation, cps: dict[TaskName, TaskCheckpoint]) -> BatchState | None:
