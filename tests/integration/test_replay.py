@@ -20,7 +20,7 @@ from elasticity.apps.demo_feed import demo_records
 from elasticity.batch.coordinator.job_coordinator import JobCoordinator
 from elasticity.batch.coordinator.replayer import replay
 from elasticity.batch.sinks.outputs import OUTPUT_SCHEMA, list_root, read_table
-from elasticity.checkpoint.replay import Replay, ReplayError, ReplayFrom
+from elasticity.checkpoint.replay import OutputMode, Replay, ReplayError, ReplayFrom
 from elasticity.config import validate
 from elasticity.kafka.admin import create_topic
 from elasticity.kafka.producer import send
@@ -119,6 +119,23 @@ def test_a_replay_from_a_timestamp_rebuilds_the_stores_and_data_quality_counts_i
     assert result.success, result.failure_message()
     checks = {c.name: c for c in result.checks}
     assert checks["state"].rows > 0 and checks["audit_unique"].rows > 0
+
+    third = replay(coordinator, ReplayFrom(timestamp_ms=at), outputs=OutputMode.REPLACE, owner="test-replay")
+    in_range = sum(r["source_offset"] >= starts[r["source_partition"]] for r in rows)  # both versions' rows
+    assert third.removed_rows == in_range and f"{in_range} rows of the replayed range removed" in third.describe()
+    engine.run(until_caught_up=True)
+    rows = [r for r in read_table(f"{config.output_dir}/enriched", OUTPUT_SCHEMA).to_pylist() if r["source_offset"] is not None]
+    ranged = [
+        (r["source_partition"], r["source_offset"], r["generation"])
+        for r in rows
+        if r["source_offset"] >= starts[r["source_partition"]]
+    ]
+    assert {g for *_, g in ranged} == {third.new.number}  # replaced: the replay's rows alone, each record once
+    assert len(ranged) == len({(p, o) for p, o, _ in ranged})
+    gen = coordinator.current()
+    assert committed_state(config, app, gen, coordinator.checkpoints(gen)) == {"totals": _totals_from(topic, starts)}
+    replaced = _quality(config, engine, "replaced")
+    assert replaced.success, replaced.failure_message()
 
     send(kafka_bootstrap, topic, demo_records(30, keys=12, seed=44))
     batch = engine.run(until_caught_up=True)[-1].batch_id
