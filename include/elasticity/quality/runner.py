@@ -130,7 +130,7 @@ def _expected_state(
     return state_check.state_table(stored, expected), expected
 
 
-def _audit_through(config: JobConfig, store: CheckpointStore, last: int, versions: Versions, version: int) -> pd.DataFrame:
+def _audit_through(config: JobConfig, store: CheckpointStore, last: int, *, versions: Versions, version: int) -> pd.DataFrame:
     """The audit of every committed batch of `version` up to `last` (the pinned ones): what a recomputation from
     the version's first batch reads (a replay's version starts with its stores empty)."""
     ids = [
@@ -293,7 +293,7 @@ def _pinned_state(
     raise RuntimeError(f"job {coordinator.job!r}: snapshots kept being superseded while data quality restored them")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Loaded:
     """What a run checks, what it covers, and the edge it leaves when it passes (incremental runs). `more`: the
     window stopped at a replay (a new version): the batches after are the next run's."""
@@ -318,6 +318,83 @@ def _version_start(since: cursor.Cursor, replay: Replay, version: int) -> cursor
     )
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Scope:
+    """What a run covers once replays are counted: its committed batches and window, the edge it starts from and
+    what was done before it, the checkpoints and factor its loss check reads, the stores' pinned values (None: not
+    checked), its version, and the replay that ends the version when a later one follows in the window."""
+
+    committed: list[BatchPlan]
+    window: list[BatchPlan]
+    since: cursor.Cursor | None
+    before: Done | None
+    cps: dict[TaskName, TaskCheckpoint]
+    factor: int
+    stored: Stored
+    version: int
+    ended_by: int | None = None
+
+
+def _scope(job: str, versions: Versions, s: _Scope, *, from_batch: int | None, to_batch: int | None) -> _Scope:
+    """`s` (every committed batch since the edge) narrowed to one version (`quality.replay_versions`). Incremental:
+    the first version among the new batches, from the replay's start when it begins one; ended by a later replay,
+    up to the checkpoints that replay started from, its stores unchecked. A manual window: within the version of
+    its last batch."""
+    since = s.since
+    if since is not None:
+        window, ended_by = versions.first_segment(s.committed)
+        version = versions.of_batch(window[0]) if window else since.version
+        s = replace(s, window=window, version=version, ended_by=ended_by)
+        if version != since.version and version in versions.replays:  # the window starts a replay's version
+            since = _version_start(since, versions.replays[version], version)
+            s = replace(s, since=since, before=since.done)
+        if ended_by is not None:  # a later replay follows: checked up to the checkpoints that replay started from
+            log.info("data quality of %s: the batches of the version before replay %d first", job, ended_by)
+            ending = versions.replays[ended_by]
+            s = replace(s, cps=dict(ending.previous_checkpoints), factor=ending.factor, stored=None)
+        return s
+    window = [p for p in s.committed if _within(p.batch_id, from_batch, to_batch)]
+    version = versions.of_batch(window[-1]) if window else s.version
+    s = replace(
+        s,
+        committed=[p for p in s.committed if versions.of_batch(p) == version],
+        window=[p for p in window if versions.of_batch(p) == version],
+        version=version,
+    )
+    if version in versions.replays:
+        s = replace(s, before=Done(versions.replays[version].factor, dict(versions.replays[version].start_checkpoints)))
+    return s
+
+
+def _pinned_scope(
+    config: JobConfig,
+    store: CheckpointStore,
+    inputs: Inputs,
+    *,
+    app: ApplicationDescriptor,
+    versions: Versions,
+    since: cursor.Cursor | None,
+    from_batch: int | None,
+    to_batch: int | None,
+) -> _Scope:
+    """The committed batches, checkpoints and stores pinned together (`_pinned_state`), narrowed to one version."""
+    coordinator = JobCoordinator(config, store, inputs)
+    committed, generation, cps, stored = _pinned_state(
+        config, store, coordinator, app=app, after=since.last_batch if since else 0
+    )
+    whole = _Scope(
+        committed=committed,
+        window=committed,
+        since=since,
+        before=since.done if since else None,
+        cps=cps,
+        factor=generation.factor if generation else 1,
+        stored=stored,
+        version=versions.of_generation(generation.number if generation else 0),
+    )
+    return _scope(config.job_name, versions, whole, from_batch=from_batch, to_batch=to_batch)
+
+
 def load_inputs(
     config: JobConfig,
     store: CheckpointStore,
@@ -330,32 +407,10 @@ def load_inputs(
     """The window's facts; with `since`, the batches after its last one, checked against its edge and read from it:
     their plans, audit, sink files and input ranges, the Kafka outputs and commit records past the edge, and the
     stores' expected values folded on from the edge's."""
-    coordinator = JobCoordinator(config, store, inputs)
     app = load_application(config.app_class, config.inputs)
-    committed, generation, cps, stored = _pinned_state(
-        config, store, coordinator, app=app, after=since.last_batch if since else 0
-    )
     versions = Versions.of(store, config.job_name)
-    factor = generation.factor if generation else 1
-    before = since.done if since else None
-    if since is not None:
-        window, ended_by = versions.first_segment(committed)
-        version = versions.of_batch(window[0]) if window else since.version
-        if version != since.version and version in versions.replays:  # the window starts a replay's version
-            since = _version_start(since, versions.replays[version], version)
-            before = since.done
-        if ended_by is not None:  # a later replay follows: checked up to the checkpoints that replay started from
-            log.info("data quality of %s: the batches of the version before replay %d first", config.job_name, ended_by)
-            ending = versions.replays[ended_by]
-            cps, factor, stored = dict(ending.previous_checkpoints), ending.factor, None
-    else:
-        ended_by = None
-        window = [p for p in committed if _within(p.batch_id, from_batch, to_batch)]
-        version = versions.of_batch(window[-1]) if window else versions.of_generation(generation.number if generation else 0)
-        committed = [p for p in committed if versions.of_batch(p) == version]  # a window is checked within its version
-        window = [p for p in window if versions.of_batch(p) == version]
-        if version in versions.replays:
-            before = Done(versions.replays[version].factor, dict(versions.replays[version].start_checkpoints))
+    s = _pinned_scope(config, store, inputs, app=app, versions=versions, since=since, from_batch=from_batch, to_batch=to_batch)
+    committed, window, since, cps, stored, version = s.committed, s.window, s.since, s.cps, s.stored, s.version
     ids = [p.batch_id for p in window]
     # a manual window's order, routing and loss are checked against every committed batch's audit
     audit = read_table(config.audit_dir, AUDIT_SCHEMA, ids if since else [p.batch_id for p in committed])
@@ -372,19 +427,20 @@ def load_inputs(
         window=audit,
         records=records,
         history=lambda: (
-            audit if since is None else _audit_through(config, store, ids[-1] if ids else since.last_batch, versions, version)
+            audit
+            if since is None
+            else _audit_through(config, store, ids[-1] if ids else since.last_batch, versions=versions, version=version)
         ),
     )
     kafka = _kafka_outputs(config, app, ids, since)
-    generation_of_batch = {p.batch_id: p.generation for p in committed}
     q = QualityInputs(
         audit=audit,
         inputs=records[list(KEYS)],
         sink=sink,
-        generation_of_batch=generation_of_batch,
-        factor=factor,
+        generation_of_batch={p.batch_id: p.generation for p in committed},
+        factor=s.factor,
         checkpoints=cps,
-        before=before,
+        before=s.before,
         positions=since.positions if since else None,
         state=state,
         kafka=kafka.records if kafka else None,
@@ -395,16 +451,23 @@ def load_inputs(
         else 0,  # an edge of an earlier version read none
         lost=_declared_lost(store, config.job_name, ids),
     )
+    return _loaded(s, q, ids, expected=expected, kafka=kafka)
+
+
+def _loaded(s: _Scope, q: QualityInputs, ids: list[int], *, expected: Any, kafka: KafkaOutputs | None) -> Loaded:
+    """The run's facts with its span and, incremental, the edge it leaves (of its version; without the stores'
+    expected values when a later replay ends the version: that replay cleared them)."""
+    since = s.since
     span = f"batches {ids[0]}..{ids[-1]}" if ids else "no new committed batch"
-    if version:
-        span += f", version of replay {version}"
+    if s.version:
+        span += f", version of replay {s.version}"
     if since is None:
-        return Loaded(q, span, ids, None)
+        return Loaded(inputs=q, span=span, window=ids, edge=None)
     span += f" (new since batch {since.last_batch})" if since.last_batch else " (the first validation)"
     edge = _next_edge(since, ids, q, expected=expected, kafka=kafka) if ids else None
     if edge is not None:
-        edge = replace(edge, version=version, state=None if ended_by is not None else edge.state)
-    return Loaded(q, span, ids, edge, more=ended_by is not None)
+        edge = replace(edge, version=s.version, state=None if s.ended_by is not None else edge.state)
+    return Loaded(inputs=q, span=span, window=ids, edge=edge, more=s.ended_by is not None)
 
 
 def _next_edge(
@@ -472,7 +535,7 @@ def run_quality(
     base = name = run_name or time.strftime("%Y%m%dT%H%M%S")
     while True:
         loaded = load_inputs(config, store, inputs, from_batch=from_batch, to_batch=to_batch, since=since)
-        result, report = _run(config, store, loaded, reports, name, stores)
+        result, report = _run(config, store, loaded, reports=reports, name=name, stores=stores)
         if not (loaded.more and result.success and loaded.edge is not None):
             return result, report
         since = loaded.edge
@@ -480,7 +543,7 @@ def run_quality(
 
 
 def _run(
-    config: JobConfig, store: CheckpointStore, loaded: Loaded, reports: ReportFiles, name: str, stores: Mapping[str, Any]
+    config: JobConfig, store: CheckpointStore, loaded: Loaded, *, reports: ReportFiles, name: str, stores: Mapping[str, Any]
 ) -> tuple[QualityResult, RunReport]:
     """One run over `loaded`: its suites, report and index line; its edge saved when it passes."""
     job = config.job_name

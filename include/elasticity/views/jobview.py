@@ -197,7 +197,13 @@ def build_view(
         view.containers[c.processor_id] = {}
         for t in c.tasks:
             _add_task(view, c.processor_id, cps[t.task_name], rate=rates.get(t.task_name.name), sizes=sizes)
-    view.rescales = [
+    view.rescales = _history(store, job)
+    return view
+
+
+def _history(store: CheckpointStore, job: str) -> list[dict[str, Any]]:
+    """The latest generations, oldest first: rescales and replays alike."""
+    return [
         {
             "generation": g.number,
             "factor": g.factor,
@@ -208,7 +214,6 @@ def build_view(
         }
         for g in store.generations(job, limit=RESCALES)
     ]
-    return view
 
 
 def _replay_row(text: str) -> dict[str, Any]:

@@ -15,7 +15,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from elasticity import faults
 from elasticity.batch.coordinator.job_coordinator import JobCoordinator, default_owner
@@ -32,6 +33,9 @@ from elasticity.checkpoint.replay import (
 from elasticity.checkpoint.store import Generation, StoreError, SupersededError
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName
+
+if TYPE_CHECKING:
+    from elasticity.state.rescale import StateMove
 
 log = logging.getLogger(__name__)
 
@@ -139,72 +143,13 @@ def replay(
             coordinator._settle(owner)
         t = time.perf_counter_ns()
         plan = plan_replay(coordinator, frm, outputs)
-        if expected_generation is not None and plan.old.number != expected_generation:
-            raise ReplayError(
-                f"job {job!r}: the replay was asked of generation {expected_generation}, but the job is at generation "
-                f"{plan.old.number} now; nothing was changed"
-            )
-        if plan.refused:
-            raise ReplayError(f"job {job!r}: replay refused, nothing was changed: " + "; ".join(plan.refused))
-        if (pending := store.pending_plan(job)) is not None:
-            raise ReplayError(
-                f"job {job!r}: batch {pending.batch_id} was planned under generation {pending.generation} and has not "
-                "committed; run it to completion first (its plan replays the same ranges), then replay; nothing was changed"
-            )
+        _check(coordinator, plan, expected_generation)
         metrics = {"job-model-generation-ns": time.perf_counter_ns() - t}
-        old = plan.old
-        epoch = store.held_epoch(job, owner)
-        move = None
-        if coordinator.storage is not None:
-            from elasticity.state.replay_state import clear_state
-            from elasticity.state.rescale import clean_stale_moves
-
-            storage, descriptors = coordinator.storage
-            clean_stale_moves(storage, old.number, epoch=epoch, check=lambda: store.check_lease(job, owner))
-            move = clear_state(storage, descriptors, old.job_model, factor=old.factor, from_generation=old.number, epoch=epoch)
+        move = _clear(coordinator, plan.old, owner)
+        if move is not None:
             metrics["state-move-ns"] = move.state_move_ns
         faults.point("replay.state_cleared")
-        starts = {s: p.offset for s, p in plan.starts.items()}
-        why = reason or f"by {owner}"
-
-        def compute(old_cps: dict[TaskName, TaskCheckpoint]) -> Mapping[TaskName, TaskCheckpoint]:
-            t = time.perf_counter_ns()
-            cps = replay_checkpoints(old.job_model, old_cps, plan.starts)
-            metrics["checkpoint-compute-ns"] = time.perf_counter_ns() - t
-            return move.apply(cps) if move is not None else cps
-
-        def record(old_cps: Mapping[TaskName, TaskCheckpoint], new_cps: Mapping[TaskName, TaskCheckpoint]) -> str:
-            return Replay(
-                requested=frm,
-                reason=why,
-                outputs=outputs,
-                factor=old.factor,
-                starts=starts,
-                start_checkpoints=new_cps,
-                previous_checkpoints=old_cps,
-            ).to_json()
-
-        try:
-            new = store.write_generation(
-                job,
-                old.number,
-                old.factor,
-                model=old.job_model,
-                compute=compute,
-                owner=owner,
-                reason=f"replay from {frm.describe()}, outputs as {outputs} ({why})",
-                write_versions=config.checkpoint_write_versions,
-                read_versions=config.checkpoint_read_versions,
-                live_max_age_ms=config.live_checkpoint_max_age_ms,
-                origin="replay",
-                replay=record,
-            )
-        except (SupersededError, StoreError):
-            if move is not None and coordinator.storage is not None:
-                from elasticity.state.rescale import discard
-
-                discard(coordinator.storage[0], move)
-            raise
+        new = _write(coordinator, plan, move, owner=owner, reason=reason or f"by {owner}", metrics=metrics)
         faults.point("replay.generation_written")
         if move is not None:
             from elasticity.state.rescale import finish
@@ -217,17 +162,87 @@ def replay(
 
             assert new.replay is not None
             removed = remove_replayed(config.output_dir, new, Replay.from_json(new.replay))
-        coordinator._record_rescale(old, new, metrics)
-    log.info("job %r: replay from %s, generation %d -> %d", job, frm.describe(), old.number, new.number)
-    return ReplayPlan(
-        job=job,
-        requested=frm,
-        outputs=outputs,
-        old=old,
-        starts=plan.starts,
-        checkpoints=plan.checkpoints,
-        stores=plan.stores,
-        new=new,
-        removed_rows=removed,
-        metrics=metrics,
-    )
+        coordinator._record_rescale(plan.old, new, metrics)
+    log.info("job %r: replay from %s, generation %d -> %d", job, frm.describe(), plan.old.number, new.number)
+    return replace(plan, new=new, removed_rows=removed, metrics=metrics)
+
+
+def _check(coordinator: JobCoordinator, plan: ReplayPlan, expected_generation: int | None) -> None:
+    """Refused, nothing changed: the job moved on since the caller looked, the stores cannot be rebuilt, or a
+    planned batch has not committed."""
+    job = coordinator.job
+    if expected_generation is not None and plan.old.number != expected_generation:
+        raise ReplayError(
+            f"job {job!r}: the replay was asked of generation {expected_generation}, but the job is at generation "
+            f"{plan.old.number} now; nothing was changed"
+        )
+    if plan.refused:
+        raise ReplayError(f"job {job!r}: replay refused, nothing was changed: " + "; ".join(plan.refused))
+    if (pending := coordinator.store.pending_plan(job)) is not None:
+        raise ReplayError(
+            f"job {job!r}: batch {pending.batch_id} was planned under generation {pending.generation} and has not "
+            "committed; run it to completion first (its plan replays the same ranges), then replay; nothing was changed"
+        )
+
+
+def _clear(coordinator: JobCoordinator, old: Generation, owner: str) -> StateMove | None:
+    """The stores cleared (`state.replay_state.clear_state`), after what a crashed or superseded attempt left is
+    removed; None for a stateless app."""
+    if coordinator.storage is None:
+        return None
+    from elasticity.state.replay_state import clear_state
+    from elasticity.state.rescale import clean_stale_moves
+
+    store, job = coordinator.store, coordinator.job
+    storage, descriptors = coordinator.storage
+    epoch = store.held_epoch(job, owner)
+    clean_stale_moves(storage, old.number, epoch=epoch, check=lambda: store.check_lease(job, owner))
+    return clear_state(storage, descriptors, old.job_model, factor=old.factor, from_generation=old.number, epoch=epoch)
+
+
+def _write(
+    coordinator: JobCoordinator, plan: ReplayPlan, move: StateMove | None, *, owner: str, reason: str, metrics: dict[str, int]
+) -> Generation:
+    """The replay's generation and its record, in one fenced transaction; a refused write removes the cleared
+    stores' uploads."""
+    config, old = coordinator.config, plan.old
+    starts = {s: p.offset for s, p in plan.starts.items()}
+
+    def compute(old_cps: dict[TaskName, TaskCheckpoint]) -> Mapping[TaskName, TaskCheckpoint]:
+        t = time.perf_counter_ns()
+        cps = replay_checkpoints(old.job_model, old_cps, plan.starts)
+        metrics["checkpoint-compute-ns"] = time.perf_counter_ns() - t
+        return move.apply(cps) if move is not None else cps
+
+    def record(old_cps: Mapping[TaskName, TaskCheckpoint], new_cps: Mapping[TaskName, TaskCheckpoint]) -> str:
+        return Replay(
+            requested=plan.requested,
+            reason=reason,
+            outputs=plan.outputs,
+            factor=old.factor,
+            starts=starts,
+            start_checkpoints=new_cps,
+            previous_checkpoints=old_cps,
+        ).to_json()
+
+    try:
+        return coordinator.store.write_generation(
+            coordinator.job,
+            old.number,
+            old.factor,
+            model=old.job_model,
+            compute=compute,
+            owner=owner,
+            reason=f"replay from {plan.requested.describe()}, outputs as {plan.outputs} ({reason})",
+            write_versions=config.checkpoint_write_versions,
+            read_versions=config.checkpoint_read_versions,
+            live_max_age_ms=config.live_checkpoint_max_age_ms,
+            origin="replay",
+            replay=record,
+        )
+    except (SupersededError, StoreError):
+        if move is not None and coordinator.storage is not None:
+            from elasticity.state.rescale import discard
+
+            discard(coordinator.storage[0], move)
+        raise
