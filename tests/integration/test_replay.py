@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import time
 import uuid
 
@@ -27,6 +28,8 @@ from elasticity.kafka.producer import send
 from elasticity.quality.runner import run_quality
 from elasticity.quality.state_check import committed_state
 from elasticity.spark.engine import MicroBatchEngine
+from tests.conftest import REPO
+from tests.integration.test_engine import ELASTICITY
 from tests.support.helpers import read_log
 
 STATEFUL = "elasticity.apps.enrichment:build_stateful"
@@ -55,7 +58,9 @@ def job(kafka_bootstrap, tmp_path, monkeypatch):
         "job.dead.letter.path": str(tmp_path / "dlq"),
         "job.report.path": str(tmp_path / "reports"),
     }
-    return topic, validate(props)
+    path = tmp_path / "job.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    return topic, validate(props), path
 
 
 def _totals_from(topic: str, starts: dict[int, int]) -> dict[str, dict]:
@@ -76,7 +81,7 @@ def _quality(config, engine, name):
 
 
 def test_a_replay_from_a_timestamp_rebuilds_the_stores_and_data_quality_counts_it_as_a_version(spark, kafka_bootstrap, job):
-    topic, config = job
+    topic, config, _ = job
     send(kafka_bootstrap, topic, demo_records(120, keys=12, seed=41))
     time.sleep(0.05)
     at = int(time.time() * 1000)
@@ -146,11 +151,12 @@ def test_a_replay_from_a_timestamp_rebuilds_the_stores_and_data_quality_counts_i
 
 
 def test_a_replay_past_the_input_retention_is_refused_naming_the_store(spark, kafka_bootstrap, job):
-    """From the earliest offset of a log whose start retention moved: the stores would miss what it removed."""
+    """From the earliest offset of a log whose start retention moved: the stores would miss what it removed. The
+    command line's replay exits with 2 and the reason."""
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    topic, config = job
+    topic, config, path = job
     send(kafka_bootstrap, topic, demo_records(40, keys=5, seed=45))
     engine = MicroBatchEngine(config, spark)
     engine.run(until_caught_up=True)
@@ -161,4 +167,10 @@ def test_a_replay_past_the_input_retention_is_refused_naming_the_store(spark, ka
     before = coordinator.current()
     with pytest.raises(ReplayError, match=r"stores 'totals': the input's retention no longer holds the earliest offsets needed"):
         replay(coordinator, ReplayFrom(timestamp_ms=None), owner="test-replay")
+    assert coordinator.current() == before
+
+    command = [ELASTICITY, "replay", "--config", str(path), "--from-earliest"]
+    refused = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and "replay refused, nothing was changed: stores 'totals'" in refused.stderr
+    assert f"{topic}-0 starts at 5" in refused.stderr
     assert coordinator.current() == before
