@@ -310,3 +310,53 @@ def test_a_replay_writes_a_fenced_generation_of_origin_replay_and_the_batches_af
             ReplayFrom(timestamp_ms=None),
             OutputMode.NEW_VERSION,
         )
+
+
+@pytest.mark.parametrize("backup", ["blobstore", ""])
+def test_cleared_stores_restore_empty_on_a_host_that_held_them(tmp_path, backup):
+    """A store with entries, committed; after clear_state its task restores (same host, live folder there) empty:
+    from the empty snapshot, or with no backup from the new checkpoint id alone."""
+    from elasticity.checkpoint.task_checkpoint import CheckpointId, CheckpointV2
+    from elasticity.config import BLOB_STORE_FACTORY
+    from elasticity.jobmodel.keybucket import key_hash
+    from elasticity.state import ContainerStorageManager
+    from elasticity.state.replay_state import clear_state
+
+    counts = StoreDescriptor("counts", "string", "json")
+    props = {"blob.store.uri": str(tmp_path / "blobs"), "job.state.dir": str(tmp_path / "state")}
+    if backup:
+        props["stores.counts.backup.factories"] = backup
+    storage = _storage(**props)
+    model = _model(2)
+    tasks = list(model.tasks())
+
+    def manager() -> ContainerStorageManager:
+        return ContainerStorageManager(storage, [counts], tasks, len(tasks))
+
+    csm = manager()
+    try:
+        csm.restore({t.task_name: None for t in tasks})
+        for t in tasks:
+            bucket = next(iter(t.system_stream_partitions)).key_bucket
+            key = next(f"user-{i}" for i in range(100) if key_hash(f"user-{i}".encode()) % 2 == bucket)
+            csm.store(t.task_name, "counts").put(key, 7)
+        cp_id = CheckpointId.create()
+        markers = csm.upload(csm.snapshot(cp_id))
+    finally:
+        csm.close()
+    cleared = clear_state(storage, [counts], model, factor=2, from_generation=1)
+    assert set(cleared.checkpoint_ids) == {t.task_name for t in tasks} and cleared.checkpoint_id != cp_id
+    assert all(BLOB_STORE_FACTORY in cleared.markers[t.task_name] for t in tasks) if backup else not cleared.markers
+    assert "cleared (a replay rebuilds it)" in cleared.describe()
+    csm = manager()
+    try:
+        csm.restore({t.task_name: CheckpointV2(cp_id, {}, markers.get(t.task_name, {})) for t in tasks})
+        assert all(dict(csm.store(t.task_name, "counts").all()) for t in tasks)  # the committed state, as it was
+    finally:
+        csm.close()
+    csm = manager()
+    try:
+        csm.restore({t.task_name: CheckpointV2(cleared.checkpoint_id, {}, cleared.markers.get(t.task_name, {})) for t in tasks})
+        assert all(dict(csm.store(t.task_name, "counts").all()) == {} for t in tasks)
+    finally:
+        csm.close()
