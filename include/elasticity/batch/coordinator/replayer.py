@@ -177,7 +177,8 @@ def _check(coordinator: JobCoordinator, plan: ReplayPlan, expected_generation: i
             f"{plan.old.number} now; nothing was changed"
         )
     if plan.refused:
-        raise ReplayError(f"job {job!r}: replay refused, nothing was changed: " + "; ".join(plan.refused))
+        why = "; ".join(plan.refused)
+        raise ReplayError(f"job {job!r}: replay refused, nothing was changed: {why}")
     if (pending := coordinator.store.pending_plan(job)) is not None:
         raise ReplayError(
             f"job {job!r}: batch {pending.batch_id} was planned under generation {pending.generation} and has not "
