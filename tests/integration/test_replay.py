@@ -174,3 +174,36 @@ def test_a_replay_past_the_input_retention_is_refused_naming_the_store(spark, ka
     assert refused.returncode == 2 and "replay refused, nothing was changed: stores 'totals'" in refused.stderr
     assert f"{topic}-0 starts at 5" in refused.stderr
     assert coordinator.current() == before
+
+
+@pytest.mark.parametrize("backups", ["kafka", "kafka,blobstore"])
+def test_cleared_changelog_stores_restore_empty_from_each_backend(tmp_path, kafka_bootstrap, backups):
+    """A replay's clearing of a changelog-backed store (alone, or with the blob store): a tombstone for each of the
+    task's keys in its changelog partition, so a restore from either backend, on a fresh host or on the one that
+    held the state, gives the empty store."""
+    from elasticity.checkpoint.task_checkpoint import CheckpointV2
+    from elasticity.jobmodel.model import ContainerModel, JobModel, TaskModel
+    from elasticity.state import StorageConfig
+    from elasticity.state.replay_state import clear_state
+    from tests.integration.test_state_backends import props
+    from tests.support.state_job import COUNTS, TASKS, manager, reference, run, state
+
+    p = props(tmp_path, kafka_bootstrap, backups=backups)
+    assert run(tmp_path / "job", 3, p) == reference(3) != {}
+    config = validate({"job.name": "statejob", "task.inputs": "kafka.in", "task.checkpoint.read.versions": "2,1", **p})
+    model = JobModel.of({}, [ContainerModel("0", tuple(TaskModel(t, frozenset(), i) for i, t in enumerate(TASKS)))])
+    cleared = clear_state(StorageConfig.of(config, [COUNTS]), [COUNTS], model, factor=2, from_generation=1)
+    cps = {t: CheckpointV2(cleared.checkpoint_id, {}, cleared.markers[t]) for t in TASKS}
+    for restore in backups.split(","):
+        csm = manager({**p, "stores.counts.restore.factories": restore, "job.state.dir": str(tmp_path / f"fresh-{restore}")})
+        try:
+            csm.restore(cps)
+            assert state(csm) == {}, restore
+        finally:
+            csm.close()
+    csm = manager(p)  # the host whose live stores hold the old state
+    try:
+        csm.restore(cps)
+        assert state(csm) == {}
+    finally:
+        csm.close()
