@@ -100,6 +100,8 @@ def test_a_replay_from_a_timestamp_rebuilds_the_stores_and_data_quality_counts_i
     new = coordinator.current()
     assert (new.number, new.origin, new.factor) == (before.number + 1, "replay", before.factor)
     assert Replay.from_json(new.replay).requested.timestamp_ms == at
+    right_after = _quality(config, engine, "right-after")  # as the DAG runs it: no batch of the replay yet
+    assert right_after.success, right_after.failure_message()
 
     send(kafka_bootstrap, topic, demo_records(60, keys=12, seed=43))
     engine.run(until_caught_up=True)

@@ -336,33 +336,36 @@ class _Scope:
 
 
 def _scope(job: str, versions: Versions, s: _Scope, *, from_batch: int | None, to_batch: int | None) -> _Scope:
-    """`s` (every committed batch since the edge) narrowed to one version (`quality.replay_versions`). Incremental:
-    the first version among the new batches, from the replay's start when it begins one; ended by a later replay,
-    up to the checkpoints that replay started from, its stores unchecked. A manual window: within the version of
-    its last batch."""
-    since = s.since
+    """`s` (every committed batch since the edge, `s.version` the current generation's) narrowed to one version
+    (`quality.replay_versions`). Incremental: the first version among the new batches (none: the current one),
+    from the replay's start when it begins one. A manual window: within the version of its last batch. A version
+    a later replay ended is checked up to the checkpoints that replay started from, its stores unchecked (the
+    replay cleared them)."""
+    current, since = s.version, s.since
     if since is not None:
-        window, ended_by = versions.first_segment(s.committed)
-        version = versions.of_batch(window[0]) if window else since.version
-        s = replace(s, window=window, version=version, ended_by=ended_by)
+        window, _ = versions.first_segment(s.committed)
+        version = versions.of_batch(window[0]) if window else current
+        s = replace(s, window=window, version=version)
         if version != since.version and version in versions.replays:  # the window starts a replay's version
             since = _version_start(since, versions.replays[version], version)
             s = replace(s, since=since, before=since.done)
-        if ended_by is not None:  # a later replay follows: checked up to the checkpoints that replay started from
-            log.info("data quality of %s: the batches of the version before replay %d first", job, ended_by)
-            ending = versions.replays[ended_by]
-            s = replace(s, cps=dict(ending.previous_checkpoints), factor=ending.factor, stored=None)
-        return s
-    window = [p for p in s.committed if _within(p.batch_id, from_batch, to_batch)]
-    version = versions.of_batch(window[-1]) if window else s.version
-    s = replace(
-        s,
-        committed=[p for p in s.committed if versions.of_batch(p) == version],
-        window=[p for p in window if versions.of_batch(p) == version],
-        version=version,
-    )
-    if version in versions.replays:
-        s = replace(s, before=Done(versions.replays[version].factor, dict(versions.replays[version].start_checkpoints)))
+    else:
+        window = [p for p in s.committed if _within(p.batch_id, from_batch, to_batch)]
+        version = versions.of_batch(window[-1]) if window else current
+        s = replace(
+            s,
+            committed=[p for p in s.committed if versions.of_batch(p) == version],
+            window=[p for p in window if versions.of_batch(p) == version],
+            version=version,
+        )
+        if version in versions.replays:
+            replay = versions.replays[version]
+            s = replace(s, before=Done(replay.factor, dict(replay.start_checkpoints)))
+    if version != current:  # a later replay ended this version
+        ended_by = min(r for r in versions.replays if r > version)
+        log.info("data quality of %s: the batches of the version before replay %d first", job, ended_by)
+        ending = versions.replays[ended_by]
+        s = replace(s, cps=dict(ending.previous_checkpoints), factor=ending.factor, stored=None, ended_by=ended_by)
     return s
 
 
