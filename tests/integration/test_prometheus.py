@@ -1,0 +1,104 @@
+"""The jobs' metrics scraped by a real Prometheus server (Debian's package): the demo app's job runs a batch on
+Spark and a rescale, a loopback HTTP server serves the exposition that `/elasticity/metrics` serves (the same
+`JobsScrape`), Prometheus scrapes it every second, and PromQL through its HTTP API returns the job's lag, as the
+store and the brokers have it, and the lag again after more records arrive (no batch in between)."""
+
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from elasticity.airflow.metrics_endpoint import JobsScrape
+from elasticity.apps.demo_feed import demo_records
+from elasticity.batch.coordinator.job_coordinator import JobCoordinator
+from elasticity.batch.coordinator.lag import lag_report
+from elasticity.checkpoint.store.pool import StorePool
+from elasticity.config import validate
+from elasticity.kafka.consumer import KafkaInputs
+from elasticity.kafka.producer import send
+from elasticity.spark.engine import MicroBatchEngine
+from tests.support.helpers import fresh_topic, job_props, write_properties
+from tests.support.prometheus import PrometheusServer
+
+PATH = "/elasticity/metrics"
+
+
+def serve(scrape: JobsScrape, job: str) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            if self.path != PATH:
+                self.send_error(404)
+                return
+            body, content_type = scrape.render([job], self.headers.get("Accept"))
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_prometheus_scrapes_the_demo_job_s_lag(spark, kafka_bootstrap, tmp_path, monkeypatch):
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", kafka_bootstrap)
+    topic = fresh_topic(kafka_bootstrap, "prom", 2, records=500, seed=41)
+    job = f"prom-{topic}"
+    props = job_props(job, topic, tmp_path, factor=2, **{"app.class": "elasticity.apps.enrichment:build"})
+    (tmp_path / "jobs").mkdir()
+    write_properties(tmp_path / "jobs" / f"{job}.properties", props)
+    monkeypatch.setenv("ELASTICITY_JOBS_DIR", str(tmp_path / "jobs"))
+    config = validate(props)
+    engine = MicroBatchEngine(config, spark)
+    (batch,) = engine.run(max_records=200)
+    JobCoordinator(config, engine.store, engine.inputs).rescale(4)
+    engine.store.record_failure(job, run_id="manual__prom", attempt=1, task="run_batches", error="RuntimeError: boom")
+    expected = lag_report(config, engine.store, KafkaInputs(config))
+    assert expected.exact and expected.total == 500 - batch.records_read > 0
+
+    with StorePool() as stores:
+        scrape = JobsScrape(stores)
+        server = serve(scrape, job)
+        prometheus = PrometheusServer(tmp_path, f"127.0.0.1:{server.server_port}", PATH).start()
+        try:
+            (lag,) = prometheus.until(f'elasticity_lag_records{{job="{job}"}}')
+            assert float(lag["value"][1]) == expected.total
+            assert lag["metric"]["instance"] == f"127.0.0.1:{server.server_port}"
+            assert float(prometheus.until(f'elasticity_elasticity_factor{{job="{job}"}}')[0]["value"][1]) == 4
+            assert float(prometheus.until(f'elasticity_virtual_tasks{{job="{job}"}}')[0]["value"][1]) == 8
+            assert float(prometheus.until(f'elasticity_failed_attempts_last_hour{{job="{job}"}}')[0]["value"][1]) == 1
+            parts = prometheus.until(f'sum(elasticity_partition_lag_records{{job="{job}"}})')
+            assert float(parts[0]["value"][1]) == expected.total
+            fresh = prometheus.until(f'elasticity_freshness_seconds{{job="{job}",record="oldest",quantile="0.99"}}')
+            assert float(fresh[0]["value"][1]) == batch.freshness_ms["oldest"] / 1000
+            phases = prometheus.until(f'elasticity_rescale_duration_seconds{{job="{job}"}}')
+            assert {p["metric"]["phase"] for p in phases} == {"job_model_generation", "checkpoint_compute"}
+            assert float(prometheus.until(f'elasticity_records_per_second{{job="{job}"}}')[0]["value"][1]) > 0
+
+            send(kafka_bootstrap, topic, demo_records(100, keys=20, seed=42))  # no batch runs: the lag grows
+            deadline = time.monotonic() + 30
+            while float(prometheus.query(f'elasticity_lag_records{{job="{job}"}}')[0]["value"][1]) != expected.total + 100:
+                assert time.monotonic() < deadline, "Prometheus never saw the 100 new records in the lag"
+                time.sleep(0.5)
+
+            timings = []
+            for _ in range(10):  # what one scrape costs here, Kafka clients held: printed, not asserted
+                t0 = time.perf_counter()
+                body, _ = scrape.render([job], "text/plain")
+                timings.append(time.perf_counter() - t0)
+            names = {f.name for f in text_string_to_metric_families(body.decode())}
+            assert {"elasticity_lag_records", "elasticity_up", "elasticity_generation"} <= names
+            timings.sort()
+            print(
+                f"\nmeasured: one scrape of one job {timings[len(timings) // 2] * 1000:.1f} ms median of 10 "
+                f"(min {timings[0] * 1000:.1f}, max {timings[-1] * 1000:.1f}); {len(body)} bytes"
+            )
+        finally:
+            prometheus.stop()
+            server.shutdown()
+            scrape.close()
