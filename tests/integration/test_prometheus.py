@@ -3,10 +3,15 @@ Spark and a rescale, a loopback HTTP server serves the exposition that `/elastic
 `JobsScrape`), Prometheus scrapes it every second, and PromQL through its HTTP API returns the job's lag, as the
 store and the brokers have it, and the lag again after more records arrive (no batch in between)."""
 
+import math
+import os
+import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from elasticity.airflow.metrics_endpoint import JobsScrape
@@ -19,6 +24,7 @@ from elasticity.kafka.consumer import KafkaInputs
 from elasticity.kafka.producer import send
 from elasticity.spark.engine import MicroBatchEngine
 from tests.support.helpers import fresh_topic, job_props, write_properties
+from tests.support.otlp import OtlpReceiver
 from tests.support.prometheus import PrometheusServer
 
 PATH = "/elasticity/metrics"
@@ -45,20 +51,29 @@ def serve(scrape: JobsScrape, job: str) -> ThreadingHTTPServer:
     return server
 
 
-def test_prometheus_scrapes_the_demo_job_s_lag(spark, kafka_bootstrap, tmp_path, monkeypatch):
-    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", kafka_bootstrap)
+@pytest.fixture(scope="module")
+def demo_job(spark, kafka_bootstrap, tmp_path_factory):
+    """The demo app's job after a batch on Spark, a rescale and a failed attempt: its config, its first batch."""
+    tmp = tmp_path_factory.mktemp("prom")
+    os.environ["KAFKA_BOOTSTRAP_SERVERS"] = kafka_bootstrap  # put back after the module (tests/conftest.py)
     topic = fresh_topic(kafka_bootstrap, "prom", 2, records=500, seed=41)
     job = f"prom-{topic}"
-    props = job_props(job, topic, tmp_path, factor=2, **{"app.class": "elasticity.apps.enrichment:build"})
-    (tmp_path / "jobs").mkdir()
-    write_properties(tmp_path / "jobs" / f"{job}.properties", props)
-    monkeypatch.setenv("ELASTICITY_JOBS_DIR", str(tmp_path / "jobs"))
+    props = job_props(job, topic, tmp, factor=2, **{"app.class": "elasticity.apps.enrichment:build"})
+    (tmp / "jobs").mkdir()
+    write_properties(tmp / "jobs" / f"{job}.properties", props)
+    os.environ["ELASTICITY_JOBS_DIR"] = str(tmp / "jobs")
     config = validate(props)
     engine = MicroBatchEngine(config, spark)
     (batch,) = engine.run(max_records=200)
     JobCoordinator(config, engine.store, engine.inputs).rescale(4)
     engine.store.record_failure(job, run_id="manual__prom", attempt=1, task="run_batches", error="RuntimeError: boom")
-    expected = lag_report(config, engine.store, KafkaInputs(config))
+    return config, engine.store, batch, topic, tmp
+
+
+def test_prometheus_scrapes_the_demo_job_s_lag(demo_job, kafka_bootstrap):
+    config, store, batch, topic, tmp_path = demo_job
+    job = config.job_name
+    expected = lag_report(config, store, KafkaInputs(config))
     assert expected.exact and expected.total == 500 - batch.records_read > 0
 
     with StorePool() as stores:
@@ -102,3 +117,55 @@ def test_prometheus_scrapes_the_demo_job_s_lag(spark, kafka_bootstrap, tmp_path,
             prometheus.stop()
             server.shutdown()
             scrape.close()
+
+
+REPORT = """
+import sys
+from elasticity.airflow.otel_metrics import report_batches
+from elasticity.checkpoint.store import CheckpointStore
+store = CheckpointStore(sys.argv[1])
+print("SENT", report_batches(sys.argv[2], [m for m in store.metrics(sys.argv[2]) if m.get("batch_id") is not None]))
+"""
+
+
+def test_the_batch_s_metrics_reach_an_otlp_receiver_through_airflow_s_otel_metrics(demo_job):
+    """Airflow's `[metrics] otel_on` (its environment override), the standard OTLP endpoint variable: the committed
+    batch's figures leave through Airflow's own OpenTelemetry logger (its process-wide stats backend) as OTLP
+    protobuf over HTTP, and the receiver decodes them."""
+    config, store, batch, _, _ = demo_job
+    job = config.job_name
+    receiver = OtlpReceiver()
+    env = {
+        **os.environ,
+        "AIRFLOW__METRICS__OTEL_ON": "True",
+        "AIRFLOW__METRICS__STATSD_ON": "False",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+        "OTEL_SERVICE_NAME": "elasticity-test",
+    }
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", REPORT, config.checkpoint_store_url(), job],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0 and "SENT " in out.stdout, out.stdout[-2000:] + out.stderr[-4000:]
+        assert int(out.stdout.split("SENT ")[1].split()[0]) > 0
+        lags = receiver.until("airflow.elasticity.lag")
+        records = receiver.until("airflow.elasticity.records-read")
+        durations = receiver.until("airflow.elasticity.batch-duration")
+        fresh = receiver.until("airflow.elasticity.batch-freshness-oldest-ms")
+    finally:
+        receiver.close()
+    # the flush after the report and Airflow's flush at exit each export the cumulative state: the same points again
+    stored = store.metrics(job)[-1]
+    assert set(receiver.paths) == {"/v1/metrics"}
+    assert {(p.kind, tuple(p.attributes.items()), p.value, p.service) for p in lags} == {
+        ("gauge", (("job", job),), stored["lag_left"], "elasticity-test")
+    }, lags
+    assert {(p.kind, p.value) for p in records} == {("sum", batch.records_read)}
+    assert {(p.kind, p.count) for p in durations} == {("exponential_histogram", 1)}  # Airflow's timing aggregation
+    assert all(math.isclose(p.value, stored["durations_ms"]["total"], rel_tol=1e-9) for p in durations)  # ms, via a timedelta
+    assert {p.value for p in fresh} == {batch.freshness_ms["oldest"]}
+    print(f"\nmeasured: {len(receiver.points)} OTLP points in {len(receiver.paths)} export requests")

@@ -202,6 +202,9 @@ class MicroBatchOperator(BaseOperator):
         ]
         if not committed:
             raise AirflowSkipException("no batch committed")
+        from elasticity.airflow.otel_metrics import report_batches
+
+        report_batches(self.job, committed)  # when Airflow's metrics go to OpenTelemetry
         context["outlet_events"][batches_asset(self.job)].extra = {
             **{k: committed[-1][k] for k in SUMMARY_KEYS},
             "batch_ids": [m["batch_id"] for m in committed],
