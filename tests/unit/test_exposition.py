@@ -3,6 +3,8 @@ prometheus-client's own parser), and the rates over the latest batches."""
 
 from __future__ import annotations
 
+import json
+
 from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client.exposition import generate_latest
@@ -101,3 +103,28 @@ def test_a_busy_job_s_rate_is_over_the_span_of_its_latest_batches(rows):
     assert window_s == span
     assert records_s == sum(b["records_read"] for b in batches[1:]) / span
     assert batches_s == (len(batches) - 1) / span
+
+
+def test_a_batch_summary_becomes_otel_stats_with_the_job_attribute():
+    from elasticity.airflow.otel_metrics import batch_samples
+    from elasticity.metrics.summary import BatchSummary
+
+    summary = BatchSummary(job="demo", batch_id=7, generation=2, factor=4, records_read=120, processed=100, skipped=20)
+    summary.lag_left, summary.durations_ms, summary.metrics = 33, {"total": 812.5}, {"commit-ns": 9000, "task-count": 8}
+    summary.oldest_timestamp_ms, summary.newest_timestamp_ms = 1_000, 1_900
+    summary.commit_at(2_000)
+    got = {(s.name, s.kind): s.value for s in batch_samples("demo", json.loads(summary.to_json()))}
+    assert got == {
+        ("elasticity.lag", "gauge"): 33,
+        ("elasticity.commit-ns", "gauge"): 9000,
+        ("elasticity.task-count", "gauge"): 8,
+        ("elasticity.batch-freshness-oldest-ms", "gauge"): 1000,
+        ("elasticity.batch-freshness-newest-ms", "gauge"): 100,
+        ("elasticity.records-read", "counter"): 120,
+        ("elasticity.processed", "counter"): 100,
+        ("elasticity.skipped-envelopes", "counter"): 20,
+        ("elasticity.dead-lettered", "counter"): 0,
+        ("elasticity.batches", "counter"): 1,
+        ("elasticity.batch-duration", "timing"): 812.5,
+    }
+    assert {tuple(s.tags.items()) for s in batch_samples("demo", json.loads(summary.to_json()))} == {(("job", "demo"),)}

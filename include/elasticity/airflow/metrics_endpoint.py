@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable
+from pathlib import Path
 
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
@@ -47,10 +48,11 @@ class JobsScrape:
         self._inputs[job] = (key, inputs)
         return inputs
 
-    def sample(self, job: str) -> JobSample:
-        """One job's figures; a config or store that cannot be read gives `up 0` (logged), never a failed scrape."""
+    def sample(self, job: str, path: Path) -> JobSample:
+        """One job's figures (its config file at `path`); a config or store that cannot be read gives `up 0`
+        (logged), never a failed scrape."""
         try:
-            config = connected(load_config(job_configs()[job]))
+            config = connected(load_config(path))
             check_shared_state(config)
             store = self.stores.get(config.checkpoint_store_url(), config.checkpoint_history_size)
             return sample_job(config, store, self._held_inputs(job, config))
@@ -62,7 +64,8 @@ class JobsScrape:
         """The exposition of `jobs` in the format `accept` asks for, and its content type."""
         with self._lock:
             registry = CollectorRegistry(auto_describe=False)
-            registry.register(JobsCollector(lambda: [self.sample(job) for job in sorted(jobs)]))
+            configs = job_configs()
+            registry.register(JobsCollector(lambda: [self.sample(job, configs[job]) for job in sorted(jobs) if job in configs]))
             encoder, content_type = choose_encoder(accept or "")
             return encoder(registry), content_type
 
