@@ -21,7 +21,7 @@ from airflow.providers.common.compat.openlineage.facet import (
 from airflow.providers.openlineage.extractors import OperatorLineage
 
 from elasticity.config import JobConfig
-from elasticity.views.job_datasets import JobDatasets, LineageDataset, job_datasets
+from elasticity.views.job_datasets import Fields, JobDatasets, LineageDataset, job_datasets
 
 
 def schema_facet(fields: Sequence[tuple[str, str]]) -> SchemaDatasetFacet:
@@ -46,6 +46,7 @@ def operator_lineage(datasets: JobDatasets, *, outputs: bool = True) -> Operator
     return OperatorLineage(inputs=_inputs(datasets.inputs), outputs=_outputs(datasets.outputs) if outputs else [])
 
 
-def job_lineage(config: JobConfig, *, outputs: bool = True) -> OperatorLineage:
-    """What an operator of the job (micro-batch, rescale, replay) returns from `get_openlineage_facets_on_*`."""
-    return operator_lineage(job_datasets(config), outputs=outputs)
+def job_lineage(config: JobConfig, *, outputs: bool = True, output_fields: dict[str, Fields] | None = None) -> OperatorLineage:
+    """What an operator of the job (micro-batch, rescale, replay) returns from `get_openlineage_facets_on_*`;
+    `output_fields`: typed Parquet outputs' declared (name, type) fields by output name (`fields_of`)."""
+    return operator_lineage(job_datasets(config, output_fields=output_fields), outputs=outputs)
