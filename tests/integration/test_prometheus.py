@@ -169,3 +169,32 @@ def test_the_batch_s_metrics_reach_an_otlp_receiver_through_airflow_s_otel_metri
     assert all(math.isclose(p.value, stored["durations_ms"]["total"], rel_tol=1e-9) for p in durations)  # ms, via a timedelta
     assert {p.value for p in fresh} == {batch.freshness_ms["oldest"]}
     print(f"\nmeasured: {len(receiver.points)} OTLP points in {len(receiver.paths)} export requests")
+
+
+def test_a_broker_down_leaves_the_lag_out_and_the_store_s_figures_in(demo_job, monkeypatch):
+    """The brokers do not answer: the scrape still answers within the lag probe's timeout, with
+    `lag_probe_success 0`, no lag sample, and what the store knows."""
+    from elasticity.kafka.admin import PROBE_TIMEOUT_S
+    from elasticity.local.broker import free_port
+
+    config, _, _, _, _ = demo_job
+    job = config.job_name
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", f"127.0.0.1:{free_port()}")  # nothing listens there
+    with StorePool() as stores:
+        scrape = JobsScrape(stores)
+        try:
+            t0 = time.perf_counter()
+            body, _ = scrape.render([job], "text/plain")
+            took = time.perf_counter() - t0
+        finally:
+            scrape.close()
+    got = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(body.decode())
+        for s in f.samples
+    }
+    label = (("job", job),)
+    assert got[("elasticity_up", label)] == 1 and got[("elasticity_lag_probe_success", label)] == 0
+    assert ("elasticity_lag_records", label) not in got
+    assert got[("elasticity_elasticity_factor", label)] == 4 and got[("elasticity_failed_attempts_last_hour", label)] == 1
+    print(f"\nmeasured: a scrape with the broker down {took * 1000:.0f} ms (the probe's timeout: {PROBE_TIMEOUT_S} s)")
