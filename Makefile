@@ -14,16 +14,18 @@ setup: $(STAMP)
 
 # Debian packages the tests use: headless Chromium (the UI browser test), docker-compose 1.29
 # (validates docker-compose.yaml; no engine runs here) and redis-server (Celery's broker: the Celery topology
-# starts one of its own; machines of this kind also run one on 6379), and iproute2 (`ip`: the topology's worker
-# hosts). Installed only when missing.
+# starts one of its own; machines of this kind also run one on 6379), iproute2 (`ip`: the topology's worker
+# hosts) and prometheus (the server that scrapes /elasticity/metrics in the metrics test; without its
+# recommends, the node exporter and its collectors). Installed only when missing.
 SYSTEM_STAMP := $(VENV)/.system-deps
 
 $(SYSTEM_STAMP):
 	@command -v chromium >/dev/null && command -v docker-compose >/dev/null && command -v redis-server >/dev/null \
-	  && command -v ip >/dev/null || { \
+	  && command -v ip >/dev/null && command -v prometheus >/dev/null || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium docker-compose \
-	    redis-server iproute2 >/dev/null; }
+	    redis-server iproute2 >/dev/null && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
+	    --no-install-recommends prometheus >/dev/null; }
 	@mkdir -p $(VENV) && touch $(SYSTEM_STAMP)
 
 $(STAMP): requirements.txt pyproject.toml

@@ -23,6 +23,7 @@ from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOpe
 from airflow.sdk import DAG, Param, task
 
 from elasticity.airflow.hooks import job_configs
+from elasticity.airflow.operators import RescaleOperator
 from elasticity.config import MAX_ELASTICITY_FACTOR, key_value, parse_properties
 
 CONFIGS = job_configs()
@@ -53,28 +54,14 @@ with DAG(
         "dry_run": Param(False, type="boolean", description="Only print the migration plan"),
     },
 ) as dag:
-
-    @task
-    def rescale(**context) -> dict:
-        from elasticity.airflow.tasks import rescale as do_rescale
-
-        p = context["params"]
-        return do_rescale(
-            p["job"],
-            int(p["factor"]),
-            dry_run=bool(p["dry_run"]),
-            owner=f"rescale:{context['run_id']}",
-            try_number=context["ti"].try_number,
-            reason=f"elastic_rescale run {context['run_id']}",
-        )
+    rescale = RescaleOperator(task_id="rescale")
 
     @task.short_circuit
     def applied(result: dict) -> bool:
         """A data-quality run follows every rescale that changed something."""
         return result["applied"]
 
-    result = rescale()
-    applied(result) >> TriggerDagRunOperator(
+    applied(rescale.output) >> TriggerDagRunOperator(
         task_id="trigger_data_quality",
         trigger_dag_id="elastic_data_quality__{{ params.job }}",
         conf={"reason": "after rescale"},

@@ -85,7 +85,10 @@ def test_a_plugins_folder_copy_and_the_package_give_one_plugin(home, tmp_path):
     (folder / "job_page.py").write_text("from elasticity.airflow.plugin import ElasticityPlugin\n")
     env = _env(home, folder, AIRFLOW__CORE__LAZY_DISCOVER_PROVIDERS="False")
     loaded = _run([sys.executable, "-c", LOADED], env)
-    assert [name for name, _ in loaded["plugins"]] == ["elasticity"]
-    assert loaded["plugins"][0][1].endswith("job_page.py")
-    assert loaded["errors"] and set(loaded["errors"].values()) == {SKIPPED}
+    ours = [source for name, source in loaded["plugins"] if name == "elasticity"]
+    assert len(ours) == 1 and ours[0].endswith("job_page.py")
+    assert {name for name, _ in loaded["plugins"]} - {"elasticity"} <= {"OpenLineageProviderPlugin"}  # a provider's own
+    errors = set(loaded["errors"].values())
+    assert SKIPPED in errors  # another provider's plugin met twice is noted the same way, and nothing else is
+    assert errors - {SKIPPED} <= {"Plugin 'OpenLineageProviderPlugin' already registered, skipping"}
     assert "elasticity" in loaded["errors"]  # the provider info's plugin: offered, and skipped as a duplicate

@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 
 import pytest
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 
 from elasticity.apps.demo_feed import demo_records
 from elasticity.batch.coordinator.job_coordinator import JobCoordinator
@@ -239,6 +240,45 @@ def test_anonymous_calls_get_401_and_the_json_has_the_job(job, airflow):
             f"{af.base}/elasticity/api/jobs/{name}/metrics?limit=0", headers={"Authorization": f"Bearer {api.token}"}, timeout=30
         ).status_code
         == 422
+    )
+
+
+def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def test_prometheus_metrics_are_behind_the_page_s_auth_and_agree_with_it(job, airflow, per_dag):
+    name, _, generation = job
+    af, api = airflow
+    url = f"{af.base}/elasticity/metrics"
+    assert requests.get(url, timeout=30).status_code == 401
+    headers = {"Authorization": f"Bearer {api.token}"}
+    view = requests.get(f"{af.base}/elasticity/api/jobs/{name}", headers=headers, timeout=30).json()
+    took = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        r = requests.get(url, headers=headers, timeout=60)
+        took.append(time.perf_counter() - t0)
+        r.raise_for_status()
+    assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
+    got = _samples(r.text)
+    label = (("job", name),)
+    assert got[("elasticity_up", label)] == 1
+    assert got[("elasticity_lag_records", label)] == view["records_behind"]
+    assert got[("elasticity_elasticity_factor", label)] == 4 and got[("elasticity_virtual_tasks", label)] == 8
+    assert got[("elasticity_generation", label)] == generation.number
+    assert got[("elasticity_data_quality_success", label)] == 1
+    assert got[("elasticity_last_batch_id", label)] == view["batches"][-1]["batch_id"]
+    openmetrics = requests.get(url, headers={**headers, "Accept": "application/openmetrics-text; version=1.0.0"}, timeout=60)
+    assert openmetrics.headers["content-type"].startswith("application/openmetrics-text") and openmetrics.text.endswith("# EOF\n")
+    assert requests.get(url, params={"job": "nope"}, headers=headers, timeout=30).status_code == 404
+    outsider = {"Authorization": f"Bearer {token(af, OUTSIDER, per_dag)}"}
+    refused = requests.get(f"{per_dag}/elasticity/metrics", headers=outsider, timeout=60)
+    assert refused.status_code == 200 and name not in refused.text  # the jobs it may read: not this one
+    assert requests.get(f"{per_dag}/elasticity/metrics", params={"job": name}, headers=outsider, timeout=60).status_code == 403
+    took.sort()
+    print(
+        f"\nmeasured: GET /elasticity/metrics (one job) {took[2] * 1000:.0f} ms median of 5, {took[0] * 1000:.0f}-{took[-1] * 1000:.0f} ms"
     )
 
 

@@ -56,3 +56,12 @@ def sessions_with_joined_clicks(app: ApplicationDescriptor) -> None:
         app.input(s).filter(lambda m: m.key is not None).join(sessions.USERS, sessions.with_profile, kind="left").send_to(
             "parquet.joined"
         )
+
+
+def lineage_app(app: ApplicationDescriptor) -> None:
+    """Every input record to `parquet.enriched` and to the Kafka topic `<input>-enriched`: one output of each
+    kind, for the lineage test."""
+    for s in app.job_inputs:
+        records = app.input(s)
+        records.send_to("parquet.enriched")
+        records.send_to(f"kafka.{s.stream}-enriched")

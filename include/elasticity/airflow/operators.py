@@ -136,6 +136,15 @@ class MicroBatchOperator(BaseOperator):
         self.spark_conn_id = spark_conn_id
         self.kafka_conn_id = kafka_conn_id
         self.store_conn_id = store_conn_id
+        self._lineage_config: JobConfig | None = None  # the config the run used, for its lineage
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The job's Kafka inputs and its outputs (Kafka topics, Parquet datasets with their schema facets), for
+        Airflow's OpenLineage provider (an OperatorLineage; the provider is imported only when it asks)."""
+        from elasticity.airflow.hooks import connected
+        from elasticity.airflow.lineage import job_lineage
+
+        return job_lineage(self._lineage_config or connected(load_config(self.config_path)))
 
     def spark_target(self, config: JobConfig) -> SparkTarget:
         return spark_target(config.spark_conn_id, config, Path(self.config_path).name)
@@ -164,7 +173,7 @@ class MicroBatchOperator(BaseOperator):
         config = load_config(self.config_path)
         self._check_connection_ids(config)
         hook = ElasticityHook.of(config)
-        config = config.with_connections(hook.connections())
+        config = self._lineage_config = config.with_connections(hook.connections())
         store = CheckpointStore(config.checkpoint_store_url(), config.checkpoint_history_size)
         inputs = HeldKafkaInputs(config)  # one consumer for the probe and every batch's offsets, not one per call
         try:
@@ -196,6 +205,9 @@ class MicroBatchOperator(BaseOperator):
         ]
         if not committed:
             raise AirflowSkipException("no batch committed")
+        from elasticity.airflow.otel_metrics import report_batches
+
+        report_batches(self.job, committed)  # when Airflow's metrics go to OpenTelemetry
         context["outlet_events"][batches_asset(self.job)].extra = {
             **{k: committed[-1][k] for k in SUMMARY_KEYS},
             "batch_ids": [m["batch_id"] for m in committed],
@@ -259,3 +271,36 @@ def _of_run(owner: str | None, run_id: str) -> bool:
         return owner is not None and AttemptToken.parse(owner).run == run_id
     except ValueError:
         return owner == run_id  # committed before attempts had tokens
+
+
+class RescaleOperator(BaseOperator):
+    """The `elastic_rescale` task: rescale the job its run's params name (`job`, `factor`, `dry_run`) under the
+    job's lease (elasticity.airflow.tasks.rescale); returns what it did (`applied`, the generations and factors).
+    Its lineage is the job's inputs: a rescale regroups their partitions' key buckets and writes no record."""
+
+    ui_color = "#fdf1e6"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._job: str | None = None
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from elasticity.airflow.tasks import rescale
+
+        p = context["params"]
+        self._job = p["job"]
+        return rescale(
+            p["job"],
+            int(p["factor"]),
+            dry_run=bool(p["dry_run"]),
+            owner=f"rescale:{context['run_id']}",
+            try_number=context["ti"].try_number,
+            reason=f"elastic_rescale run {context['run_id']}",
+        )
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        from elasticity.airflow.hooks import connected, job_configs
+        from elasticity.airflow.lineage import job_lineage
+
+        job = self._job or task_instance.get_template_context()["params"]["job"]
+        return job_lineage(connected(load_config(job_configs()[job])), outputs=False)

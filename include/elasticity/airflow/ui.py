@@ -108,15 +108,18 @@ def _authorized():
 
 
 def make_app() -> FastAPI:
-    """Mounted by the plugin at /elasticity: `/jobs/<job>` (page), `/api/jobs`, `/api/jobs/<job>`,
+    """Mounted by the plugin at /elasticity: `/jobs/<job>` (page), `/metrics` (Prometheus), `/api/jobs`, `/api/jobs/<job>`,
     `/api/jobs/<job>/metrics`, `/api/jobs/<job>/quality` and `/api/jobs/<job>/plan?factor=G` (JSON),
     `/reports/<job>/...` (the data-quality report files). Histories come a page at a time: `limit` entries below
     `before` (a batch id, or a data-quality run's `seq`; none: the latest), and `older` asks for the next page."""
     from elasticity.airflow.hooks import job_configs
+    from elasticity.airflow.metrics_endpoint import JobsScrape
     from elasticity.airflow.tasks import open_job
 
     stores = StorePool()  # the process's stores, one engine per store URL, closed with the process
+    scrape = JobsScrape(stores)  # /metrics: its Kafka clients held across scrapes
     atexit.register(stores.close)
+    atexit.register(scrape.close)
     app = FastAPI(title="Elastic jobs", description=__doc__)
     router = APIRouter(dependencies=[_authorized()])
 
@@ -125,6 +128,21 @@ def make_app() -> FastAPI:
         """The jobs whose DAGs this user may read."""
         refused = _unreadable_dags(request.state.elasticity_user, job_configs())
         return sorted(job for job, dags in refused.items() if not dags)
+
+    @router.get("/metrics")
+    def prometheus_metrics(request: Request, job: list[str] | None = Query(None)) -> Response:  # noqa: B008
+        """The metrics of every job this user may read (each of its DAGs), in Prometheus' exposition format
+        (OpenMetrics when the scraper asks for it); `job` (repeatable): only those jobs."""
+        refused = _unreadable_dags(request.state.elasticity_user, job_configs())
+        readable = {j for j, dags in refused.items() if not dags}
+        if job is not None:
+            if unknown := sorted(set(job) - set(refused)):
+                raise HTTPException(404, f"no elastic job {unknown[0]!r}")
+            if denied := sorted(set(job) - readable):
+                raise HTTPException(403, f"elastic job {denied[0]!r}: its metrics need read on each of its DAGs")
+            readable &= set(job)
+        body, content_type = scrape.render(readable, request.headers.get("accept"))
+        return Response(body, media_type=content_type)
 
     limit_q = Query(BATCHES, ge=1, le=MAX_BATCHES)
     before_q = Query(None, ge=1)
