@@ -13,6 +13,9 @@ from elasticity.config.kafka_clients import ENV_PROPERTIES as PROPERTIES_ENV
 
 BOOTSTRAP_ENV = "KAFKA_BOOTSTRAP_SERVERS"
 STORE_ENV = "ELASTICITY_CHECKPOINT_STORE_URL"
+REGISTRY_ENV = "SCHEMA_REGISTRY_URL"
+REGISTRY_AUTH_ENV = "SCHEMA_REGISTRY_BASIC_AUTH_USER_INFO"
+ENV_NAMES = (BOOTSTRAP_ENV, PROPERTIES_ENV, STORE_ENV, REGISTRY_ENV, REGISTRY_AUTH_ENV)
 
 
 @dataclass(frozen=True)
@@ -23,21 +26,30 @@ class Connections:
     bootstrap_servers: str | None = None
     kafka_properties: str | None = field(default=None, repr=False)  # a JSON object of Kafka properties; secrets
     store_url: str | None = field(default=None, repr=False)  # may hold a password
+    schema_registry_url: str | None = None  # the Schema Registry of every registered serde (elasticity.formats)
+    schema_registry_user_info: str | None = field(default=None, repr=False)  # its basic auth, user:password
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Connections:
         """What a process started for the job was given (`env()`'s variables)."""
-        return cls(*(environ.get(name) or None for name in (BOOTSTRAP_ENV, PROPERTIES_ENV, STORE_ENV)))
+        return cls(*(environ.get(name) or None for name in ENV_NAMES))
+
+    def _values(self) -> tuple[str | None, ...]:
+        return (
+            self.bootstrap_servers,
+            self.kafka_properties,
+            self.store_url,
+            self.schema_registry_url,
+            self.schema_registry_user_info,
+        )
 
     def over(self, fallback: Connections) -> Connections:
-        """These connections, `fallback`'s where these say nothing."""
-        return Connections(
-            self.bootstrap_servers or fallback.bootstrap_servers,
-            self.kafka_properties or fallback.kafka_properties,
-            self.store_url or fallback.store_url,
-        )
+        """These connections, `fallback`'s where these say nothing (the registry's URL and login together)."""
+        mine, theirs = self._values(), fallback._values()
+        merged = [a or b for a, b in zip(mine[:3], theirs[:3], strict=True)]
+        registry = mine[3:] if self.schema_registry_url else theirs[3:]
+        return Connections(*merged, *registry)
 
     def env(self) -> dict[str, str]:
         """The environment that gives a process started for the job (spark-submit) these connections."""
-        values = (self.bootstrap_servers, self.kafka_properties, self.store_url)
-        return {name: v for name, v in zip((BOOTSTRAP_ENV, PROPERTIES_ENV, STORE_ENV), values, strict=True) if v}
+        return {name: v for name, v in zip(ENV_NAMES, self._values(), strict=True) if v}

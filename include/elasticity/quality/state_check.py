@@ -88,8 +88,8 @@ def processed_messages(config: JobConfig, audit: pd.DataFrame, records: pd.DataF
     )
     out = []
     for r in rows.itertuples(index=False):
-        key = deserialize(config.serde(r.system, "key"), r.key, "key")
-        value = deserialize(config.serde(r.system, "msg"), r.value, "value")
+        key = deserialize(config.serde(r.system, "key", r.stream), r.key, "key")
+        value = deserialize(config.serde(r.system, "msg", r.stream), r.value, "value")
         out.append(
             Message(
                 key=key,

@@ -41,7 +41,7 @@ from elasticity.jobmodel.object_mapper import ssp_to_key
 from elasticity.kafka import clients
 from elasticity.kafka.clients import Kafka
 from elasticity.kafka.consumer import STALL_TIMEOUT_S, read_range
-from elasticity.serializers import DESERIALIZERS, SERIALIZERS, RecordSerdeError, deserialize
+from elasticity.serializers import DESERIALIZERS, SERIALIZERS, RecordSerdeError, Serde, deserialize
 from elasticity.state.rocksdb import open_db
 from elasticity.state.store_config import local_state_dir
 
@@ -75,7 +75,7 @@ class TableBatch:
     name: str
     targets: tuple[tuple[SystemStreamPartition, int], ...]  # side-input partition -> read up to (exclusive)
     bootstraps: tuple[tuple[str, Kafka], ...]  # system -> its consumer's settings
-    serdes: tuple[tuple[str, str, str], ...]  # system -> key serde, msg serde of the side-input records
+    serdes: tuple[tuple[str, Serde, Serde], ...]  # system -> key serde, msg serde of the side-input records
     processor_factory: str | None = None
 
 
@@ -133,8 +133,8 @@ class SideInputTable:
         self,
         records: Iterable[tuple[int, bytes | None, bytes | None, int]],
         ssp: SystemStreamPartition,
-        key_serde: str,
-        msg_serde: str,
+        key_serde: Serde,
+        msg_serde: Serde,
     ) -> None:
         from elasticity.api.stream import Message
 
