@@ -59,6 +59,7 @@ from elasticity.config.parsers import (
 from elasticity.config.properties import read_properties
 from elasticity.config.rules import Parsed, check_rules
 from elasticity.formats.registry import RegistrySerde
+from elasticity.formats.schemas import TypedSchema, from_avro, parse_ddl
 from elasticity.jobmodel.grouping import GROUPER_NAMES, Grouper, PartitionScheme
 from elasticity.jobmodel.model import SystemStream
 from elasticity.serializers import Serde
@@ -661,6 +662,17 @@ class JobConfig:
         (Samza's StreamConfig over SystemConfig); a registered serde resolved (`registered_serde`)."""
         name = (self.get(f"streams.{stream}.samza.{what}.serde") or "").strip() if stream else ""
         return self.registered_serde(name or self.value(f"systems.{system}.samza.{what}.serde"))
+
+    def output_schema(self, output: str) -> TypedSchema | None:
+        """The declared schema of Parquet output `output` (`outputs.<output>.schema`, Spark DDL; or the writer
+        schema of the avro serde `outputs.<output>.schema.serde`); None: an untyped output (checked by the rules)."""
+        ddl = (self.get(f"outputs.{output}.schema") or "").strip()
+        if ddl:
+            return parse_ddl(ddl)
+        serde = (self.get(f"outputs.{output}.schema.serde") or "").strip()
+        if serde:
+            return from_avro(self.get(f"serializers.registry.{serde}.schema") or "")
+        return None
 
     def registered_serde(self, name: str) -> Serde:
         """The serde `name` stands for: a named one (string, json, byte), or the one registered as

@@ -15,6 +15,7 @@ from elasticity.config.kafka_clients import problems as kafka_client_problems
 from elasticity.config.names import TOPIC_ALLOWED, TOPIC_MAX, commit_topic, is_topic
 from elasticity.config.parsers import BUILTIN_SERDES, REGISTRY_FORMATS, REPORTER_CLASSES, SERDE_CLASSES
 from elasticity.formats.registry import schema_problem
+from elasticity.formats.schemas import from_avro, parse_ddl
 from elasticity.jobmodel.grouping import Grouper
 
 
@@ -193,6 +194,32 @@ def registry_serdes_are_complete(p: Parsed) -> Iterator[str]:
             yield f"{prefix}subject.name.strategy={strategy!r}: needs {prefix}schema (the record's name); expected it set, or topic"
 
 
+def typed_outputs_parse(p: Parsed) -> Iterator[str]:
+    """A typed output's schema is one the product can write: a Spark DDL of typed columns, or a registered avro
+    serde's writer record; never both, which could disagree."""
+    for name, text in sorted(p.text.items()):
+        m = re.fullmatch(r"outputs\.([^.]+)\.schema(\.serde)?", name)
+        if m is None:
+            continue
+        if m[2] is None:
+            try:
+                parse_ddl(text)
+            except ValueError as e:
+                yield f"{name}={text.strip()!r}: {e}"
+            if p.text.get(name + ".serde"):
+                yield f"{name} and {name}.serde are both set: expected one schema for output {m[1]}"
+            continue
+        serde = text.strip()
+        prefix = f"serializers.registry.{serde}."
+        if SERDE_CLASSES.get((p.text.get(prefix + "class") or "").strip()) != "avro" or not p.text.get(prefix + "schema"):
+            yield f"{name}={serde!r}: expected a serde registered with {prefix}class=avro and its {prefix}schema"
+            continue
+        try:
+            from_avro(p.text[prefix + "schema"])
+        except (ValueError, KeyError, TypeError) as e:
+            yield f"{name}={serde!r}: {prefix}schema has no typed columns: {e}"
+
+
 RULES: tuple[Rule, ...] = (
     stream_names_are_not_numbered,
     each_stream_once,
@@ -208,6 +235,7 @@ RULES: tuple[Rule, ...] = (
     exactly_once_producers_are_transactional,
     serdes_are_registered,
     registry_serdes_are_complete,
+    typed_outputs_parse,
 )
 
 

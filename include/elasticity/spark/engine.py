@@ -52,7 +52,7 @@ from elasticity.batch.coordinator.log_bounds import checked, lost_ranges
 from elasticity.batch.coordinator.outcome import TaskSummary, batch_summary, count_records, new_checkpoints, summary_metrics
 from elasticity.batch.coordinator.planning import plan_ranges
 from elasticity.batch.sinks.exactly_once import ExactlyOnceOutputs, StagedOutput, staging_root
-from elasticity.batch.sinks.outputs import delete_batches, output_roots
+from elasticity.batch.sinks.outputs import check_typed_outputs, delete_batches, output_roots
 from elasticity.batch.sinks.sink_identity import guard_sinks
 from elasticity.checkpoint.batch_plan import BatchPlan, BatchStatus
 from elasticity.checkpoint.store import CheckpointStore, Generation
@@ -252,6 +252,7 @@ class MicroBatchEngine:
         master = spark_master(self.spark)
         check_master(master)  # a Connect server whose master is down: fail now, naming it
         check_shared_paths(self.config, master, blobs=self.storage is not None and BLOB_STORE_FACTORY in self._factories())
+        check_typed_outputs(self.config, self.app)
 
     def _batches(
         self, lease: LeaseHeartbeat, commits: _Commits, cap: int, *, until_caught_up: bool, deadline: float | None

@@ -18,6 +18,7 @@ from elasticity.checkpoint.store import Generation
 from elasticity.checkpoint.task_checkpoint import CheckpointId, TaskCheckpoint, state_of
 from elasticity.config import JobConfig
 from elasticity.formats.registry import RegistrySerde, Snapshot, register_outputs, snapshot
+from elasticity.formats.schemas import TypedSchema
 from elasticity.jobmodel.model import JobModel, SystemStream, SystemStreamPartition, TaskName
 from elasticity.kafka.admin import client_settings, create_topic
 from elasticity.kafka.clients import Kafka
@@ -55,6 +56,7 @@ class ProcessContext:
     epoch: int | None = None  # the attempt's lease epoch, in its files' names (batch.sinks.outputs); None: not leased
     stream_serdes: dict[tuple[str, str], tuple[Serde, Serde]] = field(default_factory=dict)  # streams.<s>.samza.*.serde
     registry: Snapshot = ()  # the driver's in-memory (mock://) registries' schemas, loaded by each worker
+    output_schemas: dict[str, TypedSchema] = field(default_factory=dict)  # typed Parquet outputs (outputs.<name>.schema)
 
     def serdes_of(self, system: str, stream: str) -> tuple[Serde, Serde]:
         """(key, message) serde of a stream: its own (`streams.<stream>.samza.*.serde`), else its system's."""
@@ -110,6 +112,9 @@ def process_context(
         epoch=epoch,
         stream_serdes=stream_serdes,
         registry=_registry(config, app),
+        output_schemas={
+            o.name: typed for o in app.outputs.values() if o.kind == "parquet" and (typed := c.output_schema(o.name)) is not None
+        },
     )
 
 

@@ -241,19 +241,23 @@ def _sink_rows(
         if root is None:
             continue
         serdes = ctx.serdes_of(out.system, out.name) if out.kind == "kafka" else None
+        typed = ctx.output_schemas.get(out.name) if out.kind == "parquet" else None
         by_task: dict[int, list[tuple[Any, ...]]] = {}
         for j, (i, k, v) in produced:
             task_rows = by_task.setdefault(j, [])
             system, stream, partition, offset = kept.source(i)
-            if serdes is not None:  # made by its stream's serdes, as the at-least-once producer makes them
-                try:
+            columns: tuple[Any, ...] = ()
+            try:
+                if serdes is not None:  # made by its stream's serdes, as the at-least-once producer makes them
                     key, value = serialize(serdes[0], k, out.name, "key"), serialize(serdes[1], v, out.name)
-                except RecordSerdeError as e:  # does not fit its schema: a dead letter, as a refused output
-                    refused.append((i, *_as_written(k, v), f"{out.system}.{out.name}: {e}"))
-                    continue
-            else:
-                key, value = k if isinstance(k, bytes) else serialize("string", k), serialize("json", v)
-            task_rows.append((key, value, unit[j].name, len(task_rows), partition, offset, system, stream))
+                else:
+                    key, value = k if isinstance(k, bytes) else serialize("string", k), serialize("json", v)
+                    if typed is not None:  # a typed output: one column per declared field
+                        columns = typed.row(v)
+            except RecordSerdeError as e:  # does not fit its schema: a dead letter, as a refused output
+                refused.append((i, *_as_written(k, v), f"{out.system}.{out.name}: {e}"))
+                continue
+            task_rows.append((key, value, unit[j].name, len(task_rows), partition, offset, system, stream, *columns))
         files[root] = [(unit[j].start, r) for j, r in by_task.items()]
     for i, *_ in refused:
         sent[kept.task_of(i)] -= 1
