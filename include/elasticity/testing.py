@@ -369,7 +369,8 @@ class TestRun:
                     log = self._logs.get((ss.system, ss.stream, p))
                     targets.append((SystemStreamPartition(ss.system, ss.stream, p), len(log) if log else 0))
             serdes = tuple(
-                sorted({(s.system, self.config.serde(s.system, "key"), self.config.serde(s.system, "msg")) for s in t.streams})
+                (str(s), self.config.serde(s.system, "key", s.stream), self.config.serde(s.system, "msg", s.stream))
+                for s in sorted(set(t.streams), key=str)
             )
             bootstraps = tuple((s, _NO_BROKER) for s in sorted({s.system for s in t.streams}))
             out.append(

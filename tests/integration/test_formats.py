@@ -1,7 +1,7 @@
 """Schema Registry formats end to end: an Avro topic in Confluent's wire format (ids assigned by the registry)
-through a stateful job on the engine to an Avro Kafka output and a typed Parquet output. Every order comes out
-once with its running total, the Parquet columns are typed for pandas, pyarrow and Spark, and a record naming a
-schema id the registry does not know is a dead letter with that reason.
+through a stateful job on the engine to an Avro Kafka output and a typed Parquet output, its store's changelog
+in Avro too. Every order comes out once with its running total, the Parquet columns are typed for pandas,
+pyarrow and Spark, and a record naming a schema id the registry does not know is a dead letter with that reason.
 
 The registry is confluent-kafka's in-memory one (`mock://`): no Schema Registry server can be had from the
 package registries here (Karapace is not on PyPI). The driver ships its schemas to Spark's workers with each
@@ -16,11 +16,14 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Producer
 
+from elasticity.api.stream import load_application
+from elasticity.batch.coordinator.job_coordinator import JobCoordinator
 from elasticity.batch.sinks.outputs import DEAD_LETTER_SCHEMA, read_table
 from elasticity.config import validate
-from elasticity.formats.registry import RegistrySerde
+from elasticity.formats.registry import RegistrySerde, client
 from elasticity.formats.wire import frame
 from elasticity.kafka.admin import create_topic
+from elasticity.quality.state_check import committed_state
 from elasticity.serializers import deserialize, serialize
 from elasticity.spark.engine import MicroBatchEngine
 from tests.support.helpers import read_log
@@ -43,9 +46,17 @@ TOTAL = {
         {"name": "order_id", "type": "long"},
         {"name": "user", "type": "string"},
         {"name": "amount", "type": "double"},
+        {"name": "note", "type": ["null", "string"], "default": None},
         {"name": "total", "type": "double"},
         {"name": "count", "type": "long"},
     ],
+}
+
+STATE = {
+    "type": "record",
+    "name": "Running",
+    "namespace": "shop",
+    "fields": [{"name": "total", "type": "double"}, {"name": "count", "type": "long"}],
 }
 
 
@@ -60,10 +71,10 @@ def avro_job(kafka_bootstrap, tmp_path, monkeypatch):
         "task.inputs": f"kafka.{topic}",
         "job.elasticity.factor": "2",
         "systems.kafka.default.stream.samza.offset.default": "oldest",
-        "app.class": "tests.support.apps:typed_totals",
+        "app.class": "elasticity.apps.totals:build",
         "task.checkpoint.read.versions": "2,1",
-        "stores.totals.backup.factories": "blobstore",
-        "blob.store.uri": str(tmp_path / "blobs"),
+        "stores.totals.changelog": f"kafka.{topic}-changelog",  # backed up to and restored from it
+        "stores.totals.msg.serde": "state",
         "job.state.dir": str(tmp_path / "state"),
         "task.checkpoint.store.url": f"sqlite:///{tmp_path / 'cp.db'}",
         "job.output.path": str(tmp_path / "out"),
@@ -76,11 +87,18 @@ def avro_job(kafka_bootstrap, tmp_path, monkeypatch):
         "serializers.registry.totals.class": "avro",
         "serializers.registry.totals.schema.registry.url": registry,
         "serializers.registry.totals.schema": json.dumps(TOTAL),
+        "serializers.registry.state.class": "avro",
+        "serializers.registry.state.schema.registry.url": registry,
+        "serializers.registry.state.schema": json.dumps(STATE),
         "systems.kafka.samza.msg.serde": "orders",
         f"streams.{topic}-totals.samza.msg.serde": "totals",
         "outputs.totals.schema.serde": "totals",
     }
     return topic, props
+
+
+def registry_of(props):
+    return props["serializers.registry.orders.schema.registry.url"]
 
 
 def test_an_avro_topic_through_a_stateful_job_to_avro_and_typed_parquet(spark, kafka_bootstrap, avro_job):
@@ -100,7 +118,8 @@ def test_an_avro_topic_through_a_stateful_job_to_avro_and_typed_parquet(spark, k
     producer.produce(topic, key=b"user-y", value=b'{"order_id": 1}')
     producer.flush(10)
 
-    MicroBatchEngine(config, spark).run(max_records=1000)  # one batch: every record
+    engine = MicroBatchEngine(config, spark)
+    engine.run(max_records=1000)  # one batch: every record
 
     # the Avro Kafka output: each order once, with its user's running total, in the registry's framing
     totals = config.serde("kafka", "msg", f"{topic}-totals")
@@ -112,6 +131,18 @@ def test_an_avro_topic_through_a_stateful_job_to_avro_and_typed_parquet(spark, k
         running[user] = (round(t + order["amount"], 2), c + 1)
         expected[order["order_id"]] = running[user]
     assert {o["order_id"]: (o["total"], o["count"]) for o in out} == expected
+
+    # the store's changelog holds its values as Avro records of the registry, the last per user its totals
+    state = config.registered_serde("state")
+    changelog = {k: deserialize(state, v, "value") for _, _, k, v in read_log(kafka_bootstrap, f"{topic}-changelog")}
+    assert changelog == {u.encode(): {"total": t, "count": c} for u, (t, c) in running.items()}
+    gen = engine.store.generation(config.job_name)
+    cps = JobCoordinator(config, engine.store, engine.inputs).checkpoints(gen)
+    committed = committed_state(config, load_application(config.app_class, config.inputs), gen, cps)
+    assert committed == {"totals": {u: {"total": t, "count": c} for u, (t, c) in running.items()}}
+    assert sorted(client(registry_of(props)).get_subjects()) == sorted(
+        [f"{topic}-value", f"{topic}-totals-value", f"{topic}-changelog-value"]
+    )
 
     # the typed Parquet output: one typed column per field beside the provenance columns
     root = f"{props['job.output.path']}/totals"

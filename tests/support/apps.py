@@ -56,23 +56,3 @@ def sessions_with_joined_clicks(app: ApplicationDescriptor) -> None:
         app.input(s).filter(lambda m: m.key is not None).join(sessions.USERS, sessions.with_profile, kind="left").send_to(
             "parquet.joined"
         )
-
-
-def typed_totals(app: ApplicationDescriptor) -> None:
-    """Each order with its user's running total and count (a store per virtual task), to the typed Parquet
-    output `parquet.totals` and to the Kafka topic `<input>-totals`: the formats' end-to-end job."""
-    from elasticity.api import StoreDescriptor
-
-    app.store(StoreDescriptor("totals", key_serde="string", value_serde="json"))
-
-    def running(m):
-        store = m.context.store("totals")
-        seen = store.get(m.key) or {"total": 0.0, "count": 0}
-        now = {"total": round(seen["total"] + m.value["amount"], 2), "count": seen["count"] + 1}
-        store.put(m.key, now)
-        return KV(m.key, {"order_id": m.value["order_id"], "user": m.key, "amount": m.value["amount"], **now})
-
-    for s in app.job_inputs:
-        totals = app.input(s).map(running)
-        totals.send_to("parquet.totals")
-        totals.send_to(f"kafka.{s.stream}-totals")

@@ -38,6 +38,7 @@ from elasticity.formats.schemas import (
     parse_ddl,
 )
 from elasticity.formats.wire import MAX_ID, frame, unframe
+from elasticity.process_registry import PROCESS
 from elasticity.serializers import RecordSerdeError, deserialize, serialize
 
 ORDER = {
@@ -164,11 +165,10 @@ def test_a_worker_reads_the_ids_its_driver_registered():
     framed = serialize(serde, {"order_id": 1, "amount": 2.0, "note": None}, "orders")
     shipped = snapshot({serde.url, "http://not-shipped:8081"})
     assert [url for url, _ in shipped] == [serde.url]
-    registry._CLIENTS.pop((serde.url, None))  # a worker process: its own empty in-memory registry
-    registry._CODECS.pop(serde)
+    PROCESS.close()  # a worker process: its own empty in-memory registry
     with pytest.raises(RecordSerdeError, match="unknown"):
         deserialize(serde, framed, "value")
-    registry._CODECS.pop(serde)
+    PROCESS.close()
     load(shipped)
     assert deserialize(serde, framed, "value") == {"order_id": 1, "amount": 2.0, "note": None}
     assert serialize(serde, {"order_id": 1, "amount": 2.0, "note": None}, "orders") == framed  # the same id

@@ -267,11 +267,13 @@ class ElasticityHook(BaseHook):
     def connections(self) -> Connections:
         """The connections' settings; the process environment's where a connection does not exist."""
         properties = self.kafka.kafka_properties()
+        registry_url, registry_user_info = self.schema_registry.registry()
         found = Connections(
             self.kafka.bootstrap_servers(),
             json.dumps(properties) if properties else None,
             self.store.store_url(),
-            *self.schema_registry.registry(),
+            schema_registry_url=registry_url,
+            schema_registry_user_info=registry_user_info,
         )
         return found.over(Connections.from_env())
 

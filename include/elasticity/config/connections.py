@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 from elasticity.config.kafka_clients import ENV_PROPERTIES as PROPERTIES_ENV
 
@@ -26,13 +26,15 @@ class Connections:
     bootstrap_servers: str | None = None
     kafka_properties: str | None = field(default=None, repr=False)  # a JSON object of Kafka properties; secrets
     store_url: str | None = field(default=None, repr=False)  # may hold a password
+    _: KW_ONLY
     schema_registry_url: str | None = None  # the Schema Registry of every registered serde (elasticity.formats)
     schema_registry_user_info: str | None = field(default=None, repr=False)  # its basic auth, user:password
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Connections:
         """What a process started for the job was given (`env()`'s variables)."""
-        return cls(*(environ.get(name) or None for name in ENV_NAMES))
+        bootstrap, properties, store, registry, auth = (environ.get(name) or None for name in ENV_NAMES)
+        return cls(bootstrap, properties, store, schema_registry_url=registry, schema_registry_user_info=auth)
 
     def _values(self) -> tuple[str | None, ...]:
         return (
@@ -45,10 +47,14 @@ class Connections:
 
     def over(self, fallback: Connections) -> Connections:
         """These connections, `fallback`'s where these say nothing (the registry's URL and login together)."""
-        mine, theirs = self._values(), fallback._values()
-        merged = [a or b for a, b in zip(mine[:3], theirs[:3], strict=True)]
-        registry = mine[3:] if self.schema_registry_url else theirs[3:]
-        return Connections(*merged, *registry)
+        registry = self if self.schema_registry_url else fallback
+        return Connections(
+            self.bootstrap_servers or fallback.bootstrap_servers,
+            self.kafka_properties or fallback.kafka_properties,
+            self.store_url or fallback.store_url,
+            schema_registry_url=registry.schema_registry_url,
+            schema_registry_user_info=registry.schema_registry_user_info,
+        )
 
     def env(self) -> dict[str, str]:
         """The environment that gives a process started for the job (spark-submit) these connections."""

@@ -278,6 +278,15 @@ STORE_KEYS: tuple[Key, ...] = (
         samza="Samza's key names a SideInputsProcessorFactory class; here a module:factory function",
     ),
     Key(
+        name="stores.<store>.msg.serde",
+        parser=serde_name,
+        default=None,
+        doc="Value serde of a store, its snapshots and its changelog, over the app's StoreDescriptor: a serde "
+        "registered as serializers.registry.<name>.class (a Schema Registry serde registers the changelog "
+        "topic's subject, or the store's name without a changelog).",
+        samza=SAME_AS_SAMZA,
+    ),
+    Key(
         name="stores.<store>.blob.retain",
         parser=int_range(1, 1000),
         default="2",

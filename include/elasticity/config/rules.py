@@ -159,7 +159,9 @@ def exactly_once_producers_are_transactional(p: Parsed) -> Iterator[str]:
             )
 
 
-_SERDE_REFERENCES = re.compile(r"^(systems|streams)\.[^.]+\.samza\.(key|msg)\.serde$|^outputs\.[^.]+\.schema\.serde$")
+_SERDE_REFERENCES = re.compile(
+    r"^(systems|streams)\.[^.]+\.samza\.(key|msg)\.serde$|^outputs\.[^.]+\.schema\.serde$|^stores\.[^.]+\.msg\.serde$"
+)
 
 
 def serdes_are_registered(p: Parsed) -> Iterator[str]:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from elasticity.formats.wire import unframe
+from elasticity.process_registry import PROCESS
 from elasticity.serializers import RecordSerdeError
 
 FORMATS = ("avro", "protobuf", "json-schema")
@@ -54,7 +55,7 @@ class RegistrySerde:
         schema_id, _ = unframe(raw)
         codec = _codec(self)
         try:
-            value = codec.deserializer(raw, _READ_CONTEXT)
+            value = codec.deserializer(raw, PROCESS.get(Registries).read_context)
         except Exception as e:
             _raise_record_error(self, e, schema_id)
         return codec.to_python(value)
@@ -103,15 +104,6 @@ def record_name(serde: RegistrySerde) -> str:
         raise ValueError(f"serde {serde.name}: the {serde.strategy} strategy needs a named Avro schema")
     name = str(parsed["name"])
     return name if "." in name or not parsed.get("namespace") else f"{parsed['namespace']}.{name}"
-
-
-def _read_context() -> Any:
-    from confluent_kafka.serialization import MessageField, SerializationContext
-
-    return SerializationContext("", MessageField.VALUE)  # the reader takes the record's own schema id, no subject
-
-
-_READ_CONTEXT = _read_context()
 
 
 def schema_problem(format: str, text: str) -> str | None:
@@ -166,21 +158,40 @@ class _Codec:
     from_python: Any
 
 
-_LOCK = threading.Lock()
-_CLIENTS: dict[tuple[str, str | None], Any] = {}
-_CODECS: dict[RegistrySerde, _Codec] = {}
+class Registries:
+    """This process's registry clients (one per URL and login) and serdes (one per RegistrySerde), kept in the
+    process registry (`PROCESS.get(Registries)`): a Python worker reuses them from batch to batch."""
+
+    def __init__(self) -> None:
+        from confluent_kafka.serialization import MessageField, SerializationContext
+
+        self.lock = threading.Lock()
+        self.clients: dict[tuple[str, str | None], Any] = {}
+        self.codecs: dict[RegistrySerde, _Codec] = {}
+        self.read_context = SerializationContext("", MessageField.VALUE)  # a reader takes the record's schema id
+
+    def client(self, url: str, user_info: str | None) -> Any:
+        with self.lock:
+            found = self.clients.get((url, user_info))
+            if found is None:
+                from confluent_kafka.schema_registry import SchemaRegistryClient
+
+                conf = {"url": url} | ({"basic.auth.user.info": user_info} if user_info else {})
+                found = self.clients[(url, user_info)] = SchemaRegistryClient.new_client(conf)
+            return found
+
+    def codec(self, serde: RegistrySerde) -> _Codec:
+        found = self.codecs.get(serde)
+        if found is None:
+            made = _make_codec(serde)
+            with self.lock:
+                found = self.codecs.setdefault(serde, made)
+        return found
 
 
 def client(url: str, user_info: str | None = None) -> Any:
     """This process's Schema Registry client of `url` (confluent-kafka's; its in-memory one for `mock://`)."""
-    with _LOCK:
-        found = _CLIENTS.get((url, user_info))
-        if found is None:
-            from confluent_kafka.schema_registry import SchemaRegistryClient
-
-            conf = {"url": url} | ({"basic.auth.user.info": user_info} if user_info else {})
-            found = _CLIENTS[(url, user_info)] = SchemaRegistryClient.new_client(conf)
-        return found
+    return PROCESS.get(Registries).client(url, user_info)
 
 
 def _identity(v: Any, *_: Any) -> Any:
@@ -188,12 +199,7 @@ def _identity(v: Any, *_: Any) -> Any:
 
 
 def _codec(serde: RegistrySerde) -> _Codec:
-    found = _CODECS.get(serde)
-    if found is not None:
-        return found
-    made = _make_codec(serde)
-    with _LOCK:
-        return _CODECS.setdefault(serde, made)
+    return PROCESS.get(Registries).codec(serde)
 
 
 def _strategy(serde: RegistrySerde) -> Any:

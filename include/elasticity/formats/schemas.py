@@ -174,8 +174,17 @@ def _unique(fields: list[TypedField]) -> TypedSchema:
     return TypedSchema(tuple(fields))
 
 
-_AVRO = {"boolean": "BOOLEAN", "int": "INT", "long": "BIGINT", "float": "FLOAT", "double": "DOUBLE", "string": "STRING"}
-_AVRO |= {"bytes": "BINARY", "enum": "STRING", "fixed": "BINARY"}
+_AVRO = {
+    "boolean": "BOOLEAN",
+    "int": "INT",
+    "long": "BIGINT",
+    "float": "FLOAT",
+    "double": "DOUBLE",
+    "string": "STRING",
+    "bytes": "BINARY",
+    "enum": "STRING",
+    "fixed": "BINARY",
+}
 
 
 def from_avro(schema_text: str) -> TypedSchema:

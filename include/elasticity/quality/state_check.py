@@ -56,7 +56,7 @@ def committed_state(
             ts.backends[factory].restore(marker, folder)
             db = open_db(folder)
             try:
-                d = app.stores[name]
+                d = ts.context.descriptor  # the job's value serde, if it names one (stores.<store>.msg.serde)
                 return [(d.key_from(k), d.value_from(v)) for k, v in raw_items(db)]
             finally:
                 db.close()

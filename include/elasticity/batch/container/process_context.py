@@ -132,6 +132,16 @@ def _registry(config: JobConfig, app: ApplicationDescriptor) -> Snapshot:
                 urls.add(serde.url)
                 if (system, stream) in kafka_outputs:
                     writes.append((serde, stream, part))
+    for name in sorted(n.split(".")[2] for n in config.raw_map if n.startswith("serializers.registry.") and n.endswith(".class")):
+        serde = config.registered_serde(name)  # side inputs' and stores' serdes read too
+        if isinstance(serde, RegistrySerde):
+            urls.add(serde.url)
+    for store in sorted(app.stores):  # stores.<store>.msg.serde: written by the workers too
+        serde = config.registered_serde(config.value(f"stores.{store}.msg.serde") or "json")
+        if isinstance(serde, RegistrySerde):
+            urls.add(serde.url)
+            changelog = config.changelog(store)
+            writes.append((serde, changelog.stream if changelog is not None else store, "value"))
     register_outputs(writes)
     return snapshot(urls)
 
@@ -225,7 +235,9 @@ def table_batch(
                 name=t.name,
                 targets=tuple((ssp, o) for ssp, o in sorted(recorded.items()) if ssp.system_stream in t.streams),
                 bootstraps=tuple((s, client_settings(config, s)) for s in systems),
-                serdes=tuple((s, config.serde(s, "key"), config.serde(s, "msg")) for s in systems),  # Serde objects
+                serdes=tuple(
+                    (str(s), config.serde(s.system, "key", s.stream), config.serde(s.system, "msg", s.stream)) for s in t.streams
+                ),
                 processor_factory=t.processor_factory,
             )
         )

@@ -43,7 +43,8 @@ import pyarrow.parquet as pq
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
 from elasticity.api.stream import ApplicationDescriptor
-from elasticity.config import ConfigError, JobConfig
+from elasticity.config import JobConfig
+from elasticity.config.runtime_rules import refuse_schema_changes
 from elasticity.formats.schemas import TypedSchema, from_arrow, incompatibilities
 from elasticity.jobmodel.model import TaskName
 
@@ -165,14 +166,14 @@ def typed_output_problems(root: str, declared: TypedSchema | None) -> list[str]:
 def check_typed_outputs(config: JobConfig, app: ApplicationDescriptor) -> None:
     """Each typed Parquet output's declared schema against the files it has written: a change readers of
     those files could not follow is refused before any batch, naming the key and the field."""
-    problems = []
+    problems: dict[str, list[str]] = {}
     for o in sorted(app.outputs.values(), key=lambda o: o.name):
         if o.kind == "parquet":
             root = f"{config.output_dir.rstrip('/')}/{o.name}"
             key = f"outputs.{o.name}.schema" + ("" if config.get(f"outputs.{o.name}.schema") else ".serde")
-            problems += [f"{key}: {p}" for p in typed_output_problems(root, config.output_schema(o.name))]
-    if problems:
-        raise ConfigError("the typed outputs' schemas cannot write beside their files:\n  " + "\n  ".join(problems))
+            if found := typed_output_problems(root, config.output_schema(o.name)):
+                problems[key] = found
+    refuse_schema_changes(problems)
 
 
 def in_file(schema: pa.Schema) -> pa.Schema:
