@@ -164,7 +164,7 @@ def _raise_record_error(serde: RegistrySerde, e: Exception, schema_id: int | Non
     raise e
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Codec:
     """confluent-kafka's serializer and deserializer of a serde, and for Avro the fast path past them once a
     schema is known: its parsed schema by id (a writer schema with data-contract rules, a `ruleSet`, always
@@ -260,12 +260,20 @@ def _make_codec(serde: RegistrySerde) -> _Codec:
 
         writer = AvroSerializer(registry, serde.schema, conf=conf) if serde.schema or conf["use.latest.version"] else None
         fast = parse_schema(json.loads(serde.schema)) if serde.schema else None
-        return _Codec(writer, AvroDeserializer(registry), _identity, _identity, serde=serde, avro_writer=fast)
+        return _Codec(
+            serializer=writer,
+            deserializer=AvroDeserializer(registry),
+            to_python=_identity,
+            from_python=_identity,
+            serde=serde,
+            avro_writer=fast,
+        )
     if serde.format == "json-schema":
         from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 
         writer = JSONSerializer(serde.schema, registry, conf=conf)
-        return _Codec(writer, JSONDeserializer(None, schema_registry_client=registry), _identity, _identity)
+        reader = JSONDeserializer(None, schema_registry_client=registry)
+        return _Codec(serializer=writer, deserializer=reader, to_python=_identity, from_python=_identity)
     from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 
     cls = _message_class(serde)
@@ -274,7 +282,12 @@ def _make_codec(serde: RegistrySerde) -> _Codec:
         "use.deprecated.format": False,
     }
     reader = ProtobufDeserializer(cls, {"use.deprecated.format": False}, schema_registry_client=registry)
-    return _Codec(ProtobufSerializer(cls, registry, conf=conf), reader, message_to_python, _to_message(cls))
+    return _Codec(
+        serializer=ProtobufSerializer(cls, registry, conf=conf),
+        deserializer=reader,
+        to_python=message_to_python,
+        from_python=_to_message(cls),
+    )
 
 
 def _message_class(serde: RegistrySerde) -> Any:
