@@ -143,8 +143,11 @@ def main() -> int:
                     done = sum(s.processed for s in summaries)
                     assert done == args.records, f"{fmt}: processed {done} of {args.records}"
                     rates[fmt].append(done / wall)
+                    keys = ("plan", "read", "process", "commit", "total")
+                    ms = {k: round(sum(x.durations_ms.get(k, 0) for x in summaries) / len(summaries)) for k in keys}
                     print(
-                        f"round {r + 1} {fmt:4}: {done:,} records in {len(summaries)} batches, {wall:.2f} s, {done / wall:,.0f} rec/s",
+                        f"round {r + 1} {fmt:4}: {done:,} records in {len(summaries)} batches, {wall:.2f} s, "
+                        f"{done / wall:,.0f} rec/s; ms per batch {json.dumps(ms)}",
                         flush=True,
                     )
             for fmt in ("json", "avro"):
@@ -159,6 +162,8 @@ def main() -> int:
     print(f"JSON throughout, median of {args.rounds}               | {json_rate:,.0f} rec/s")
     print(f"Avro in and out (Confluent wire format)   | {avro_rate:,.0f} rec/s")
     print(f"time ratio Avro / JSON (target <= 1.30)   | {json_rate / avro_rate:.2f}x")
+    pairs = [j / a for j, a in zip(rates["json"], rates["avro"], strict=True)]
+    print(f"the ratio round by round                  | {', '.join(f'{p:.2f}' for p in pairs)}")
     return 0
 
 
