@@ -19,7 +19,7 @@ from confluent_kafka import Producer
 from elasticity.api.stream import load_application
 from elasticity.batch.coordinator.job_coordinator import JobCoordinator
 from elasticity.batch.sinks.outputs import DEAD_LETTER_SCHEMA, read_table
-from elasticity.config import validate
+from elasticity.config import ConfigError, validate
 from elasticity.formats.registry import RegistrySerde, client
 from elasticity.formats.wire import frame
 from elasticity.kafka.admin import create_topic
@@ -171,3 +171,10 @@ def test_an_avro_topic_through_a_stateful_job_to_avro_and_typed_parquet(spark, k
     assert set(reasons) == {b"user-x", b"user-y"}, reasons
     assert "schema id 999999 is unknown to the registry" in reasons[b"user-x"]
     assert "bad magic byte 0x7b" in reasons[b"user-y"]
+
+    # the typed output's schema against its files: a nullable field added runs, a type change is refused
+    typed = "order_id BIGINT NOT NULL, user STRING NOT NULL, amount DOUBLE, total DOUBLE, count BIGINT"
+    untyped = {k: v for k, v in props.items() if k != "outputs.totals.schema.serde"}
+    MicroBatchEngine(validate(untyped | {"outputs.totals.schema": typed + ", channel STRING"}), spark).run(max_records=10)
+    with pytest.raises(ConfigError, match="outputs.totals.schema: field 'order_id': type changed from BIGINT to INT"):
+        MicroBatchEngine(validate(untyped | {"outputs.totals.schema": typed.replace("BIGINT NOT", "INT NOT")}), spark).run()

@@ -384,3 +384,37 @@ def test_compaction_keeps_the_typed_columns(tmp_path):
         "note": "object",
     }
     assert frame_.sort_values("order_id")["note"].tolist() == [None, None, "n"]
+
+
+def test_a_typed_output_writes_typed_columns_and_dead_letters_what_does_not_fit(tmp_path):
+    """Through the engine's process stage (the test harness): the typed Parquet output's files hold the declared
+    columns; an order whose amount is text is a dead letter naming the field, its other outputs kept."""
+    from elasticity.testing import TestRun
+
+    config = {
+        "job.name": "typed",
+        "task.inputs": "kafka.orders",
+        "app.class": "elasticity.apps.totals:build",
+        "job.output.path": str(tmp_path / "out"),
+        "job.state.dir": str(tmp_path / "state"),
+        "outputs.totals.schema": "order_id BIGINT NOT NULL, user STRING NOT NULL, amount DOUBLE, total DOUBLE, count BIGINT",
+    }
+    orders = [
+        ("u1", {"order_id": 1, "amount": 2.5}),
+        ("u1", {"order_id": 2, "amount": 1}),
+        ("u2", {"order_id": "three", "amount": 4.0}),
+    ]
+    with TestRun(config=config, partitions=1) as run:
+        result = run.process(orders)
+    assert [d.error for d in result.dead_letters] == ["parquet.totals: field 'order_id': 'three' (str) is not BIGINT"]
+    assert [v["order_id"] for _, v in result.outputs["parquet.totals"]] == [1, 2]
+    assert [v["order_id"] for _, v in result.outputs["kafka.orders-totals"]] == [1, 2, "three"]  # JSON takes it
+    frame_ = pd.read_parquet(tmp_path / "out" / "totals")
+    assert {c: str(frame_[c].dtype) for c in ("order_id", "user", "amount", "total", "count")} == {
+        "order_id": "int64",
+        "user": "object",
+        "amount": "float64",
+        "total": "float64",
+        "count": "int64",
+    }
+    assert frame_.sort_values("order_id")["total"].tolist() == [2.5, 3.5]
