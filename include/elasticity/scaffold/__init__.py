@@ -31,6 +31,15 @@ PLUGINS = ("elasticity_plugin",)
 FORMATS = ("json", "avro")
 """`elasticity init --format`: the orders' format on the topic (avro: Confluent's wire format, a Schema Registry)."""
 
+_AVRO_NOTE = """
+
+This job reads Avro records in Confluent's wire format through a Schema Registry (`serializers.registry.orders.*`
+in the config; elasticity's docs: Formats and schemas). `feed` writes JSON, which this job sends to the dead
+letters (`bad magic byte 0x7b`): produce the topic's records with a Schema Registry serializer (confluent-kafka's
+`AvroSerializer`, or `elasticity.serializers.serialize` with the job's serde), and set the registry's URL (or the
+Airflow connection `schema_registry_default`) in place of the in-memory `mock://` one before it reads a real
+topic."""
+
 _JSON_SERDES = """systems.kafka.samza.key.serde=string
 systems.kafka.samza.msg.serde=json"""
 
@@ -86,6 +95,7 @@ class Scaffold:
             return text  # the library's own thin files, as they are
         names = {"job": self.job, "topic": self.job, "module": self.module, "config": self.config_path, "big": BIG_ORDER}
         names["serdes"] = Template(_AVRO_SERDES if self.format == "avro" else _JSON_SERDES).substitute(names)
+        names["format_note"] = _AVRO_NOTE if self.format == "avro" else ""
         return Template(text).substitute(names)
 
 
