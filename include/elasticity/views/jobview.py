@@ -21,7 +21,7 @@ from elasticity.metrics.rates import task_rates
 from elasticity.quality.history import run_page
 
 if TYPE_CHECKING:
-    from elasticity.state.rescale import StateMove
+    from elasticity.state.state_move import StateMove
 
 BATCHES = 50  # recent batches charted
 MAX_BATCHES = 1000  # the most batches one page may ask for

@@ -21,11 +21,11 @@ from elasticity import faults
 from elasticity.batch.coordinator.lease import held_lease
 from elasticity.batch.sinks.exactly_once import settle
 from elasticity.checkpoint.migration import Migration, migrate
-from elasticity.checkpoint.state_markers import KafkaChangelogMarker
 from elasticity.checkpoint.store import CheckpointStore, Generation, StaleGenerationError, StoreError, SupersededError
 from elasticity.checkpoint.store.attempt_token import attempt_owner
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
-from elasticity.config import KAFKA_CHANGELOG_FACTORY, ConfigError, JobConfig
+from elasticity.checkpoint.task_ownership import check_changelog_partition, check_owned
+from elasticity.config import ConfigError, JobConfig
 from elasticity.config.runtime_rules import rescale_factor
 from elasticity.jobmodel.grouping import build_job_model
 from elasticity.jobmodel.model import JobModel, SystemStream, SystemStreamPartition, TaskName
@@ -37,7 +37,7 @@ from elasticity.metrics.reporters import Reporters
 if TYPE_CHECKING:
     from elasticity.api import StoreDescriptor
     from elasticity.state import StorageConfig
-    from elasticity.state.rescale import StateMove
+    from elasticity.state.state_move import StateMove
 
 log = logging.getLogger(__name__)
 
@@ -294,7 +294,7 @@ class JobCoordinator:
         metrics = {"job-model-generation-ns": time.perf_counter_ns() - t}
         epoch = self.store.held_epoch(self.job, owner)
         if old is not None and self.storage is not None:
-            from elasticity.state.rescale import clean_stale_moves
+            from elasticity.state.state_move import clean_stale_moves
 
             # what a crashed or superseded move left; never a later attempt's, and only while the lease is ours
             clean_stale_moves(self.storage[0], old.number, epoch=epoch, check=lambda: self.store.check_lease(self.job, owner))
@@ -331,7 +331,7 @@ class JobCoordinator:
             )
         except SupersededError:
             if move is not None and self.storage is not None:  # refused for good: its uploads go, also those its
-                from elasticity.state.rescale import discard  # successor's cleanup could not see yet
+                from elasticity.state.state_move import discard  # successor's cleanup could not see yet
 
                 discard(self.storage[0], move)
             raise
@@ -341,7 +341,7 @@ class JobCoordinator:
     def _finish_rescale(self, old: Generation | None, new: Generation, move: StateMove | None, metrics: dict[str, int]) -> None:
         """After the new generation is written: the state's move finished, the rescale's metrics recorded and logged."""
         if move is not None:
-            from elasticity.state.rescale import finish
+            from elasticity.state.state_move import finish
 
             faults.point("rescale.state.committed")
             assert self.storage is not None
@@ -423,8 +423,8 @@ class JobCoordinator:
             old = self.current()
             model = self._model(factor)
             for cp in by_task.values():
-                _check_owned(model, cp, f"factor {factor}")
-                _check_changelog_partition(model, cp, source)
+                check_owned(model, cp, f"factor {factor}")
+                check_changelog_partition(model, cp, source)
             migration = migrate(
                 factor,
                 by_task.values(),
@@ -475,7 +475,7 @@ class JobCoordinator:
         generation = self.initialize(owner)
         task_checkpoints = list(task_checkpoints)
         for cp in task_checkpoints:
-            _check_owned(generation.job_model, cp, f"generation {generation.number} (factor {generation.factor})")
+            check_owned(generation.job_model, cp, f"generation {generation.number} (factor {generation.factor})")
         self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
         try:
             self.store.replace_checkpoints(
@@ -489,33 +489,3 @@ class JobCoordinator:
 def _committed_state(cps: Mapping[TaskName, TaskCheckpoint]) -> dict[TaskName, tuple]:
     """What a state move read: offsets, watermarks and the state each checkpoint commits."""
     return {t: (cp, cp.checkpoint_id, {f: dict(m) for f, m in cp.state_markers.items()}) for t, cp in cps.items()}
-
-
-def _check_changelog_partition(model: JobModel, cp: TaskCheckpoint, source: str) -> None:
-    """A Kafka changelog marker names the partition the task's state was written to; this job writes and
-    restores the task's state in its own changelog partition, so the two must be the same."""
-    task = model.task(cp.task_name)
-    for store, text in cp.state_markers.get(KAFKA_CHANGELOG_FACTORY, {}).items():
-        marker = KafkaChangelogMarker.from_json(text)
-        if marker.ssp.partition != task.changelog_partition:
-            raise ConfigError(
-                f"{source}: task {cp.task_name.name!r} kept store {store!r} in changelog partition {marker.ssp.partition}, "
-                f"but this job gives the task changelog partition {task.changelog_partition}; the job model must match "
-                "the Samza job's (job.systemstreampartition.grouper.factory, task.inputs and their partitions)"
-            )
-
-
-def _check_owned(model: JobModel, cp: TaskCheckpoint, where: str) -> None:
-    """A checkpoint names a task of the model, and only SSPs that task reads."""
-    try:
-        owned = model.task(cp.task_name).system_stream_partitions
-    except KeyError:
-        raise ConfigError(f"task {cp.task_name.name!r} is not in {where}") from None
-    foreign = set(cp.offsets) - owned
-    if foreign:
-        raise ConfigError(f"task {cp.task_name.name!r} does not read {sorted(map(str, foreign))}")
-    if missing := owned - set(cp.offsets):
-        raise ConfigError(
-            f"task {cp.task_name.name!r} has no offset for {sorted(map(str, missing))}: a checkpoint holds every input "
-            "partition its task reads (one left out would be read from nowhere)"
-        )

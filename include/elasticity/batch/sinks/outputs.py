@@ -42,7 +42,6 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
-from elasticity.api.stream import ApplicationDescriptor
 from elasticity.config import JobConfig
 from elasticity.config.runtime_rules import refuse_schema_changes
 from elasticity.formats.schemas import TypedSchema, from_arrow, incompatibilities
@@ -163,16 +162,16 @@ def typed_output_problems(root: str, declared: TypedSchema | None) -> list[str]:
     return incompatibilities(from_arrow(typed_columns(pq.read_schema(newest.path, filesystem=fs))), declared)
 
 
-def check_typed_outputs(config: JobConfig, app: ApplicationDescriptor) -> None:
+def check_typed_outputs(config: JobConfig) -> None:
     """Each typed Parquet output's declared schema against the files it has written: a change readers of
     those files could not follow is refused before any batch, naming the key and the field."""
     problems: dict[str, list[str]] = {}
-    for o in sorted(app.outputs.values(), key=lambda o: o.name):
-        if o.kind == "parquet":
-            root = f"{config.output_dir.rstrip('/')}/{o.name}"
-            key = f"outputs.{o.name}.schema" + ("" if config.get(f"outputs.{o.name}.schema") else ".serde")
-            if found := typed_output_problems(root, config.output_schema(o.name)):
-                problems[key] = found
+    declared = sorted({k.split(".")[1] for k in config.raw_map if re.fullmatch(r"outputs\.[^.]+\.schema(\.serde)?", k)})
+    for name in declared:
+        key = f"outputs.{name}.schema" + ("" if config.get(f"outputs.{name}.schema") else ".serde")
+        found = typed_output_problems(f"{config.output_dir.rstrip('/')}/{name}", config.output_schema(name))
+        if found:
+            problems[key] = found
     refuse_schema_changes(problems)
 
 
