@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
@@ -75,20 +75,53 @@ def _bytes_to(v: Any) -> bytes:
     raise RecordSerdeError(f"byte serde needs bytes, got {type(v).__name__}")
 
 
+@runtime_checkable
+class Codec(Protocol):
+    """A serde beyond the named ones: a Schema Registry serde (elasticity.formats.registry.RegistrySerde),
+    which needs the topic and the part (`key`/`value`) to name its subject when it writes."""
+
+    @property
+    def name(self) -> str: ...
+
+    def decode(self, raw: bytes) -> Any: ...
+
+    def encode(self, value: Any, topic: str, part: str) -> bytes: ...
+
+
+Serde = str | Codec  # a named serde (string, json, byte) or a registered one
+
+
+def serde_name(serde: Serde) -> str:
+    return serde if isinstance(serde, str) else serde.name
+
+
 DESERIALIZERS: dict[str, Callable[[bytes], Any]] = {"string": _string_from, "json": _json_from, "byte": _bytes}
 SERIALIZERS: dict[str, Callable[[Any], bytes]] = {"string": _string_to, "json": _json_to, "byte": _bytes_to}
 
 
-def deserialize(serde: str, raw: bytes | None, what: str) -> Any:
+def deserialize(serde: Serde, raw: bytes | None, what: str) -> Any:
     if raw is None:
         return None
+    if not isinstance(serde, str):
+        try:
+            return serde.decode(raw)
+        except RecordSerdeError as e:
+            raise RecordSerdeError(f"{what}: {e}") from e
     try:
         return DESERIALIZERS[serde](raw)
     except (UnicodeDecodeError, ValueError) as e:
         raise RecordSerdeError(f"{what} is not valid {serde}: {e}") from e
 
 
-def serialize(serde: str, value: Any) -> bytes | None:
+def serialize(serde: Serde, value: Any, topic: str | None = None, part: str = "value") -> bytes | None:
+    """`value` as bytes; a registered serde needs the `topic` written to (its subject's name)."""
     if value is None:
         return None
+    if not isinstance(serde, str):
+        if topic is None:
+            raise RecordSerdeError(f"serde {serde.name} writes records of a topic, and none was named")
+        try:
+            return serde.encode(value, topic, part)
+        except RecordSerdeError as e:
+            raise RecordSerdeError(f"{part}: {e}") from e
     return SERIALIZERS[serde](value)

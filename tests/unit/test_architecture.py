@@ -18,6 +18,7 @@ LAYERS = (
     "faults",
     "process_registry",
     "serializers",
+    "formats",
     "jobmodel",
     "config",
     "kafka",

@@ -28,11 +28,13 @@ PAGES = [
     "README.md",
     "docs/getting-started.md",
     "docs/first-job.md",
+    "docs/formats.md",
     *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs" / "apps").glob("*.md")),
 ]
 RUN_HERE = {  # page -> the kinds of block this module runs; first-job's run in tests/integration/test_docs_run.py
     "README.md": {"properties", "python"},
     "docs/getting-started.md": {"sh"},
+    "docs/formats.md": {"properties", "python"},
     "docs/apps/async.md": {"python"},
     "docs/apps/index.md": {"python"},
     "docs/apps/stores.md": {"python"},
@@ -129,6 +131,20 @@ def test_the_readme_job_runs_as_written(module_folder):
     expected = [(k, {**v, "tier": "gold" if k in gold else "standard"}) for k, v in records if v["amount"] > 0]
     assert per_key(result.outputs["parquet.enriched"]) == per_key(expected)
     assert sum(t.processed for t in result.by_task.values()) == len(records)
+
+
+def test_the_formats_page_job_runs_and_prints_what_it_says(tmp_path, monkeypatch, capsys):
+    """The Avro example: its config written where the page's script reads it, the script run as written; it
+    prints the running totals decoded from the Avro output, and no dead letter, as the page says."""
+    config, script = runnable("docs/formats.md")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ELASTICITY_HOME", str(tmp_path / "home"))
+    (tmp_path / config.title).write_text(config.text)
+    exec(compile(script.text, script.where, "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    page = (REPO / "docs" / "formats.md").read_text()
+    assert printed == ["[('user-1', 5.0, 1), ('user-1', 7.5, 2)]", "[]"]
+    assert all(f"`{line}`" in page for line in printed)
 
 
 def test_the_async_page_app_is_the_readme_one():

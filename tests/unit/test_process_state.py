@@ -23,6 +23,7 @@ from tests.support.library import library_modules
 CALLS = {
     "logging.getLogger": "a logger: logging's own registry, configured by the host process",
     "re.compile": "a compiled pattern: immutable",
+    "struct.Struct": "a compiled binary layout: immutable",
     "TypeVar": "a type variable: typing only",
     "frozenset": "immutable",
     "tuple": "immutable",

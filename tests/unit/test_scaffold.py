@@ -82,3 +82,30 @@ def test_found_from_its_folder(tmp_path: Path, monkeypatch):
     monkeypatch.delenv("ELASTICITY_JOBS_DIR", raising=False)
     assert airflow_folders() == (tmp_path / "shop" / "dags", tmp_path / "shop" / "plugins")
     assert [p.name for p in jobs_dir().glob("*.properties")] == ["orders.properties"]
+
+
+def test_an_avro_project_loads_strictly_and_passes_its_own_test(tmp_path: Path):
+    """`--format avro`: the orders as Avro records of a registry (the in-memory one until the user names
+    theirs), the output typed; its config loads strictly and the generated app test passes as generated."""
+    import subprocess
+    import sys
+
+    root = tmp_path / "shop"
+    assert main(["init", str(root), "--job", "orders", "--format", "avro"]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        config = load_config(root / "include" / "jobs" / "orders.properties", strict=True)
+    serde = config.serde("kafka", "msg")
+    assert getattr(serde, "format", None) == "avro" and config.output_schema("big_orders") is not None
+    env = {**__import__("os").environ, "PYTHONPATH": f"{root}:{REPO / 'include'}", "ELASTICITY_HOME": str(tmp_path / "home")}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout + done.stderr
+    with pytest.raises(ScaffoldError, match="--format 'xml': expected one of json, avro"):
+        init_project(tmp_path / "other", format="xml")

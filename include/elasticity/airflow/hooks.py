@@ -169,6 +169,38 @@ class CheckpointStoreHook(BaseHook):
         return url
 
 
+class SchemaRegistryHook(BaseHook):
+    """The jobs' Schema Registry (Confluent's REST API), of any connection type (`http`, `generic`): its URL
+    (`extra.url`, else scheme://host:port, scheme `http` unless the connection's schema says `https`) and the
+    login and password as its basic auth."""
+
+    conn_name_attr = "schema_registry_conn_id"
+    default_conn_name = "schema_registry_default"
+    hook_name = "Elasticity Schema Registry"
+
+    def __init__(self, schema_registry_conn_id: str = default_conn_name) -> None:
+        super().__init__()
+        self.schema_registry_conn_id = schema_registry_conn_id
+
+    def registry(self) -> tuple[str | None, str | None]:
+        """(URL, `user:password`), (None, None) when there is no such connection."""
+        conn = _connection(self, self.schema_registry_conn_id)
+        if conn is None:
+            return None, None
+        url = conn.extra_dejson.get("url")
+        if not url:
+            if not conn.host:
+                raise ValueError(f"connection {conn.conn_id!r}: neither a URL (extra.url) nor a host")
+            scheme = "https" if (conn.schema or "").lower() == "https" else "http"
+            url = conn.host if "://" in conn.host else f"{scheme}://{conn.host}:{conn.port or 8081}"
+        user_info = f"{conn.login}:{conn.password or ''}" if conn.login else None
+        if conn.password:
+            from airflow.sdk.log import mask_secret
+
+            mask_secret(conn.password)
+        return url, user_info
+
+
 def _postgres_url(conn) -> str:
     """The form's host, port, login, password and database as a PostgreSQL URL (the store's server kind)."""
     from urllib.parse import quote
@@ -215,23 +247,34 @@ class ElasticityHook(BaseHook):
     conn_name_attr = "kafka_conn_id"
     hook_name = "Elasticity"
 
-    def __init__(self, kafka_conn_id: str = "kafka_default", store_conn_id: str = "elasticity_store") -> None:
+    def __init__(
+        self,
+        kafka_conn_id: str = "kafka_default",
+        store_conn_id: str = "elasticity_store",
+        schema_registry_conn_id: str = "schema_registry_default",
+    ) -> None:
         super().__init__()
         self.kafka_conn_id = kafka_conn_id
         self.store_conn_id = store_conn_id
         self.kafka = KafkaSystemHook(kafka_conn_id)
         self.store = CheckpointStoreHook(store_conn_id)
+        self.schema_registry = SchemaRegistryHook(schema_registry_conn_id)
 
     @classmethod
     def of(cls, config: JobConfig) -> ElasticityHook:
-        """The connections the job config names (`airflow.connection.kafka`, `airflow.connection.store`)."""
-        return cls(config.kafka_conn_id, config.store_conn_id)
+        """The connections the job config names (`airflow.connection.kafka`, `.store`, `.schema.registry`)."""
+        return cls(config.kafka_conn_id, config.store_conn_id, config.schema_registry_conn_id)
 
     def connections(self) -> Connections:
         """The connections' settings; the process environment's where a connection does not exist."""
         properties = self.kafka.kafka_properties()
+        registry_url, registry_user_info = self.schema_registry.registry()
         found = Connections(
-            self.kafka.bootstrap_servers(), json.dumps(properties) if properties else None, self.store.store_url()
+            self.kafka.bootstrap_servers(),
+            json.dumps(properties) if properties else None,
+            self.store.store_url(),
+            schema_registry_url=registry_url,
+            schema_registry_user_info=registry_user_info,
         )
         return found.over(Connections.from_env())
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
-from elasticity.serializers import DESERIALIZERS, SERIALIZERS
+from elasticity.serializers import DESERIALIZERS, SERIALIZERS, Serde, deserialize, serialize
 
 _NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
 
@@ -30,14 +30,16 @@ class StoreDescriptor:
 
     name: str
     key_serde: str = "string"
-    value_serde: str = "json"
+    value_serde: Serde = "json"  # a registered serde (stores.<store>.msg.serde) only through the job's config
     input_key: Callable[[Any], bytes] | None = None
+    _: KW_ONLY
+    value_topic: str | None = None  # with a registered value serde: the topic its subject is named after (the changelog)
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
             raise ValueError(f"store name {self.name!r} must match {_NAME.pattern} (it names folders and config keys)")
         for what, serde in (("key", self.key_serde), ("value", self.value_serde)):
-            if serde not in SERIALIZERS:
+            if isinstance(serde, str) and serde not in SERIALIZERS or not isinstance(serde, str) and what == "key":
                 raise ValueError(f"store {self.name!r}: {what} serde {serde!r} is not one of {sorted(SERIALIZERS)}")
 
     def key_bytes(self, key: Any) -> bytes:
@@ -49,10 +51,16 @@ class StoreDescriptor:
         return DESERIALIZERS[self.key_serde](raw)
 
     def value_bytes(self, value: Any) -> bytes:
-        return SERIALIZERS[self.value_serde](value)
+        if isinstance(self.value_serde, str):
+            return SERIALIZERS[self.value_serde](value)
+        out = serialize(self.value_serde, value, self.value_topic or self.name)
+        assert out is not None  # a None value is a delete, never written
+        return out
 
     def value_from(self, raw: bytes) -> Any:
-        return DESERIALIZERS[self.value_serde](raw)
+        if isinstance(self.value_serde, str):
+            return DESERIALIZERS[self.value_serde](raw)
+        return deserialize(self.value_serde, raw, f"store {self.name!r} value")
 
     def input_key_of(self, raw_key: bytes) -> bytes:
         """The input key bytes whose bucket owns this stored key."""

@@ -25,14 +25,21 @@ def _init_parser(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("folder", help="the project's folder: new or empty")
     parser.add_argument("--job", default="orders", help="the job's name, also its input topic's (default orders)")
+    parser.add_argument(
+        "--format",
+        choices=("json", "avro"),
+        default="json",
+        help="the orders' format on the topic: json (default), or avro (Confluent's wire format, a Schema Registry; "
+        "the output typed)",
+    )
     parser.set_defaults(func=cmd_init)
 
 
 def cmd_init(args: argparse.Namespace) -> int:
     from elasticity.scaffold import Scaffold, init_project
 
-    written = init_project(args.folder, args.job)
-    scaffold = Scaffold(args.job)
+    written = init_project(args.folder, args.job, args.format)
+    scaffold = Scaffold(args.job, args.format)
     print(f"wrote {len(written)} files to {args.folder}: job {args.job} ({scaffold.config_path}), app {scaffold.module}.py")
     print(f"next: cd {args.folder}, then see README.md (pytest, elasticity broker start, feed, run-batch, airflow)")
     return 0

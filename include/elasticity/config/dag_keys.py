@@ -129,6 +129,13 @@ class DagKeys:
         doc="The Airflow connection of the job's checkpoint store (over `task.checkpoint.store.url`), used by every "
         "task of the job, its lag watcher and its page; a missing one leaves the config's.",
     )
+    schema_registry_conn_id: str = key(
+        "airflow.connection.schema.registry",
+        nonempty,
+        "schema_registry_default",
+        doc="The Airflow connection of the job's Schema Registry (its URL and basic-auth login over every "
+        "registered serde's serializers.registry.<name>.schema.registry.url); a missing one leaves the config's.",
+    )
     spark_conn_id: str = key(
         "airflow.connection.spark",
         nonempty,

@@ -32,6 +32,7 @@ from elasticity.config.kafka_clients import property_problem, shown
 from elasticity.config.keys import (
     KAFKA_CLIENT_KEYS,
     REPORTER_KEYS,
+    SERDE_KEYS,
     STORE_KEYS,
     SYSTEM_KEYS,
     Key,
@@ -40,6 +41,7 @@ from elasticity.config.keys import (
 )
 from elasticity.config.names import TOPIC_ALLOWED, is_topic
 from elasticity.config.parsers import (
+    BUILTIN_SERDES,
     flag,
     reporter_names,
     store_url,
@@ -48,7 +50,10 @@ from elasticity.config.properties import read_properties
 from elasticity.config.rules import Parsed, check_rules
 from elasticity.config.state_keys import StateKeys
 from elasticity.config.task_keys import TaskKeys
+from elasticity.formats.registry import RegistrySerde
+from elasticity.formats.schemas import TypedSchema, from_avro, parse_ddl
 from elasticity.jobmodel.model import SystemStream
+from elasticity.serializers import Serde
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,9 +132,52 @@ class JobConfig(StateKeys, TaskKeys, DagKeys, BatchKeys, JobKeys):
         stores = {k.split(".")[1] for k in self.raw_map if k.startswith("stores.") and k.endswith(".changelog")}
         return {cl: s for s in sorted(stores) if (cl := self.changelog(s)) is not None}
 
-    def serde(self, system: str, what: str) -> str:
-        """`key` or `msg` serde of a system."""
-        return self.value(f"systems.{system}.samza.{what}.serde")
+    def serde(self, system: str, what: str, stream: str | None = None) -> Serde:
+        """`key` or `msg` serde of a system's stream: `streams.<stream>.samza.<what>.serde`, else the system's
+        (Samza's StreamConfig over SystemConfig); a registered serde resolved (`registered_serde`)."""
+        name = (self.get(f"streams.{stream}.samza.{what}.serde") or "").strip() if stream else ""
+        return self.registered_serde(name or self.value(f"systems.{system}.samza.{what}.serde"))
+
+    def output_schema(self, output: str) -> TypedSchema | None:
+        """The declared schema of Parquet output `output` (`outputs.<output>.schema`, Spark DDL; or the writer
+        schema of the avro serde `outputs.<output>.schema.serde`); None: an untyped output (checked by the rules)."""
+        ddl = (self.get(f"outputs.{output}.schema") or "").strip()
+        if ddl:
+            return parse_ddl(ddl)
+        serde = (self.get(f"outputs.{output}.schema.serde") or "").strip()
+        if serde:
+            return from_avro(self.get(f"serializers.registry.{serde}.schema") or "")
+        return None
+
+    def registered_serde(self, name: str) -> Serde:
+        """The serde `name` stands for: a named one (string, json, byte), or the one registered as
+        `serializers.registry.<name>.class`, a Schema Registry serde with its registry from the deployment's
+        connection (`airflow.connection.schema.registry`), else from its own URL key."""
+        prefix = f"serializers.registry.{name}."
+        if (self.get(prefix + "class") or "").strip() == "":
+            if name in BUILTIN_SERDES:
+                return name
+            raise ConfigError(f"serde {name!r}: expected string, json, byte, or {prefix}class set")
+        kind = self.value(prefix + "class")
+        if kind in BUILTIN_SERDES:
+            return str(kind)
+        url = self.deployment.schema_registry_url or (self.get(prefix + "schema.registry.url") or "").strip()
+        if not url:
+            raise ConfigError(
+                f"{prefix}schema.registry.url is unset and the connection {self.schema_registry_conn_id!r} "
+                f"gives no URL: expected the Schema Registry's URL (http(s)://host:port, or mock://<scope>)"
+            )
+        user_info = self.deployment.schema_registry_user_info if self.deployment.schema_registry_url else None
+        return RegistrySerde(
+            name=name,
+            format=kind,
+            url=url,
+            user_info=user_info or self.get(prefix + "basic.auth.user.info"),
+            strategy=self.value(prefix + "subject.name.strategy"),
+            auto_register=self.value(prefix + "auto.register.schemas"),
+            schema=self.get(prefix + "schema"),
+            message_class=self.get(prefix + "message.class"),
+        )
 
     def path(self, key: str, leaf: str) -> str:
         """job.output.path / job.audit.path / job.dead.letter.path / job.report.path, defaulting under the state folder."""
@@ -184,7 +232,14 @@ OFFSET_DEFAULT_KEYS = ("default.stream.samza.offset.default", "samza.offset.defa
 FIELD_KEYS: tuple[tuple[str, Key], ...] = declared_keys(JobConfig)
 """(JobConfig field, key) of every job-level key."""
 
-KEYS: tuple[Key, ...] = (*(k for _, k in FIELD_KEYS), *SYSTEM_KEYS, *KAFKA_CLIENT_KEYS, *STORE_KEYS, *REPORTER_KEYS)
+KEYS: tuple[Key, ...] = (
+    *(k for _, k in FIELD_KEYS),
+    *SYSTEM_KEYS,
+    *KAFKA_CLIENT_KEYS,
+    *STORE_KEYS,
+    *REPORTER_KEYS,
+    *SERDE_KEYS,
+)
 """Every key the product reads."""
 
 _DEFAULTS: dict[str, Any] = {k.name: k.default_value for _, k in FIELD_KEYS}

@@ -367,7 +367,8 @@ def property_problem(name: str) -> str | None:
 def shown(name: str, text: str) -> str:
     """A key's value as errors, reprs and pages may show it: a secret's is masked."""
     parts = client_prefix(name)
-    return MASK if parts is not None and parts[2] in SECRET_PROPERTIES else text
+    secret = parts is not None and parts[2] in SECRET_PROPERTIES
+    return MASK if secret or re.fullmatch(r"serializers\.registry\.[^.]+\.basic\.auth\.user\.info", name) else text
 
 
 def role_properties(props: Mapping[str, str], system: str, role: str) -> dict[str, str]:

@@ -19,14 +19,17 @@ from elasticity.config.parsers import (
     Parser,
     changelog_stream,
     choice,
+    flag,
     int_range,
     module_factory,
     nonempty,
     offset_default,
     parse_factories,
     parse_side_inputs,
-    serde,
+    serde_class,
+    serde_name,
     statsd_prefix,
+    subject_strategy,
 )
 
 MAX_ELASTICITY_FACTOR = 256
@@ -133,17 +136,100 @@ SYSTEM_KEYS: tuple[Key, ...] = (
     ),
     Key(
         name="systems.<system>.samza.key.serde",
-        parser=serde,
+        parser=serde_name,
         default="string",
-        doc="Key serde of a system: string, json or byte.",
-        samza="Samza's system-level serde key names a serde registered under serializers.registry.<name>.class; here it names the serde itself",
+        doc="Key serde of a system: string, json, byte, or a serde registered as serializers.registry.<name>.class.",
+        samza="Samza's key; here string, json and byte need no registration",
     ),
     Key(
         name="systems.<system>.samza.msg.serde",
-        parser=serde,
+        parser=serde_name,
         default="json",
-        doc="Message serde of a system: string, json or byte.",
+        doc="Message serde of a system: string, json, byte, or a serde registered as serializers.registry.<name>.class.",
         samza="as samza.key.serde; unset, Samza hands the bytes over as they are, here they are read as JSON",
+    ),
+)
+
+SERDE_KEYS: tuple[Key, ...] = (
+    Key(
+        name="serializers.registry.<name>.class",
+        parser=serde_class,
+        default=None,
+        doc="What serde <name> is: string, json, byte (or Samza's factories of them), or a Schema Registry format "
+        "in Confluent's wire format: avro, protobuf, json-schema.",
+        samza="Samza's key names a SerdeFactory class; here also avro, protobuf and json-schema",
+    ),
+    Key(
+        name="serializers.registry.<name>.schema.registry.url",
+        parser=nonempty,
+        default=None,
+        doc="The Schema Registry of serde <name> (Confluent's schema.registry.url; mock://<scope> is "
+        "confluent-kafka's in-memory registry); the connection airflow.connection.schema.registry wins over it.",
+        samza="Confluent's property name",
+    ),
+    Key(
+        name="serializers.registry.<name>.basic.auth.user.info",
+        parser=nonempty,
+        default=None,
+        doc="user:password for the registry's basic auth (Confluent's basic.auth.user.info).",
+        secret=True,
+        samza="Confluent's property name",
+    ),
+    Key(
+        name="serializers.registry.<name>.subject.name.strategy",
+        parser=subject_strategy,
+        default="topic",
+        doc="How serde <name> names its subjects: topic (<topic>-key, <topic>-value), record (the record's full "
+        "name) or topic-record (<topic>-<record>); Confluent's strategy class names are accepted.",
+        samza="Confluent's property name",
+    ),
+    Key(
+        name="serializers.registry.<name>.auto.register.schemas",
+        parser=flag,
+        default="true",
+        doc="Register the writer schema on write (false: it must be registered already; a write with an "
+        "unregistered schema is a dead letter).",
+        samza="Confluent's property name",
+    ),
+    Key(
+        name="serializers.registry.<name>.schema",
+        parser=nonempty,
+        default=None,
+        doc="The writer schema of serde <name> (Avro schema JSON, or a JSON Schema); unset, writes take the "
+        "subject's latest version. Reads always take the record's own schema id.",
+    ),
+    Key(
+        name="serializers.registry.<name>.message.class",
+        parser=nonempty,
+        default=None,
+        doc="Protobuf: the generated message class of serde <name>, module:Class.",
+    ),
+    Key(
+        name="streams.<stream>.samza.key.serde",
+        parser=serde_name,
+        default=None,
+        doc="Key serde of one stream (a topic of any system), over its system's.",
+        samza=SAME_AS_SAMZA,
+    ),
+    Key(
+        name="streams.<stream>.samza.msg.serde",
+        parser=serde_name,
+        default=None,
+        doc="Message serde of one stream (a topic of any system), over its system's.",
+        samza=SAME_AS_SAMZA,
+    ),
+    Key(
+        name="outputs.<output>.schema",
+        parser=nonempty,
+        default=None,
+        doc="The schema of Parquet output <output>, as a Spark DDL string (`order_id BIGINT, amount DOUBLE, note "
+        "STRING NOT NULL`): one typed column per field beside the provenance columns.",
+    ),
+    Key(
+        name="outputs.<output>.schema.serde",
+        parser=serde_name,
+        default=None,
+        doc="The schema of Parquet output <output> as the writer schema of a registered avro serde.",
     ),
 )
 
@@ -190,6 +276,15 @@ STORE_KEYS: tuple[Key, ...] = (
         default=None,
         doc="module:factory, a function of no arguments returning processor(message) -> [(key, value), ...] for table <store> (Samza's SideInputsProcessor); default: the record's key and value.",
         samza="Samza's key names a SideInputsProcessorFactory class; here a module:factory function",
+    ),
+    Key(
+        name="stores.<store>.msg.serde",
+        parser=serde_name,
+        default=None,
+        doc="Value serde of a store, its snapshots and its changelog, over the app's StoreDescriptor: a serde "
+        "registered as serializers.registry.<name>.class (a Schema Registry serde registers the changelog "
+        "topic's subject, or the store's name without a changelog).",
+        samza=SAME_AS_SAMZA,
     ),
     Key(
         name="stores.<store>.blob.retain",

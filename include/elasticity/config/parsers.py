@@ -75,6 +75,38 @@ def choice(names: Mapping[str, T]) -> Parser[T]:
 flag = choice({"true": True, "false": False})
 serde = choice({"string": "string", "json": "json", "byte": "byte"})
 
+BUILTIN_SERDES = ("string", "json", "byte")
+REGISTRY_FORMATS = ("avro", "protobuf", "json-schema")
+SERDE_CLASSES = {
+    **{n: n for n in BUILTIN_SERDES + REGISTRY_FORMATS},
+    # Samza's factories of the named serdes, so a Samza config's registrations load
+    "org.apache.samza.serializers.StringSerdeFactory": "string",
+    "org.apache.samza.serializers.JsonSerdeFactory": "json",
+    "org.apache.samza.serializers.ByteSerdeFactory": "byte",
+}
+serde_class = choice(SERDE_CLASSES)
+"""`serializers.registry.<name>.class`: a named serde, or a Schema Registry format (elasticity.formats.registry)."""
+
+SUBJECT_STRATEGIES = {
+    "topic": "topic",
+    "record": "record",
+    "topic-record": "topic-record",
+    # Confluent's class names of the same strategies
+    "io.confluent.kafka.serializers.subject.TopicNameStrategy": "topic",
+    "io.confluent.kafka.serializers.subject.RecordNameStrategy": "record",
+    "io.confluent.kafka.serializers.subject.TopicRecordNameStrategy": "topic-record",
+}
+subject_strategy = choice(SUBJECT_STRATEGIES)
+
+
+def _serde_name(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", text.strip()):
+        raise ValueError
+    return text.strip()
+
+
+serde_name = Parser(_serde_name, "string, json, byte, or the name of a serde registered as serializers.registry.<name>.class")
+
 
 def _nonempty(text: str) -> str:
     if not text.strip():

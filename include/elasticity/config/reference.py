@@ -26,6 +26,9 @@ SECTIONS: tuple[tuple[str, str], ...] = (  # first part of a key's name -> headi
     ("blob", "The blob store (`blob.*`)"),
     ("metrics", "Metrics (`metrics.*`)"),
     ("systems", "Systems: Kafka (`systems.*`)"),
+    ("streams", "Streams (`streams.*`)"),
+    ("serializers", "Serdes and the Schema Registry (`serializers.*`)"),
+    ("outputs", "Typed outputs (`outputs.*`)"),
 )
 
 

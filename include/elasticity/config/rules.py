@@ -13,7 +13,9 @@ from typing import Any
 
 from elasticity.config.kafka_clients import problems as kafka_client_problems
 from elasticity.config.names import TOPIC_ALLOWED, TOPIC_MAX, commit_topic, is_topic
-from elasticity.config.parsers import REPORTER_CLASSES
+from elasticity.config.parsers import BUILTIN_SERDES, REGISTRY_FORMATS, REPORTER_CLASSES, SERDE_CLASSES
+from elasticity.formats.registry import schema_problem
+from elasticity.formats.schemas import from_avro, parse_ddl
 from elasticity.jobmodel.grouping import Grouper
 
 
@@ -157,6 +159,69 @@ def exactly_once_producers_are_transactional(p: Parsed) -> Iterator[str]:
             )
 
 
+_SERDE_REFERENCES = re.compile(
+    r"^(systems|streams)\.[^.]+\.samza\.(key|msg)\.serde$|^outputs\.[^.]+\.schema\.serde$|^stores\.[^.]+\.msg\.serde$"
+)
+
+
+def serdes_are_registered(p: Parsed) -> Iterator[str]:
+    """A serde a system, stream or output names is a named one or registered (Samza's SerializerConfig):
+    a typo must not read every record as JSON, nor dead-letter them all."""
+    registered = sorted(n.split(".")[2] for n in p.text if n.startswith("serializers.registry.") and n.endswith(".class"))
+    allowed = ", ".join([*BUILTIN_SERDES, *registered])
+    for name, text in sorted(p.text.items()):
+        if _SERDE_REFERENCES.match(name) and text.strip() not in BUILTIN_SERDES and text.strip() not in registered:
+            yield f"{name}={text.strip()!r}: expected one of {allowed} (a serde is registered by serializers.registry.<name>.class)"
+
+
+def registry_serdes_are_complete(p: Parsed) -> Iterator[str]:
+    """What a Schema Registry serde needs to write: a writer schema that parses, a message class for Protobuf,
+    a named record for the record strategies. Reading needs none of it (the record names its schema id)."""
+    for name, text in sorted(p.text.items()):
+        if not (name.startswith("serializers.registry.") and name.endswith(".class")):
+            continue
+        serde, kind = name.split(".")[2], SERDE_CLASSES.get(text.strip())
+        if kind not in REGISTRY_FORMATS:
+            continue
+        prefix = f"serializers.registry.{serde}."
+        schema = p.text.get(prefix + "schema")
+        if kind == "protobuf" and not (p.text.get(prefix + "message.class") or "").strip():
+            yield f"{prefix}message.class is unset: expected module:Class of the generated message for class protobuf"
+        if kind == "protobuf" and schema:
+            yield f"{prefix}schema: a protobuf serde takes its schema from {prefix}message.class; expected it unset"
+        elif schema and (problem := schema_problem(kind, schema)):
+            yield f"{prefix}schema: expected an {kind} writer schema, {problem}"
+        strategy = p.values.get(prefix + "subject.name.strategy", "topic")
+        if strategy != "topic" and kind != "protobuf" and not schema:
+            yield f"{prefix}subject.name.strategy={strategy!r}: needs {prefix}schema (the record's name); expected it set, or topic"
+
+
+def typed_outputs_parse(p: Parsed) -> Iterator[str]:
+    """A typed output's schema is one the product can write: a Spark DDL of typed columns, or a registered avro
+    serde's writer record; never both, which could disagree."""
+    for name, text in sorted(p.text.items()):
+        m = re.fullmatch(r"outputs\.([^.]+)\.schema(\.serde)?", name)
+        if m is None:
+            continue
+        if m[2] is None:
+            try:
+                parse_ddl(text)
+            except ValueError as e:
+                yield f"{name}={text.strip()!r}: {e}"
+            if p.text.get(name + ".serde"):
+                yield f"{name} and {name}.serde are both set: expected one schema for output {m[1]}"
+            continue
+        serde = text.strip()
+        prefix = f"serializers.registry.{serde}."
+        if SERDE_CLASSES.get((p.text.get(prefix + "class") or "").strip()) != "avro" or not p.text.get(prefix + "schema"):
+            yield f"{name}={serde!r}: expected a serde registered with {prefix}class=avro and its {prefix}schema"
+            continue
+        try:
+            from_avro(p.text[prefix + "schema"])
+        except (ValueError, KeyError, TypeError) as e:
+            yield f"{name}={serde!r}: {prefix}schema has no typed columns: {e}"
+
+
 RULES: tuple[Rule, ...] = (
     stream_names_are_not_numbered,
     each_stream_once,
@@ -170,6 +235,9 @@ RULES: tuple[Rule, ...] = (
     kafka_names_are_topics,
     kafka_clients_can_connect,
     exactly_once_producers_are_transactional,
+    serdes_are_registered,
+    registry_serdes_are_complete,
+    typed_outputs_parse,
 )
 
 

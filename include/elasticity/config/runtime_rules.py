@@ -32,6 +32,14 @@ def deployment_setting(name: str, text: str, parser: Parser[T], *, meaning: str)
         raise ConfigError(f"{name}={text!r} ({meaning}): expected {e}") from None
 
 
+def refuse_schema_changes(problems: Mapping[str, list[str]]) -> None:
+    """Typed outputs whose declared schema the files already written could not follow (key -> why, each
+    naming the field; elasticity.formats.schemas.incompatibilities), refused before a batch."""
+    if problems:
+        lines = [f"{key}: {p}" for key, found in sorted(problems.items()) for p in found]
+        raise ConfigError("the typed outputs' schemas cannot write beside their files:\n  " + "\n  ".join(lines))
+
+
 def rescale_factor(factor: int) -> int:
     """A factor asked for (a rescale's, or the config's first one), within the bound the key has."""
     if not 1 <= factor <= MAX_ELASTICITY_FACTOR:

@@ -56,7 +56,7 @@ def committed_state(
             ts.backends[factory].restore(marker, folder)
             db = open_db(folder)
             try:
-                d = app.stores[name]
+                d = ts.context.descriptor  # the job's value serde, if it names one (stores.<store>.msg.serde)
                 return [(d.key_from(k), d.value_from(v)) for k, v in raw_items(db)]
             finally:
                 db.close()
@@ -88,8 +88,8 @@ def processed_messages(config: JobConfig, audit: pd.DataFrame, records: pd.DataF
     )
     out = []
     for r in rows.itertuples(index=False):
-        key = deserialize(config.serde(r.system, "key"), r.key, "key")
-        value = deserialize(config.serde(r.system, "msg"), r.value, "value")
+        key = deserialize(config.serde(r.system, "key", r.stream), r.key, "key")
+        value = deserialize(config.serde(r.system, "msg", r.stream), r.value, "value")
         out.append(
             Message(
                 key=key,

@@ -29,6 +29,31 @@ DAGS = (
     "elastic_scale_schedule",
 )
 PLUGINS = ("elasticity_plugin",)
+FORMATS = ("json", "avro")
+"""`elasticity init --format`: the orders' format on the topic (avro: Confluent's wire format, a Schema Registry)."""
+
+_AVRO_NOTE = """
+
+This job reads Avro records in Confluent's wire format through a Schema Registry (`serializers.registry.orders.*`
+in the config; elasticity's docs: Formats and schemas). `feed` writes JSON, which this job sends to the dead
+letters (`bad magic byte 0x7b`): produce the topic's records with a Schema Registry serializer (confluent-kafka's
+`AvroSerializer`, or `elasticity.serializers.serialize` with the job's serde), and set the registry's URL (or the
+Airflow connection `schema_registry_default`) in place of the in-memory `mock://` one before it reads a real
+topic."""
+
+_JSON_SERDES = """systems.kafka.samza.key.serde=string
+systems.kafka.samza.msg.serde=json"""
+
+_AVRO_SERDES = """systems.kafka.samza.key.serde=string
+# The orders are Avro records in Confluent's wire format, their schemas in a Schema Registry (docs: Formats and
+# schemas). mock:// is confluent-kafka's in-memory registry, for the tests here: set your registry's URL (or an
+# Airflow connection, airflow.connection.schema.registry) before the job reads a real topic.
+serializers.registry.orders.class=avro
+serializers.registry.orders.schema.registry.url=mock://${job}
+serializers.registry.orders.schema={"type": "record", "name": "Order", "namespace": "${module}", "fields": [{"name": "key", "type": ["null", "string"]}, {"name": "seq", "type": "long"}, {"name": "amount", "type": "double"}]}
+systems.kafka.samza.msg.serde=orders
+# Typed columns beside the output's own (key, value, seq, ...): pandas, pyarrow and Spark read them typed
+outputs.big_orders.schema=amount DOUBLE NOT NULL, cents BIGINT NOT NULL"""
 
 
 class ScaffoldError(ValueError):
@@ -40,6 +65,7 @@ class Scaffold:
     """What a new project is made of, for job `job`: its input topic is the job's name."""
 
     job: str
+    format: str = "json"
 
     @property
     def module(self) -> str:
@@ -69,19 +95,23 @@ class Scaffold:
         if template.startswith(("dags/", "plugins/")):
             return text  # the library's own thin files, as they are
         names = {"job": self.job, "topic": self.job, "module": self.module, "config": self.config_path, "big": BIG_ORDER}
+        names["serdes"] = Template(_AVRO_SERDES if self.format == "avro" else _JSON_SERDES).substitute(names)
+        names["format_note"] = _AVRO_NOTE if self.format == "avro" else ""
         return Template(text).substitute(names)
 
 
-def init_project(folder: str | Path, job: str = "orders") -> list[Path]:
+def init_project(folder: str | Path, job: str = "orders", format: str = "json") -> list[Path]:
     """Write a new project into `folder` (made if missing; refused unless empty); the files written."""
     if not JOB_NAME.fullmatch(job):
         raise ScaffoldError(f"--job {job!r}: a job name is a letter, then letters, digits, '_' or '-'")
+    if format not in FORMATS:
+        raise ScaffoldError(f"--format {format!r}: expected one of {', '.join(FORMATS)}")
     root = Path(folder).resolve()
     if root.exists() and not root.is_dir():
         raise ScaffoldError(f"{root} is a file, not a folder")
     if root.is_dir() and any(root.iterdir()):
         raise ScaffoldError(f"{root} is not empty: `elasticity init` writes a new project into an empty or new folder only")
-    scaffold = Scaffold(job)
+    scaffold = Scaffold(job, format)
     texts = {root / path: scaffold.render(template) for path, template in scaffold.files().items()}  # all or nothing
     for target, text in texts.items():
         target.parent.mkdir(parents=True, exist_ok=True)

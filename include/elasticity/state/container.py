@@ -48,7 +48,7 @@ class ContainerStorageManager:
                     task=task.task_name,
                     changelog_partition=task.changelog_partition,
                     config=config.store(d.name),
-                    descriptor=d,
+                    descriptor=config.store(d.name).descriptor(d),
                     transactional=config.transactional,
                 )
                 factories = dict.fromkeys(ctx.config.backup_factories + ctx.config.restore_factories)

@@ -11,7 +11,7 @@ neither a changelog nor a restore list restores from its backup factories
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from elasticity.api.descriptors import StoreDescriptor
@@ -19,6 +19,7 @@ from elasticity.config import KAFKA_CHANGELOG_FACTORY, JobConfig, elasticity_hom
 from elasticity.config.runtime_rules import check_changelog_backend, check_declared_stores
 from elasticity.jobmodel.model import SystemStream
 from elasticity.kafka.clients import SystemClients
+from elasticity.serializers import Serde
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,6 +30,16 @@ class StoreConfig:
     changelog: SystemStream | None
     changelog_kafka: SystemClients | None  # how the changelog's clients connect
     blob_retain: int = 2
+    value_serde: Serde | None = None  # stores.<store>.msg.serde: a registered serde over the app's value serde
+
+    def descriptor(self, declared: StoreDescriptor) -> StoreDescriptor:
+        """The app's declaration with the job's value serde, if it names one (Samza's `stores.<store>.msg.serde`):
+        values in the store, its snapshots and its changelog are then that serde's records (a Schema Registry
+        serde: Confluent's wire format, registered under the changelog topic's subject)."""
+        if self.value_serde is None:
+            return declared
+        topic = self.changelog.stream if self.changelog is not None else declared.name
+        return replace(declared, value_serde=self.value_serde, value_topic=topic)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,6 +121,7 @@ def _store_config(config: JobConfig, name: str) -> StoreConfig:
         changelog=changelog,
         changelog_kafka=system_clients(config, changelog.system) if changelog else None,
         blob_retain=config.value(pre + "blob.retain"),
+        value_serde=config.registered_serde(config.value(pre + "msg.serde")) if config.get(pre + "msg.serde") else None,
     )
 
 

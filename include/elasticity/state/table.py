@@ -41,7 +41,7 @@ from elasticity.jobmodel.object_mapper import ssp_to_key
 from elasticity.kafka import clients
 from elasticity.kafka.clients import Kafka
 from elasticity.kafka.consumer import STALL_TIMEOUT_S, read_range
-from elasticity.serializers import DESERIALIZERS, SERIALIZERS, RecordSerdeError, deserialize
+from elasticity.serializers import DESERIALIZERS, SERIALIZERS, RecordSerdeError, Serde, deserialize
 from elasticity.state.rocksdb import open_db
 from elasticity.state.store_config import local_state_dir
 
@@ -75,7 +75,7 @@ class TableBatch:
     name: str
     targets: tuple[tuple[SystemStreamPartition, int], ...]  # side-input partition -> read up to (exclusive)
     bootstraps: tuple[tuple[str, Kafka], ...]  # system -> its consumer's settings
-    serdes: tuple[tuple[str, str, str], ...]  # system -> key serde, msg serde of the side-input records
+    serdes: tuple[tuple[str, Serde, Serde], ...]  # system.stream (or a system) -> key, msg serde of the side inputs
     processor_factory: str | None = None
 
 
@@ -122,7 +122,8 @@ class SideInputTable:
         # unsealed while it moves: a crash now leaves a folder that a replay of an earlier batch must not trust
         (self.folder / OFFSETS_FILE).unlink(missing_ok=True)
         for ssp, start, target in behind:
-            self.apply(self._read(bootstraps[ssp.system], ssp, start, target), ssp, *serdes[ssp.system])
+            by = serdes.get(f"{ssp.system}.{ssp.stream}") or serdes[ssp.system]  # the stream's, else its system's
+            self.apply(self._read(bootstraps[ssp.system], ssp, start, target), ssp, *by)
             self.offsets[ssp_to_key(ssp)] = target
         self.db.flush(True)
         tmp = self.folder / f".{OFFSETS_FILE}.tmp"
@@ -133,8 +134,8 @@ class SideInputTable:
         self,
         records: Iterable[tuple[int, bytes | None, bytes | None, int]],
         ssp: SystemStreamPartition,
-        key_serde: str,
-        msg_serde: str,
+        key_serde: Serde,
+        msg_serde: Serde,
     ) -> None:
         from elasticity.api.stream import Message
 

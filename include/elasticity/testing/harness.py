@@ -38,7 +38,7 @@ from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
 from elasticity.config import JobConfig, validate
 from elasticity.jobmodel.grouping import build_job_model
 from elasticity.jobmodel.model import JobModel, SystemStream, SystemStreamPartition, TaskName
-from elasticity.serializers import deserialize, serialize
+from elasticity.serializers import Serde, deserialize, serialize
 from elasticity.state.rocksdb import StoreDirs, raw_items
 from elasticity.state.store_config import StorageConfig, local_state_dir
 from elasticity.state.table import SideInputBatch, SideInputTable, TableBatch, TableSource, _processor, resolve_tables
@@ -134,10 +134,10 @@ class TestRun:
             known = sorted(map(str, (*self.config.inputs, *side)))
             raise ValueError(f"{stream}: neither in task.inputs nor a table's side input ({known})")
         n = self._count(ss, partitions)
-        key_serde, msg_serde = self.config.serde(ss.system, "key"), self.config.serde(ss.system, "msg")
+        key_serde, msg_serde = self.config.serde(ss.system, "key", ss.stream), self.config.serde(ss.system, "msg", ss.stream)
         for r in records:
             rec = r if isinstance(r, Record) else Record(*r)
-            key, value = _encode(key_serde, rec.key), _encode(msg_serde, rec.value)
+            key, value = _encode(key_serde, rec.key, ss.stream, "key"), _encode(msg_serde, rec.value, ss.stream)
             partition = rec.partition
             if partition is None:
                 if key is None:
@@ -282,7 +282,8 @@ class TestRun:
                     log = self._logs.get((ss.system, ss.stream, p))
                     targets.append((SystemStreamPartition(ss.system, ss.stream, p), len(log) if log else 0))
             serdes = tuple(
-                sorted({(s.system, self.config.serde(s.system, "key"), self.config.serde(s.system, "msg")) for s in t.streams})
+                (str(s), self.config.serde(s.system, "key", s.stream), self.config.serde(s.system, "msg", s.stream))
+                for s in sorted(set(t.streams), key=str)
             )
             bootstraps = tuple((s, _NO_BROKER) for s in sorted({s.system for s in t.streams}))
             out.append(
@@ -315,9 +316,10 @@ class TestRun:
         c = self.config
         root = c.output_dir.rstrip("/")
         if out.kind == "parquet":
-            folder, serdes = f"{root}/{out.name}", ("string", "json")
+            folder, serdes = f"{root}/{out.name}", ("string", "json")  # type: tuple[str, tuple[Serde, Serde]]
         else:
-            folder, serdes = staging_root(root, out.system, out.name), (c.serde(out.system, "key"), c.serde(out.system, "msg"))
+            folder = staging_root(root, out.system, out.name)
+            serdes = (c.serde(out.system, "key", out.name), c.serde(out.system, "msg", out.name))
         emitted = []
         for row in self._batch_rows(folder):
             emitted.append(
@@ -402,11 +404,11 @@ def _app_class(app: str | Callable[[ApplicationDescriptor], None]) -> str:
     return spec
 
 
-def _encode(serde: str, v: Any) -> bytes | None:
-    return v if isinstance(v, bytes) or v is None else serialize(serde, v)
+def _encode(serde: Serde, v: Any, topic: str, part: str = "value") -> bytes | None:
+    return v if isinstance(v, bytes) or v is None else serialize(serde, v, topic, part)
 
 
-def _decode(serde: str, raw: bytes | None) -> Any:
+def _decode(serde: Serde, raw: bytes | None) -> Any:
     """A sink's key as the serde reads it; a Parquet output's key text as str, other bytes as they are."""
     try:
         return deserialize(serde, raw, "key")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from elasticity.api.stream import ApplicationDescriptor
 from elasticity.batch.container.reader import SlotReads, chunks
@@ -17,10 +17,13 @@ from elasticity.checkpoint.batch_plan import BatchPlan
 from elasticity.checkpoint.store import Generation
 from elasticity.checkpoint.task_checkpoint import CheckpointId, TaskCheckpoint, state_of
 from elasticity.config import JobConfig
+from elasticity.formats.registry import RegistrySerde, Snapshot, register_outputs, snapshot
+from elasticity.formats.schemas import TypedSchema
 from elasticity.jobmodel.model import JobModel, SystemStream, SystemStreamPartition, TaskName
 from elasticity.kafka.admin import client_settings, create_topic
 from elasticity.kafka.clients import Kafka
 from elasticity.kafka.consumer import KafkaInputs
+from elasticity.serializers import Serde
 from elasticity.state.store_config import StorageConfig, state_dir
 from elasticity.state.table import SideInputBatch, TableBatch, TableSource
 from elasticity.state.worker import BatchState
@@ -34,8 +37,8 @@ class ProcessContext:
     batch_id: int
     app_class: str
     job_inputs: tuple[SystemStream, ...]
-    key_serdes: dict[str, str]  # system -> serde
-    msg_serdes: dict[str, str]
+    key_serdes: dict[str, Serde]  # system -> serde
+    msg_serdes: dict[str, Serde]
     output_path: str
     audit_path: str
     dead_letter_path: str
@@ -52,6 +55,14 @@ class ProcessContext:
     shipped: Shipped = ()  # the user code the driver shipped (spark.shipping): imported from there
     epoch: int | None = None  # the attempt's lease epoch, in its files' names (batch.sinks.outputs); None: not leased
     generation: int | None = None  # the batch's generation, the outputs' `generation` column (a replay's version)
+    stream_serdes: dict[tuple[str, str], tuple[Serde, Serde]] = field(default_factory=dict)  # streams.<s>.samza.*.serde
+    registry: Snapshot = ()  # the driver's in-memory (mock://) registries' schemas, loaded by each worker
+    output_schemas: dict[str, TypedSchema] = field(default_factory=dict)  # typed Parquet outputs (outputs.<name>.schema)
+
+    def serdes_of(self, system: str, stream: str) -> tuple[Serde, Serde]:
+        """(key, message) serde of a stream: its own (`streams.<stream>.samza.*.serde`), else its system's."""
+        found = self.stream_serdes.get((system, stream))
+        return found if found is not None else (self.key_serdes.get(system, "string"), self.msg_serdes.get(system, "json"))
 
 
 def process_context(
@@ -73,6 +84,12 @@ def process_context(
     engine's and the test harness's: `output_bootstraps={}` when there is no broker to send to)."""
     c = config
     kafka_systems = _kafka_systems(config, app)
+    streams = {(s.system, s.stream) for s in c.inputs} | {(o.system, o.name) for o in app.outputs.values() if o.kind == "kafka"}
+    stream_serdes = {
+        (system, stream): (c.serde(system, "key", stream), c.serde(system, "msg", stream))
+        for system, stream in sorted(streams)
+        if any(c.get(f"streams.{stream}.samza.{w}.serde") for w in ("key", "msg"))
+    }
     return ProcessContext(
         job_name=c.job_name,
         batch_id=batch_id,
@@ -96,7 +113,40 @@ def process_context(
         shipped=shipped,
         epoch=epoch,
         generation=generation,
+        stream_serdes=stream_serdes,
+        registry=_registry(config, app),
+        output_schemas={
+            o.name: typed for o in app.outputs.values() if o.kind == "parquet" and (typed := c.output_schema(o.name)) is not None
+        },
     )
+
+
+def _registry(config: JobConfig, app: ApplicationDescriptor) -> Snapshot:
+    """The Kafka outputs' writer schemas registered (once, here, before the batch), and what the in-memory
+    registries hold then, for the workers."""
+    writes: list[tuple[RegistrySerde, str, str]] = []
+    urls: set[str] = set()
+    kafka_outputs = {(o.system, o.name) for o in app.outputs.values() if o.kind == "kafka"}
+    streams = {(s.system, s.stream) for s in config.inputs} | kafka_outputs
+    for system, stream in sorted(streams):
+        for what, part in (("key", "key"), ("msg", "value")):
+            serde = config.serde(system, what, stream)
+            if isinstance(serde, RegistrySerde):
+                urls.add(serde.url)
+                if (system, stream) in kafka_outputs:
+                    writes.append((serde, stream, part))
+    for name in sorted(n.split(".")[2] for n in config.raw_map if n.startswith("serializers.registry.") and n.endswith(".class")):
+        serde = config.registered_serde(name)  # side inputs' and stores' serdes read too
+        if isinstance(serde, RegistrySerde):
+            urls.add(serde.url)
+    for store in sorted(app.stores):  # stores.<store>.msg.serde: written by the workers too
+        serde = config.registered_serde(config.value(f"stores.{store}.msg.serde") or "json")
+        if isinstance(serde, RegistrySerde):
+            urls.add(serde.url)
+            changelog = config.changelog(store)
+            writes.append((serde, changelog.stream if changelog is not None else store, "value"))
+    register_outputs(writes)
+    return snapshot(urls)
 
 
 def _kafka_systems(config: JobConfig, app: ApplicationDescriptor) -> set[str]:
@@ -188,7 +238,9 @@ def table_batch(
                 name=t.name,
                 targets=tuple((ssp, o) for ssp, o in sorted(recorded.items()) if ssp.system_stream in t.streams),
                 bootstraps=tuple((s, client_settings(config, s)) for s in systems),
-                serdes=tuple((s, config.serde(s, "key"), config.serde(s, "msg")) for s in systems),
+                serdes=tuple(
+                    (str(s), config.serde(s.system, "key", s.stream), config.serde(s.system, "msg", s.stream)) for s in t.streams
+                ),
                 processor_factory=t.processor_factory,
             )
         )

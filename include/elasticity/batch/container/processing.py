@@ -33,6 +33,7 @@ from elasticity.batch.container.slot_claims import claim
 from elasticity.batch.container.slot_files import write_slot_files
 from elasticity.batch.container.unit_run import Producers, Records, UnitRun, run_unit
 from elasticity.config import elasticity_home
+from elasticity.formats.registry import load as load_registry
 from elasticity.jobmodel.model import TaskName
 from elasticity.metrics.freshness import timestamp_span
 from elasticity.state.commit_manager import Markers
@@ -112,6 +113,7 @@ def process_slot(ctx: ProcessContext, slot: int, table: pa.Table) -> list[dict[s
     if table.num_rows == 0:
         return []
     table, records, tasks = _slices(table)
+    load_registry(ctx.registry)  # the driver's in-memory registry's schemas, with their ids
     process = container_process()
     app = process.application(ctx.app_class, ctx.job_inputs)
     outputs = Producers(ctx)

@@ -10,7 +10,7 @@ import pyarrow as pa
 from elasticity.api.stream import ApplicationDescriptor
 from elasticity.batch.container.process_context import ProcessContext
 from elasticity.batch.container.unit_run import UnitRun, sink_roots
-from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, AuditStatus, in_file, write_batch_file
+from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, DEAD_LETTER_SCHEMA, AuditStatus, in_file, output_schema, write_batch_file
 
 
 def write_slot_files(
@@ -22,12 +22,14 @@ def write_slot_files(
     file, empty or not; dead letters too under an epoch (a superseded attempt's late dead letters are then never
     the batch's), only when there are some without."""
     name, epoch = f"slot-{slot}", ctx.epoch
-    for root in (r for r in sink_roots(ctx, app).values() if r is not None):
+    for out, root in sink_roots(ctx, app).items():
+        if root is None:
+            continue
+        schema = in_file(output_schema(ctx.output_schemas.get(out.name) if out.kind == "parquet" else None))
         pieces = sorted((p for u in units for p in u.outputs.get(root, ())), key=lambda p: p[0])
         rows = [r for _, rs in pieces for r in rs]
-        columns: list[Any] = list(zip(*rows, strict=True)) if rows else [()] * (len(in_file(OUTPUT_SCHEMA)) - 1)
-        columns.append([ctx.generation] * len(rows))  # the last column, which the tasks' rows leave out
-        write_batch_file(root, ctx.batch_id, name, _table(columns, in_file(OUTPUT_SCHEMA)), epoch=epoch)
+        columns = zip(*rows, strict=True) if rows else [()] * len(schema)
+        write_batch_file(root, ctx.batch_id, name, _table(list(columns), schema), epoch=epoch)
     ranges = sorted(r for u in units for r in u.kept)
     failed = set().union(*(u.failed for u in units))
     if sum(b - a for a, b in ranges) == table.num_rows:

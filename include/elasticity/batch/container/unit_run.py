@@ -30,7 +30,7 @@ from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 from elasticity.jobmodel.object_mapper import ssp_to_key
 from elasticity.kafka import clients
 from elasticity.kafka.refusals import refusal, refused_output
-from elasticity.serializers import RecordSerdeError, deserialize, serialize
+from elasticity.serializers import RecordSerdeError, Serde, deserialize, serialize
 from elasticity.state.table import SlotTables
 from elasticity.state.worker import ContainerState
 
@@ -240,18 +240,26 @@ def _sink_rows(
                 sent[j] += 1
         if root is None:
             continue
-        serdes = (
-            (ctx.key_serdes.get(out.system, "string"), ctx.msg_serdes.get(out.system, "json")) if out.kind == "kafka" else None
-        )
+        serdes = ctx.serdes_of(out.system, out.name) if out.kind == "kafka" else None
+        typed = ctx.output_schemas.get(out.name) if out.kind == "parquet" else None
         by_task: dict[int, list[tuple[Any, ...]]] = {}
         for j, (i, k, v) in produced:
             task_rows = by_task.setdefault(j, [])
             system, stream, partition, offset = kept.source(i)
-            if serdes is not None:  # made by its system's serdes, as the at-least-once producer makes them
-                key, value = serialize(serdes[0], k), serialize(serdes[1], v)
-            else:
-                key, value = k if isinstance(k, bytes) else serialize("string", k), serialize("json", v)
-            task_rows.append((key, value, unit[j].name, len(task_rows), partition, offset, system, stream))
+            columns: tuple[Any, ...] = ()
+            try:
+                if serdes is not None:  # made by its stream's serdes, as the at-least-once producer makes them
+                    key, value = serialize(serdes[0], k, out.name, "key"), serialize(serdes[1], v, out.name)
+                else:
+                    key, value = k if isinstance(k, bytes) else serialize("string", k), serialize("json", v)
+                    if typed is not None:  # a typed output: one column per declared field
+                        columns = typed.row(v)
+            except RecordSerdeError as e:  # does not fit its schema: a dead letter, as a refused output
+                refused.append((i, *_as_written(k, v), f"{out.system}.{out.name}: {e}"))
+                continue
+            task_rows.append(
+                (key, value, unit[j].name, len(task_rows), partition, offset, system, stream, ctx.generation, *columns)
+            )
         files[root] = [(unit[j].start, r) for j, r in by_task.items()]
     for i, *_ in refused:
         sent[kept.task_of(i)] -= 1
@@ -348,7 +356,7 @@ def _messages(
     failed: dict[int, str] = {}
     ends: list[int] = []
     ssps: dict[tuple[str, str, int], SystemStreamPartition] = {}
-    serdes: dict[str, tuple[str, str]] = {}
+    serdes: dict[tuple[str, str], tuple[Serde, Serde]] = {}
     r = records
     for t in unit:
         task = TaskName(t.name)
@@ -367,8 +375,8 @@ def _messages(
             ssp = ssps.get((system, stream, partition))
             if ssp is None:
                 ssp = ssps[(system, stream, partition)] = SystemStreamPartition(system, stream, partition)
-                serdes[system] = (ctx.key_serdes.get(system, "string"), ctx.msg_serdes.get(system, "json"))
-            key_serde, msg_serde = serdes[system]
+                serdes[(system, stream)] = ctx.serdes_of(system, stream)
+            key_serde, msg_serde = serdes[(system, stream)]
             try:
                 key = deserialize(key_serde, k, "key")
                 value = deserialize(msg_serde, v, "value")
@@ -394,13 +402,17 @@ def _send(ctx: ProcessContext, outputs: Producers, out: OutputStream, produced: 
     """A Kafka output's messages, with the serdes of its system, sent together; one refused among others (its
     whole batch refused: nothing of it written) is sent again alone, and is refused only if refused so."""
     producer = outputs.producer(out.system)
-    key_serde, msg_serde = ctx.key_serdes.get(out.system, "string"), ctx.msg_serdes.get(out.system, "json")
+    key_serde, msg_serde = ctx.serdes_of(out.system, out.name)
     pending = []
+    refused: Refused = []
     for i, k, v in produced:
-        key, value = serialize(key_serde, k), serialize(msg_serde, v)
+        try:
+            key, value = serialize(key_serde, k, out.name, "key"), serialize(msg_serde, v, out.name)
+        except RecordSerdeError as e:  # does not fit its schema: never sent, a dead letter
+            refused.append((i, *_as_written(k, v), f"{out.system}.{out.name}: {e}"))
+            continue
         pending.append((i, key, value, _produce(producer, out.name, key, value)))
     verdicts = [(i, key, value, _verdict(delivery)) for i, key, value, delivery in pending]  # every one settled first
-    refused: Refused = []
     suspects = any(v is not None and not v[2] for *_, v in verdicts)
     if suspects:
         outputs.renew(out.system, producer)
@@ -415,6 +427,18 @@ def _send(ctx: ProcessContext, outputs: Producers, out: OutputStream, produced: 
         if solo is not None:
             solo.close()
     return refused
+
+
+def _as_written(k: Any, v: Any) -> tuple[bytes | None, bytes | None]:
+    """An output its serde could not write, as a dead letter keeps it: bytes as they are, else JSON."""
+    return tuple(x if isinstance(x, bytes) or x is None else _json_or_text(x) for x in (k, v))  # type: ignore[return-value]
+
+
+def _json_or_text(x: Any) -> bytes:
+    try:
+        return serialize("json", x) or b""
+    except (TypeError, ValueError):
+        return repr(x).encode("utf-8")
 
 
 def _produce(producer: Any, topic: str, key: bytes | None, value: bytes | None) -> Any:

@@ -44,6 +44,7 @@ from elasticity.batch.sinks.outputs import (
     output_roots,
     read_batches,
     write_atomically,
+    written_output_schema,
 )
 from elasticity.config.job import JobConfig
 
@@ -167,7 +168,9 @@ def compact_root(
     span_ms = None if retention_ms is None else retention_ms // SPAN_OF_RETENTION
     groups = _groups(units, target_bytes, span_ms)
     for group in groups:
-        _compact(root, f"{base.rstrip('/')}/{compacted_file_name(group[0].first, group[-1].last)}", group, schema)
+        files = [f for u in group for f in u.files]
+        typed = written_output_schema(root, files) if sink.startswith("parquet.") else schema  # keeps typed columns
+        _compact(root, f"{base.rstrip('/')}/{compacted_file_name(group[0].first, group[-1].last)}", group, typed)
     after = list_root(root)
     return SinkReport(
         sink=sink,

@@ -42,6 +42,9 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
+from elasticity.config import JobConfig
+from elasticity.config.runtime_rules import refuse_schema_changes
+from elasticity.formats.schemas import TypedSchema, from_arrow, incompatibilities
 from elasticity.jobmodel.model import TaskName
 
 SOURCE_FIELDS = [  # where an input record came from: the first columns of records, audit rows and dead letters
@@ -118,6 +121,61 @@ OUTPUT_SCHEMA = pa.schema(
         ("generation", pa.int32()),
     ]
 )
+
+
+def output_schema(typed: TypedSchema | None) -> pa.Schema:
+    """A Parquet output's columns: its provenance columns, then a typed output's declared fields."""
+    return OUTPUT_SCHEMA if typed is None else pa.schema([*OUTPUT_SCHEMA, *typed.arrow()])
+
+
+def typed_columns(schema: pa.Schema) -> list[pa.Field]:
+    """The columns of an output file beyond its provenance columns: a typed output's fields."""
+    return [f for f in schema if f.name not in OUTPUT_SCHEMA.names]
+
+
+def written_output_schema(root: str, files: Sequence[SinkFile] | None = None) -> pa.Schema:
+    """The columns of an output's files (all live ones unless `files`): the provenance columns and every typed
+    column any of them has, in the order they first appear; one missing from some file is nullable here (a
+    reader gives those rows null)."""
+    fs, _ = open_root(root)
+    found: dict[str, pa.Field] = {}
+    everywhere: dict[str, int] = {}
+    chosen = list_root(root).live if files is None else files
+    for f in chosen:
+        if f.kind == "legacy":
+            continue
+        for c in typed_columns(pq.read_schema(f.path, filesystem=fs)):
+            found.setdefault(c.name, c)
+            everywhere[c.name] = everywhere.get(c.name, 0) + 1
+    n = sum(1 for f in chosen if f.kind != "legacy")
+    return pa.schema([*OUTPUT_SCHEMA, *(c if everywhere[c.name] == n else c.with_nullable(True) for c in found.values())])
+
+
+def typed_output_problems(root: str, declared: TypedSchema | None) -> list[str]:
+    """Why the declared schema cannot write beside the output's newest file (empty: it can, or nothing is
+    written yet): `formats.schemas.incompatibilities` against that file's typed columns. An untyped output
+    stays as it is."""
+    if declared is None:
+        return []
+    live = [f for f in list_root(root).live if f.kind != "legacy"]
+    if not live:
+        return []
+    fs, _ = open_root(root)
+    newest = max(live, key=lambda f: (f.last, f.mtime_ms))
+    return incompatibilities(from_arrow(typed_columns(pq.read_schema(newest.path, filesystem=fs))), declared)
+
+
+def check_typed_outputs(config: JobConfig) -> None:
+    """Each typed Parquet output's declared schema against the files it has written: a change readers of
+    those files could not follow is refused before any batch, naming the key and the field."""
+    problems: dict[str, list[str]] = {}
+    declared = sorted({k.split(".")[1] for k in config.raw_map if re.fullmatch(r"outputs\.[^.]+\.schema(\.serde)?", k)})
+    for name in declared:
+        key = f"outputs.{name}.schema" + ("" if config.get(f"outputs.{name}.schema") else ".serde")
+        found = typed_output_problems(f"{config.output_dir.rstrip('/')}/{name}", config.output_schema(name))
+        if found:
+            problems[key] = found
+    refuse_schema_changes(problems)
 
 
 def in_file(schema: pa.Schema) -> pa.Schema:

@@ -22,6 +22,7 @@ from functools import partial
 import pyarrow.fs as pafs
 from sqlalchemy.engine import make_url
 
+from elasticity.batch.sinks.outputs import check_typed_outputs
 from elasticity.checkpoint.store import CheckpointStore, StoreError
 from elasticity.config import JobConfig
 
@@ -126,7 +127,7 @@ def _move_aside(root: str) -> str:
 
 
 def guard_sinks(config: JobConfig, store: CheckpointStore, initialize: Callable[[], object], *, reset: bool = False) -> list[str]:
-    """At a start: check the sinks against the store, create the job's first generation if it is
+    """At a start: check the sinks against the store (and the typed outputs' schemas), create the job's first generation if it is
     new (`initialize()`), then mark the sinks with its identity. Each root is read once, all of them
     side by side (on object storage each read is a round trip). Returns the roots moved aside."""
     roots = [config.output_dir, config.audit_dir, config.dead_letter_dir]
@@ -134,6 +135,7 @@ def guard_sinks(config: JobConfig, store: CheckpointStore, initialize: Callable[
         found = list(zip(roots, pool.map(_read, roots), strict=True))
     known = store_identity(config, store)
     moved = _check(config, store, known, found=found, reset=reset)
+    check_typed_outputs(config)  # the typed outputs' schemas against the files they have written
     if known is None:
         initialize()
         known = store_identity(config, store)
