@@ -19,6 +19,7 @@ from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOpe
 from airflow.sdk import DAG, Param, task
 
 from elasticity.airflow.hooks import job_configs
+from elasticity.airflow.operators import ReplayOperator
 
 JOBS = sorted(job_configs()) or ["demo"]
 
@@ -52,29 +53,14 @@ with DAG(
         "dry_run": Param(False, type="boolean", description="Only print where each partition would start"),
     },
 ) as dag:
-
-    @task
-    def replay(**context) -> dict:
-        from elasticity.airflow.tasks import replay as do_replay
-
-        p = context["params"]
-        return do_replay(
-            p["job"],
-            str(p["start"]),
-            outputs=str(p["outputs"]),
-            dry_run=bool(p["dry_run"]),
-            owner=f"replay:{context['run_id']}",
-            try_number=context["ti"].try_number,
-            reason=f"elastic_replay run {context['run_id']}",
-        )
+    replay = ReplayOperator(task_id="replay")
 
     @task.short_circuit
     def applied(result: dict) -> bool:
         """A data-quality run follows every replay written."""
         return result["applied"]
 
-    result = replay()
-    applied(result) >> TriggerDagRunOperator(
+    applied(replay.output) >> TriggerDagRunOperator(
         task_id="trigger_data_quality",
         trigger_dag_id="elastic_data_quality__{{ params.job }}",
         conf={"reason": "after replay"},

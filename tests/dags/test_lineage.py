@@ -1,4 +1,4 @@
-"""OpenLineage through Airflow's provider: the micro-batch and rescale DAGs run under `dag.test()` with the
+"""OpenLineage through Airflow's provider: the micro-batch, rescale and replay DAGs run under `dag.test()` with the
 provider's file transport, and the events it wrote name the job's Kafka input (`kafka://<bootstrap>`, the topic)
 and outputs (the app's Kafka topic, its Parquet datasets with their schema facets, the audit and dead letters).
 
@@ -27,11 +27,12 @@ bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
 job = sys.argv[1]
 micro = bag.dags[f"elastic_microbatch__{job}"].test()
 rescale = bag.dags["elastic_rescale"].test(run_conf={"job": job, "factor": 4, "dry_run": False})
-print("STATES", micro.state, rescale.state)
+replay = bag.dags["elastic_replay"].test(run_conf={"job": job, "start": "earliest", "outputs": "new-version", "dry_run": True})
+print("STATES", micro.state, rescale.state, replay.state)
 """
 
 
-def test_micro_batch_and_rescale_report_their_datasets_through_the_provider(airflow_db, kafka_bootstrap, tmp_path):
+def test_micro_batch_rescale_and_replay_report_their_datasets_through_the_provider(airflow_db, kafka_bootstrap, tmp_path):
     topic = f"lin-{uuid.uuid4().hex[:8]}"
     create_topic(kafka_bootstrap, topic, 2)
     job = f"lin{uuid.uuid4().hex[:6]}"
@@ -62,13 +63,14 @@ def test_micro_batch_and_rescale_report_their_datasets_through_the_provider(airf
     store.close()
 
     out = subprocess.run([sys.executable, "-c", RUN, job], env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
-    assert "STATES success success" in out.stdout, out.stdout[-3000:] + out.stderr[-5000:]
+    assert "STATES success success success" in out.stdout, out.stdout[-3000:] + out.stderr[-5000:]
     events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines() if line.strip()]
     by_job = {}
     for e in events:
         if e["eventType"] == "COMPLETE" and "." in e["job"]["name"]:  # task events: <dag_id>.<task_id>
             by_job[e["job"]["name"]] = e
     micro, rescale = by_job[f"elastic_microbatch__{job}.run_batches"], by_job["elastic_rescale.rescale"]
+    replay = by_job["elastic_replay.replay"]
     assert micro["job"]["namespace"] == "elasticity-test"
 
     kafka_ns = f"kafka://{kafka_bootstrap}"
@@ -89,6 +91,8 @@ def test_micro_batch_and_rescale_report_their_datasets_through_the_provider(airf
 
     assert [(d["namespace"], d["name"]) for d in rescale["inputs"]] == [(kafka_ns, topic)]
     assert rescale["outputs"] == []
+    assert [(d["namespace"], d["name"]) for d in replay["inputs"]] == [(kafka_ns, topic)]
+    assert replay["outputs"] == []
 
 
 def test_dataset_names_follow_the_naming_spec():

@@ -299,8 +299,34 @@ class RescaleOperator(BaseOperator):
         )
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        from elasticity.airflow.hooks import connected, job_configs
-        from elasticity.airflow.lineage import job_lineage
+        return _inputs_lineage(self._job or task_instance.get_template_context()["params"]["job"])
 
-        job = self._job or task_instance.get_template_context()["params"]["job"]
-        return job_lineage(connected(load_config(job_configs()[job])), outputs=False)
+
+class ReplayOperator(RescaleOperator):
+    """The `elastic_replay` task: replay the job its run's params name (`job`, `start`, `outputs`, `dry_run`) under
+    the job's lease (elasticity.airflow.tasks.replay); returns what it did (`applied`, the generation, each
+    partition's start). Its lineage is the job's inputs, which it re-reads from `start`; the outputs are written by
+    the batches that follow."""
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from elasticity.airflow.tasks import replay
+
+        p = context["params"]
+        self._job = p["job"]
+        return replay(
+            p["job"],
+            str(p["start"]),
+            outputs=str(p["outputs"]),
+            dry_run=bool(p["dry_run"]),
+            owner=f"replay:{context['run_id']}",
+            try_number=context["ti"].try_number,
+            reason=f"elastic_replay run {context['run_id']}",
+        )
+
+
+def _inputs_lineage(job: str) -> Any:
+    """The job's Kafka inputs as OpenLineage datasets (a rescale or replay writes no record itself)."""
+    from elasticity.airflow.hooks import connected, job_configs
+    from elasticity.airflow.lineage import job_lineage
+
+    return job_lineage(connected(load_config(job_configs()[job])), outputs=False)
