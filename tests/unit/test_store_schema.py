@@ -94,6 +94,33 @@ def test_a_store_taken_back_to_no_version_is_brought_up_again_with_its_rows(tmp_
     ]
 
 
+def test_a_store_at_0002_gains_the_decision_column_and_keeps_its_generations(tmp_path):
+    """Revision 0003 adds the autosizer's decision to the generations: rows written before read back with none,
+    and a new generation keeps its decision."""
+    from elasticity.jobmodel.model import JobModel
+
+    url = f"sqlite:///{tmp_path / 'checkpoints.db'}"
+    model = JobModel(config=(), containers=())
+    store = CheckpointStore(url)
+    store.acquire_lease("job", "me", 600_000)
+    store.write_generation("job", 0, 2, model=model, compute=lambda _: {}, owner="me", reason="first", origin="start")
+    store.close()
+    migrate(url, "0002", down=True)
+    conn = sqlite3.connect(tmp_path / "checkpoints.db")
+    assert "decision" not in {r[1] for r in conn.execute("PRAGMA table_info(elasticity_generations)")}
+    conn.close()
+    store = CheckpointStore(url)
+    try:
+        old = store.generation("job")
+        assert (old.number, old.factor, old.reason, old.origin, old.decision) == (1, 2, "first", "start", None)
+        new = store.write_generation(
+            "job", 1, 4, model=model, compute=lambda _: {}, owner="me", reason="up", origin="autosize", decision='{"factor":4}'
+        )
+        assert store.generation("job") == new and new.decision == '{"factor":4}'
+    finally:
+        store.close()
+
+
 def test_a_store_a_newer_version_upgraded_is_refused_and_left_as_it_is(tmp_path):
     url = f"sqlite:///{tmp_path / 'checkpoints.db'}"
     CheckpointStore(url).close()

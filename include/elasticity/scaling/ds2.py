@@ -304,12 +304,17 @@ def decide_factor(model: Model, load: Load, policy: Policy) -> Decision:
 
 
 def policy_of(config: JobConfig) -> Policy:
-    """The controller's knobs as the job configures them (`job.elasticity.autosize.*`)."""
+    """The controller's knobs as the job configures them (`job.elasticity.autosize.*`); the single
+    `cooldown.ms` of earlier versions is the scale-down cool-down where `scale.down.cooldown.ms` is not set."""
+    written = dict(config.raw)
+    down = config.autosize_scale_down_cooldown_ms
+    if "job.elasticity.autosize.scale.down.cooldown.ms" not in written and "job.elasticity.autosize.cooldown.ms" in written:
+        down = config.autosize_cooldown_ms
     return Policy(
         min_factor=config.autosize_min,
         max_factor=config.autosize_max,
         utilization=config.autosize_utilization_target,
         catch_up_s=float(config.autosize_target_lag_s),
         up_cooldown_ms=config.autosize_scale_up_cooldown_ms,
-        down_cooldown_ms=config.autosize_scale_down_cooldown_ms,
+        down_cooldown_ms=down,
     )

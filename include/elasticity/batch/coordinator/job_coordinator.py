@@ -236,6 +236,7 @@ class JobCoordinator:
         origin: str = "manual",
         settled: bool = False,
         expected_generation: int | None = None,
+        decision: str | None = None,
     ) -> RescalePlan:
         """Move the job to `factor` (default: the current one, picking up new partitions) under the lease.
 
@@ -250,7 +251,8 @@ class JobCoordinator:
         is rolled forward, never abandoned and read again. `settled`: the caller is a run that settled at its
         start, and whose own transactional.id must stay open. `expected_generation`: the generation the caller
         decided on (a schedule's, an autosizer's); if the job has moved on since (a person's rescale), nothing
-        changes (StaleGenerationError).
+        changes (StaleGenerationError). `decision`: the autosizer's record (JSON) of why, kept with the new
+        generation.
         """
         owner = owner or default_owner()
 
@@ -259,7 +261,13 @@ class JobCoordinator:
             if not settled and self.config.processing_guarantee == "exactly_once":
                 self._settle(owner)
             return self._rescale_leased(
-                factor, owner, abandon_pending=abandon_pending, trigger=trigger, origin=origin, expected=expected_generation
+                factor,
+                owner,
+                abandon_pending=abandon_pending,
+                trigger=trigger,
+                origin=origin,
+                expected=expected_generation,
+                decision=decision,
             )
 
         if self.store.holds_lease(self.job, owner):  # a batch refreshing its model: its heartbeat keeps the lease
@@ -280,7 +288,15 @@ class JobCoordinator:
         )
 
     def _rescale_leased(
-        self, factor: int | None, owner: str, *, abandon_pending: bool, trigger: str | None, origin: str, expected: int | None
+        self,
+        factor: int | None,
+        owner: str,
+        *,
+        abandon_pending: bool,
+        trigger: str | None,
+        origin: str,
+        expected: int | None,
+        decision: str | None = None,
     ) -> RescalePlan:
         """`rescale`'s steps under the held lease: the target, the state's move, the new generation written with
         the migrated checkpoints, then the move finished and the rescale's metrics recorded."""
@@ -328,6 +344,7 @@ class JobCoordinator:
                 reason=f"{reason} ({trigger or 'by ' + owner})",
                 abandon_pending=abandon_pending,
                 origin=origin if old else "start",
+                decision=decision if old else None,
             )
         except SupersededError:
             if move is not None and self.storage is not None:  # refused for good: its uploads go, also those its
@@ -385,6 +402,7 @@ class JobCoordinator:
         reason: str,
         abandon_pending: bool = False,
         origin: str = "manual",
+        decision: str | None = None,
     ) -> Generation:
         """The next generation (the first when `old` is None); the caller holds the lease."""
         return self.store.write_generation(
@@ -400,6 +418,7 @@ class JobCoordinator:
             live_max_age_ms=self.config.live_checkpoint_max_age_ms,
             abandon_pending=abandon_pending,
             origin=origin,
+            decision=decision,
         )
 
     def adopt(self, imported: Iterable[TaskCheckpoint], source: str, owner: str | None = None) -> RescalePlan:

@@ -478,15 +478,24 @@ class CheckpointStore:
         live_max_age_ms: int = 600_000,
         abandon_pending: bool = False,
         origin: str = "manual",
+        decision: str | None = None,
     ) -> Generation:
         """Atomically replace generation `expected` (0: none yet) by a new one.
 
         `compute` gets the old generation's checkpoints, read under the row lock,
-        and returns the new generation's. The caller must hold the lease.
+        and returns the new generation's. The caller must hold the lease. `decision`: the autosizer's
+        record (JSON) of why, kept with the generation.
         """
         now = self.clock()
         new = Generation(
-            job_name=job, number=expected + 1, factor=factor, job_model=model, reason=reason, created_ms=now, origin=origin
+            job_name=job,
+            number=expected + 1,
+            factor=factor,
+            job_model=model,
+            reason=reason,
+            created_ms=now,
+            origin=origin,
+            decision=decision,
         )
         with self._fenced(job, expected, owner, rescale_at=now) as conn:
             faults.point("rescale.fenced")

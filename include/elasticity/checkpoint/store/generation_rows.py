@@ -23,6 +23,7 @@ class Generation:
     reason: str
     created_ms: int
     origin: str = "manual"  # manual (a person: the rescale DAG or CLI), schedule, autosize, start, partitions
+    decision: str | None = None  # the autosizer's decision record as JSON (elasticity.scaling.decision.AutosizeRecord)
 
 
 @functools.lru_cache(maxsize=16)
@@ -59,6 +60,7 @@ def read(conn: Connection, job: str, number: int | None) -> Generation | None:
         reason=row.reason,
         created_ms=row.created_ms,
         origin=row.origin or "manual",
+        decision=row.decision,
     )
 
 
@@ -78,5 +80,6 @@ def insert_generation(conn: Connection, generation: Generation) -> None:
             reason=generation.reason,
             created_ms=generation.created_ms,
             origin=generation.origin,
+            decision=generation.decision,
         )
     )

@@ -23,7 +23,7 @@ from sqlalchemy import (
     Text,
 )
 
-HEAD_REVISION = "0002"
+HEAD_REVISION = "0003"
 """The newest revision of schema_migrations/versions/: a store whose version table holds it is opened as it is."""
 
 VERSION_TABLE = "elasticity_alembic_version"
@@ -61,6 +61,7 @@ generations = Table(
     Column("reason", Text, nullable=False),
     Column("created_ms", BigInteger, nullable=False),
     Column("origin", String(32)),  # who asked: manual | schedule | autosize | start | partitions
+    Column("decision", Text),  # the autosizer's decision and what it decided from, as JSON (NULL: none)
 )
 
 checkpoints = Table(
