@@ -2,8 +2,8 @@
 broker, a warm Spark Connect server (local[2]), `airflow standalone` on a free loopback port, the demo app
 (a 20 ms lookup per record) on 4 partitions, runs started by the lag watcher in the triggerer.
 
-  1. the oracle: job `oracle` (no autosizer) drains a backlog at each factor in turn (rescaled through
-     elastic_rescale); its throughput per factor is records over the batches' time. The oracle's factor for
+  1. the oracle: job `oracle` (no autosizer) drains a backlog (3,000 records per unit of factor) at each factor
+     in turn (rescaled through elastic_rescale); its throughput per factor is records over the batches' time. The oracle's factor for
      a rate is the smallest whose measured throughput covers the rate with 20 % headroom;
   2. job `auto` (job.elasticity.autosize=true) under a stepped load fed at a steady rate (default 100 -> 800
      -> 200 records/s, `--step-s` each); every `--sample-s` the bench reads its factor and its exact lag;
@@ -52,6 +52,7 @@ KNOBS = {  # the autosizer as the bench runs it (the defaults but the cool-downs
     "job.elasticity.autosize.utilization.target": "0.7",
     "job.elasticity.autosize.scale.up.cooldown.ms": "60000",
     "job.elasticity.autosize.scale.down.cooldown.ms": "180000",
+    "job.elasticity.autosize.scale.down.utilization": "0.4",
     "job.elasticity.autosize.confirm.ms": "20000",
     "job.elasticity.autosize.poll.ms": "5000",
 }
@@ -201,7 +202,7 @@ def main() -> int:
     p.add_argument("--step-s", type=float, default=240.0, help="seconds of each step")
     p.add_argument("--sample-s", type=float, default=5.0)
     p.add_argument("--oracle-factors", default="1,2,3,4,5,6,8")
-    p.add_argument("--oracle-backlog", type=int, default=4000, help="records drained at each factor by the oracle")
+    p.add_argument("--oracle-backlog", type=int, default=3000, help="records drained by the oracle per unit of factor")
     p.add_argument("--svg", type=Path, default=REPO / "docs" / "results" / "autosize.svg")
     args = p.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
@@ -273,10 +274,16 @@ def main() -> int:
                 run_id = api.trigger("elastic_rescale", {"job": "oracle", "factor": factor, "dry_run": False})
                 assert api.wait_run("elastic_rescale", run_id, 600)["state"] == "success", airflow.tail(40)
             gen = store.generation("oracle").number
-            send(bootstrap, "oracle", demo_records(args.oracle_backlog, keys=KEYS, seed=10 + factor, hot_key_share=0))
+            seen = max((m["batch_id"] for m in store.metrics("oracle", limit=1)), default=0)
+            backlog = args.oracle_backlog * factor  # about as many seconds of work at each factor
+            send(bootstrap, "oracle", demo_records(backlog, keys=KEYS, seed=10 + factor, hot_key_share=0))
             time.sleep(3)
             wait(f"backlog drained at factor {factor}", lambda: lag_of("oracle") == 0 and store.lease("oracle") is None, 900)
-            mine = [m for m in store.metrics("oracle", limit=200) if m["generation"] == gen and m["records_read"]]
+            mine = [
+                m
+                for m in store.metrics("oracle", limit=200)
+                if m["generation"] == gen and m["batch_id"] > seen and m["records_read"]
+            ]
             seconds = sum(m["durations_ms"]["total"] for m in mine) / 1000
             throughput[factor] = sum(m["records_read"] for m in mine) / seconds
             print(f"oracle: factor {factor}: {throughput[factor]:,.0f} records/s over {len(mine)} batches", flush=True)

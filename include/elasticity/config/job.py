@@ -299,6 +299,14 @@ class JobConfig:
         doc="The autosizer scales down no sooner than this after the last change: longer, so a passing dip does not "
         "flap the factor.",
     )
+    autosize_scale_down_utilization: float = key(
+        "job.elasticity.autosize.scale.down.utilization",
+        fraction,
+        "0.4",
+        doc="The autosizer scales down only while the load uses less than this share of the current factor's predicted "
+        "capacity (the Flink autoscaler's utilisation boundary): a factor a backlog raised stays while the input alone "
+        "still uses it well.",
+    )
     autosize_confirm_ms: int = key(
         "job.elasticity.autosize.confirm.ms",
         int_range(0),
