@@ -78,7 +78,7 @@ def job_config(folder: Path, name: str, topic: str, **extra: str) -> str:
 
 
 class Feeder(threading.Thread):
-    """Records to a topic at `rate` per second (changed on the fly), sent every 200 ms."""
+    """Records to a topic at `rate` per second (changed on the fly), sent once a second."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         super().__init__(daemon=True)
@@ -94,7 +94,7 @@ class Feeder(threading.Thread):
             if (n := int(owed)) > 0:
                 send(self.bootstrap, self.topic, demo_records(n, keys=KEYS, seed=seed, hot_key_share=0))
                 seed, owed, self.sent = seed + 1, owed - n, self.sent + n
-            self.stop.wait(max(0.0, 0.2 - (time.monotonic() - now)))
+            self.stop.wait(max(0.0, 1.0 - (time.monotonic() - now)))
 
 
 @dataclass
@@ -113,18 +113,25 @@ class Step:
     changes: list[tuple[float, int, int]] = field(default_factory=list)  # (t, from, to)
 
 
-def triggerer_pid(home: Path) -> int | None:
-    """The `airflow triggerer` process of this bench's Airflow (its AIRFLOW_HOME under `home`)."""
+def triggerer_pid(root: int) -> int | None:
+    """The `airflow triggerer` process among the descendants of `airflow standalone` (pid `root`)."""
+    children: dict[int, list[int]] = {}
     for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(d.name))
+    todo = [root]
+    while todo:
+        pid = todo.pop()
         try:
-            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            env = (d / "environ").read_bytes()
+            if "triggerer" in (Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()):
+                return pid
         except OSError:
-            continue
-        if "triggerer" in cmd and str(home).encode() in env:
-            return int(d.name)
+            pass
+        todo += children.get(pid, [])
     return None
 
 
@@ -291,7 +298,7 @@ def main() -> int:
 
         # 2. the autosizer in charge
         wait("first generation of the autosized job", lambda: store.generation("auto"))
-        pid = triggerer_pid(home)
+        pid = triggerer_pid(airflow.proc.pid)
         cpu0, wall0 = (cpu_s(pid) if pid else 0.0), time.monotonic()
         samples: list[Sample] = []
         steps: list[Step] = []

@@ -88,8 +88,6 @@ def world(kafka_bootstrap, spark_connect, tmp_path_factory):
     )
     auto_props.pop("task.checkpoint.store.url")
     write_properties(tmp / "jobs" / f"{auto_job}.properties", auto_props)
-    # the load step, waiting from the start: 3,000 records take 30 s at factor 1 (two virtual tasks of 50 records/s)
-    send(kafka_bootstrap, auto_topic, demo_records(3000, keys=40, seed=45))
     airflow = AirflowStandalone(
         tmp / "airflow",
         free_port(),
@@ -228,8 +226,10 @@ def test_records_start_a_run_through_the_lag_watcher_and_nothing_waiting_starts_
 def test_a_load_step_makes_the_autosizer_in_the_triggerer_scale_up_once(world):
     job, airflow, api, store = world.auto_job, world.airflow, world.api, world.store
     assert api.wait_dag(f"elastic_autosize__{job}")["is_paused"] is False
-    # the 3,000 records the fixture sent: the autosizer's demand, the backlog over 5 s at 70 % utilisation,
-    # needs factor 2 as soon as a batch at factor 1 is measured
+    wait_for(lambda: store.generation(job) is not None, 240, "no first generation of the autosized job", airflow)
+    # the load step: 3,000 records take 30 s at factor 1 (two virtual tasks of 50 records/s); the autosizer's
+    # demand, the backlog over 5 s at 70 % utilisation, needs factor 2 as soon as a batch at factor 1 is measured
+    send(world.bootstrap, world.auto_topic, demo_records(3000, keys=40, seed=45))
     dag = f"elastic_autosize__{job}"
     run = wait_for(lambda: finished(api, dag), 300, "no autosized rescale", airflow)[0]
     assert run["run_type"] == "asset_triggered" and run["state"] == "success", airflow.tail(60)
