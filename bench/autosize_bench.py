@@ -210,6 +210,11 @@ def main() -> int:
     p.add_argument("--sample-s", type=float, default=5.0)
     p.add_argument("--oracle-factors", default="1,2,3,4,5,6,8")
     p.add_argument("--oracle-backlog", type=int, default=3000, help="records drained by the oracle per unit of factor")
+    p.add_argument(
+        "--throughput",
+        default="",
+        help="the oracle's figures from an earlier run on this machine (e.g. 1:187,2:336): its phase is skipped",
+    )
     p.add_argument("--svg", type=Path, default=REPO / "docs" / "results" / "autosize.svg")
     args = p.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
@@ -272,28 +277,32 @@ def main() -> int:
             return lag_report(config, store, inputs).total
 
         # 1. the oracle
-        wait("first generation of the oracle job", lambda: store.generation("oracle"))
-        send(bootstrap, "oracle", demo_records(2000, keys=KEYS, seed=1, hot_key_share=0))  # the session's workers warm up
-        wait("warm-up drained", lambda: lag_of("oracle") == 0 and store.lease("oracle") is None)
-        throughput: dict[int, float] = {}
-        for factor in (int(f) for f in args.oracle_factors.split(",")):
-            if store.generation("oracle").factor != factor:
-                run_id = api.trigger("elastic_rescale", {"job": "oracle", "factor": factor, "dry_run": False})
-                assert api.wait_run("elastic_rescale", run_id, 600)["state"] == "success", airflow.tail(40)
-            gen = store.generation("oracle").number
-            seen = max((m["batch_id"] for m in store.metrics("oracle", limit=1)), default=0)
-            backlog = args.oracle_backlog * factor  # about as many seconds of work at each factor
-            send(bootstrap, "oracle", demo_records(backlog, keys=KEYS, seed=10 + factor, hot_key_share=0))
-            time.sleep(3)
-            wait(f"backlog drained at factor {factor}", lambda: lag_of("oracle") == 0 and store.lease("oracle") is None, 900)
-            mine = [
-                m
-                for m in store.metrics("oracle", limit=200)
-                if m["generation"] == gen and m["batch_id"] > seen and m["records_read"]
-            ]
-            seconds = sum(m["durations_ms"]["total"] for m in mine) / 1000
-            throughput[factor] = sum(m["records_read"] for m in mine) / seconds
-            print(f"oracle: factor {factor}: {throughput[factor]:,.0f} records/s over {len(mine)} batches", flush=True)
+        throughput = {int(f): float(r) for f, r in (x.split(":") for x in args.throughput.split(",") if x)}
+        if throughput:
+            print("oracle: from an earlier run: " + ", ".join(f"F={f}: {r:,.0f}" for f, r in throughput.items()), flush=True)
+        else:
+            wait("first generation of the oracle job", lambda: store.generation("oracle"))
+            send(bootstrap, "oracle", demo_records(2000, keys=KEYS, seed=1, hot_key_share=0))  # the session's workers warm up
+            wait("warm-up drained", lambda: lag_of("oracle") == 0 and store.lease("oracle") is None)
+            throughput = {}
+            for factor in (int(f) for f in args.oracle_factors.split(",")):
+                if store.generation("oracle").factor != factor:
+                    run_id = api.trigger("elastic_rescale", {"job": "oracle", "factor": factor, "dry_run": False})
+                    assert api.wait_run("elastic_rescale", run_id, 600)["state"] == "success", airflow.tail(40)
+                gen = store.generation("oracle").number
+                seen = max((m["batch_id"] for m in store.metrics("oracle", limit=1)), default=0)
+                backlog = args.oracle_backlog * factor  # about as many seconds of work at each factor
+                send(bootstrap, "oracle", demo_records(backlog, keys=KEYS, seed=10 + factor, hot_key_share=0))
+                time.sleep(3)
+                wait(f"backlog drained at factor {factor}", lambda: lag_of("oracle") == 0 and store.lease("oracle") is None, 900)
+                mine = [
+                    m
+                    for m in store.metrics("oracle", limit=200)
+                    if m["generation"] == gen and m["batch_id"] > seen and m["records_read"]
+                ]
+                seconds = sum(m["durations_ms"]["total"] for m in mine) / 1000
+                throughput[factor] = sum(m["records_read"] for m in mine) / seconds
+                print(f"oracle: factor {factor}: {throughput[factor]:,.0f} records/s over {len(mine)} batches", flush=True)
         oracle = {r: oracle_factor(throughput, r) for r in rates}
 
         # 2. the autosizer in charge

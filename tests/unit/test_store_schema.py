@@ -121,6 +121,22 @@ def test_a_store_at_0002_gains_the_decision_column_and_keeps_its_generations(tmp
         store.close()
 
 
+def test_a_rescale_asks_for_the_lease_and_the_request_lapses(tmp_path):
+    """A rescale waiting for the lease notes it on the job's row; a run of batches sees it for a while."""
+    now = [1_000_000]
+    store = CheckpointStore(f"sqlite:///{tmp_path / 'checkpoints.db'}", clock=lambda: now[0])
+    try:
+        store.acquire_lease("job", "run", 600_000)  # the job's row
+        assert not store.lease_wanted("job", 15_000)
+        store.want_lease("job")
+        now[0] += 14_999
+        assert store.lease_wanted("job", 15_000) and not store.lease_wanted("other", 15_000)
+        now[0] += 1
+        assert not store.lease_wanted("job", 15_000)
+    finally:
+        store.close()
+
+
 def test_a_store_a_newer_version_upgraded_is_refused_and_left_as_it_is(tmp_path):
     url = f"sqlite:///{tmp_path / 'checkpoints.db'}"
     CheckpointStore(url).close()

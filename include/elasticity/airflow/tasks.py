@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
@@ -72,9 +73,16 @@ def rescale(
         )
 
 
-def _waiting_for_the_batch(state: RetryCallState) -> None:
-    assert state.outcome is not None
-    log.info("waiting for the running batch to finish: %s", state.outcome.exception())
+def _waiting_for_the_batch(store: CheckpointStore, job: str) -> Callable[[RetryCallState], None]:
+    """Before each wait for the lease: asks for it, so that a run of batches ends after its batch (not when
+    caught up, which a job under more load than its factor can take never is)."""
+
+    def waiting(state: RetryCallState) -> None:
+        assert state.outcome is not None
+        store.want_lease(job)
+        log.info("waiting for the running batch to finish: %s", state.outcome.exception())
+
+    return waiting
 
 
 def _rescale(
@@ -104,8 +112,8 @@ def _rescale(
     plan = Retrying(  # a running batch holds the lease: it is allowed to finish first
         retry=retry_if_exception_type(LeaseHeldError) & retry_if_not_exception_type(SupersededError),
         stop=stop_after_delay(lease_wait_s),
-        wait=wait_fixed(5),
-        before_sleep=_waiting_for_the_batch,
+        wait=wait_fixed(2),
+        before_sleep=_waiting_for_the_batch(coordinator.store, job),
         reraise=True,
     )(
         coordinator.rescale,

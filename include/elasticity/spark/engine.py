@@ -76,6 +76,7 @@ from elasticity.state.table import SideInputBatch, TableSource, resolve_tables
 from elasticity.state.worker import BatchState
 
 log = logging.getLogger(__name__)
+LEASE_WANTED_MS = 15_000  # a rescale's request for the lease (CheckpointStore.want_lease) counts this long
 RECENT_BATCHES = 10  # the executors these used are the ones a job's slots should spread over
 SUMMARY_TYPE = from_arrow_schema(SUMMARY_SCHEMA)  # a type, not DDL: Spark Connect parses DDL in a call of its own
 
@@ -284,6 +285,9 @@ class MicroBatchEngine:
                 continue  # a failed run's whole chain of planned batches replays, in order, in one run
             out_of_time = deadline is not None and time.monotonic() >= deadline
             if not until_caught_up or summary.lag_left == 0 or out_of_time:
+                break
+            if self.store.lease_wanted(self.job, LEASE_WANTED_MS):  # a rescale waits: the lag starts the next run
+                log.info("%s: a rescale waits for the lease: the run ends after batch %s", self.job, summary.batch_id)
                 break
         return summaries
 

@@ -363,6 +363,16 @@ class CheckpointStore:
         self._held[key] = (lease.epoch, True)
         return lease
 
+    def want_lease(self, job: str) -> None:
+        """A rescale waits for the job's lease: a run of batches holding it ends after its current batch
+        (`lease_wanted`) instead of running until caught up."""
+        self._write(leases.want, job, now=self.clock())
+
+    def lease_wanted(self, job: str, within_ms: int) -> bool:
+        """A rescale asked for the lease within the last `within_ms`."""
+        since = self._read(leases.wanted_since, job)
+        return since is not None and self.clock() - since < within_ms
+
     def release_lease(self, job: str, owner: str) -> bool:
         """Give the lease up, if it is still this owner's at the epoch this store took it at."""
         epoch = self.held_epoch(job, owner)

@@ -47,6 +47,8 @@ jobs = Table(
     Column("lease_owner", String(255)),
     Column("lease_expires_ms", BigInteger),
     Column("updated_ms", BigInteger, nullable=False),
+    # when a rescale last asked for the lease: a run of batches ends at its next batch's end rather than at caught-up
+    Column("lease_wanted_ms", BigInteger),
     # bumped each time the lease passes to another owner (each attempt is one): the fencing token's epoch
     Column("lease_epoch", BigInteger, nullable=False, server_default="0"),
 )

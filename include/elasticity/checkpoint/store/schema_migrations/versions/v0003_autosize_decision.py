@@ -1,4 +1,4 @@
-"""The autosizer's decision kept with the generation it made.
+"""The autosizer's decision kept with the generation it made, and a rescale's request for the lease.
 
 Revision ID: 0003
 Revises: 0002
@@ -6,6 +6,9 @@ Revises: 0002
 `elasticity_generations.decision`: the DS2 controller's record of a rescale it asked for (the input rate, the
 records behind, the demand, the predicted capacity per factor, the useful factor, the scalability
 coefficient), as JSON; NULL for every other generation, and for those written before.
+`elasticity_jobs.lease_wanted_ms`: when a rescale waiting for the lease last asked for it; a run of batches
+that sees a recent request ends after its batch, so a rescale under a load the job cannot catch up with
+waits for one batch, not for the run's `airflow.microbatch.max.seconds`.
 """
 
 from __future__ import annotations
@@ -21,8 +24,11 @@ depends_on: str | None = None
 
 def upgrade() -> None:
     op.add_column("elasticity_generations", sa.Column("decision", sa.Text))
+    op.add_column("elasticity_jobs", sa.Column("lease_wanted_ms", sa.BigInteger))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("elasticity_generations") as generations:
         generations.drop_column("decision")
+    with op.batch_alter_table("elasticity_jobs") as jobs:
+        jobs.drop_column("lease_wanted_ms")
