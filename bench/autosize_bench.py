@@ -366,7 +366,8 @@ def main() -> int:
             directions = [1 if b > a else -1 for _, a, b in s.changes]
             reversals = sum(1 for x, y in zip(directions, directions[1:], strict=False) if x != y)
             peak = max(mine, key=lambda x: x.lag) if mine else None
-            under = next((x.t - s.start for x in mine if peak and x.t >= peak.t and x.lag <= s.rate * target_s), None)
+            above = [x for x in mine if x.lag > s.rate * target_s]  # more than target.lag.seconds of input behind
+            under = f"{above[-1].t - s.start + args.sample_s:.0f} s" if above else f"never above ({s.rate * target_s:,.0f})"
             chosen = ", ".join(f"{a}->{b} at +{t - s.start:.0f} s" for t, a, b in s.changes) or "none"
             rows.append(
                 (
@@ -375,8 +376,8 @@ def main() -> int:
                     len(s.changes),
                     f"{last_change:.0f} s",
                     f"{settled} (oracle {oracle[s.rate]})",
-                    f"{peak.lag:,}" if peak else "-",
-                    f"{under:.0f} s" if under is not None else "not within the step",
+                    f"{peak.lag:,} at +{peak.t - s.start:.0f} s" if peak else "-",
+                    under,
                     reversals,
                 )
             )
@@ -414,6 +415,9 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    import logging
+
+    logging.getLogger("kafka").setLevel(logging.WARNING)  # the clients' connection lines would bury the output
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     import results
 
