@@ -29,7 +29,7 @@ os.environ.setdefault("ELASTICITY_PROJECT_DIR", str(REPO))  # the checkout's dag
 
 from elasticity.apps.demo_feed import demo_records  # noqa: E402
 from elasticity.checkpoint.store import CheckpointStore  # noqa: E402
-from elasticity.checkpoint.store.attempt_token import AttemptToken  # noqa: E402
+from elasticity.checkpoint.store.attempt_token import AttemptToken, attempt_owner  # noqa: E402
 from elasticity.kafka.admin import create_topic  # noqa: E402
 from elasticity.kafka.producer import send  # noqa: E402
 from elasticity.local.broker import EmbeddedBroker  # noqa: E402
@@ -92,7 +92,7 @@ def _warm_client_fixed_ms(home: Path, bootstrap: str, topic: str, remote: str, s
     try:
         for i in range(6):
             send(bootstrap, topic, demo_records(10, keys=300, seed=next(seed), hot_key_share=0))
-            (summary,) = engine.run(owner="bench-client")
+            (summary,) = engine.run(owner=attempt_owner("bench-client"))
             if i:  # the first attaches the client
                 out.append(_fixed_ms({"durations_ms": summary.durations_ms}))
     finally:

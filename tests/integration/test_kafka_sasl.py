@@ -17,7 +17,7 @@ from elasticity.apps.demo_feed import demo_records
 from elasticity.batch.coordinator.lag import lag_report
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import validate
-from elasticity.config.kafka_clients import jaas_line
+from elasticity.config.jaas import jaas_line
 from elasticity.kafka.admin import BrokerLoginRefused, client_settings, create_topic
 from elasticity.kafka.consumer import KafkaInputs, read_log
 from elasticity.kafka.producer import send

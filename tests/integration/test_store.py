@@ -301,9 +301,9 @@ def test_old_generations_lose_their_checkpoints_and_later_their_rows_never_the_f
 
 
 def test_retention_deletes_in_chunks(store, job_name, clock, monkeypatch):
-    from elasticity.checkpoint import store as store_module
+    from elasticity.checkpoint.store import checkpoint_store
 
-    monkeypatch.setattr(store_module, "DELETE_CHUNK", 4)
+    monkeypatch.setattr(checkpoint_store, "DELETE_CHUNK", 4)
     m = model(factor=1, partitions=1)
     first_generation(store, job_name, m)
     committed_batches(store, job_name, m, 11)

@@ -141,7 +141,7 @@ def test_a_served_page_carries_its_reports_assets_inline_and_links_nothing_outsi
 def test_the_state_preview_counts_what_moves():
     from elasticity.checkpoint.task_checkpoint import CheckpointId
     from elasticity.jobmodel.model import TaskName
-    from elasticity.state.rescale import StateMove, Transfer
+    from elasticity.state.state_move import StateMove, Transfer
     from elasticity.views.jobview import state_preview
 
     a, b, c = (TaskName(f"Partition_0-{i}-4") for i in range(3))

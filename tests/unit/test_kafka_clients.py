@@ -15,7 +15,8 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient
 
 from elasticity.config import ConfigError, ConfigWarning, validate
-from elasticity.config.kafka_clients import PROPERTIES, client_properties, jaas_line, parse_jaas
+from elasticity.config.jaas import jaas_line, parse_jaas
+from elasticity.config.kafka_clients import PROPERTIES, client_properties
 from elasticity.jobmodel.grouping import build_job_model
 from elasticity.jobmodel.model import SystemStream
 from elasticity.jobmodel.object_mapper import job_model_to_json

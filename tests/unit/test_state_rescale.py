@@ -13,7 +13,8 @@ from elasticity.jobmodel.keybucket import key_bucket, key_hash
 from elasticity.jobmodel.model import NO_KEY_BUCKET, TaskName
 from elasticity.jobmodel.tasknames import parse_task_name
 from elasticity.state.backends.blob_manager import BlobStoreManager
-from elasticity.state.rescale import StatefulRescaleError, clean_stale_moves, move_state, plan_sources
+from elasticity.state.rescale import StatefulRescaleError, move_state, plan_sources
+from elasticity.state.state_move import clean_stale_moves
 from tests.support.examples import examples
 from tests.support.state_stores import COUNTS, commit, job_config, model, read, storage
 

@@ -108,7 +108,8 @@ class KafkaSystemHook(BaseHook):
         A form's empty field (null or "") is no property."""
         from airflow.sdk.log import mask_secret
 
-        from elasticity.config.kafka_clients import ROLES, SECRET_PROPERTIES, client_properties, env_properties, jaas_line
+        from elasticity.config.jaas import jaas_line
+        from elasticity.config.kafka_clients import ROLES, SECRET_PROPERTIES, client_properties, env_properties
 
         conn = _connection(self, self.kafka_conn_id)
         if conn is None:

@@ -156,7 +156,7 @@ class MicroBatchOperator(BaseOperator):
     def execute(self, context: Any) -> list[int]:
         from elasticity.batch.coordinator.lag import lag_report
         from elasticity.checkpoint.store import CheckpointStore
-        from elasticity.kafka.consumer import KafkaInputs
+        from elasticity.kafka.consumer import HeldKafkaInputs
 
         logging.getLogger("kafka").setLevel(logging.WARNING)
         # the Spark Connect client takes ~0.4 s to import (pyspark checks pandas and grpc): meanwhile, the lag probe
@@ -166,28 +166,31 @@ class MicroBatchOperator(BaseOperator):
         hook = ElasticityHook.of(config)
         config = config.with_connections(hook.connections())
         store = CheckpointStore(config.checkpoint_store_url(), config.checkpoint_history_size)
-        inputs = KafkaInputs(config)
-        lag = lag_report(config, store, inputs)
-        self.log.info("lag probe: %s", lag.describe())
-        if not lag.has_work:
-            raise AirflowSkipException(f"nothing to read: {lag.describe()}")
-        run_id = context["run_id"]
-        owner = attempt_owner(run_id, context["ti"].try_number)
-        max_seconds = config.microbatch_max_seconds
-        target = self.spark_target(config)
-        self.log.info("micro-batches of %s on %s (%s)", self.job, target.value, target.source)
+        inputs = HeldKafkaInputs(config)  # one consumer for the probe and every batch's offsets, not one per call
         try:
-            if target.kind == "connect":
-                self._run_connected(config, store, inputs, target=target, owner=owner, max_seconds=max_seconds)
-            else:
-                self._submit(target, spark_conn_id=config.spark_conn_id, hook=hook, owner=owner, max_seconds=max_seconds)
-        except Exception as e:
-            from elasticity.airflow.health import record_failure
+            lag = lag_report(config, store, inputs)
+            self.log.info("lag probe: %s", lag.describe())
+            if not lag.has_work:
+                raise AirflowSkipException(f"nothing to read: {lag.describe()}")
+            run_id = context["run_id"]
+            owner = attempt_owner(run_id, context["ti"].try_number)
+            max_seconds = config.microbatch_max_seconds
+            target = self.spark_target(config)
+            self.log.info("micro-batches of %s on %s (%s)", self.job, target.value, target.source)
+            try:
+                if target.kind == "connect":
+                    self._run_connected(config, store, inputs, target=target, owner=owner, max_seconds=max_seconds)
+                else:
+                    self._submit(target, spark_conn_id=config.spark_conn_id, hook=hook, owner=owner, max_seconds=max_seconds)
+            except Exception as e:
+                from elasticity.airflow.health import record_failure
 
-            record_failure(
-                store, self.job, e, run_id=run_id, attempt=context["ti"].try_number, task="run_batches"
-            )  # the job page shows it
-            raise
+                record_failure(
+                    store, self.job, e, run_id=run_id, attempt=context["ti"].try_number, task="run_batches"
+                )  # the job page shows it
+                raise
+        finally:
+            inputs.close()
         committed = [
             m for m in store.metrics(self.job, limit=200) if _of_run(m.get("owner"), run_id) and m.get("batch_id") is not None
         ]

@@ -1,7 +1,7 @@
 """Job configuration: flat Samza-style `.properties`, validated in this one place.
 
 Every key the product reads is declared once (`job.py`: a `JobConfig` field per
-job-level key; `keys.py`: the keys with a `<part>` in their name) with its parser,
+job-level key, declared by concern in its `*_keys.py` bases; `keys.py`: the keys with a `<part>` in their name) with its parser,
 default and doc; a bad value fails at load naming the key, the value and the
 allowed values. An unknown key is warned about with the nearest known key ("did
 you mean"), and is an error in strict mode (`job.config.strict=true`, or

@@ -24,7 +24,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from elasticity.config.kafka_clients import MASK, PROPERTIES, SECRET_PROPERTIES, checked_properties, parse_jaas
+from elasticity.config.jaas import parse_jaas
+from elasticity.config.kafka_clients import MASK, PROPERTIES, SECRET_PROPERTIES, checked_properties
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Producer

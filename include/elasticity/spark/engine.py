@@ -8,9 +8,8 @@ virtual tasks own buckets of with a Kafka consumer (assign + seek), keeps the re
 buckets that they have not processed yet (`batch.container.reader`), sorts them by virtual task, SSP and offset, runs
 the tasks' slices on a thread pool and writes the sinks, a file per (batch, slot) (`batch.container.processing`); a
 job with stores restores them first and ends with a snapshot. One summary row per virtual task comes back
-to the driver, with what it read and skipped.
-On the driver again, the new checkpoints, and their commit: one fenced transaction, run synchronously, or
-on the upload thread while the next batch runs (async commit); the job's lease is held all along.
+to the driver, with what it read and skipped. On the driver again, the new checkpoints and their commit
+(`batch.coordinator.batch_commits`); the job's lease is held all along.
 """
 
 from __future__ import annotations
@@ -43,7 +42,7 @@ from elasticity.batch.container.process_context import (
 )
 from elasticity.batch.container.processing import SUMMARY_SCHEMA, run_slots
 from elasticity.batch.container.reader import SlotReads
-from elasticity.batch.coordinator.async_commit import AsyncCommitter
+from elasticity.batch.coordinator.batch_commits import BatchCommits
 from elasticity.batch.coordinator.behind import DoneAhead, after_batch, carried
 from elasticity.batch.coordinator.job_coordinator import JobCoordinator
 from elasticity.batch.coordinator.lag import done_ahead
@@ -63,7 +62,6 @@ from elasticity.config.runtime_rules import check_exactly_once_systems, check_sh
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 from elasticity.kafka.admin import client_settings
 from elasticity.kafka.consumer import KafkaInputs
-from elasticity.metrics.job_metrics import batch_metrics
 from elasticity.metrics.reporters import Reporters
 from elasticity.metrics.summary import BatchSummary
 from elasticity.spark.placement import placed_slots, rebalance
@@ -76,7 +74,6 @@ from elasticity.state.table import SideInputBatch, TableSource, resolve_tables
 from elasticity.state.worker import BatchState
 
 log = logging.getLogger(__name__)
-LEASE_WANTED_MS = 15_000  # a rescale's request for the lease (CheckpointStore.want_lease) counts this long
 RECENT_BATCHES = 10  # the executors these used are the ones a job's slots should spread over
 SUMMARY_TYPE = from_arrow_schema(SUMMARY_SCHEMA)  # a type, not DDL: Spark Connect parses DDL in a call of its own
 
@@ -235,7 +232,17 @@ class MicroBatchEngine:
         deadline = None if max_seconds is None else time.monotonic() + max_seconds
         # the heartbeat spans everything done under the lease, the last upload too; it stops before the release
         with held_lease(self.store, self.job, owner, self.config.lease_ttl_ms, wait_s=self.config.lease_wait_ms / 1000) as lease:
-            commits = _Commits(self, owner, on_commit)
+            commits = BatchCommits(
+                store=self.store,
+                config=self.config,
+                owner=owner,
+                staged_outputs=self.staged_outputs,
+                reporters=self.reporters,
+                exactly_once=self._exactly_once(owner),
+                await_state=self._await_state,
+                on_failure=self._cancel_running,
+                on_commit=on_commit,
+            )
             try:
                 commits.start()
                 # job identity: sinks written under another store fail the start (elasticity.batch.sinks.sink_identity)
@@ -255,7 +262,7 @@ class MicroBatchEngine:
         check_shared_paths(self.config, master, blobs=self.storage is not None and BLOB_STORE_FACTORY in self._factories())
 
     def _batches(
-        self, lease: LeaseHeartbeat, commits: _Commits, cap: int, *, until_caught_up: bool, deadline: float | None
+        self, lease: LeaseHeartbeat, commits: BatchCommits, cap: int, *, until_caught_up: bool, deadline: float | None
     ) -> list[BatchSummary]:
         """Batch after batch under the lease: one (and the chain a failed run left planned), or until no lag
         is left or the deadline has passed. A batch in the loop commits on the upload thread while the next
@@ -283,11 +290,8 @@ class MicroBatchEngine:
                 raise BatchFailed("; ".join(summary.errors))
             if summary.replayed and self.store.pending_plan(self.job) is not None:
                 continue  # a failed run's whole chain of planned batches replays, in order, in one run
-            out_of_time = deadline is not None and time.monotonic() >= deadline
-            if not until_caught_up or summary.lag_left == 0 or out_of_time:
-                break
-            if self.store.lease_wanted(self.job, LEASE_WANTED_MS):  # a rescale waits: the lag starts the next run
-                log.info("%s: a rescale waits for the lease: the run ends after batch %s", self.job, summary.batch_id)
+            out_of_time = deadline is not None and time.monotonic() >= deadline  # or a rescale waits for the lease:
+            if not until_caught_up or summary.lag_left == 0 or out_of_time or self.store.lease_wanted(self.job):
                 break
         return summaries
 
@@ -490,85 +494,6 @@ class MicroBatchEngine:
         roots += output_roots(c.output_dir) + [o.root for o in self.staged_outputs]
         for root in roots:
             delete_batches(root, batch_ids, through_epoch=epoch)
-
-
-class _Commits:
-    """One run's commits: each batch's checkpoints committed (on the upload thread behind the next batch, or now),
-    the exactly-once outputs' transaction before each, and as each lands its metrics recorded and reported, its
-    staged outputs deleted and `on_commit` told."""
-
-    def __init__(self, engine: MicroBatchEngine, owner: str, on_commit: Callable[[BatchSummary], None] | None) -> None:
-        self.store, self.job, self.owner, self.on_commit = engine.store, engine.job, owner, on_commit
-        self.staged_outputs, self.reporters = engine.staged_outputs, engine.reporters
-        self.write_versions = engine.config.checkpoint_write_versions
-        self.timeout_s = engine.config.commit_timeout_ms / 1000
-        self.await_state = engine._await_state
-        self.by_batch: dict[int, BatchSummary] = {}
-        self.exactly_once = engine._exactly_once(owner)
-        self.committer = AsyncCommitter(
-            self.store,
-            self.write_versions,
-            owner,
-            max_delay_ms=engine.config.commit_max_delay_ms,
-            timeout_ms=engine.config.commit_timeout_ms,
-            on_committed=self.committed,
-            await_state=self.await_state,
-            on_failure=engine._cancel_running,
-            before_commit=self.before_commit,
-        )
-
-    def start(self) -> None:
-        if self.exactly_once is not None:
-            self.exactly_once.start()  # what earlier runs left: fenced, or rolled forward
-
-    def submit(
-        self, plan: BatchPlan, new_cps: dict[TaskName, TaskCheckpoint], summary: BatchSummary, *, planned: threading.Event
-    ) -> None:
-        """The batch's commit on the upload thread, once the next batch's plan is written (`planned`)."""
-        self.by_batch[plan.batch_id] = summary
-        summary.metrics["commit"] = self.committer.submit(plan, new_cps.values(), planned)
-
-    def commit_now(self, plan: BatchPlan, new_cps: dict[TaskName, TaskCheckpoint], summary: BatchSummary) -> None:
-        """The batch's commit on this thread, after any upload still running."""
-        self.by_batch[plan.batch_id] = summary
-        self.committer.flush()
-        t = time.perf_counter_ns()
-        self.await_state(new_cps.values(), self.timeout_s)
-        self.before_commit(plan, list(new_cps.values()), ())
-        self.store.commit_batch(plan, new_cps.values(), self.write_versions, owner=self.owner)
-        self.committed(plan, (), time.perf_counter_ns() - t)
-
-    def before_commit(self, plan: BatchPlan, cps: list[TaskCheckpoint], covers: tuple[int, ...]) -> None:
-        if self.exactly_once is not None:
-            self.exactly_once.commit(plan, cps, covers)
-            for batch_id, n in self.exactly_once.refused.items():  # refused by the broker, dead-lettered
-                self.by_batch[batch_id].dead_lettered += n
-                self.by_batch[batch_id].outputs -= n
-            faults.point("commit.kafka_committed")
-
-    def committed(self, plan: BatchPlan, covers: tuple[int, ...], commit_ns: int) -> None:
-        durable_ms = int(time.time() * 1000)  # the commit, and the batches folded into it, are durable now
-        for batch_id in (*covers, plan.batch_id):
-            summary = self.by_batch[batch_id]
-            assert summary.generation is not None  # only a batch with nothing to read has none, and it commits nothing
-            summary.metrics["commit-ns"] = commit_ns if batch_id == plan.batch_id else 0
-            summary.durations_ms["commit"] = round(commit_ns / 1e6, 1) if batch_id == plan.batch_id else 0.0
-            summary.metrics["commit"] = "committed" if batch_id == plan.batch_id else f"folded into batch {plan.batch_id}"
-            summary.commit_at(durable_ms)
-            self.store.record_metrics(self.job, batch_id, summary.generation, summary.to_json(), freshness=summary.freshness_ms)
-            for staged in self.staged_outputs:  # in the Kafka topic now, with the checkpoint
-                delete_batches(staged.root, [batch_id])
-            if self.reporters.reporters:  # a metric per virtual task: none built for no reporter
-                self.reporters.report(batch_metrics(summary))
-            if self.on_commit:
-                self.on_commit(summary)
-
-    def close(self) -> None:
-        try:
-            self.committer.close()
-        finally:
-            if self.exactly_once is not None:
-                self.exactly_once.close()
 
 
 def _ms(start: float) -> float:

@@ -22,7 +22,7 @@ from elasticity.quality.history import run_page
 from elasticity.scaling.decision import AutosizeRecord
 
 if TYPE_CHECKING:
-    from elasticity.state.rescale import StateMove
+    from elasticity.state.state_move import StateMove
 
 BATCHES = 50  # recent batches charted
 MAX_BATCHES = 1000  # the most batches one page may ask for

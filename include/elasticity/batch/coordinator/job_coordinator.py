@@ -21,11 +21,11 @@ from elasticity import faults
 from elasticity.batch.coordinator.lease import held_lease
 from elasticity.batch.sinks.exactly_once import settle
 from elasticity.checkpoint.migration import Migration, migrate
-from elasticity.checkpoint.state_markers import KafkaChangelogMarker
 from elasticity.checkpoint.store import CheckpointStore, Generation, StaleGenerationError, StoreError, SupersededError
 from elasticity.checkpoint.store.attempt_token import attempt_owner
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
-from elasticity.config import KAFKA_CHANGELOG_FACTORY, ConfigError, JobConfig
+from elasticity.checkpoint.task_ownership import check_changelog_partition, check_owned
+from elasticity.config import ConfigError, JobConfig
 from elasticity.config.runtime_rules import rescale_factor
 from elasticity.jobmodel.grouping import build_job_model
 from elasticity.jobmodel.model import JobModel, SystemStream, SystemStreamPartition, TaskName
@@ -37,7 +37,7 @@ from elasticity.metrics.reporters import Reporters
 if TYPE_CHECKING:
     from elasticity.api import StoreDescriptor
     from elasticity.state import StorageConfig
-    from elasticity.state.rescale import StateMove
+    from elasticity.state.state_move import StateMove
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,9 @@ class Inputs(Protocol):
 def default_owner() -> str:
     """This process's attempt: host and pid, and a random part (`attempt_token`)."""
     return attempt_owner(f"{socket.gethostname()}:{os.getpid()}")
+
+
+Cause = tuple[str | None, str, str | None]  # a rescale's (trigger, origin, the autosizer's decision as JSON)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -251,8 +254,7 @@ class JobCoordinator:
         is rolled forward, never abandoned and read again. `settled`: the caller is a run that settled at its
         start, and whose own transactional.id must stay open. `expected_generation`: the generation the caller
         decided on (a schedule's, an autosizer's); if the job has moved on since (a person's rescale), nothing
-        changes (StaleGenerationError). `decision`: the autosizer's record (JSON) of why, kept with the new
-        generation.
+        changes (StaleGenerationError). `decision`: the autosizer's record (JSON), kept with the generation.
         """
         owner = owner or default_owner()
 
@@ -260,15 +262,8 @@ class JobCoordinator:
             faults.point("rescale.lease_acquired")
             if not settled and self.config.processing_guarantee == "exactly_once":
                 self._settle(owner)
-            return self._rescale_leased(
-                factor,
-                owner,
-                abandon_pending=abandon_pending,
-                trigger=trigger,
-                origin=origin,
-                expected=expected_generation,
-                decision=decision,
-            )
+            cause = (trigger, origin, decision)
+            return self._rescale_leased(factor, owner, abandon_pending=abandon_pending, cause=cause, expected=expected_generation)
 
         if self.store.holds_lease(self.job, owner):  # a batch refreshing its model: its heartbeat keeps the lease
             self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
@@ -288,18 +283,12 @@ class JobCoordinator:
         )
 
     def _rescale_leased(
-        self,
-        factor: int | None,
-        owner: str,
-        *,
-        abandon_pending: bool,
-        trigger: str | None,
-        origin: str,
-        expected: int | None,
-        decision: str | None = None,
+        self, factor: int | None, owner: str, *, abandon_pending: bool, cause: Cause, expected: int | None
     ) -> RescalePlan:
         """`rescale`'s steps under the held lease: the target, the state's move, the new generation written with
-        the migrated checkpoints, then the move finished and the rescale's metrics recorded."""
+        the migrated checkpoints, then the move finished and the rescale's metrics recorded. `cause`: (trigger,
+        origin, decision) as `rescale` has them."""
+        trigger, origin, decision = cause
         t = time.perf_counter_ns()
         old, factor, model = self._target(factor)
         if expected is not None and (old.number if old else 0) != expected:
@@ -310,7 +299,7 @@ class JobCoordinator:
         metrics = {"job-model-generation-ns": time.perf_counter_ns() - t}
         epoch = self.store.held_epoch(self.job, owner)
         if old is not None and self.storage is not None:
-            from elasticity.state.rescale import clean_stale_moves
+            from elasticity.state.state_move import clean_stale_moves
 
             # what a crashed or superseded move left; never a later attempt's, and only while the lease is ours
             clean_stale_moves(self.storage[0], old.number, epoch=epoch, check=lambda: self.store.check_lease(self.job, owner))
@@ -348,7 +337,7 @@ class JobCoordinator:
             )
         except SupersededError:
             if move is not None and self.storage is not None:  # refused for good: its uploads go, also those its
-                from elasticity.state.rescale import discard  # successor's cleanup could not see yet
+                from elasticity.state.state_move import discard  # successor's cleanup could not see yet
 
                 discard(self.storage[0], move)
             raise
@@ -358,7 +347,7 @@ class JobCoordinator:
     def _finish_rescale(self, old: Generation | None, new: Generation, move: StateMove | None, metrics: dict[str, int]) -> None:
         """After the new generation is written: the state's move finished, the rescale's metrics recorded and logged."""
         if move is not None:
-            from elasticity.state.rescale import finish
+            from elasticity.state.state_move import finish
 
             faults.point("rescale.state.committed")
             assert self.storage is not None
@@ -442,8 +431,8 @@ class JobCoordinator:
             old = self.current()
             model = self._model(factor)
             for cp in by_task.values():
-                _check_owned(model, cp, f"factor {factor}")
-                _check_changelog_partition(model, cp, source)
+                check_owned(model, cp, f"factor {factor}")
+                check_changelog_partition(model, cp, source)
             migration = migrate(
                 factor,
                 by_task.values(),
@@ -494,7 +483,7 @@ class JobCoordinator:
         generation = self.initialize(owner)
         task_checkpoints = list(task_checkpoints)
         for cp in task_checkpoints:
-            _check_owned(generation.job_model, cp, f"generation {generation.number} (factor {generation.factor})")
+            check_owned(generation.job_model, cp, f"generation {generation.number} (factor {generation.factor})")
         self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
         try:
             self.store.replace_checkpoints(
@@ -508,33 +497,3 @@ class JobCoordinator:
 def _committed_state(cps: Mapping[TaskName, TaskCheckpoint]) -> dict[TaskName, tuple]:
     """What a state move read: offsets, watermarks and the state each checkpoint commits."""
     return {t: (cp, cp.checkpoint_id, {f: dict(m) for f, m in cp.state_markers.items()}) for t, cp in cps.items()}
-
-
-def _check_changelog_partition(model: JobModel, cp: TaskCheckpoint, source: str) -> None:
-    """A Kafka changelog marker names the partition the task's state was written to; this job writes and
-    restores the task's state in its own changelog partition, so the two must be the same."""
-    task = model.task(cp.task_name)
-    for store, text in cp.state_markers.get(KAFKA_CHANGELOG_FACTORY, {}).items():
-        marker = KafkaChangelogMarker.from_json(text)
-        if marker.ssp.partition != task.changelog_partition:
-            raise ConfigError(
-                f"{source}: task {cp.task_name.name!r} kept store {store!r} in changelog partition {marker.ssp.partition}, "
-                f"but this job gives the task changelog partition {task.changelog_partition}; the job model must match "
-                "the Samza job's (job.systemstreampartition.grouper.factory, task.inputs and their partitions)"
-            )
-
-
-def _check_owned(model: JobModel, cp: TaskCheckpoint, where: str) -> None:
-    """A checkpoint names a task of the model, and only SSPs that task reads."""
-    try:
-        owned = model.task(cp.task_name).system_stream_partitions
-    except KeyError:
-        raise ConfigError(f"task {cp.task_name.name!r} is not in {where}") from None
-    foreign = set(cp.offsets) - owned
-    if foreign:
-        raise ConfigError(f"task {cp.task_name.name!r} does not read {sorted(map(str, foreign))}")
-    if missing := owned - set(cp.offsets):
-        raise ConfigError(
-            f"task {cp.task_name.name!r} has no offset for {sorted(map(str, missing))}: a checkpoint holds every input "
-            "partition its task reads (one left out would be read from nowhere)"
-        )

@@ -1,26 +1,5 @@
-"""Run an app on a list of records, with no broker and no Spark: the test harness of
-Kafka Streams' TopologyTestDriver and Flink's operator test harnesses, for this engine.
-
-    run = TestRun("my_app:build", inputs=["kafka.orders"], factor=4)
-    result = run.process([("user-1", {"amount": 5})], stream="kafka.orders", partitions=2)
-    result.outputs["parquet.enriched"], result.stores["totals"], result.dead_letters
-
-A `process` call is one micro-batch through the engine's own code: the job's
-config validated by `elasticity.config.validate`, its job model built by the
-groupers, each record partitioned by Kafka's murmur2 of its key bytes; the
-batch planned (`planning.plan_ranges`), its virtual tasks placed on process
-slots and their reads and state laid out (`process_context.slot_of`,
-`slot_reads`, `batch_state`), each record routed to its virtual task by
-`routing.route_records` (SEP-32's key bucket) as a slot reads it, decoded by the
-job's serdes, run through `SliceExecutor` (`processing.process_slot`) under
-`task.dead.letter.policy` and `task.max.concurrency`, with real RocksDB stores
-restored from and snapshotted to local checkpoints, windows closed by the
-watermark as between batches, and the checkpoints advanced as the driver
-advances them (`outcome.new_checkpoints`). What the harness keeps itself: the
-Kafka log (in memory), the checkpoints from batch to batch (committed at once),
-and reading back what the sinks wrote. Kafka outputs are staged as files, as
-under `processing.guarantee=exactly_once`, and read from there.
-"""
+"""TestRun: one micro-batch of an app through the engine's own process stage, with the Kafka log in memory
+(the package's docstring says what runs and what the harness keeps itself)."""
 
 from __future__ import annotations
 
@@ -64,75 +43,9 @@ from elasticity.state.rocksdb import StoreDirs, raw_items
 from elasticity.state.store_config import StorageConfig, local_state_dir
 from elasticity.state.table import SideInputBatch, SideInputTable, TableBatch, TableSource, _processor, resolve_tables
 from elasticity.state.worker import BatchState
-
-__all__ = ["DeadLetter", "Emitted", "Record", "Result", "TaskRun", "TestRun"]
+from elasticity.testing.batch_result import DeadLetter, Emitted, Record, Result, task_run
 
 _NO_BROKER = "testing"  # the bootstrap a staged or in-memory stream names: nothing connects to it
-
-
-@dataclass(frozen=True)
-class Record:
-    """An input record as a producer sends it: `key` and `value` are encoded with the system's serdes unless
-    they are bytes already (bytes a serde cannot read take the engine's dead-letter path). Without a
-    `partition`, Kafka's default partitioner places it (murmur2 of the key; round robin for a null key).
-    `timestamp` is the Kafka timestamp in ms, the event time of a window without `event_time`."""
-
-    key: Any
-    value: Any
-    partition: int | None = None
-    timestamp: int = 0
-
-
-@dataclass(frozen=True, kw_only=True)
-class Emitted:
-    """An output record with where it came from: its virtual task and the input record (for a closed window,
-    the last record folded into it)."""
-
-    key: Any
-    value: Any
-    task: str
-    stream: str
-    partition: int
-    offset: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class DeadLetter:
-    """A row of the dead-letter sink: the record's bytes as read, and why (the engine's reason)."""
-
-    key: bytes | None
-    value: bytes | None
-    error: str
-    task: str
-    stream: str
-    partition: int
-    offset: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class TaskRun:
-    """A virtual task's summary row of the batch (the driver's `TaskSummary`, its counts and error)."""
-
-    task: str
-    records: int
-    processed: int
-    dead_lettered: int
-    outputs: int
-    error: str | None
-
-
-@dataclass(frozen=True, kw_only=True)
-class Result:
-    """One micro-batch: its outputs (decoded, per output in the order its sink holds them: each virtual task's
-    in input order), its dead letters, per task its summary, and every store's state after it (all tasks'
-    committed snapshots merged)."""
-
-    batch_id: int
-    outputs: dict[str, list[KV]]
-    emitted: dict[str, list[Emitted]]
-    dead_letters: list[DeadLetter]
-    stores: dict[str, dict[Any, Any]]
-    by_task: dict[str, TaskRun]
 
 
 @dataclass
@@ -277,7 +190,7 @@ class TestRun:
             emitted=emitted,
             dead_letters=self._read_dead_letters(),
             stores=self.stores(),
-            by_task={r.task_name: _task_run(r) for r in summaries},
+            by_task={r.task_name: task_run(r) for r in summaries},
         )
 
     def _append_given(self, records: list[Record | tuple[Any, Any]], stream: str | None, partitions: int | None) -> None:
@@ -478,17 +391,6 @@ class TestRun:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _task_run(r: TaskSummary) -> TaskRun:
-    return TaskRun(
-        task=r.task_name,
-        records=r.records,
-        processed=r.processed,
-        dead_lettered=r.dead_lettered,
-        outputs=r.outputs,
-        error=r.error,
-    )
 
 
 def _app_class(app: str | Callable[[ApplicationDescriptor], None]) -> str:
