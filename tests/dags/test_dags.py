@@ -82,6 +82,7 @@ def test_every_dag_imports_and_is_documented(world):
     assert {
         f"elastic_microbatch__{job}",
         "elastic_rescale",
+        "elastic_replay",
         "elastic_scale_schedule",
         f"elastic_data_quality__{job}",
         f"elastic_maintenance__{job}",
@@ -95,6 +96,8 @@ def test_every_dag_imports_and_is_documented(world):
     rescale = bag.dags["elastic_rescale"]
     factor = rescale.params.get_param("factor")
     assert factor.schema["maximum"] == 256 and factor.schema["minimum"] == 1
+    replay = bag.dags["elastic_replay"].params
+    assert replay["start"] == "earliest" and replay.get_param("outputs").schema["enum"] == ["new-version", "replace"]
 
 
 def test_a_job_file_that_does_not_load_is_an_import_error_of_its_own_and_the_other_jobs_keep_their_dags(world, monkeypatch):
@@ -439,3 +442,26 @@ def test_parsing_the_dags_opens_no_checkpoint_store(tmp_path, monkeypatch):
     form = bag.dags["elastic_rescale"].params
     assert form.get_param("job").schema["enum"] == ["parsed_a", "parsed_b"]
     assert form["factor"] == 4  # the first job's configured factor: cheap, from its file
+
+
+def test_replay_dag_dry_run_then_from_the_earliest(world):
+    """Last in the module: the job's later batches reprocess its input. The form's dry run writes nothing; the
+    replay writes a generation of origin replay, who asked in its reason, and data quality is triggered."""
+    from elasticity.airflow.tasks import open_job
+    from elasticity.checkpoint.replay import Replay
+
+    job, _ = world
+    bag = dagbag()
+    _, _, coordinator = open_job(job, STORES)
+    if coordinator.current() is None:
+        assert bag.dags[f"elastic_microbatch__{job}"].test().state == "success"
+    before = coordinator.current()
+    conf = {"job": job, "start": "earliest", "outputs": "new-version", "dry_run": True}
+    dry = bag.dags["elastic_replay"].test(run_conf=conf, mark_success_pattern="trigger_data_quality")
+    assert dry.state == "success" and coordinator.current() == before
+    run = bag.dags["elastic_replay"].test(run_conf={**conf, "dry_run": False}, mark_success_pattern="trigger_data_quality")
+    assert run.state == "success"
+    new = coordinator.current()
+    assert (new.number, new.origin, new.factor) == (before.number + 1, "replay", before.factor)
+    assert "elastic_replay run " in new.reason and Replay.from_json(new.replay).requested.timestamp_ms is None
+    assert all(o == 0 for cp in coordinator.checkpoints(new).values() for o in cp.offsets.values())

@@ -75,6 +75,7 @@ def _batch(job, start: int, end: int, after: int | None = None):
         "source_offset": list(range(start, end)),
         "source_system": ["kafka"] * (end - start),
         "source_stream": [SSP.stream] * (end - start),
+        "generation": [1] * (end - start),
     }
     write_batch_file(staged.root, plan.batch_id, "slot-0", pa.table(rows, schema=OUTPUT_SCHEMA))
     return plan, [TaskCheckpoint(task_name=task, offsets={SSP: end})]

@@ -232,3 +232,18 @@ def test_the_page_lists_each_batchs_attempt_and_every_failed_attempt_whichever_w
     page = render(view)
     assert page.count("<td><code>superseded manual__") == 3 and "<table id=failures>" in page
     assert page.count("<td class=owner>") == len(view.batches)  # each batch's attempt (its lease owner) where known
+
+
+def test_the_history_shows_a_replay_like_a_rescale_with_its_time_and_starts(tmp_path):
+    from elasticity.batch.coordinator.replayer import replay
+    from elasticity.checkpoint.replay import ReplayFrom
+
+    config, store = job(tmp_path, factor=2)
+    replay(JobCoordinator(config, store, Inputs()), ReplayFrom(timestamp_ms=None), reason="a bug fixed", owner="op")
+    view = build_view(config, store, Inputs())
+    row = view.rescales[-1]
+    assert row["origin"] == "replay" and "replay from the earliest retained offset" in row["reason"]
+    assert row["replay"]["outputs"] == "new-version" and row["replay"]["starts"]["kafka.orders.0"] == 0
+    page = render(view)
+    assert "<h2>Rescales and replays</h2>" in page and "<span class='badge warn'>replay</span>" in page
+    assert "kafka.orders.7@0" in page

@@ -16,6 +16,8 @@ RAISED_AT_RUN_TIME = {
     "each is a file there is known on that host only",
     "elasticity.batch.coordinator.job_coordinator": "checkpoints imported (a file, Samza's checkpoint topic) are "
     "checked against the job model the broker's partition counts give: neither is in the config",
+    "elasticity.checkpoint.task_ownership": "the same check of imported checkpoints (which task owns which input "
+    "partitions and changelog partition), against that job model",
 }
 
 

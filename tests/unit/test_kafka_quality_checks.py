@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from elasticity.quality.checks import KAFKA_COLUMNS, QualityInputs, kafka_loss_table, kafka_order_table, kafka_unique_table
-from elasticity.quality.runner import _kafka_positions
+from elasticity.quality.kafka_outputs import kafka_positions
 
 
 def _topic(*rows: tuple) -> pd.DataFrame:
@@ -59,7 +59,7 @@ def test_an_incremental_run_flags_the_same_outputs_out_of_order_as_a_full_one(ou
     rows = [(p, i, k, so, 1 if i < cut else 2, i) for i, (p, k, so) in enumerate(outputs)]
     full = kafka_order_table(_inputs(_topic(*rows)))
     before, window = [r for r in rows if r[4] == 1], [r for r in rows if r[4] == 2]
-    edge = _kafka_positions(None, _topic(*before)) if before else None
+    edge = kafka_positions(None, _topic(*before)) if before else None
     q = QualityInputs(
         audit=pd.DataFrame(),
         inputs=pd.DataFrame(),

@@ -68,7 +68,7 @@ def test_sending_again_as_decided_finds_exactly_the_refused_records_within_twice
 
 def test_the_commit_record_counts_every_staged_output_but_the_refused():
     def staged(batch: int, n: int) -> pa.Table:
-        rows = [(b"k", b"v", "Partition_0-0-2", batch, i, 0, i, "kafka", "orders") for i in range(n)]
+        rows = [(b"k", b"v", "Partition_0-0-2", batch, i, 0, i, "kafka", "orders", 1) for i in range(n)]
         return pa.Table.from_pylist([dict(zip(OUTPUT_SCHEMA.names, r, strict=True)) for r in rows], schema=OUTPUT_SCHEMA)
 
     batches = StagedBatches([("a", staged(1, 3)), ("b", staged(1, 2)), ("a", staged(2, 2))])

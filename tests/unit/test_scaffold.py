@@ -28,6 +28,7 @@ def test_writes_a_project(tmp_path: Path):
         "dags/elastic_jobs_check.py",
         "dags/elastic_maintenance.py",
         "dags/elastic_microbatch.py",
+        "dags/elastic_replay.py",
         "dags/elastic_rescale.py",
         "dags/elastic_scale_schedule.py",
         "include/jobs/click-stream.properties",

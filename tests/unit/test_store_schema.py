@@ -94,8 +94,8 @@ def test_a_store_taken_back_to_no_version_is_brought_up_again_with_its_rows(tmp_
     ]
 
 
-def test_a_store_at_0002_gains_the_decision_column_and_keeps_its_generations(tmp_path):
-    """Revision 0003 adds the autosizer's decision to the generations: rows written before read back with none,
+def test_a_store_at_0003_gains_the_decision_column_and_keeps_its_generations(tmp_path):
+    """Revision 0004 adds the autosizer's decision to the generations: rows written before read back with none,
     and a new generation keeps its decision."""
     from elasticity.jobmodel.model import JobModel
 
@@ -105,7 +105,7 @@ def test_a_store_at_0002_gains_the_decision_column_and_keeps_its_generations(tmp
     store.acquire_lease("job", "me", 600_000)
     store.write_generation("job", 0, 2, model=model, compute=lambda _: {}, owner="me", reason="first", origin="start")
     store.close()
-    migrate(url, "0002", down=True)
+    migrate(url, "0003", down=True)
     conn = sqlite3.connect(tmp_path / "checkpoints.db")
     assert "decision" not in {r[1] for r in conn.execute("PRAGMA table_info(elasticity_generations)")}
     conn.close()

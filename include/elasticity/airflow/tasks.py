@@ -142,6 +142,57 @@ def _rescale(
     }
 
 
+def replay(
+    job: str,
+    start: str,
+    *,
+    outputs: str,
+    dry_run: bool,
+    owner: str,
+    reason: str,
+    try_number: int | None = None,
+    lease_wait_s: float = LEASE_WAIT_S,
+) -> dict[str, Any]:
+    """Reprocess `job` from `start` (`earliest`, an ISO 8601 time or epoch ms) as a new generation
+    (`batch.coordinator.replayer`): under its lease, taken under this attempt's token, a running batch allowed to
+    finish first (up to `lease_wait_s`, then LeaseHeldError); refused (ReplayError) with the reason when the
+    stores cannot be rebuilt from the retained input."""
+    from elasticity.batch.coordinator.replayer import plan_replay
+    from elasticity.batch.coordinator.replayer import replay as apply_replay
+    from elasticity.checkpoint.replay import OutputMode, ReplayFrom
+
+    frm, mode = ReplayFrom.parse(start), OutputMode(outputs)
+    owner = attempt_owner(owner, try_number)
+    with StorePool() as stores:
+        coordinator = open_job(job, stores)[2]
+        if dry_run:
+            plan = plan_replay(coordinator, frm, mode)
+        else:
+            plan = Retrying(  # a running batch holds the lease: it is allowed to finish first
+                retry=retry_if_exception_type(LeaseHeldError) & retry_if_not_exception_type(SupersededError),
+                stop=stop_after_delay(lease_wait_s),
+                wait=wait_fixed(5),
+                before_sleep=_waiting_for_the_batch(coordinator.store, job),
+                reraise=True,
+            )(apply_replay, coordinator, frm, outputs=mode, reason=reason, owner=owner)
+    log.info("%s", plan.describe())
+    return {
+        "job": job,
+        "dry_run": dry_run,
+        "applied": plan.new is not None,
+        "origin": "replay",
+        "from": start,
+        "outputs": str(mode),
+        "old_generation": plan.old.number,
+        "new_generation": plan.new.number if plan.new else None,
+        "starts": {f"{s.stream}-{s.partition}": p.offset for s, p in plan.starts.items()},
+        "stores": list(plan.stores),
+        "refused": list(plan.refused),
+        "removed_rows": plan.removed_rows,
+        "reason": reason,
+    }
+
+
 def apply_scale_decisions(run_id: str, try_number: int | None = None, *, pause_s: float = 5.0) -> list[str]:
     """Each job's scheduled factor (`job.elasticity.schedule`) applied, job by job and fairly: a job whose lease is
     busy (a batch running) is tried again after the others, every `pause_s`, up to LEASE_WAIT_S in all, so no

@@ -1,4 +1,4 @@
-"""The job's commands: a new project, topics, the JobModel, demo records, a rescale and a micro-batch."""
+"""The job's commands: a new project, topics, the JobModel, demo records, a rescale, a replay and a micro-batch."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from elasticity.kafka.admin import client_settings, create_topic, partition_coun
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    for add in (_init_parser, _topic_parser, _job_model_parser, _feed_parser, _rescale_parser, _run_batch_parser):
+    for add in (_init_parser, _topic_parser, _job_model_parser, _feed_parser, _rescale_parser, _replay_parser, _run_batch_parser):
         add(sub)
 
 
@@ -170,6 +170,51 @@ def cmd_rescale(args: argparse.Namespace) -> int:
     generation = coordinator.current()
     assert generation is not None  # the rescale wrote one
     print(f"applied: generation {generation.number} at factor {generation.factor}")
+    return 0
+
+
+def _replay_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "replay",
+        parents=[job_options()],
+        help="reprocess the input from a time or the earliest offset: a new generation, the stores rebuilt",
+    )
+    start = parser.add_mutually_exclusive_group(required=True)
+    start.add_argument(
+        "--from-timestamp",
+        metavar="T",
+        help="record time to start from: ISO 8601 (2026-11-29T04:00:00Z; UTC unless it names its offset) or epoch ms",
+    )
+    start.add_argument("--from-earliest", action="store_true", help="start from each input partition's earliest retained offset")
+    parser.add_argument(
+        "--outputs",
+        choices=["new-version", "replace"],
+        default="new-version",
+        help="the replayed range's Parquet outputs: a new version beside the old (default), or replacing it",
+    )
+    parser.add_argument("--reason", default="", help="why, kept with the generation and shown on the job page")
+    parser.add_argument("--dry-run", action="store_true", help="print where each partition would start, write nothing")
+    parser.add_argument("--owner", default=None, help="lease owner id, this attempt's own (default host:pid#<8 random hex>)")
+    parser.set_defaults(func=cmd_replay)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from elasticity.batch.coordinator.replayer import plan_replay, replay
+    from elasticity.checkpoint.replay import OutputMode, ReplayFrom
+
+    project_apps()  # the app's stores are cleared
+    frm = ReplayFrom(timestamp_ms=None) if args.from_earliest else ReplayFrom.parse(args.from_timestamp)
+    outputs = OutputMode(args.outputs)
+    coordinator = job_coordinator(args)
+    if args.dry_run:
+        print(plan_replay(coordinator, frm, outputs).describe())
+        print("dry run: nothing written")
+        return 0
+    plan = replay(coordinator, frm, outputs=outputs, reason=args.reason or "elasticity replay", owner=args.owner)
+    print(plan.describe())
+    print_metrics(plan.metrics)
+    assert plan.new is not None  # the replay wrote one
+    print(f"applied: generation {plan.new.number} at factor {plan.new.factor}, origin replay")
     return 0
 
 

@@ -66,6 +66,29 @@ class KafkaInputs:
         found = self._read_offsets(ssps, ("oldest", "upcoming"))
         return found["oldest"], found["upcoming"]
 
+    def offsets_for_time(
+        self, ssps: Iterable[SystemStreamPartition], timestamp_ms: int
+    ) -> dict[SystemStreamPartition, int | None]:
+        """Per partition, the earliest offset whose record timestamp is at or after `timestamp_ms` (Kafka's
+        ListOffsets by timestamp, through librdkafka's offsets_for_times); None when no record is."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka import TopicPartition as Partition
+
+        out: dict[SystemStreamPartition, int | None] = {}
+        for system, group in self._by_system(ssps).items():
+            kafka = client_settings(self.config, system)
+            probe(kafka)
+            c = clients.log_reader(kafka, "elasticity-replay")
+            try:
+                asked = [Partition(s.stream, s.partition, timestamp_ms) for s in group]
+                for tp in c.offsets_for_times(asked, timeout=_TIMEOUT_S):
+                    if tp.error is not None:
+                        raise KafkaException(tp.error)
+                    out[SystemStreamPartition(system, tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
+            finally:
+                c.close()
+        return out
+
     def _read_offsets(
         self, ssps: Iterable[SystemStreamPartition], which: tuple[str, ...]
     ) -> dict[str, dict[SystemStreamPartition, int]]:

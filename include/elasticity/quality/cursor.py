@@ -43,6 +43,7 @@ class Cursor:
     state: State | None = None  # None: not recorded (a first run, or an edge an earlier version wrote)
     kafka_positions: pd.DataFrame | None = None
     kafka_edges: dict[str, dict[int, int]] = field(default_factory=dict)  # topic -> partition -> next offset to read
+    version: int = 0  # the version the last batch belongs to: the replay generation it follows (0: none)
 
 
 def start() -> Cursor:
@@ -94,6 +95,7 @@ def load(store: CheckpointStore, job: str, stores: Mapping[str, StoreDescriptor]
         state=state,
         kafka_positions=_table(row.kafka_positions) if row.kafka_positions is not None else None,
         kafka_edges=edges,
+        version=int(doc.get("version", 0)),
     )
 
 
@@ -115,6 +117,7 @@ def save(store: CheckpointStore, job: str, edge: Cursor, stores: Mapping[str, St
         "factor": edge.done.factor,
         "checkpoints": checkpoints_to_tool_json(edge.done.checkpoints.values()),
         "kafka_edges": {t: {str(p): o for p, o in parts.items()} for t, parts in edge.kafka_edges.items()},
+        "version": edge.version,
     }
     state = None
     if edge.state is not None:

@@ -17,7 +17,7 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -25,31 +25,29 @@ from typing import Any
 
 import pandas as pd
 
-from elasticity import faults
 from elasticity.api.stream import ApplicationDescriptor, load_application
 from elasticity.batch.container.container_process import container_process
 from elasticity.batch.container.reader import Chunk, read_chunk
 from elasticity.batch.coordinator.job_coordinator import Inputs, JobCoordinator
-from elasticity.batch.sinks.exactly_once import provenance
 from elasticity.batch.sinks.outputs import AUDIT_SCHEMA, OUTPUT_SCHEMA, AuditStatus, output_roots, read_table
 from elasticity.checkpoint.batch_plan import BatchPlan, BatchStatus
-from elasticity.checkpoint.commit_record import complete_records
+from elasticity.checkpoint.replay import Replay
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
 from elasticity.config import JobConfig
-from elasticity.config.names import commit_topic, path_part
+from elasticity.config.names import path_part
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName
 from elasticity.kafka.admin import client_settings
-from elasticity.kafka.transactions import read_committed_from
 from elasticity.quality import cursor, history, state_check
-from elasticity.quality.checks import KAFKA_COLUMNS, LOST_COLUMNS, Done, QualityInputs
+from elasticity.quality.checks import LOST_COLUMNS, Done, QualityInputs
+from elasticity.quality.kafka_outputs import KafkaOutputs, kafka_outputs, kafka_positions
+from elasticity.quality.pinned_state import pinned_state
+from elasticity.quality.replay_versions import Versions
 from elasticity.quality.report import summary_html, write_index
 from elasticity.quality.report_files import ReportFiles, public
 from elasticity.quality.suite import QualityResult, run_suites
-from elasticity.state.backends.blob_manager import BlobNotFound
 
 log = logging.getLogger(__name__)
-PIN_ATTEMPTS = 30
 Stored = dict[str, dict[Any, Any]] | None  # store -> key -> committed value (None: the app has no state reference)
 
 
@@ -128,10 +126,14 @@ def _expected_state(
     return state_check.state_table(stored, expected), expected
 
 
-def _audit_through(config: JobConfig, store: CheckpointStore, last: int) -> pd.DataFrame:
-    """The audit of every committed batch up to `last` (the pinned ones): what a recomputation from the first
-    batch reads."""
-    ids = [b for b in store.batches_with_status(config.job_name, BatchStatus.COMMITTED) if b <= last]
+def _audit_through(config: JobConfig, store: CheckpointStore, last: int, *, versions: Versions, version: int) -> pd.DataFrame:
+    """The audit of every committed batch of `version` up to `last` (the pinned ones): what a recomputation from
+    the version's first batch reads (a replay's version starts with its stores empty)."""
+    ids = [
+        p.batch_id
+        for p in store.plans(config.job_name, BatchStatus.COMMITTED)
+        if p.batch_id <= last and versions.of_batch(p) == version
+    ]
     return read_table(config.audit_dir, AUDIT_SCHEMA, ids).to_pandas()
 
 
@@ -170,131 +172,107 @@ def _input_ranges(
     return starts, ends
 
 
-@dataclass(frozen=True)
-class KafkaOutputs:
-    """The job's exactly-once Kafka outputs as a read_committed reader sees them (KAFKA_COLUMNS, from each
-    record's provenance headers), per committed batch of the window and output how many records its commit record
-    says it sent (`recorded`: a commit record of the batch is visible; `sent` None: written before the counts),
-    and where each topic's partitions were read up to for the batches after the window (the next edge)."""
-
-    records: pd.DataFrame
-    batches: pd.DataFrame
-    edges: dict[str, dict[int, int]]
-
-
-def _edges(read: Iterable[tuple[int, int, int]], ends: dict[int, int], last: int) -> dict[int, int]:
-    """Per partition, where the next incremental read starts (`read`: partition, offset and batch of each record):
-    the first record of a batch after `last`, else the end read up to (batches commit in order, one transaction
-    each, so nothing of a later batch lies before it)."""
-    edges = dict(ends)
-    for partition, offset, batch in read:
-        if batch > last:
-            edges[partition] = min(edges[partition], offset)
-    return edges
-
-
-def _kafka_outputs(
-    config: JobConfig, app: ApplicationDescriptor, window: list[int], since: cursor.Cursor | None
-) -> KafkaOutputs | None:
-    """Read from the edge (incremental) or whole. None: the job has no exactly-once Kafka output."""
-    if config.processing_guarantee != "exactly_once":
-        return None
-    outputs = sorted({(o.system, o.name) for o in app.outputs.values() if o.kind == "kafka"})
-    if not outputs:
-        return None
-    kafka = client_settings(config, outputs[0][0])
-    last = window[-1] if window else since.last_batch if since else 0
-    edges_before = since.kafka_edges if since else {}
-    rows, edges = [], {}
-    for _, name in outputs:
-        read, ends = read_committed_from(kafka, name, edges_before.get(name))
-        found = [(r, provenance(r.headers)) for r in read]
-        edges[name] = _edges(((r.partition, r.offset, int(p.get("batch_id", 0))) for r, p in found), ends, last)
-        rows += [{"output": name, "partition": r.partition, "offset": r.offset, "key": r.key, **p} for r, p in found]
-    records = pd.DataFrame(rows, columns=KAFKA_COLUMNS)
-    for c in ("source_partition", "source_offset", "batch_id", "seq"):
-        records[c] = pd.to_numeric(records[c]).astype("Int64")
-    if since is not None:  # later batches are the next run's
-        records = records[records["batch_id"].isna() | (records["batch_id"] <= last)]
-    commits = commit_topic(config.job_name, config.job_id)
-    parts, ends = read_committed_from(kafka, commits, edges_before.get(commits))
-    edges[commits] = _edges(
-        ((r.partition, r.offset, max(json.loads(r.value or b"{}").get("batches") or [0])) for r in parts), ends, last
-    )
-    sent: dict[int, dict[str, int] | None] = {}
-    for record in complete_records([r.value or b"" for r in parts], config.job_name):
-        sent |= {b: record.outputs.get(b) for b in record.batch_ids}  # None: a record written before the counts
-    batches = pd.DataFrame(
-        [
-            {
-                "batch_id": b,
-                "output": name,
-                "recorded": b in sent,
-                "sent": None if (counts := sent.get(b)) is None else counts.get(name, 0),
-            }
-            for b in window
-            for _, name in outputs
-        ],
-        columns=["batch_id", "output", "recorded", "sent"],
-    )
-    return KafkaOutputs(records, batches.astype({"batch_id": "Int64", "sent": "Float64"}), edges)
-
-
-def _kafka_positions(previous: pd.DataFrame | None, records: pd.DataFrame) -> pd.DataFrame:
-    """Per key and input partition of each output partition, its last validated output: where its order goes on."""
-    keyed = records[records["key"].notna()]
-    merged = pd.concat([previous, keyed], ignore_index=True) if previous is not None and len(previous) else keyed
-    group = ["output", "partition", "key", "source_system", "source_stream", "source_partition"]
-    return merged.drop_duplicates(group, keep="last")[KAFKA_COLUMNS]
-
-
-def _consistent_state(store: CheckpointStore, coordinator: JobCoordinator, after: int, attempts: int = 20):
-    """The committed batches after `after` and the checkpoints that include exactly them: batches keep
-    committing while data quality runs, so read until no commit landed in between."""
-    for _ in range(attempts):
-        committed = store.plans(coordinator.job, BatchStatus.COMMITTED, after=after)
-        generation = coordinator.current()
-        cps = coordinator.checkpoints(generation) if generation else {}
-        if [p.batch_id for p in store.plans(coordinator.job, BatchStatus.COMMITTED, after=after)] == [
-            p.batch_id for p in committed
-        ]:
-            return committed, generation, cps
-        time.sleep(0.5)
-    raise RuntimeError(f"job {coordinator.job!r}: batches kept committing while data quality read the checkpoints")
-
-
-def _pinned_state(
-    config: JobConfig, store: CheckpointStore, coordinator: JobCoordinator, *, app: ApplicationDescriptor, after: int
-):
-    """The committed batches (after `after`), their checkpoints and (for the `state` check) the stores' values those
-    checkpoints commit, read together, before the slow reads. Each commit deletes the blob-store snapshots beyond
-    `stores.<store>.blob.retain`, so a snapshot that vanishes while it is restored was superseded by a newer
-    commit: read again from the newer checkpoints. Gone twice under the same checkpoints, it is lost."""
-    missing = None
-    for _ in range(PIN_ATTEMPTS):
-        committed, generation, cps = _consistent_state(store, coordinator, after)
-        if not app.references or generation is None:
-            return committed, generation, cps, None
-        faults.point("quality.state.pinned")
-        try:
-            return committed, generation, cps, state_check.committed_state(config, app, generation, cps)
-        except BlobNotFound as e:
-            pinned = (generation.number, [p.batch_id for p in committed])
-            if pinned == missing:
-                raise
-            missing = pinned
-            log.info("superseded while data quality restored it, reading newer checkpoints: %s", e)
-    raise RuntimeError(f"job {coordinator.job!r}: snapshots kept being superseded while data quality restored them")
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Loaded:
-    """What a run checks, what it covers, and the edge it leaves when it passes (incremental runs)."""
+    """What a run checks, what it covers, and the edge it leaves when it passes (incremental runs). `more`: the
+    window stopped at a replay (a new version): the batches after are the next run's."""
 
     inputs: QualityInputs
     span: str
     window: list[int]
     edge: cursor.Cursor | None
+    more: bool = False
+
+
+def _version_start(since: cursor.Cursor, replay: Replay, version: int) -> cursor.Cursor:
+    """The edge a version started by `replay` is checked from: what its start checkpoints had passed is not its
+    to do, no key has a position yet, and its stores started empty."""
+    return replace(
+        since,
+        done=Done(replay.factor, dict(replay.start_checkpoints)),
+        positions=since.positions.iloc[0:0],
+        state={name: {} for name in since.state} if since.state is not None else {},
+        kafka_positions=since.kafka_positions.iloc[0:0] if since.kafka_positions is not None else None,
+        version=version,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Scope:
+    """What a run covers once replays are counted: its committed batches and window, the edge it starts from and
+    what was done before it, the checkpoints and factor its loss check reads, the stores' pinned values (None: not
+    checked), its version, and the replay that ends the version when a later one follows in the window."""
+
+    committed: list[BatchPlan]
+    window: list[BatchPlan]
+    since: cursor.Cursor | None
+    before: Done | None
+    cps: dict[TaskName, TaskCheckpoint]
+    factor: int
+    stored: Stored
+    version: int
+    ended_by: int | None = None
+
+
+def _scope(job: str, versions: Versions, s: _Scope, *, from_batch: int | None, to_batch: int | None) -> _Scope:
+    """`s` (every committed batch since the edge, `s.version` the current generation's) narrowed to one version
+    (`quality.replay_versions`). Incremental: the first version among the new batches (none: the current one),
+    from the replay's start when it begins one. A manual window: within the version of its last batch. A version
+    a later replay ended is checked up to the checkpoints that replay started from, its stores unchecked (the
+    replay cleared them)."""
+    current, since = s.version, s.since
+    if since is not None:
+        window, _ = versions.first_segment(s.committed)
+        version = versions.of_batch(window[0]) if window else current
+        s = replace(s, window=window, version=version)
+        if version != since.version and version in versions.replays:  # the window starts a replay's version
+            since = _version_start(since, versions.replays[version], version)
+            s = replace(s, since=since, before=since.done)
+    else:
+        window = [p for p in s.committed if _within(p.batch_id, from_batch, to_batch)]
+        version = versions.of_batch(window[-1]) if window else current
+        s = replace(
+            s,
+            committed=[p for p in s.committed if versions.of_batch(p) == version],
+            window=[p for p in window if versions.of_batch(p) == version],
+            version=version,
+        )
+        if version in versions.replays:
+            replay = versions.replays[version]
+            s = replace(s, before=Done(replay.factor, dict(replay.start_checkpoints)))
+    if version != current:  # a later replay ended this version
+        ended_by = min(r for r in versions.replays if r > version)
+        log.info("data quality of %s: the batches of the version before replay %d first", job, ended_by)
+        ending = versions.replays[ended_by]
+        s = replace(s, cps=dict(ending.previous_checkpoints), factor=ending.factor, stored=None, ended_by=ended_by)
+    return s
+
+
+def _pinned_scope(
+    config: JobConfig,
+    store: CheckpointStore,
+    inputs: Inputs,
+    *,
+    app: ApplicationDescriptor,
+    versions: Versions,
+    since: cursor.Cursor | None,
+    from_batch: int | None,
+    to_batch: int | None,
+) -> _Scope:
+    """The committed batches, checkpoints and stores pinned together (`_pinned_state`), narrowed to one version."""
+    coordinator = JobCoordinator(config, store, inputs)
+    committed, generation, cps, stored = pinned_state(config, store, coordinator, app=app, after=since.last_batch if since else 0)
+    whole = _Scope(
+        committed=committed,
+        window=committed,
+        since=since,
+        before=since.done if since else None,
+        cps=cps,
+        factor=generation.factor if generation else 1,
+        stored=stored,
+        version=versions.of_generation(generation.number if generation else 0),
+    )
+    return _scope(config.job_name, versions, whole, from_batch=from_batch, to_batch=to_batch)
 
 
 def load_inputs(
@@ -309,12 +287,10 @@ def load_inputs(
     """The window's facts; with `since`, the batches after its last one, checked against its edge and read from it:
     their plans, audit, sink files and input ranges, the Kafka outputs and commit records past the edge, and the
     stores' expected values folded on from the edge's."""
-    coordinator = JobCoordinator(config, store, inputs)
     app = load_application(config.app_class, config.inputs)
-    committed, generation, cps, stored = _pinned_state(
-        config, store, coordinator, app=app, after=since.last_batch if since else 0
-    )
-    window = committed if since is not None else [p for p in committed if _within(p.batch_id, from_batch, to_batch)]
+    versions = Versions.of(store, config.job_name)
+    s = _pinned_scope(config, store, inputs, app=app, versions=versions, since=since, from_batch=from_batch, to_batch=to_batch)
+    committed, window, since, cps, stored, version = s.committed, s.window, s.since, s.cps, s.stored, s.version
     ids = [p.batch_id for p in window]
     # a manual window's order, routing and loss are checked against every committed batch's audit
     audit = read_table(config.audit_dir, AUDIT_SCHEMA, ids if since else [p.batch_id for p in committed])
@@ -330,18 +306,21 @@ def load_inputs(
         since=since,
         window=audit,
         records=records,
-        history=lambda: audit if since is None else _audit_through(config, store, ids[-1] if ids else since.last_batch),
+        history=lambda: (
+            audit
+            if since is None
+            else _audit_through(config, store, ids[-1] if ids else since.last_batch, versions=versions, version=version)
+        ),
     )
-    kafka = _kafka_outputs(config, app, ids, since)
-    generation_of_batch = {p.batch_id: p.generation for p in committed}
+    kafka = kafka_outputs(config, app, ids, since)
     q = QualityInputs(
         audit=audit,
         inputs=records[list(KEYS)],
         sink=sink,
-        generation_of_batch=generation_of_batch,
-        factor=generation.factor if generation else 1,
+        generation_of_batch={p.batch_id: p.generation for p in committed},
+        factor=s.factor,
         checkpoints=cps,
-        before=since.done if since else None,
+        before=s.before,
         positions=since.positions if since else None,
         state=state,
         kafka=kafka.records if kafka else None,
@@ -352,11 +331,23 @@ def load_inputs(
         else 0,  # an edge of an earlier version read none
         lost=_declared_lost(store, config.job_name, ids),
     )
+    return _loaded(s, q, ids, expected=expected, kafka=kafka)
+
+
+def _loaded(s: _Scope, q: QualityInputs, ids: list[int], *, expected: Any, kafka: KafkaOutputs | None) -> Loaded:
+    """The run's facts with its span and, incremental, the edge it leaves (of its version; without the stores'
+    expected values when a later replay ends the version: that replay cleared them)."""
+    since = s.since
     span = f"batches {ids[0]}..{ids[-1]}" if ids else "no new committed batch"
+    if s.version:
+        span += f", version of replay {s.version}"
     if since is None:
-        return Loaded(q, span, ids, None)
+        return Loaded(inputs=q, span=span, window=ids, edge=None)
     span += f" (new since batch {since.last_batch})" if since.last_batch else " (the first validation)"
-    return Loaded(q, span, ids, _next_edge(since, ids, q, expected=expected, kafka=kafka) if ids else None)
+    edge = _next_edge(since, ids, q, expected=expected, kafka=kafka) if ids else None
+    if edge is not None:
+        edge = replace(edge, version=s.version, state=None if s.ended_by is not None else edge.state)
+    return Loaded(inputs=q, span=span, window=ids, edge=edge, more=s.ended_by is not None)
 
 
 def _next_edge(
@@ -368,7 +359,7 @@ def _next_edge(
         done=Done(q.factor, q.checkpoints),
         positions=cursor.next_positions(since.positions, q.audit, q.generation_of_batch),
         state=expected,
-        kafka_positions=_kafka_positions(since.kafka_positions, kafka.records) if kafka else None,
+        kafka_positions=kafka_positions(since.kafka_positions, kafka.records) if kafka else None,
         kafka_edges=kafka.edges if kafka else {},
     )
 
@@ -414,14 +405,29 @@ def run_quality(
 ) -> tuple[QualityResult, RunReport]:
     """Validate and report (to `report_dir`, a folder or URI; default the job's report location); returns the
     result and where the run's report went. An incremental run that passes moves the job's validated edge to
-    its last batch."""
+    its last batch. Its window stops at a replay (a new version, `quality.replay_versions`): the batches after are
+    validated next, by a run of their own (named `<run>-after-<its edge's batch>`), as long as each passes; the
+    result and report returned are the last run's."""
     job = config.job_name
     reports = ReportFiles(str(report_dir) if report_dir else config.report_location)
     stores = load_application(config.app_class, config.inputs).stores
     since = (cursor.load(store, job, stores) or cursor.start()) if incremental else None
-    loaded = load_inputs(config, store, inputs, from_batch=from_batch, to_batch=to_batch, since=since)
+    base = name = run_name or time.strftime("%Y%m%dT%H%M%S")
+    while True:
+        loaded = load_inputs(config, store, inputs, from_batch=from_batch, to_batch=to_batch, since=since)
+        result, report = _run(config, store, loaded, reports=reports, name=name, stores=stores)
+        if not (loaded.more and result.success and loaded.edge is not None):
+            return result, report
+        since = loaded.edge
+        name = f"{base}-after-{since.last_batch}"
+
+
+def _run(
+    config: JobConfig, store: CheckpointStore, loaded: Loaded, *, reports: ReportFiles, name: str, stores: Mapping[str, Any]
+) -> tuple[QualityResult, RunReport]:
+    """One run over `loaded`: its suites, report and index line; its edge saved when it passes."""
+    job = config.job_name
     q, span, window = loaded.inputs, loaded.span, loaded.window
-    name = run_name or time.strftime("%Y%m%dT%H%M%S")
     folder = path_part(name)
     files = reports.child(f"runs/{folder}")
     metrics = store.metrics(job, limit=200)

@@ -25,6 +25,7 @@ DAGS = (
     "elastic_jobs_check",
     "elastic_maintenance",
     "elastic_microbatch",
+    "elastic_replay",
     "elastic_rescale",
     "elastic_scale_schedule",
 )

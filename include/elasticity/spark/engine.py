@@ -50,7 +50,7 @@ from elasticity.batch.coordinator.lease import LeaseHeartbeat, held_lease
 from elasticity.batch.coordinator.log_bounds import checked, lost_ranges
 from elasticity.batch.coordinator.outcome import TaskSummary, batch_summary, count_records, new_checkpoints, summary_metrics
 from elasticity.batch.coordinator.planning import plan_ranges
-from elasticity.batch.sinks.exactly_once import ExactlyOnceOutputs, StagedOutput, staging_root
+from elasticity.batch.sinks.exactly_once import ExactlyOnceOutputs, StagedOutput, exactly_once_outputs, staged_outputs
 from elasticity.batch.sinks.outputs import delete_batches, output_roots
 from elasticity.batch.sinks.sink_identity import guard_sinks
 from elasticity.checkpoint.batch_plan import BatchPlan, BatchStatus
@@ -58,9 +58,8 @@ from elasticity.checkpoint.store import CheckpointStore, Generation
 from elasticity.checkpoint.store.attempt_token import attempt_owner
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
 from elasticity.config import BLOB_STORE_FACTORY, JobConfig
-from elasticity.config.runtime_rules import check_exactly_once_systems, check_shared_paths
+from elasticity.config.runtime_rules import check_shared_paths
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName
-from elasticity.kafka.admin import client_settings
 from elasticity.kafka.consumer import KafkaInputs
 from elasticity.metrics.reporters import Reporters
 from elasticity.metrics.summary import BatchSummary
@@ -136,31 +135,10 @@ class MicroBatchEngine:
 
     @cached_property
     def staged_outputs(self) -> tuple[StagedOutput, ...]:
-        """The app's Kafka outputs when they are exactly-once (processing.guarantee): staged per batch and slot,
-        produced in the commit's transaction. Empty: none, or at-least-once."""
-        if self.config.processing_guarantee != "exactly_once":
-            return ()
-        kafka = sorted((o for o in self.app.outputs.values() if o.kind == "kafka"), key=lambda o: (o.system, o.name))
-        check_exactly_once_systems(o.system for o in kafka)
-        output_path = self.config.output_dir
-        return tuple(StagedOutput(o.name, staging_root(output_path, o.system, o.name)) for o in kafka)
+        return staged_outputs(self.config, self.app)
 
     def _exactly_once(self, owner: str) -> ExactlyOnceOutputs | None:
-        if not self.staged_outputs:
-            return None
-        system = next(o.system for o in self.app.outputs.values() if o.kind == "kafka")
-        return ExactlyOnceOutputs(
-            job_name=self.job,
-            job_id=self.config.job_id,
-            system=system,
-            kafka_for=lambda s: client_settings(self.config, s, "producer"),
-            outputs=self.staged_outputs,
-            store=self.store,
-            write_versions=self.config.checkpoint_write_versions,
-            owner=owner,
-            dead_letter_path=self.config.dead_letter_dir,
-            policy=self.config.dead_letter_policy,
-        )
+        return exactly_once_outputs(self.config, self.app, staged=self.staged_outputs, store=self.store, owner=owner)
 
     @cached_property
     def tables(self) -> tuple[TableSource, ...]:
@@ -473,6 +451,7 @@ class MicroBatchEngine:
             slot_claims=uuid.uuid4().hex if local and (self.storage is not None or self.tables) else None,
             shipped=ship_user_code(self.spark, self.config),  # each batch: a changed app is the next batch's
             epoch=epoch,
+            generation=generation.number,
         )
 
     def _batch_state(self, generation: Generation, cps: dict[TaskName, TaskCheckpoint]) -> BatchState | None:

@@ -32,7 +32,7 @@ class Transfer:
     sources: tuple[TaskName, ...]
     keys: int = 0
     bytes: int = 0  # serialised keys and values
-    how: str = "moved"  # moved | kept (the old snapshot, as it is) | empty (no source committed state)
+    how: str = "moved"  # moved | kept (the old snapshot, as it is) | empty (no source committed state) | cleared (a replay's)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,6 +76,7 @@ class StateMove:
                 "moved": f"{t.keys:,} keys, {t.bytes:,} bytes",
                 "kept": "keeps its committed snapshot",
                 "empty": "empty (no committed state in its sources)",
+                "cleared": "cleared (a replay rebuilds it)",
             }[t.how]
             lines.append(f"  {t.task.name} <- {src}: {t.store} {what}")
         return "\n".join(lines)

@@ -201,11 +201,36 @@ def build_view(
         view.containers[c.processor_id] = {}
         for t in c.tasks:
             _add_task(view, c.processor_id, cps[t.task_name], rate=rates.get(t.task_name.name), sizes=sizes)
-    view.rescales = [
-        {"generation": g.number, "factor": g.factor, "reason": g.reason, "created_ms": g.created_ms, "origin": g.origin}
+    view.rescales = _history(store, job)
+    return view
+
+
+def _history(store: CheckpointStore, job: str) -> list[dict[str, Any]]:
+    """The latest generations, oldest first: rescales and replays alike."""
+    return [
+        {
+            "generation": g.number,
+            "factor": g.factor,
+            "reason": g.reason,
+            "created_ms": g.created_ms,
+            "origin": g.origin,
+            **({"replay": _replay_row(g.replay)} if g.replay else {}),
+        }
         for g in store.generations(job, limit=RESCALES)
     ]
-    return view
+
+
+def _replay_row(text: str) -> dict[str, Any]:
+    """A replay's generation as the history shows it: from when, the output mode, where each partition starts."""
+    from elasticity.checkpoint.replay import Replay
+
+    r = Replay.from_json(text)
+    return {
+        "from": r.requested.describe(),
+        "from_ms": r.requested.timestamp_ms,
+        "outputs": str(r.outputs),
+        "starts": {f"{s.system}.{s.stream}.{s.partition}": o for s, o in r.starts.items()},
+    }
 
 
 def _add_task(

@@ -51,6 +51,7 @@ class ProcessContext:
     slots: int = 0  # the job's process slots (with slot_claims)
     shipped: Shipped = ()  # the user code the driver shipped (spark.shipping): imported from there
     epoch: int | None = None  # the attempt's lease epoch, in its files' names (batch.sinks.outputs); None: not leased
+    generation: int | None = None  # the batch's generation, the outputs' `generation` column (a replay's version)
 
 
 def process_context(
@@ -66,6 +67,7 @@ def process_context(
     shipped: Shipped = (),
     output_bootstraps: dict[str, Kafka] | None = None,
     epoch: int | None = None,
+    generation: int | None = None,
 ) -> ProcessContext:
     """The batch's ProcessContext: the job's serdes, sinks and policies, with the batch's state and tables (the
     engine's and the test harness's: `output_bootstraps={}` when there is no broker to send to)."""
@@ -93,6 +95,7 @@ def process_context(
         slots=slots,
         shipped=shipped,
         epoch=epoch,
+        generation=generation,
     )
 
 

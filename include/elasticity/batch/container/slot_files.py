@@ -25,8 +25,9 @@ def write_slot_files(
     for root in (r for r in sink_roots(ctx, app).values() if r is not None):
         pieces = sorted((p for u in units for p in u.outputs.get(root, ())), key=lambda p: p[0])
         rows = [r for _, rs in pieces for r in rs]
-        columns = zip(*rows, strict=True) if rows else [()] * len(in_file(OUTPUT_SCHEMA))
-        write_batch_file(root, ctx.batch_id, name, _table(list(columns), in_file(OUTPUT_SCHEMA)), epoch=epoch)
+        columns: list[Any] = list(zip(*rows, strict=True)) if rows else [()] * (len(in_file(OUTPUT_SCHEMA)) - 1)
+        columns.append([ctx.generation] * len(rows))  # the last column, which the tasks' rows leave out
+        write_batch_file(root, ctx.batch_id, name, _table(columns, in_file(OUTPUT_SCHEMA)), epoch=epoch)
     ranges = sorted(r for u in units for r in u.kept)
     failed = set().union(*(u.failed for u in units))
     if sum(b - a for a, b in ranges) == table.num_rows:

@@ -35,13 +35,17 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from elasticity.api.stream import ApplicationDescriptor
 from elasticity.batch.sinks.outputs import DEAD_LETTER_SCHEMA, OUTPUT_SCHEMA, dead_letter, read_table, write_batch_file
 from elasticity.checkpoint.batch_plan import BatchPlan, BatchStatus
 from elasticity.checkpoint.commit_record import CommitRecord, last_record, to_parts
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
+from elasticity.config import JobConfig
 from elasticity.config.names import commit_topic
+from elasticity.config.runtime_rules import check_exactly_once_systems
 from elasticity.jobmodel.model import TaskName
+from elasticity.kafka.admin import client_settings
 from elasticity.kafka.clients import Kafka
 from elasticity.kafka.refusals import Refusal
 from elasticity.kafka.transactions import (
@@ -289,3 +293,34 @@ class ExactlyOnceOutputs:
         if not self._tx.in_transaction and (last is None or last[1] == BatchStatus.COMMITTED):
             self.store.close_transactional_ids(self.job_name, [self._tx.tid])
         self._tx = None
+
+
+def staged_outputs(config: JobConfig, app: ApplicationDescriptor) -> tuple[StagedOutput, ...]:
+    """The app's Kafka outputs when they are exactly-once (processing.guarantee): staged per batch and slot,
+    produced in the commit's transaction. Empty: none, or at-least-once."""
+    if config.processing_guarantee != "exactly_once":
+        return ()
+    kafka = sorted((o for o in app.outputs.values() if o.kind == "kafka"), key=lambda o: (o.system, o.name))
+    check_exactly_once_systems(o.system for o in kafka)
+    return tuple(StagedOutput(o.name, staging_root(config.output_dir, o.system, o.name)) for o in kafka)
+
+
+def exactly_once_outputs(
+    config: JobConfig, app: ApplicationDescriptor, *, staged: tuple[StagedOutput, ...], store: CheckpointStore, owner: str
+) -> ExactlyOnceOutputs | None:
+    """The run's exactly-once outputs (None: no staged output), producing as `owner` through the job's producers."""
+    if not staged:
+        return None
+    system = next(o.system for o in app.outputs.values() if o.kind == "kafka")
+    return ExactlyOnceOutputs(
+        job_name=config.job_name,
+        job_id=config.job_id,
+        system=system,
+        kafka_for=lambda s: client_settings(config, s, "producer"),
+        outputs=staged,
+        store=store,
+        write_versions=config.checkpoint_write_versions,
+        owner=owner,
+        dead_letter_path=config.dead_letter_dir,
+        policy=config.dead_letter_policy,
+    )

@@ -113,6 +113,9 @@ OUTPUT_SCHEMA = pa.schema(
         ("source_offset", pa.int64()),
         ("source_system", pa.string()),  # null in files written before these two columns
         ("source_stream", pa.string()),
+        # the generation that wrote it: a replay's rows carry a higher one than the rows of the range they replay
+        # (a later version); null in files written before this column
+        ("generation", pa.int32()),
     ]
 )
 

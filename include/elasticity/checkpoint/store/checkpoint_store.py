@@ -8,6 +8,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection
@@ -423,13 +424,15 @@ class CheckpointStore:
         live_max_age_ms: int = 600_000,
         abandon_pending: bool = False,
         origin: str = "manual",
+        replay: Callable[[Mapping[TaskName, TaskCheckpoint], Mapping[TaskName, TaskCheckpoint]], str] | None = None,
         decision: str | None = None,
     ) -> Generation:
         """Atomically replace generation `expected` (0: none yet) by a new one.
 
         `compute` gets the old generation's checkpoints, read under the row lock,
-        and returns the new generation's. The caller must hold the lease. `decision`: the autosizer's
-        record (JSON) of why, kept with the generation.
+        and returns the new generation's. The caller must hold the lease. `replay`: the generation starts a
+        replay, whose record (JSON) is made from the old checkpoints and the computed ones. `decision`: the
+        autosizer's record (JSON) of why, kept with the generation.
         """
         now = self.clock()
         new = Generation(
@@ -454,6 +457,8 @@ class CheckpointStore:
             missing = {t.task_name for t in model.tasks()} - set(computed)
             if missing:
                 raise StoreError(f"no checkpoint computed for tasks {sorted(t.name for t in missing)[:5]}")
+            if replay is not None:
+                new = replace(new, replay=replay(old, computed))
             generation_rows.insert_generation(conn, new)
             faults.point("rescale.generation_written")
             self._insert_checkpoints(conn, job, new.number, computed.values(), write_versions=write_versions)

@@ -22,7 +22,8 @@ class Generation:
     job_model: JobModel
     reason: str
     created_ms: int
-    origin: str = "manual"  # manual (a person: the rescale DAG or CLI), schedule, autosize, start, partitions
+    origin: str = "manual"  # manual (a person: the rescale DAG or CLI), schedule, autosize, start, partitions, replay
+    replay: str | None = None  # a replay's generation: its Replay as JSON (elasticity.checkpoint.replay)
     decision: str | None = None  # the autosizer's decision record as JSON (elasticity.scaling.decision.AutosizeRecord)
 
 
@@ -60,6 +61,7 @@ def read(conn: Connection, job: str, number: int | None) -> Generation | None:
         reason=row.reason,
         created_ms=row.created_ms,
         origin=row.origin or "manual",
+        replay=row.replay,
         decision=row.decision,
     )
 
@@ -80,6 +82,7 @@ def insert_generation(conn: Connection, generation: Generation) -> None:
             reason=generation.reason,
             created_ms=generation.created_ms,
             origin=generation.origin,
+            replay=generation.replay,
             decision=generation.decision,
         )
     )

@@ -23,7 +23,7 @@ from sqlalchemy import (
     Text,
 )
 
-HEAD_REVISION = "0003"
+HEAD_REVISION = "0004"
 """The newest revision of schema_migrations/versions/: a store whose version table holds it is opened as it is."""
 
 VERSION_TABLE = "elasticity_alembic_version"
@@ -62,7 +62,8 @@ generations = Table(
     Column("job_model", Text, nullable=False),
     Column("reason", Text, nullable=False),
     Column("created_ms", BigInteger, nullable=False),
-    Column("origin", String(32)),  # who asked: manual | schedule | autosize | start | partitions
+    Column("origin", String(32)),  # who asked: manual | schedule | autosize | start | partitions | replay
+    Column("replay", Text),  # JSON (checkpoint.replay.Replay) of a replay's generation; NULL for every other
     Column("decision", Text),  # the autosizer's decision and what it decided from, as JSON (NULL: none)
 )
 

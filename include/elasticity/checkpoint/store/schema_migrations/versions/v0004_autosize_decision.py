@@ -1,7 +1,7 @@
 """The autosizer's decision kept with the generation it made, and a rescale's request for the lease.
 
-Revision ID: 0003
-Revises: 0002
+Revision ID: 0004
+Revises: 0003
 
 `elasticity_generations.decision`: the DS2 controller's record of a rescale it asked for (the input rate, the
 records behind, the demand, the predicted capacity per factor, the useful factor, the scalability
@@ -16,8 +16,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0003"
-down_revision: str | None = "0002"
+revision = "0004"
+down_revision: str | None = "0003"
 branch_labels: str | None = None
 depends_on: str | None = None
 
