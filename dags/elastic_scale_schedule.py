@@ -1,14 +1,14 @@
 """elastic_scale_schedule: scheduled scale changes.
 
 Every 5 minutes, for each job whose config has `job.elasticity.schedule`
-(`<cron> -> <factor>; ...`) or `job.elasticity.autosize=true` (a factor from lag
-and measured processing rate, within min/max bounds and a cool-down), apply the
-desired factor through the same rescale path as elastic_rescale, job by job: a
-job whose batch holds the lease is tried again after the others, and a decision
-the job moved past meanwhile is dropped. One policy: a rescale a person asked for
-holds against both for `job.elasticity.manual.hold.ms` (default one hour; the
-log says until when). Every applied rescale is recorded
-with its origin and followed by the job's data-quality run.
+(`<cron> -> <factor>; ...`), apply the factor of the rule that fired last through
+the same rescale path as elastic_rescale, job by job: a job whose batch holds the
+lease is tried again after the others, and a decision the job moved past meanwhile
+is dropped. A rescale a person asked for holds against it for
+`job.elasticity.manual.hold.ms` (default one hour; the log says until when). Every
+applied rescale is recorded with its origin and followed by the job's data-quality
+run. The autosizer (`job.elasticity.autosize=true`) does not wait for this DAG: its
+loop in Airflow's triggerer starts elastic_autosize__<job> when a decision holds.
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from airflow.sdk import DAG, task
 
 with DAG(
     dag_id="elastic_scale_schedule",
-    description="Apply scheduled and autosized elasticity factors",
+    description="Apply scheduled elasticity factors",
     doc_md=__doc__,
     schedule="*/5 * * * *",
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
     is_paused_upon_creation=False,
-    tags=["elasticity", "rescale", "autosize"],
+    tags=["elasticity", "rescale", "schedule"],
     default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
 ) as dag:
 

@@ -6,7 +6,8 @@ loopback port with its own AIRFLOW_HOME, the connections of the embedded default
 one job's micro-batch DAG on its schedule (`airflow.microbatch.trigger=schedule`), another's when its lag
 watcher in the triggerer sees records wait (`lag`, the default), and none while nothing waits; a rescale is triggered through the
 REST API as the UI's trigger form does; the real TriggerDagRunOperator starts the
-data-quality DAG; a schedule rule is held by the manual rescale, then applied.
+data-quality DAG; a schedule rule is held by the manual rescale, then applied; a load step on a job the
+autosizer sizes makes its loop in the triggerer scale it up once.
 A second job, the example copying orders to a Kafka topic exactly-once, commits
 through the same scheduler and passes data quality with its Kafka checks.
 """
@@ -29,6 +30,7 @@ from elasticity.kafka.producer import send
 from elasticity.kafka.transactions import read_committed
 from elasticity.local.daemon import free_port
 from elasticity.local.standalone import AirflowStandalone, connections
+from elasticity.scaling.decision import AutosizeRecord
 from tests.conftest import REPO
 from tests.support.airflow_runs import finished, wait_for
 from tests.support.helpers import fresh_topic, job_props, write_properties
@@ -66,6 +68,26 @@ def world(kafka_bootstrap, spark_connect, tmp_path_factory):
     lag_props = job_props(lag_job, lag_topic, tmp / lag_job)  # airflow.microbatch.trigger: lag, the default
     lag_props.pop("task.checkpoint.store.url")
     write_properties(tmp / "jobs" / f"{lag_job}.properties", lag_props)
+    auto_topic = fresh_topic(kafka_bootstrap, "sched-auto", 2)
+    auto_job = f"auto{uuid.uuid4().hex[:6]}"
+    auto_props = job_props(
+        auto_job,
+        auto_topic,
+        tmp / auto_job,
+        factor=1,
+        **{
+            "app.class": "elasticity.apps.enrichment:build",  # 20 ms per record: 50 records per busy second a task
+            "batch.max.records": "300",
+            "job.elasticity.autosize": "true",
+            "job.elasticity.autosize.max": "2",  # one step up is all there is
+            "job.elasticity.autosize.target.lag.seconds": "5",
+            "job.elasticity.autosize.scale.up.cooldown.ms": "0",
+            "job.elasticity.autosize.poll.ms": "1000",
+            "job.elasticity.autosize.confirm.ms": "2000",
+        },
+    )
+    auto_props.pop("task.checkpoint.store.url")
+    write_properties(tmp / "jobs" / f"{auto_job}.properties", auto_props)
     airflow = AirflowStandalone(
         tmp / "airflow",
         free_port(),
@@ -87,6 +109,8 @@ def world(kafka_bootstrap, spark_connect, tmp_path_factory):
             copy_reports=tmp / copy_job / "report",
             lag_job=lag_job,
             lag_topic=lag_topic,
+            auto_job=auto_job,
+            auto_topic=auto_topic,
             bootstrap=kafka_bootstrap,
             config_file=config_file,
             airflow=airflow,
@@ -197,3 +221,30 @@ def test_records_start_a_run_through_the_lag_watcher_and_nothing_waiting_starts_
     assert sum(m["processed"] for m in mine) == 50 and mine[-1]["lag_left"] == 0
     started = datetime.fromisoformat(run["start_date"])
     print(f"lag run {run['dag_run_id']}: started {(started - fed).total_seconds():.1f} s after 50 records were fed")
+
+
+def test_a_load_step_makes_the_autosizer_in_the_triggerer_scale_up_once(world):
+    job, airflow, api, store = world.auto_job, world.airflow, world.api, world.store
+    assert api.wait_dag(f"elastic_autosize__{job}")["is_paused"] is False
+    wait_for(lambda: store.generation(job) is not None, 240, "no first generation of the autosized job", airflow)
+    # the load step: 3,000 records take 30 s at factor 1 (two virtual tasks of 50 records/s); the autosizer's
+    # demand, the backlog over 5 s at 70 % utilisation, needs factor 2 as soon as a batch at factor 1 is measured
+    send(world.bootstrap, world.auto_topic, demo_records(3000, keys=40, seed=45))
+    dag = f"elastic_autosize__{job}"
+    run = wait_for(lambda: finished(api, dag), 300, "no autosized rescale", airflow)[0]
+    assert run["run_type"] == "asset_triggered" and run["state"] == "success", airflow.tail(60)
+    generation = store.generation(job)
+    assert (generation.factor, generation.origin) == (2, "autosize") and run["dag_run_id"] in generation.reason
+    record = AutosizeRecord.from_json(generation.decision or "")
+    assert (record.current, record.factor, record.useful) == (1, 2, 2) and record.behind > 0
+    assert record.demand > dict(record.capacity)[1] and 0 < record.task_rate < 60  # the 20 ms lookup: under 50/s busy
+    # the run of batches holding the lease ended after its batch when the rescale asked for the lease: the rest
+    # of the backlog is processed at factor 2
+    at_2 = wait_for(lambda: [m for m in store.metrics(job) if m["factor"] == 2], 180, "no batch at factor 2", airflow)
+    assert sum(m["processed"] for m in store.metrics(job)) <= 3000 and at_2[0]["records_read"] > 0
+    # and only once: the bound is reached, and the scale-down cool-down (ten minutes) holds the factor
+    assert [g.origin for g in store.generations(job)] == ["start", "autosize"] and len(api.runs(dag)) == 1
+    print(
+        f"autosized {record.current} -> {record.factor} at {record.input_rate:,.0f} records/s in, {record.behind:,} behind, "
+        f"demand {record.demand:,.0f} records/s; run {run['dag_run_id']}"
+    )

@@ -189,7 +189,7 @@ def test_a_scale_up_waits_for_the_short_cool_down_and_a_scale_down_for_the_long_
     if d.factor < model.current:
         assert since >= policy.down_cooldown_ms
     if d.factor == model.current and d.needed != model.current:
-        assert "cool-down" in d.reason or "above target" in d.reason
+        assert "cool-down" in d.reason or "above target" in d.reason or "a scale-down below" in d.reason
 
 
 def test_the_cool_downs_end_exactly_on_time():
@@ -372,6 +372,16 @@ def test_a_policy_refuses_what_no_config_could_hold():
     for bad in ({"min_factor": 3, "max_factor": 2}, {"utilization": 0.0}, {"catch_up_s": 0.0}):
         with pytest.raises(ValueError, match="expected 1 <= min <= max"):
             Policy(**bad)
+
+
+def test_a_scale_down_waits_until_the_load_uses_little_of_the_current_capacity():
+    # factor 8 (1,600 records/s) after a backlog: 800/s at 70 % need 1,143/s, factor 6, but 800 uses 50 % of 1,600
+    model = Model(current=8, task_rate=50.0, skew=KeySkew(shares={8: 1 / 32}), limits=DEMO)
+    policy = Policy(min_factor=1, max_factor=16, down_below=0.4)
+    d = decide_factor(model, Load(input_rate=800.0, behind=0, now_ms=NOW, last_change_ms=0), policy)
+    assert (d.factor, d.needed) == (8, 6) and "uses 50% of factor 8's capacity" in d.reason
+    # 600/s use 37.5 %: down to factor 5 (1,000/s covers 857/s)
+    assert decide_factor(model, Load(input_rate=600.0, behind=0, now_ms=NOW, last_change_ms=0), policy).factor == 5
 
 
 def test_a_decision_carries_its_prediction_curve():

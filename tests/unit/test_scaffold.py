@@ -23,6 +23,7 @@ def test_writes_a_project(tmp_path: Path):
         ".gitignore",
         "README.md",
         "click_stream_app.py",
+        "dags/elastic_autosize.py",
         "dags/elastic_data_quality.py",
         "dags/elastic_jobs_check.py",
         "dags/elastic_maintenance.py",

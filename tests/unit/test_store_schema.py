@@ -94,6 +94,49 @@ def test_a_store_taken_back_to_no_version_is_brought_up_again_with_its_rows(tmp_
     ]
 
 
+def test_a_store_at_0003_gains_the_decision_column_and_keeps_its_generations(tmp_path):
+    """Revision 0004 adds the autosizer's decision to the generations: rows written before read back with none,
+    and a new generation keeps its decision."""
+    from elasticity.jobmodel.model import JobModel
+
+    url = f"sqlite:///{tmp_path / 'checkpoints.db'}"
+    model = JobModel(config=(), containers=())
+    store = CheckpointStore(url)
+    store.acquire_lease("job", "me", 600_000)
+    store.write_generation("job", 0, 2, model=model, compute=lambda _: {}, owner="me", reason="first", origin="start")
+    store.close()
+    migrate(url, "0003", down=True)
+    conn = sqlite3.connect(tmp_path / "checkpoints.db")
+    assert "decision" not in {r[1] for r in conn.execute("PRAGMA table_info(elasticity_generations)")}
+    conn.close()
+    store = CheckpointStore(url)
+    try:
+        old = store.generation("job")
+        assert (old.number, old.factor, old.reason, old.origin, old.decision) == (1, 2, "first", "start", None)
+        new = store.write_generation(
+            "job", 1, 4, model=model, compute=lambda _: {}, owner="me", reason="up", origin="autosize", decision='{"factor":4}'
+        )
+        assert store.generation("job") == new and new.decision == '{"factor":4}'
+    finally:
+        store.close()
+
+
+def test_a_rescale_asks_for_the_lease_and_the_request_lapses(tmp_path):
+    """A rescale waiting for the lease notes it on the job's row; a run of batches sees it for a while."""
+    now = [1_000_000]
+    store = CheckpointStore(f"sqlite:///{tmp_path / 'checkpoints.db'}", clock=lambda: now[0])
+    try:
+        store.acquire_lease("job", "run", 600_000)  # the job's row
+        assert not store.lease_wanted("job", 15_000)
+        store.want_lease("job")
+        now[0] += 14_999
+        assert store.lease_wanted("job", 15_000) and not store.lease_wanted("other", 15_000)
+        now[0] += 1
+        assert not store.lease_wanted("job", 15_000)
+    finally:
+        store.close()
+
+
 def test_a_store_a_newer_version_upgraded_is_refused_and_left_as_it_is(tmp_path):
     url = f"sqlite:///{tmp_path / 'checkpoints.db'}"
     CheckpointStore(url).close()

@@ -1,5 +1,7 @@
-"""The Assets the DAGs exchange: one per job, updated by every committed batch; and, for a job whose runs
-start on lag (`airflow.microbatch.trigger=lag`), the one its lag watcher updates in Airflow's triggerer."""
+"""The Assets the DAGs exchange: one per job, updated by every committed batch; for a job whose runs start on
+lag (`airflow.microbatch.trigger=lag`), the one its lag watcher updates in Airflow's triggerer; and for a job
+the autosizer sizes (`job.elasticity.autosize=true`), the one its loop in the triggerer updates with each
+confirmed decision."""
 
 from __future__ import annotations
 
@@ -30,6 +32,23 @@ def lag_asset(job: str, config_path: str, props: Mapping[str, str]) -> Asset:
         name=f"elastic_lag__{job}",
         uri=f"elasticity://{job}/lag",
         watchers=[AssetWatcher(name=f"elastic_lag_watcher__{job}", trigger=trigger)],
+    )
+
+
+def autosize_asset(job: str, config_path: str, props: Mapping[str, str]) -> Asset:
+    """`elastic_autosize__<job>`, watched by JobAutosizeTrigger: each event is a confirmed decision."""
+    from elasticity.airflow.autosize_trigger import JobAutosizeTrigger
+
+    trigger = JobAutosizeTrigger(
+        job=job,
+        config_path=config_path,
+        poll_ms=key_value(props, "job.elasticity.autosize.poll.ms"),
+        confirm_ms=key_value(props, "job.elasticity.autosize.confirm.ms"),
+    )
+    return Asset(
+        name=f"elastic_autosize__{job}",
+        uri=f"elasticity://{job}/autosize",
+        watchers=[AssetWatcher(name=f"elastic_autosize_watcher__{job}", trigger=trigger)],
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
@@ -20,8 +21,8 @@ from elasticity.checkpoint.store.generation_rows import Generation
 from elasticity.checkpoint.store.pool import StorePool
 from elasticity.config import JobConfig, load_config
 from elasticity.kafka.consumer import KafkaInputs
-from elasticity.scaling.autosize import autosize_policy
-from elasticity.scaling.decision import ScaleDecision, decide, manual_hold
+from elasticity.scaling.decision import AutosizeRecord, Observed, ScaleDecision, decide, manual_hold
+from elasticity.scaling.ds2 import policy_of
 from elasticity.scaling.schedule import parse_schedule
 from elasticity.views.jobview import PolicyView, ScheduleRuleView
 
@@ -52,10 +53,11 @@ def rescale(
     try_number: int | None = None,
     expected_generation: int | None = None,
     lease_wait_s: float = LEASE_WAIT_S,
+    decision: str | None = None,
 ) -> dict[str, Any]:
     """Migrate under the job's lease; a running batch is allowed to finish first (up to `lease_wait_s`, then
     LeaseHeldError). `owner` names the run: the lease is taken under this attempt's token (`attempt_token`), so
-    an earlier try still alive is fenced. `expected_generation`: see JobCoordinator.rescale."""
+    an earlier try still alive is fenced. `expected_generation`, `decision`: see JobCoordinator.rescale."""
     owner = attempt_owner(owner, try_number)
     with StorePool() as stores:
         return _rescale(
@@ -67,12 +69,20 @@ def rescale(
             origin=origin,
             expected_generation=expected_generation,
             lease_wait_s=lease_wait_s,
+            decision=decision,
         )
 
 
-def _waiting_for_the_batch(state: RetryCallState) -> None:
-    assert state.outcome is not None
-    log.info("waiting for the running batch to finish: %s", state.outcome.exception())
+def _waiting_for_the_batch(store: CheckpointStore, job: str) -> Callable[[RetryCallState], None]:
+    """Before each wait for the lease: asks for it, so that a run of batches ends after its batch (not when
+    caught up, which a job under more load than its factor can take never is)."""
+
+    def waiting(state: RetryCallState) -> None:
+        assert state.outcome is not None
+        store.want_lease(job)
+        log.info("waiting for the running batch to finish: %s", state.outcome.exception())
+
+    return waiting
 
 
 def _rescale(
@@ -85,6 +95,7 @@ def _rescale(
     origin: str,
     expected_generation: int | None,
     lease_wait_s: float,
+    decision: str | None = None,
 ) -> dict[str, Any]:
     job = coordinator.config.job_name
     old = coordinator.current()
@@ -101,10 +112,18 @@ def _rescale(
     plan = Retrying(  # a running batch holds the lease: it is allowed to finish first
         retry=retry_if_exception_type(LeaseHeldError) & retry_if_not_exception_type(SupersededError),
         stop=stop_after_delay(lease_wait_s),
-        wait=wait_fixed(5),
-        before_sleep=_waiting_for_the_batch,
+        wait=wait_fixed(2),
+        before_sleep=_waiting_for_the_batch(coordinator.store, job),
         reraise=True,
-    )(coordinator.rescale, factor, owner=owner, trigger=reason, origin=origin, expected_generation=expected_generation)
+    )(
+        coordinator.rescale,
+        factor,
+        owner=owner,
+        trigger=reason,
+        origin=origin,
+        expected_generation=expected_generation,
+        decision=decision,
+    )
     if plan.migration is None:
         log.info("%s: already at factor %s, nothing to change", job, plan.factor)
     else:
@@ -153,7 +172,7 @@ def replay(
                 retry=retry_if_exception_type(LeaseHeldError) & retry_if_not_exception_type(SupersededError),
                 stop=stop_after_delay(lease_wait_s),
                 wait=wait_fixed(5),
-                before_sleep=_waiting_for_the_batch,
+                before_sleep=_waiting_for_the_batch(coordinator.store, job),
                 reraise=True,
             )(apply_replay, coordinator, frm, outputs=mode, reason=reason, owner=owner)
     log.info("%s", plan.describe())
@@ -175,18 +194,21 @@ def replay(
 
 
 def apply_scale_decisions(run_id: str, try_number: int | None = None, *, pause_s: float = 5.0) -> list[str]:
-    """Each job's scale decision (schedule or autosizer) applied, job by job and fairly: a job whose lease is
+    """Each job's scheduled factor (`job.elasticity.schedule`) applied, job by job and fairly: a job whose lease is
     busy (a batch running) is tried again after the others, every `pause_s`, up to LEASE_WAIT_S in all, so no
     job's batch holds up another job's rescale. A decision the job moved past meanwhile (a person's rescale) is
     dropped; one job's failure does not stop the others' (raised at the end). Returns the data-quality DAGs
-    of the jobs rescaled."""
+    of the jobs rescaled. The autosizer's decisions are not applied here: its loop in the triggerer starts
+    elastic_autosize__<job> when one holds (`apply_autosize`)."""
     decisions = {}
     for job in job_configs():
         with StorePool() as stores:
             config, store, coordinator = open_job(job, stores)
+            if not config.elasticity_schedule:
+                continue
             decisions[job] = decision = scale_decision(config, store, coordinator.current())
         log.info("%s: factor %s, %s", job, decision.current, decision.reason)
-    waiting = [job for job, d in decisions.items() if d.applies]
+    waiting = [job for job, d in decisions.items() if d.applies and d.origin == "schedule"]
     rescaled: list[str] = []
     failed: dict[str, Exception] = {}
     deadline = time.monotonic() + LEASE_WAIT_S
@@ -230,6 +252,32 @@ def apply_scale_decisions(run_id: str, try_number: int | None = None, *, pause_s
     return rescaled
 
 
+def apply_autosize(job: str, payloads: list[dict[str, Any]], run_id: str, try_number: int | None = None) -> dict[str, Any]:
+    """The autosizer's confirmed decision (the latest of the asset events that started the run) applied through
+    the ordinary rescale path, with origin `autosize` and its record kept with the new generation; only while
+    the generation it decided on is still current (a person's rescale since: nothing changes)."""
+    mine = [p for p in payloads if p.get("job") == job and "factor" in p]
+    if not mine:
+        log.info("%s: no autosizer decision among the events %s", job, payloads)
+        return {"job": job, "applied": False}
+    want = max(mine, key=lambda p: (p["generation"], p.get("at_ms", 0)))
+    try:
+        return rescale(
+            job,
+            int(want["factor"]),
+            dry_run=False,
+            owner=f"autosize:{run_id}",
+            try_number=try_number,
+            reason=f"autosize: {want['reason']} (elastic_autosize__{job} run {run_id})",
+            origin="autosize",
+            expected_generation=int(want["generation"]),
+            decision=want.get("decision"),
+        )
+    except StaleGenerationError as e:
+        log.info("%s: not applied, %s", job, e)
+        return {"job": job, "applied": False, "stale": str(e)}
+
+
 def policy_view(config: JobConfig, store: CheckpointStore, current: Generation, now: datetime | None = None) -> PolicyView:
     """The scale policy as the job page shows it: its rules or bounds, a manual hold, and what comes next."""
     now = now or datetime.now(UTC)
@@ -244,10 +292,7 @@ def policy_view(config: JobConfig, store: CheckpointStore, current: Generation, 
         else ()
     )
     kind = "schedule" if rules else "autosize" if config.autosize else "none"
-    bounds = {}
-    if kind == "autosize":
-        p = autosize_policy(config)
-        bounds = {"min": p.min_factor, "max": p.max_factor, "cooldown_ms": p.cooldown_ms, "target_lag_s": p.target_lag_s}
+    bounds = autosize_bounds(config) if kind == "autosize" else {}
     if d.current is None:
         step = "nothing until the job's first batch"
     elif kind == "none":
@@ -255,6 +300,11 @@ def policy_view(config: JobConfig, store: CheckpointStore, current: Generation, 
     elif d.hold is not None and d.factor != d.current:
         step = (
             f"keep factor {d.current} while the manual hold lasts, then rescale to {d.factor} unless the policy changes its mind"
+        )
+    elif d.applies and kind == "autosize":
+        step = (
+            f"rescale to factor {d.factor} once the autosizer in Airflow's triggerer has wanted it for "
+            f"{config.autosize_confirm_ms / 1000:.0f} s (elastic_autosize__{config.job_name})"
         )
     elif d.applies:
         step = f"rescale to factor {d.factor} at the next elastic_scale_schedule run (every 5 minutes)"
@@ -276,7 +326,32 @@ def policy_view(config: JobConfig, store: CheckpointStore, current: Generation, 
         hold_factor=hold.factor if hold else None,
         hold_until_ms=hold.until_ms if hold else None,
         hold_reason=hold.reason if hold else "",
+        autosize=d.record,
+        last_autosize=last_autosize(store.generations(config.job_name, limit=50)) if kind == "autosize" else None,
     )
+
+
+def autosize_bounds(config: JobConfig) -> dict[str, float]:
+    """The autosizer's knobs as the job page shows them."""
+    p = policy_of(config)
+    return {
+        "min": p.min_factor,
+        "max": p.max_factor,
+        "up_cooldown_ms": p.up_cooldown_ms,
+        "down_cooldown_ms": p.down_cooldown_ms,
+        "target_lag_s": p.catch_up_s,
+        "utilization": p.utilization,
+        "confirm_ms": config.autosize_confirm_ms,
+    }
+
+
+def last_autosize(generations: list[Generation]) -> tuple[int, AutosizeRecord] | None:
+    """The latest rescale the autosizer made, with the record of its decision: (generation, record)."""
+    made = [g for g in generations if g.origin == "autosize" and g.decision]
+    if not made:
+        return None
+    g = max(made, key=lambda g: g.number)
+    return g.number, AutosizeRecord.from_json(g.decision or "")
 
 
 def _iso(ms: int) -> str:
@@ -284,10 +359,16 @@ def _iso(ms: int) -> str:
 
 
 def scale_decision(
-    config: JobConfig, store: CheckpointStore, current: Generation | None, now: datetime | None = None
+    config: JobConfig,
+    store: CheckpointStore,
+    current: Generation | None,
+    now: datetime | None = None,
+    *,
+    observed: Observed | None = None,
 ) -> ScaleDecision:
-    """What the scale policy wants for the job now (elastic_scale_schedule applies it)."""
-    return decide(config, store, current, now or datetime.now(UTC))
+    """What the scale policy wants for the job now (elastic_scale_schedule applies a schedule's, the
+    autosizer's loop in the triggerer its own)."""
+    return decide(config, store, current, now or datetime.now(UTC), observed=observed)
 
 
 def quality(

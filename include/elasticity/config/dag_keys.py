@@ -29,7 +29,11 @@ class DagKeys:
         doc="Scheduled factors: '<cron> -> <factor>; ...' (e.g. '0 8 * * * -> 8; 0 20 * * * -> 2').",
     )
     autosize: bool = key(
-        "job.elasticity.autosize", flag, "false", doc="Let the autosizer choose the factor from lag and processing rate."
+        "job.elasticity.autosize",
+        flag,
+        "false",
+        doc="Let the autosizer choose the factor: a DS2 controller in Airflow's triggerer sizes the job to its input rate "
+        "and backlog from each virtual task's measured rate, within the per-key order limit and the threads.",
     )
     autosize_min: int = key(
         "job.elasticity.autosize.min",
@@ -47,34 +51,55 @@ class DagKeys:
         "job.elasticity.autosize.cooldown.ms",
         int_range(0),
         "600000",
-        doc="No automatic change sooner than this after the last one.",
+        doc="The scale-down cool-down where job.elasticity.autosize.scale.down.cooldown.ms is not set (the single "
+        "cool-down of earlier versions).",
     )
     autosize_target_lag_s: int = key(
         "job.elasticity.autosize.target.lag.seconds",
         int_range(1),
         "60",
-        doc="The autosizer sizes the job to drain its backlog within this.",
+        doc="The autosizer sizes the job to drain its backlog within this; more records behind than this many seconds "
+        "of input is lag above target, and the autosizer never scales down then.",
     )
     autosize_utilization_target: float = key(
         "job.elasticity.autosize.utilization.target",
         fraction,
         "0.7",
-        doc="Share of its predicted capacity the DS2 controller (elasticity.scaling.ds2) sizes the job to use, the rest "
-        "being headroom; the autosizer's DAG does not run that controller yet.",
+        doc="Share of its predicted capacity the autosizer sizes the job to use, the rest being headroom.",
     )
     autosize_scale_up_cooldown_ms: int = key(
         "job.elasticity.autosize.scale.up.cooldown.ms",
         int_range(0),
         "120000",
-        doc="The DS2 controller (elasticity.scaling.ds2) scales up no sooner than this after the last change: short, so "
-        "a load step is met at once; the autosizer's DAG does not run that controller yet.",
+        doc="The autosizer scales up no sooner than this after the last change: short, so a load step is met at once.",
     )
     autosize_scale_down_cooldown_ms: int = key(
         "job.elasticity.autosize.scale.down.cooldown.ms",
         int_range(0),
         "600000",
-        doc="The DS2 controller (elasticity.scaling.ds2) scales down no sooner than this after the last change: longer, "
-        "so a passing dip does not flap the factor; the autosizer's DAG does not run that controller yet.",
+        doc="The autosizer scales down no sooner than this after the last change: longer, so a passing dip does not "
+        "flap the factor.",
+    )
+    autosize_scale_down_utilization: float = key(
+        "job.elasticity.autosize.scale.down.utilization",
+        fraction,
+        "0.4",
+        doc="The autosizer scales down only while the load uses less than this share of the current factor's predicted "
+        "capacity (the Flink autoscaler's utilisation boundary): a factor a backlog raised stays while the input alone "
+        "still uses it well.",
+    )
+    autosize_confirm_ms: int = key(
+        "job.elasticity.autosize.confirm.ms",
+        int_range(0),
+        "20000",
+        doc="A change the autosizer wants must hold this long (the same direction, poll after poll) before it starts "
+        "the rescale: a burst shorter than this changes nothing.",
+    )
+    autosize_poll_ms: int = key(
+        "job.elasticity.autosize.poll.ms",
+        int_range(500),
+        "5000",
+        doc="How often the autosizer in Airflow's triggerer reads the job's lag and high watermarks and decides.",
     )
     microbatch_trigger: str = key(
         "airflow.microbatch.trigger",

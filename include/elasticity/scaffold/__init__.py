@@ -20,6 +20,7 @@ BIG_ORDER = 100
 """The app's threshold: `elasticity feed` writes amounts from 1 to 500."""
 
 DAGS = (
+    "elastic_autosize",
     "elastic_data_quality",
     "elastic_jobs_check",
     "elastic_maintenance",

@@ -24,7 +24,9 @@ Capacity at factor F, records/s:
 A gain is discounted by `a`; a loss is taken whole, so a scale-down is never predicted cheaper than linear
 (the operator's users saw over-eager scale-downs). The needed factor is the smallest in [min, max] whose
 capacity covers (input rate + records behind / catch-up time) / target utilisation; where none does, the
-*useful* factor, the smallest at which capacity stops growing.
+*useful* factor, the smallest at which capacity stops growing. A scale-down also waits until the load uses less
+than `down_below` of the current factor's capacity (the operator's utilisation boundary): the factor a backlog
+raised is not taken back while the input alone still keeps it well used, so a step is not followed by a reversal.
 
 Invariants (tests/unit/test_ds2.py checks them as properties): share(F) is non-increasing and ideal(F) and
 capacity(F) non-decreasing in F; the needed factor is non-decreasing in the input rate and in the records
@@ -126,6 +128,9 @@ class Policy:
     catch_up_s: float = 60.0  # the backlog is to be drained within this, and a backlog above this much input is lag above target
     up_cooldown_ms: int = 120_000  # after any change, a scale-up waits this long
     down_cooldown_ms: int = 600_000  # after any change, a scale-down waits this long
+    # a scale-down only while the load uses less than this share of the current factor's predicted capacity (the
+    # Flink operator's utilisation boundary): a factor a passing backlog raised is kept while it is still well used
+    down_below: float = 0.4
 
     def __post_init__(self) -> None:
         if not (1 <= self.min_factor <= self.max_factor and 0 < self.utilization <= 1 and self.catch_up_s > 0):
@@ -297,6 +302,14 @@ def decide_factor(model: Model, load: Load, policy: Policy) -> Decision:
     if needed < current:
         if lag_above_target(load, policy):
             return decision(current, f"need {needed}, but {load.behind:,} records behind are above target: holding")
+        now_capacity = capacity(model, current)
+        used = need * policy.utilization / now_capacity if now_capacity > 0 else 0.0
+        if used >= policy.down_below:
+            return decision(
+                current,
+                f"need {needed}, but the load uses {used:.0%} of factor {current}'s capacity "
+                f"(a scale-down below {policy.down_below:.0%}): holding",
+            )
         if since < policy.down_cooldown_ms:
             return decision(current, f"need {needed} ({why}); scale-down cool-down: last change {since / 1000:.0f}s ago")
         return decision(needed, f"need {needed}: {why}")
@@ -304,12 +317,18 @@ def decide_factor(model: Model, load: Load, policy: Policy) -> Decision:
 
 
 def policy_of(config: JobConfig) -> Policy:
-    """The controller's knobs as the job configures them (`job.elasticity.autosize.*`)."""
+    """The controller's knobs as the job configures them (`job.elasticity.autosize.*`); the single
+    `cooldown.ms` of earlier versions is the scale-down cool-down where `scale.down.cooldown.ms` is not set."""
+    written = dict(config.raw)
+    down = config.autosize_scale_down_cooldown_ms
+    if "job.elasticity.autosize.scale.down.cooldown.ms" not in written and "job.elasticity.autosize.cooldown.ms" in written:
+        down = config.autosize_cooldown_ms
     return Policy(
         min_factor=config.autosize_min,
         max_factor=config.autosize_max,
         utilization=config.autosize_utilization_target,
         catch_up_s=float(config.autosize_target_lag_s),
         up_cooldown_ms=config.autosize_scale_up_cooldown_ms,
-        down_cooldown_ms=config.autosize_scale_down_cooldown_ms,
+        down_cooldown_ms=down,
+        down_below=config.autosize_scale_down_utilization,
     )

@@ -268,8 +268,8 @@ class MicroBatchEngine:
                 raise BatchFailed("; ".join(summary.errors))
             if summary.replayed and self.store.pending_plan(self.job) is not None:
                 continue  # a failed run's whole chain of planned batches replays, in order, in one run
-            out_of_time = deadline is not None and time.monotonic() >= deadline
-            if not until_caught_up or summary.lag_left == 0 or out_of_time:
+            out_of_time = deadline is not None and time.monotonic() >= deadline  # or a rescale waits for the lease:
+            if not until_caught_up or summary.lag_left == 0 or out_of_time or self.store.lease_wanted(self.job):
                 break
         return summaries
 

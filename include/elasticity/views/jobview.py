@@ -19,6 +19,7 @@ from elasticity.jobmodel.object_mapper import ssp_to_key
 from elasticity.metrics.freshness import HOUR_MS, FreshnessWindow, window
 from elasticity.metrics.rates import task_rates
 from elasticity.quality.history import run_page
+from elasticity.scaling.decision import AutosizeRecord
 
 if TYPE_CHECKING:
     from elasticity.state.state_move import StateMove
@@ -72,10 +73,13 @@ class PolicyView:
     reason: str
     next_step: str  # in words: what the next elastic_scale_schedule run will do
     rules: tuple[ScheduleRuleView, ...] = ()
-    bounds: dict[str, float] = field(default_factory=dict)  # autosizer: min, max, cooldown_ms, target_lag_s
+    # autosizer: min, max, up_cooldown_ms, down_cooldown_ms, target_lag_s, utilization, confirm_ms
+    bounds: dict[str, float] = field(default_factory=dict)
     hold_factor: int | None = None
     hold_until_ms: int | None = None
     hold_reason: str = ""
+    autosize: AutosizeRecord | None = None  # the autosizer's decision now, with its prediction curve
+    last_autosize: tuple[int, AutosizeRecord] | None = None  # (generation, record) of its latest rescale
 
 
 @dataclass(frozen=True)

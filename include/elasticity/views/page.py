@@ -21,8 +21,9 @@ import jinja2
 
 from elasticity.config import BLOB_STORE_FACTORY, KAFKA_CHANGELOG_FACTORY
 from elasticity.metrics.charts import CSS as CHART_CSS
-from elasticity.metrics.charts import svg
+from elasticity.metrics.charts import Chart, Series, svg
 from elasticity.metrics.rates import charts
+from elasticity.scaling.decision import AutosizeRecord
 from elasticity.views.jobview import JobView, StoreRow, TaskRow
 
 PAGE_SIZE = 100  # virtual tasks per page of the task table
@@ -117,6 +118,28 @@ def task_page(view: JobView, page: int) -> TaskPage:
     )
 
 
+def prediction_chart(record: AutosizeRecord) -> Chart:
+    """The autosizer's prediction curve: the capacity it predicts per factor against the demand it sizes for and
+    the input rate now, with the current factor, the one it wants and the order limit's useful factor marked."""
+    xs = [f for f, _ in record.capacity]
+    marks = {record.useful: f"order limit: {record.useful} gives the most"}
+    marks[record.current] = f"current {record.current}" + (f", {marks[record.current]}" if record.current in marks else "")
+    if record.factor != record.current:
+        marks[record.factor] = f"wants {record.factor}" + (f", {marks[record.factor]}" if record.factor in marks else "")
+    return Chart(
+        title=f"Autosizer's prediction (scalability coefficient {record.scalability:.2f}, {record.rescales_fitted} rescales fitted)",
+        y_unit="records/s",
+        xs=xs,
+        series=[
+            Series("predicted capacity", [c for _, c in record.capacity]),
+            Series(f"demand at {record.utilization:.0%} utilisation", [record.demand] * len(xs)),
+            Series("input rate now", [record.input_rate] * len(xs)),
+        ],
+        marks=sorted(marks.items()),
+        x_label="factor",
+    )
+
+
 def _query(**params: int | None) -> str:
     return "?" + urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
 
@@ -149,6 +172,7 @@ def render(view: JobView, page: int = 1, *, can_trigger: bool = True) -> str:
         css=static("job_page.css") + CHART_CSS,
         js=static("job_page.js"),
         charts=[svg(c) for c in charts(view.batches)] if view.generation is not None else [],
+        prediction=svg(prediction_chart(view.policy.autosize)) if view.policy and view.policy.autosize else None,
         batches=list(reversed(view.batches[-BATCHES_SHOWN:])),
         batches_pager=_batches_pager(view),
         runs_pager=_runs_pager(view),

@@ -55,6 +55,9 @@ def default_owner() -> str:
     return attempt_owner(f"{socket.gethostname()}:{os.getpid()}")
 
 
+Cause = tuple[str | None, str, str | None]  # a rescale's (trigger, origin, the autosizer's decision as JSON)
+
+
 @dataclass(frozen=True, kw_only=True)
 class RescalePlan:
     old: Generation | None
@@ -236,6 +239,7 @@ class JobCoordinator:
         origin: str = "manual",
         settled: bool = False,
         expected_generation: int | None = None,
+        decision: str | None = None,
     ) -> RescalePlan:
         """Move the job to `factor` (default: the current one, picking up new partitions) under the lease.
 
@@ -250,7 +254,7 @@ class JobCoordinator:
         is rolled forward, never abandoned and read again. `settled`: the caller is a run that settled at its
         start, and whose own transactional.id must stay open. `expected_generation`: the generation the caller
         decided on (a schedule's, an autosizer's); if the job has moved on since (a person's rescale), nothing
-        changes (StaleGenerationError).
+        changes (StaleGenerationError). `decision`: the autosizer's record (JSON), kept with the generation.
         """
         owner = owner or default_owner()
 
@@ -258,9 +262,8 @@ class JobCoordinator:
             faults.point("rescale.lease_acquired")
             if not settled and self.config.processing_guarantee == "exactly_once":
                 self._settle(owner)
-            return self._rescale_leased(
-                factor, owner, abandon_pending=abandon_pending, trigger=trigger, origin=origin, expected=expected_generation
-            )
+            cause = (trigger, origin, decision)
+            return self._rescale_leased(factor, owner, abandon_pending=abandon_pending, cause=cause, expected=expected_generation)
 
         if self.store.holds_lease(self.job, owner):  # a batch refreshing its model: its heartbeat keeps the lease
             self.store.acquire_lease(self.job, owner, self.config.lease_ttl_ms)
@@ -280,10 +283,12 @@ class JobCoordinator:
         )
 
     def _rescale_leased(
-        self, factor: int | None, owner: str, *, abandon_pending: bool, trigger: str | None, origin: str, expected: int | None
+        self, factor: int | None, owner: str, *, abandon_pending: bool, cause: Cause, expected: int | None
     ) -> RescalePlan:
         """`rescale`'s steps under the held lease: the target, the state's move, the new generation written with
-        the migrated checkpoints, then the move finished and the rescale's metrics recorded."""
+        the migrated checkpoints, then the move finished and the rescale's metrics recorded. `cause`: (trigger,
+        origin, decision) as `rescale` has them."""
+        trigger, origin, decision = cause
         t = time.perf_counter_ns()
         old, factor, model = self._target(factor)
         if expected is not None and (old.number if old else 0) != expected:
@@ -328,6 +333,7 @@ class JobCoordinator:
                 reason=f"{reason} ({trigger or 'by ' + owner})",
                 abandon_pending=abandon_pending,
                 origin=origin if old else "start",
+                decision=decision if old else None,
             )
         except SupersededError:
             if move is not None and self.storage is not None:  # refused for good: its uploads go, also those its
@@ -385,6 +391,7 @@ class JobCoordinator:
         reason: str,
         abandon_pending: bool = False,
         origin: str = "manual",
+        decision: str | None = None,
     ) -> Generation:
         """The next generation (the first when `old` is None); the caller holds the lease."""
         return self.store.write_generation(
@@ -400,6 +407,7 @@ class JobCoordinator:
             live_max_age_ms=self.config.live_checkpoint_max_age_ms,
             abandon_pending=abandon_pending,
             origin=origin,
+            decision=decision,
         )
 
     def adopt(self, imported: Iterable[TaskCheckpoint], source: str, owner: str | None = None) -> RescalePlan:

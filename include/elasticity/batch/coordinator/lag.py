@@ -39,6 +39,7 @@ class LagReport:
     exact: bool = True  # False: `done_ahead` is unknown, taken as 0, and `total` is an upper bound
     new_partitions: tuple[str, ...] = ()  # input partitions the current job model does not have yet
     committed: int = 0  # the sum of the committed start offsets: it moves when a batch commits
+    high: int = 0  # the inputs' high watermarks summed over their partitions: records that ever arrived
 
     @property
     def total(self) -> int:
@@ -89,6 +90,7 @@ def lag_report(config: JobConfig, store: CheckpointStore, inputs: Inputs) -> Lag
         per_ssp=per_ssp,
         new_partitions=tuple(ssp_to_key(s) for s in sorted(wanted - known)),
         committed=sum(starts.values()),
+        high=sum(high.values()),
         apart=tuple(ssp_to_key(s) for s in sorted(apart(cps.values()))),
         done_ahead=done.records,
         exact=done.exact,

@@ -299,6 +299,16 @@ class CheckpointStore:
         self._held[key] = (lease.epoch, True)
         return lease
 
+    def want_lease(self, job: str) -> None:
+        """A rescale waits for the job's lease: a run of batches holding it ends after its current batch
+        (`lease_wanted`) instead of running until caught up."""
+        self._write(leases.want, job, now=self.clock())
+
+    def lease_wanted(self, job: str, within_ms: int = 15_000) -> bool:
+        """A rescale asked for the lease within the last `within_ms` (a run then ends, and the lag its next)."""
+        since = self._read(leases.wanted_since, job)
+        return since is not None and self.clock() - since < within_ms
+
     def release_lease(self, job: str, owner: str) -> bool:
         """Give the lease up, if it is still this owner's at the epoch this store took it at."""
         epoch = self.held_epoch(job, owner)
@@ -415,16 +425,25 @@ class CheckpointStore:
         abandon_pending: bool = False,
         origin: str = "manual",
         replay: Callable[[Mapping[TaskName, TaskCheckpoint], Mapping[TaskName, TaskCheckpoint]], str] | None = None,
+        decision: str | None = None,
     ) -> Generation:
         """Atomically replace generation `expected` (0: none yet) by a new one.
 
         `compute` gets the old generation's checkpoints, read under the row lock,
         and returns the new generation's. The caller must hold the lease. `replay`: the generation starts a
-        replay, whose record (JSON) is made from the old checkpoints and the computed ones.
+        replay, whose record (JSON) is made from the old checkpoints and the computed ones. `decision`: the
+        autosizer's record (JSON) of why, kept with the generation.
         """
         now = self.clock()
         new = Generation(
-            job_name=job, number=expected + 1, factor=factor, job_model=model, reason=reason, created_ms=now, origin=origin
+            job_name=job,
+            number=expected + 1,
+            factor=factor,
+            job_model=model,
+            reason=reason,
+            created_ms=now,
+            origin=origin,
+            decision=decision,
         )
         with self._fenced(job, expected, owner, rescale_at=now) as conn:
             faults.point("rescale.fenced")

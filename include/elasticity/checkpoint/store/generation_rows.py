@@ -24,6 +24,7 @@ class Generation:
     created_ms: int
     origin: str = "manual"  # manual (a person: the rescale DAG or CLI), schedule, autosize, start, partitions, replay
     replay: str | None = None  # a replay's generation: its Replay as JSON (elasticity.checkpoint.replay)
+    decision: str | None = None  # the autosizer's decision record as JSON (elasticity.scaling.decision.AutosizeRecord)
 
 
 @functools.lru_cache(maxsize=16)
@@ -61,6 +62,7 @@ def read(conn: Connection, job: str, number: int | None) -> Generation | None:
         created_ms=row.created_ms,
         origin=row.origin or "manual",
         replay=row.replay,
+        decision=row.decision,
     )
 
 
@@ -81,5 +83,6 @@ def insert_generation(conn: Connection, generation: Generation) -> None:
             created_ms=generation.created_ms,
             origin=generation.origin,
             replay=generation.replay,
+            decision=generation.decision,
         )
     )

@@ -122,6 +122,15 @@ def _renew(engine: Engine, job: str, owner: str, ttl_ms: int, *, clock: Callable
     return Lease(job, owner, now + ttl_ms, epoch)
 
 
+def want(conn: Connection, job: str, *, now: int) -> None:
+    """A rescale waits for the lease: noted on the job's row (no row yet: nothing runs to ask)."""
+    conn.execute(update(jobs).where(jobs.c.job_name == job).values(lease_wanted_ms=now))
+
+
+def wanted_since(conn: Connection, job: str) -> int | None:
+    return conn.execute(select(jobs.c.lease_wanted_ms).where(jobs.c.job_name == job)).scalar()
+
+
 def release(conn: Connection, job: str, owner: str, epoch: int | None) -> bool:
     """Give the lease up: only the owner holding it (at `epoch`, when known) can; a superseded attempt's exit
     leaves its successor's lease alone."""

@@ -23,7 +23,7 @@ from sqlalchemy import (
     Text,
 )
 
-HEAD_REVISION = "0003"
+HEAD_REVISION = "0004"
 """The newest revision of schema_migrations/versions/: a store whose version table holds it is opened as it is."""
 
 VERSION_TABLE = "elasticity_alembic_version"
@@ -47,6 +47,8 @@ jobs = Table(
     Column("lease_owner", String(255)),
     Column("lease_expires_ms", BigInteger),
     Column("updated_ms", BigInteger, nullable=False),
+    # when a rescale last asked for the lease: a run of batches ends at its next batch's end rather than at caught-up
+    Column("lease_wanted_ms", BigInteger),
     # bumped each time the lease passes to another owner (each attempt is one): the fencing token's epoch
     Column("lease_epoch", BigInteger, nullable=False, server_default="0"),
 )
@@ -62,6 +64,7 @@ generations = Table(
     Column("created_ms", BigInteger, nullable=False),
     Column("origin", String(32)),  # who asked: manual | schedule | autosize | start | partitions | replay
     Column("replay", Text),  # JSON (checkpoint.replay.Replay) of a replay's generation; NULL for every other
+    Column("decision", Text),  # the autosizer's decision and what it decided from, as JSON (NULL: none)
 )
 
 checkpoints = Table(
