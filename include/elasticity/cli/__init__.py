@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import sys
 from collections.abc import Sequence
@@ -38,6 +39,8 @@ def _log_to_stderr() -> None:
 EXTRA_OF = {"run-batch": "spark", "spark": "spark", "cluster": "spark", "airflow": "airflow", "demo": "airflow"}
 
 
+FIRST_MODULE = {"spark": "pyspark", "airflow": "airflow"}  # the module each extra's commands import first
+
 EXTRA_MODULES = {  # what each extra installs, by top-level module: only their absence is the extra's to fix
     "spark": {"pyspark", "py4j", "grpc", "google"},
     "airflow": {"airflow", "pyspark", "py4j", "grpc", "google", "great_expectations", "pandas", "fastapi", "requests"},
@@ -48,6 +51,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _log_to_stderr()
     try:
+        extra = EXTRA_OF.get(args.command)
+        if extra is not None and importlib.util.find_spec(needed := FIRST_MODULE[extra]) is None:
+            # before the command's own checks (a project folder, a config): installing the extra comes first
+            raise ModuleNotFoundError(f"No module named {needed!r}", name=needed)
         return args.func(args)
     except (ConfigError, BrokerUnreachable, BrokerError, TopicError, StoreError, MigrationError, SerdeError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
