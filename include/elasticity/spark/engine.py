@@ -60,7 +60,7 @@ from elasticity.checkpoint.task_checkpoint import TaskCheckpoint
 from elasticity.config import BLOB_STORE_FACTORY, JobConfig
 from elasticity.config.runtime_rules import check_shared_paths
 from elasticity.jobmodel.model import SystemStreamPartition, TaskName
-from elasticity.kafka.consumer import KafkaInputs
+from elasticity.kafka.consumer import HeldKafkaInputs, KafkaInputs
 from elasticity.metrics.reporters import Reporters
 from elasticity.metrics.summary import BatchSummary
 from elasticity.spark.placement import placed_slots, rebalance
@@ -93,7 +93,9 @@ class MicroBatchEngine:
         self.config = config
         self.spark = spark
         self.store = store or CheckpointStore(config.checkpoint_store_url(), config.checkpoint_history_size)
-        self.inputs = inputs or KafkaInputs(config)
+        # inputs of its own keep one client for every batch's offsets (closed as a run ends), not one per call
+        self.inputs = inputs or HeldKafkaInputs(config)
+        self._own_inputs = inputs is None
         self.reporters = Reporters.of(config)
         self.coordinator = JobCoordinator(config, self.store, self.inputs, self.reporters)
         self.job = config.job_name
@@ -231,6 +233,8 @@ class MicroBatchEngine:
             finally:
                 self._open_gate()
                 commits.close()
+                if self._own_inputs and isinstance(self.inputs, HeldKafkaInputs):
+                    self.inputs.close()
         return summaries
 
     def _check_cluster(self) -> None:
