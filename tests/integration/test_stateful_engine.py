@@ -383,7 +383,7 @@ def test_data_quality_reads_newer_checkpoints_when_commits_delete_the_snapshots_
                 feed(kafka_bootstrap, topic, 200, seed=seed)
                 engine.run(max_records=1000)
 
-    caplog.set_level("INFO", logger="elasticity.quality.runner")
+    caplog.set_level("INFO", logger="elasticity.quality.pinned_state")
     with faults.hook(meanwhile):
         result, _ = run_quality(config, engine.store, engine.inputs)
     assert pinned and any("superseded while data quality restored it" in r.getMessage() for r in caplog.records)
