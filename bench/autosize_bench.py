@@ -16,7 +16,7 @@ broker, a warm Spark Connect server (local[2]), `airflow standalone` on a free l
 The controller before this one (a cron DAG every 5 minutes, wall-clock rates, linear in the factor) is not
 run: it was removed, and its first step came up to 15 minutes after a load change by construction.
 
-usage: python bench/autosize_bench.py [--rates 100,800,200] [--step-s 240] [--svg docs/results/autosize.svg]
+usage: python bench/autosize_bench.py [--rates 100,800:900,200] [--step-s 240] [--svg docs/results/autosize.svg]
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ HEADROOM = 1.2  # the oracle's: the smallest factor whose measured throughput co
 KNOBS = {  # the autosizer as the bench runs it (the defaults but the cool-downs, shortened to fit the steps)
     "job.elasticity.autosize.max": "12",
     "job.elasticity.autosize.target.lag.seconds": "60",
+    "job.elasticity.autosize.catch.up.seconds": "300",
     "job.elasticity.autosize.utilization.target": "0.7",
     "job.elasticity.autosize.scale.up.cooldown.ms": "60000",
     "job.elasticity.autosize.scale.down.cooldown.ms": "180000",
@@ -205,7 +206,9 @@ def svg(samples: list[Sample], steps: list[Step], oracle: dict[float, int], path
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rates", default="100,800,200", help="records/s of each load step")
+    p.add_argument(
+        "--rates", default="100,800,200", help="records/s of each load step, each `rate:seconds` where not --step-s long"
+    )
     p.add_argument("--step-s", type=float, default=240.0, help="seconds of each step")
     p.add_argument("--sample-s", type=float, default=5.0)
     p.add_argument("--oracle-factors", default="1,2,3,4,5,6,8")
@@ -217,7 +220,8 @@ def main() -> int:
     )
     p.add_argument("--svg", type=Path, default=REPO / "docs" / "results" / "autosize.svg")
     args = p.parse_args()
-    rates = [float(r) for r in args.rates.split(",")]
+    plan = [(float(r), float(s) if s else args.step_s) for r, _, s in (x.partition(":") for x in args.rates.split(","))]
+    rates = [r for r, _ in plan]
     home = Path(tempfile.mkdtemp(prefix="elasticity-autosize-bench-"))
     broker, spark = EmbeddedBroker(home), SparkConnectServer(home)
     bootstrap = broker.start(port=free_port()).bootstrap
@@ -313,11 +317,11 @@ def main() -> int:
         steps: list[Step] = []
         feeder.start()
         t0 = time.monotonic()
-        for rate in rates:
+        for rate, seconds in plan:
             feeder.rate = rate
             step = Step(rate, time.monotonic() - t0, 0.0)
             steps.append(step)
-            while (now := time.monotonic() - t0) < step.start + args.step_s:
+            while (now := time.monotonic() - t0) < step.start + seconds:
                 g = store.generation("auto")
                 try:
                     lag = lag_of("auto")

@@ -81,6 +81,7 @@ def world(kafka_bootstrap, spark_connect, tmp_path_factory):
             "job.elasticity.autosize": "true",
             "job.elasticity.autosize.max": "2",  # one step up is all there is
             "job.elasticity.autosize.target.lag.seconds": "5",
+            "job.elasticity.autosize.catch.up.seconds": "5",  # the backlog alone asks for the step
             "job.elasticity.autosize.scale.up.cooldown.ms": "0",
             "job.elasticity.autosize.poll.ms": "1000",
             "job.elasticity.autosize.confirm.ms": "2000",

@@ -43,6 +43,7 @@ def test_the_job_page_shows_the_autosizers_inputs_its_last_rescale_and_the_curve
         "up_cooldown_ms": 120_000,
         "down_cooldown_ms": 600_000,
         "target_lag_s": 60,
+        "catch_up_s": 300,
         "utilization": 0.7,
         "confirm_ms": 20_000,
     }

@@ -64,6 +64,7 @@ policies = st.integers(1, 16).flatmap(
         max_factor=st.integers(lo, 48),
         utilization=st.floats(0.05, 1.0),
         catch_up_s=st.floats(1.0, 3600.0),
+        target_lag_s=st.floats(1.0, 3600.0),
         up_cooldown_ms=st.integers(0, 600_000),
         down_cooldown_ms=st.integers(0, 1_200_000),
     )
@@ -170,7 +171,7 @@ def test_the_decision_stays_within_min_and_max(model, policy, load):
 @given(models, policies, loads, st.integers(1, 10**6))
 def test_no_scale_down_while_lag_is_above_target(model, policy, load, over):
     # drawn above the target rather than filtered for it: most drawn loads are below it
-    load = dataclasses.replace(load, behind=int(load.input_rate * policy.catch_up_s) + over)
+    load = dataclasses.replace(load, behind=int(load.input_rate * policy.target_lag_s) + over)
     assert lag_above_target(load, policy)
     d = decide_factor(model, load, policy)
     if model.current > policy.max_factor:  # above the bounds: down to the maximum, no further
@@ -198,7 +199,7 @@ def test_the_cool_downs_end_exactly_on_time():
     up = Load(input_rate=800.0, behind=12_000, now_ms=NOW, last_change_ms=NOW - 119_999)
     assert decide_factor(model, up, policy).factor == 2
     assert (
-        decide_factor(model, Load(input_rate=800.0, behind=12_000, now_ms=NOW, last_change_ms=NOW - 120_000), policy).factor == 9
+        decide_factor(model, Load(input_rate=800.0, behind=12_000, now_ms=NOW, last_change_ms=NOW - 120_000), policy).factor == 8
     )
     big = Model(current=16, task_rate=50.0, skew=KeySkew(shares={2: 0.15}), limits=DEMO)
     idle = Load(input_rate=10.0, behind=0, now_ms=NOW, last_change_ms=NOW - 599_999)
@@ -211,30 +212,32 @@ def test_the_cool_downs_end_exactly_on_time():
 
 def test_worked_example_one_step_to_the_factor_ds2_would_choose():
     model = Model(current=2, task_rate=50.0, skew=KeySkew(shares={2: 0.15}), limits=DEMO)
-    policy = Policy(min_factor=1, max_factor=32, utilization=0.7, catch_up_s=60.0)
+    policy = Policy(min_factor=1, max_factor=32, utilization=0.7, catch_up_s=300.0)
     load = Load(input_rate=800.0, behind=12_000, now_ms=NOW, last_change_ms=0)
     assert capacity(model, 2) == pytest.approx(333.33, abs=0.01)
-    assert demand(load, policy) == pytest.approx(1428.57, abs=0.01)
+    assert demand(load, policy) == pytest.approx(1200.0)
     d = decide_factor(model, load, policy)
-    assert (d.factor, d.needed, d.useful) == (9, 9, 32)
-    assert capacity(model, 8) < d.demand <= capacity(model, 9) == pytest.approx(1500)
-    assert d.reason == "need 9: capacity 1,500/s covers 1,429/s"
-    assert 2 * d.demand / capacity(model, 2) == pytest.approx(8.57, abs=0.01)  # DS2's ratio: the same step
+    assert (d.factor, d.needed, d.useful) == (8, 8, 32)
+    assert capacity(model, 7) < d.demand <= capacity(model, 8) == pytest.approx(1333.33, abs=0.01)
+    assert d.reason == "need 8: capacity 1,333/s covers 1,200/s"
+    assert 2 * d.demand / capacity(model, 2) == pytest.approx(7.2)  # DS2's ratio: the same step
+    # drained within a minute instead, the same backlog asks for a factor the input alone does not need
+    assert decide_factor(model, load, dataclasses.replace(policy, catch_up_s=60.0)).factor == 9
 
 
 def test_worked_example_a_hot_key_caps_the_useful_factor():
     model = Model(current=2, task_rate=50.0, skew=KeySkew(shares={2: 0.15}, hot_key=0.05), limits=DEMO)
-    policy = Policy(min_factor=1, max_factor=32, utilization=0.7, catch_up_s=60.0)
+    policy = Policy(min_factor=1, max_factor=32, utilization=0.7, catch_up_s=300.0)
     d = decide_factor(model, Load(input_rate=800.0, behind=12_000, now_ms=NOW, last_change_ms=0), policy)
     assert (d.factor, d.needed, d.useful) == (6, 6, 6)
     assert capacity(model, 6) == capacity(model, 32) == pytest.approx(1000)
-    assert d.reason == "need 6: no factor covers 1,429/s: 6 gives the most, 1,000/s"
+    assert d.reason == "need 6: no factor covers 1,200/s: 6 gives the most, 1,000/s"
 
 
 def test_worked_example_a_fitted_scalability_asks_for_more():
     model = Model(current=2, task_rate=50.0, skew=KeySkew(shares={2: 0.15}), limits=DEMO, scalability=0.8)
-    policy = Policy(min_factor=1, max_factor=32, utilization=0.7, catch_up_s=60.0)
-    assert decide_factor(model, Load(input_rate=800.0, behind=12_000, now_ms=NOW, last_change_ms=0), policy).factor == 11
+    policy = Policy(min_factor=1, max_factor=32, utilization=0.7, catch_up_s=300.0)
+    assert decide_factor(model, Load(input_rate=800.0, behind=12_000, now_ms=NOW, last_change_ms=0), policy).factor == 9
 
 
 def test_the_threads_cap_the_useful_factor():
@@ -342,12 +345,19 @@ def test_the_policy_as_the_job_configures_it():
             "job.elasticity.autosize.max": "12",
             "job.elasticity.autosize.utilization.target": "0.8",
             "job.elasticity.autosize.target.lag.seconds": "30",
+            "job.elasticity.autosize.catch.up.seconds": "120",
             "job.elasticity.autosize.scale.up.cooldown.ms": "60000",
             "job.elasticity.autosize.scale.down.cooldown.ms": "900000",
         }
     )
     assert policy_of(config) == Policy(
-        min_factor=2, max_factor=12, utilization=0.8, catch_up_s=30.0, up_cooldown_ms=60_000, down_cooldown_ms=900_000
+        min_factor=2,
+        max_factor=12,
+        utilization=0.8,
+        catch_up_s=120.0,
+        target_lag_s=30.0,
+        up_cooldown_ms=60_000,
+        down_cooldown_ms=900_000,
     )
     assert policy_of(validate(BASE)) == Policy()  # the defaults are the declared ones
 
@@ -369,7 +379,7 @@ def test_bad_settings_are_refused_naming_the_key(settings, error):
 
 
 def test_a_policy_refuses_what_no_config_could_hold():
-    for bad in ({"min_factor": 3, "max_factor": 2}, {"utilization": 0.0}, {"catch_up_s": 0.0}):
+    for bad in ({"min_factor": 3, "max_factor": 2}, {"utilization": 0.0}, {"catch_up_s": 0.0}, {"target_lag_s": 0.0}):
         with pytest.raises(ValueError, match="expected 1 <= min <= max"):
             Policy(**bad)
 

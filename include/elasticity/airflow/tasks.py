@@ -339,7 +339,8 @@ def autosize_bounds(config: JobConfig) -> dict[str, float]:
         "max": p.max_factor,
         "up_cooldown_ms": p.up_cooldown_ms,
         "down_cooldown_ms": p.down_cooldown_ms,
-        "target_lag_s": p.catch_up_s,
+        "target_lag_s": p.target_lag_s,
+        "catch_up_s": p.catch_up_s,
         "utilization": p.utilization,
         "confirm_ms": config.autosize_confirm_ms,
     }

@@ -58,8 +58,15 @@ class DagKeys:
         "job.elasticity.autosize.target.lag.seconds",
         int_range(1),
         "60",
-        doc="The autosizer sizes the job to drain its backlog within this; more records behind than this many seconds "
-        "of input is lag above target, and the autosizer never scales down then.",
+        doc="More records behind than this many seconds of input is lag above target: the autosizer never scales down then.",
+    )
+    autosize_catch_up_s: int = key(
+        "job.elasticity.autosize.catch.up.seconds",
+        int_range(1),
+        "300",
+        doc="The autosizer sizes the job to drain its backlog within this, beside the input (the Flink autoscaler's "
+        "catch-up duration, 5 minutes by default there too): shorter sizes a step up for its backlog, above what "
+        "the input alone needs.",
     )
     autosize_utilization_target: float = key(
         "job.elasticity.autosize.utilization.target",

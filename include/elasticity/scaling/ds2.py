@@ -36,12 +36,16 @@ decision stays in [min, max] and never scales down while the records behind exce
 Worked example (the demo app: a 20 ms lookup per record, 4 input partitions, a pool of 256 threads in one
 process slot on 2 executor slots). At factor 2 the tasks' busy time gives r = 50 records/s and the busiest
 of the 8 tasks took 15 % of each batch: ideal(2) = 50 * min(1 / 0.15, 256) = 333 records/s. Records arrive
-at 800/s with 12,000 behind, to catch up within 60 s at 70 % utilisation: (800 + 12,000 / 60) / 0.7 =
-1,429 records/s. Unmeasured factors take the measured share split evenly, share(F) = 0.15 * 2 / F, so
-ideal(F) = 167 F and the needed factor is 9 (1,500 records/s); DS2 would say 2 * 1,429 / 333 = 8.6, the same
+at 800/s with 12,000 behind, to catch up within the default 300 s at 70 % utilisation: (800 + 12,000 / 300) /
+0.7 = 1,200 records/s. Unmeasured factors take the measured share split evenly, share(F) = 0.15 * 2 / F, so
+ideal(F) = 167 F and the needed factor is 8 (1,333 records/s); DS2 would say 2 * 1,200 / 333 = 7.2, the same
 step. If one key holds 5 % of the records, no factor gives more than 50 / 0.05 = 1,000 records/s, reached at
 F = 6: the useful factor, and the decision, is 6, not the maximum. If past rescales fitted a = 0.8, the
-ideal ratio must reach 1 + (1,429 / 333 - 1) / 0.8 = 5.1 times factor 2's: factor 11.
+ideal ratio must reach 1 + (1,200 / 333 - 1) / 0.8 = 4.25 times factor 2's: factor 9.
+
+The catch-up time is not the lag target: sized to drain a step's backlog within the lag target (a minute), the
+job would run well above what the input alone needs once the backlog is gone, and hold there (the load still
+uses more than `down_below` of it). The Flink operator separates them likewise (catch-up duration, 5 minutes).
 """
 
 from __future__ import annotations
@@ -125,7 +129,8 @@ class Policy:
     min_factor: int = 1
     max_factor: int = 16
     utilization: float = 0.7  # target utilisation of the predicted capacity (DS2's and the operator's headroom)
-    catch_up_s: float = 60.0  # the backlog is to be drained within this, and a backlog above this much input is lag above target
+    catch_up_s: float = 300.0  # the backlog is to be drained within this, beside the input
+    target_lag_s: float = 60.0  # more than this much input behind is lag above target
     up_cooldown_ms: int = 120_000  # after any change, a scale-up waits this long
     down_cooldown_ms: int = 600_000  # after any change, a scale-down waits this long
     # a scale-down only while the load uses less than this share of the current factor's predicted capacity (the
@@ -133,8 +138,13 @@ class Policy:
     down_below: float = 0.4
 
     def __post_init__(self) -> None:
-        if not (1 <= self.min_factor <= self.max_factor and 0 < self.utilization <= 1 and self.catch_up_s > 0):
-            raise ValueError(f"expected 1 <= min <= max, 0 < utilization <= 1 and catch_up_s > 0: {self}")
+        if not (
+            1 <= self.min_factor <= self.max_factor
+            and 0 < self.utilization <= 1
+            and self.catch_up_s > 0
+            and self.target_lag_s > 0
+        ):
+            raise ValueError(f"expected 1 <= min <= max, 0 < utilization <= 1, catch_up_s > 0 and target_lag_s > 0: {self}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -273,8 +283,8 @@ def demand(load: Load, policy: Policy) -> float:
 
 
 def lag_above_target(load: Load, policy: Policy) -> bool:
-    """More records behind than the catch-up time's worth of input: the job is not keeping up."""
-    return load.behind > max(0.0, load.input_rate) * policy.catch_up_s
+    """More records behind than the lag target's worth of input: the job is not keeping up."""
+    return load.behind > max(0.0, load.input_rate) * policy.target_lag_s
 
 
 def decide_factor(model: Model, load: Load, policy: Policy) -> Decision:
@@ -327,7 +337,8 @@ def policy_of(config: JobConfig) -> Policy:
         min_factor=config.autosize_min,
         max_factor=config.autosize_max,
         utilization=config.autosize_utilization_target,
-        catch_up_s=float(config.autosize_target_lag_s),
+        catch_up_s=float(config.autosize_catch_up_s),
+        target_lag_s=float(config.autosize_target_lag_s),
         up_cooldown_ms=config.autosize_scale_up_cooldown_ms,
         down_cooldown_ms=down,
         down_below=config.autosize_scale_down_utilization,

@@ -73,7 +73,7 @@ class PolicyView:
     reason: str
     next_step: str  # in words: what the next elastic_scale_schedule run will do
     rules: tuple[ScheduleRuleView, ...] = ()
-    # autosizer: min, max, up_cooldown_ms, down_cooldown_ms, target_lag_s, utilization, confirm_ms
+    # autosizer: min, max, up_cooldown_ms, down_cooldown_ms, target_lag_s, catch_up_s, utilization, confirm_ms
     bounds: dict[str, float] = field(default_factory=dict)
     hold_factor: int | None = None
     hold_until_ms: int | None = None
