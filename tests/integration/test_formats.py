@@ -2,6 +2,7 @@
 through a stateful job on the engine to an Avro Kafka output and a typed Parquet output, its store's changelog
 in Avro too. Every order comes out once with its running total, the Parquet columns are typed for pandas,
 pyarrow and Spark, and a record naming a schema id the registry does not know is a dead letter with that reason.
+The same job reads a Protobuf topic and writes its Kafka output and changelog in JSON Schema.
 
 The registry is confluent-kafka's in-memory one (`mock://`): no Schema Registry server can be had from the
 package registries here (Karapace is not on PyPI). The driver ships its schemas to Spark's workers with each
@@ -178,3 +179,67 @@ def test_an_avro_topic_through_a_stateful_job_to_avro_and_typed_parquet(spark, k
     MicroBatchEngine(validate(untyped | {"outputs.totals.schema": typed + ", channel STRING"}), spark).run(max_records=10)
     with pytest.raises(ConfigError, match="outputs.totals.schema: field 'order_id': type changed from BIGINT to INT"):
         MicroBatchEngine(validate(untyped | {"outputs.totals.schema": typed.replace("BIGINT NOT", "INT NOT")}), spark).run()
+
+
+TOTAL_JSON_SCHEMA = {
+    "title": "UserTotal",
+    "type": "object",
+    "properties": {
+        "order_id": {"type": "integer"},
+        "user": {"type": "string"},
+        "amount": {"type": "number"},
+        "total": {"type": "number"},
+        "count": {"type": "integer"},
+    },
+    "required": ["order_id", "user", "amount", "total", "count"],
+}
+STATE_JSON_SCHEMA = {
+    "title": "Running",
+    "type": "object",
+    "properties": {"total": {"type": "number"}, "count": {"type": "integer"}},
+    "required": ["total", "count"],
+}
+
+
+def test_a_protobuf_topic_through_a_stateful_job_to_json_schema(spark, kafka_bootstrap, avro_job):
+    topic, props = avro_job
+    registry = registry_of(props)
+    props = {k: v for k, v in props.items() if not k.startswith("serializers.registry.") and k != "outputs.totals.schema.serde"}
+    props |= {
+        "serializers.registry.orders.class": "protobuf",
+        "serializers.registry.orders.schema.registry.url": registry,
+        "serializers.registry.orders.message.class": "tests.support.proto_messages:Order",
+        "serializers.registry.totals.class": "json-schema",
+        "serializers.registry.totals.schema.registry.url": registry,
+        "serializers.registry.totals.schema": json.dumps(TOTAL_JSON_SCHEMA),
+        "serializers.registry.state.class": "json-schema",
+        "serializers.registry.state.schema.registry.url": registry,
+        "serializers.registry.state.schema": json.dumps(STATE_JSON_SCHEMA),
+    }
+    config = validate(props)
+    orders = config.serde("kafka", "msg")
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    running: dict[str, tuple[float, int]] = {}
+    expected = {}
+    for i in range(60):
+        user = f"user-{i % 5}"
+        amount = round(1 + (i * 37 % 100) / 4, 2)
+        producer.produce(topic, key=user.encode(), value=serialize(orders, {"order_id": i, "user": "", "amount": amount}, topic))
+        t, c = running.get(user, (0.0, 0))
+        running[user] = (round(t + amount, 2), c + 1)
+        expected[i] = (user, *running[user])
+    producer.produce(topic, key=b"user-x", value=frame(999_999, b"\x00\x08\x01"))  # a schema id never assigned
+    producer.flush(10)
+
+    MicroBatchEngine(config, spark).run(max_records=1000)
+
+    totals = config.serde("kafka", "msg", f"{topic}-totals")
+    out = [deserialize(totals, v, "value") for _, _, _, v in read_log(kafka_bootstrap, f"{topic}-totals", "read_committed")]
+    assert {o["order_id"]: (o["user"], o["total"], o["count"]) for o in out} == expected and len(out) == 60
+    state = config.registered_serde("state")
+    changelog = {k: deserialize(state, v, "value") for _, _, k, v in read_log(kafka_bootstrap, f"{topic}-changelog")}
+    assert changelog == {u.encode(): {"total": t, "count": c} for u, (t, c) in running.items()}
+    assert client(registry).get_latest_version(f"{topic}-value").schema.schema_type == "PROTOBUF"
+    assert client(registry).get_latest_version(f"{topic}-totals-value").schema.schema_type == "JSON"
+    dead = read_table(props["job.dead.letter.path"], DEAD_LETTER_SCHEMA).to_pylist()
+    assert [d["key"] for d in dead] == [b"user-x"] and "schema id 999999 is unknown" in dead[0]["error"]
