@@ -74,6 +74,7 @@ def _autosized(**props: str):
             "job.elasticity.autosize.max": "12",
             "job.elasticity.autosize.scale.up.cooldown.ms": "0",
             "job.elasticity.autosize.scale.down.cooldown.ms": "0",
+            "job.elasticity.autosize.catch.up.seconds": "60",  # the backlog drained within the lag target's minute
             **props,
         }
     )
