@@ -29,6 +29,7 @@ from elasticity.config.kafka_clients import MASK, PROPERTIES, SECRET_PROPERTIES,
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
 _DECLARED = {p.name: p for p in PROPERTIES}
@@ -210,6 +211,14 @@ def ordered_producer(kafka: Kafka) -> Producer:
 
     ordered = {"acks": "all", "max.in.flight.requests.per.connection": 1}
     return Producer({**settings(kafka).librdkafka(**{**_KEYED, "linger.ms": 5, "batch.size": 512 * 1024}), **ordered})
+
+
+def offsets_admin(kafka: Kafka) -> AdminClient:
+    """librdkafka's admin client, for ListOffsets: a partition list's log starts and ends asked at once and parsed
+    in C (kafka-python builds and parses each partition in Python, one end per request)."""
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient(settings(kafka).librdkafka(**{"client.id": "elasticity-offsets", "log.connection.close": False}))
 
 
 # kafka-python: the driver's metadata, the at-least-once outputs

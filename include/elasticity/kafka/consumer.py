@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from kafka import KafkaConsumer, TopicPartition
+from kafka import KafkaConsumer
 
 from elasticity.config import JobConfig
 from elasticity.jobmodel.model import SystemStream, SystemStreamPartition
@@ -17,17 +17,7 @@ from elasticity.kafka.clients import Kafka, settings
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Message
-
-
-@contextmanager
-def consumer(kafka: Kafka) -> Iterator[KafkaConsumer]:
-    kafka = settings(kafka)
-    probe(kafka)
-    c = clients.metadata_consumer(kafka, client_id="elasticity")
-    try:
-        yield c
-    finally:
-        c.close()
+    from confluent_kafka.admin import AdminClient
 
 
 class KafkaInputs:
@@ -49,11 +39,6 @@ class KafkaInputs:
             admin = client_settings(self.config, system, "admin")
             counts.update(partition_counts(admin, [s for s in streams if s.system == system]))
         return counts
-
-    @contextmanager
-    def _using(self, system: str) -> Iterator[KafkaConsumer]:
-        with consumer(client_settings(self.config, system)) as c:
-            yield c
 
     def offsets(self, ssps: Iterable[SystemStreamPartition], which: str) -> dict[SystemStreamPartition, int]:
         """`oldest` (log start) or `upcoming` (high watermark) offset of each partition."""
@@ -89,16 +74,36 @@ class KafkaInputs:
                 c.close()
         return out
 
+    @contextmanager
+    def _admin(self, system: str) -> Iterator[AdminClient]:
+        kafka = client_settings(self.config, system, "admin")
+        probe(kafka)
+        yield clients.offsets_admin(kafka)
+
     def _read_offsets(
         self, ssps: Iterable[SystemStreamPartition], which: tuple[str, ...]
     ) -> dict[str, dict[SystemStreamPartition, int]]:
+        """Each end asked of every partition at once (one ListOffsets request per end, in flight together);
+        read_committed: `upcoming` is the last stable offset."""
+        from confluent_kafka import IsolationLevel
+        from confluent_kafka import TopicPartition as Partition
+        from confluent_kafka.admin import OffsetSpec
+
+        spec = {"oldest": OffsetSpec.earliest(), "upcoming": OffsetSpec.latest()}
         out: dict[str, dict[SystemStreamPartition, int]] = {w: {} for w in which}
         for system, group in self._by_system(ssps).items():
-            tps = {TopicPartition(s.stream, s.partition): s for s in group}
-            with self._using(system) as c:
-                for w in which:
-                    found = c.beginning_offsets(list(tps)) if w == "oldest" else c.end_offsets(list(tps))
-                    out[w].update({tps[tp]: int(o) for tp, o in found.items()})
+            with self._admin(system) as admin:
+                asked = {
+                    w: admin.list_offsets(
+                        {Partition(s.stream, s.partition): spec[w] for s in group},
+                        isolation_level=IsolationLevel.READ_COMMITTED,
+                        request_timeout=_TIMEOUT_S,
+                    )
+                    for w in which
+                }
+                for w, futures in asked.items():
+                    for tp, future in futures.items():
+                        out[w][SystemStreamPartition(system, tp.topic, tp.partition)] = future.result().offset
         return out
 
 
@@ -112,6 +117,18 @@ class HeldKafkaInputs(KafkaInputs):
         super().__init__(config)
         self._metadata_max_age_ms = metadata_max_age_ms
         self._consumers: dict[str, KafkaConsumer] = {}
+        self._admins: dict[str, AdminClient] = {}
+
+    @contextmanager
+    def _admin(self, system: str) -> Iterator[AdminClient]:
+        if system not in self._admins:
+            with super()._admin(system) as admin:
+                self._admins[system] = admin
+        try:
+            yield self._admins[system]
+        except Exception:
+            self._admins.pop(system, None)
+            raise
 
     def _consumer(self, system: str) -> KafkaConsumer:
         if system not in self._consumers:
@@ -148,6 +165,7 @@ class HeldKafkaInputs(KafkaInputs):
     def close(self) -> None:
         for system in list(self._consumers):
             self._drop(system)
+        self._admins.clear()  # librdkafka's clients close as they are dropped
 
 
 STALL_TIMEOUT_S = 30.0
