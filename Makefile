@@ -85,10 +85,12 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# TEST_WORKERS: pytest-xdist workers (docs/reference/testing.md says why this many on 2 cores)
+# TEST_WORKERS: pytest-xdist workers (docs/reference/testing.md says why this many on 2 cores). The modules go to
+# the workers in the order tests/conftest.py collects them, longest first (--no-loadscope-reorder: not xdist's
+# most-tests-first, which left the long modules of few tests to the end).
 TEST_WORKERS ?= 3
 test: lint $(SYSTEM_STAMP)
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile $(if $(SHUFFLE),--shuffle-modules=$(SHUFFLE))
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(if $(SHUFFLE),--shuffle-modules=$(SHUFFLE))
 
 # tests/unit alone (no broker, Spark, Airflow database or network; no system packages, no lint), with a
 # tenth of the property-test examples of `make test` (the `unit` hypothesis profile): seconds, not minutes.

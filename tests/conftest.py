@@ -83,9 +83,25 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     return None if seed is None else f"modules shuffled: --shuffle-modules={seed}"
 
 
+def longest_first(items: list[pytest.Item], budgets: dict[str, float]) -> list[pytest.Item]:
+    """`items` with their modules by budget, longest first: xdist deals modules to workers as they free up in this
+    order, so a long module started last cannot leave the other workers idle at the end (LPT scheduling)."""
+    modules: dict[Path, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.path, []).append(item)
+
+    def budget(path: Path) -> float:
+        return budgets.get(path.relative_to(REPO).as_posix(), DEFAULT_BUDGET_S) if path.is_relative_to(REPO) else 0.0
+
+    order = sorted(modules, key=lambda path: (-budget(path), path))
+    return [item for path in order for item in modules[path]]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if (seed := config.getoption("--shuffle-modules")) is not None:
         items[:] = shuffled_by_module(items, seed)
+    else:
+        items[:] = longest_first(items, module_budgets())
     for item in items:
         if item.path.is_relative_to(REPO / "tests") and item.path.relative_to(REPO / "tests").parts[0] in INTEGRATION:
             item.add_marker(pytest.mark.integration)
