@@ -224,6 +224,31 @@ def test_records_start_a_run_through_the_lag_watcher_and_nothing_waiting_starts_
     print(f"lag run {run['dag_run_id']}: started {(started - fed).total_seconds():.1f} s after 50 records were fed")
 
 
+def test_a_replay_from_the_trigger_form_reprocesses_through_the_lag_watcher_and_data_quality_passes(world):
+    """After the lag watcher's test: its job has processed 50 records. The replay DAG's form, filled as a person
+    would (earliest, a new output version), writes a replay generation; the watcher sees the 50 records behind
+    again and a run reprocesses them; the data-quality run after the replay passes, the second version no
+    duplicate of the first."""
+    job, airflow, api, store = world.lag_job, world.airflow, world.api, world.store
+    before = store.generation(job)
+    run_id = api.trigger("elastic_replay", {"job": job, "start": "earliest", "outputs": "new-version", "dry_run": False})
+    assert api.wait_run("elastic_replay", run_id, 240)["state"] == "success", airflow.tail(60)
+    replayed = store.generation(job)
+    assert (replayed.number, replayed.origin, replayed.factor) == (before.number + 1, "replay", before.factor)
+    assert run_id in replayed.reason
+
+    def reprocessed():
+        mine = [m for m in store.metrics(job) if m["generation"] == replayed.number]
+        return mine if mine and sum(m["processed"] for m in mine) == 50 and mine[-1]["lag_left"] == 0 else None
+
+    wait_for(reprocessed, 180, "the replayed records not reprocessed", airflow)
+    after = lambda r: (r.get("conf") or {}).get("reason") == "after replay"  # noqa: E731
+    dq = wait_for(
+        lambda: finished(api, f"elastic_data_quality__{job}", after), 180, "no data-quality run after the replay", airflow
+    )
+    assert dq[-1]["state"] == "success", airflow.tail(60)
+
+
 def test_a_load_step_makes_the_autosizer_in_the_triggerer_scale_up_once(world):
     job, airflow, api, store = world.auto_job, world.airflow, world.api, world.store
     assert api.wait_dag(f"elastic_autosize__{job}")["is_paused"] is False
