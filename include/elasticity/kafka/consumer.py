@@ -108,10 +108,11 @@ class KafkaInputs:
 
 
 class HeldKafkaInputs(KafkaInputs):
-    """KafkaInputs that keep one consumer per system open across calls, for a watcher polling the lag every
-    few seconds: a new client per poll (probe, bootstrap, metadata) costs more CPU than the poll itself.
-    Partition counts come from the consumer's metadata, refreshed every `metadata_max_age_ms`. A failed call
-    closes the system's consumer; the next call opens a new one."""
+    """KafkaInputs that keep their clients per system open across calls (a consumer for partition counts, an
+    admin client for offsets), for a watcher polling the lag every few seconds or a run of batches: a new client
+    per poll (probe, bootstrap, metadata) costs more CPU than the poll itself. Partition counts come from the
+    consumer's metadata, refreshed every `metadata_max_age_ms`. A failed call drops the client it used; the next
+    call opens a new one."""
 
     def __init__(self, config: JobConfig, metadata_max_age_ms: int = 30_000) -> None:
         super().__init__(config)
