@@ -166,11 +166,14 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
     from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
+    from elasticity.spark.jvm_options import jvm_options
+
     conf = (
         SparkConf()
         .setMaster("local[2]")
         .setAppName("elasticity-tests")
         .set("spark.ui.enabled", "false")
+        .set("spark.driver.extraJavaOptions", jvm_options())  # as the product's own local sessions
         .set("spark.sql.shuffle.partitions", "4")
         # Python workers can import the test apps (tests/support/apps.py), as a user's workers import theirs
         .set("spark.executorEnv.PYTHONPATH", str(REPO))

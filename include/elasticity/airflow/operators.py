@@ -239,12 +239,12 @@ class MicroBatchOperator(BaseOperator):
             raise AirflowException(str(e)) from e
 
     def _submit(self, target: SparkTarget, *, spark_conn_id: str, hook: ElasticityHook, owner: str, max_seconds: int) -> None:
-        from elasticity.spark.jvm_logging import log4j_options
+        from elasticity.spark.jvm_options import jvm_options
 
         kwargs: dict[str, Any] = {
             "name": f"elasticity-{self.job}",
             "env_vars": hook.env(),
-            "conf": {"spark.ui.enabled": "false", "spark.driver.extraJavaOptions": log4j_options()},
+            "conf": {"spark.ui.enabled": "false", "spark.driver.extraJavaOptions": jvm_options()},
             "application_args": [
                 "run-batch",
                 "--config",

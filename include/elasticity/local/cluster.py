@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elasticity.config import elasticity_home
-from elasticity.local.connect_server import SparkConnectServer, log4j_options, spark_home
+from elasticity.local.connect_server import SparkConnectServer, spark_home
 from elasticity.local.daemon import HOST, Daemon, DaemonError, free_port
 from elasticity.local.s3server import ACCESS_KEY, BUCKET, SECRET_KEY, wait_ready, weed_command
+from elasticity.spark.jvm_options import JIT, jvm_options
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -132,7 +133,7 @@ class LocalCluster:
         recovery = self.recovery_dir
         recovery.mkdir(parents=True, exist_ok=True)
         env["SPARK_MASTER_OPTS"] = (
-            f"{log4j_options()} -Dspark.deploy.recoveryMode=FILESYSTEM -Dspark.deploy.recoveryDirectory={recovery}"
+            f"{jvm_options()} -Dspark.deploy.recoveryMode=FILESYSTEM -Dspark.deploy.recoveryDirectory={recovery}"
         )
         running = self.master.status()
         port = running.port if running else master_port or self.master.last_port() or free_port()
@@ -156,6 +157,7 @@ class LocalCluster:
                 "spark.cores.max": str(workers * cores),
                 "spark.executor.cores": str(cores),
                 "spark.executor.memory": memory,
+                "spark.executor.extraJavaOptions": JIT,
                 "spark.scheduler.minRegisteredResourcesRatio": "1.0",
                 "spark.scheduler.maxRegisteredResourcesWaitingTime": "60s",
             },
@@ -217,6 +219,7 @@ class LocalCluster:
                 "ELASTICITY_HOME": str(home),
                 "SPARK_WORKER_DIR": str(work),
                 "SPARK_LOCAL_DIRS": str(local),
+                "SPARK_WORKER_OPTS": JIT,
             },
         )
 

@@ -23,7 +23,7 @@ from elasticity.local.daemon import HOST, Daemon, DaemonError, DaemonState
 from elasticity.local.warmup import WarmUpState, start_warm_up
 from elasticity.local.warmup import state_path as warm_up_state
 from elasticity.local.warmup import status as warm_up_status
-from elasticity.spark.jvm_logging import log4j_options
+from elasticity.spark.jvm_options import jvm_options
 
 DEFAULT_PORT = 15002
 CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -44,12 +44,6 @@ def spark_home() -> Path:
     if spec is None or spec.origin is None:
         raise DaemonError("pyspark is not installed: pip install 'elasticity[spark]'")
     return Path(spec.origin).parent
-
-
-# The JIT's first tier only: the server's own work per batch is small (plan, schedule, pass Arrow batches), while
-# C2 went on compiling batch after batch (warm, 30,000 records of the stateful demo: 1.0 of the JVM's 2.0 CPU-s
-# in its compiler threads; with C1 alone the JVM spent 0.98 CPU-s in all, bench/cpu_bench.py).
-JIT_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 
 class SparkConnectServer:
@@ -92,7 +86,7 @@ class SparkConnectServer:
             "--conf",
             "spark.ui.enabled=false",
             "--conf",
-            f"spark.driver.extraJavaOptions={log4j_options()} {JIT_OPTIONS}",
+            f"spark.driver.extraJavaOptions={jvm_options()}",
             "--conf",
             "spark.sql.shuffle.partitions=8",
             "--conf",

@@ -106,8 +106,13 @@ class Supervisor:
             self.status.failed_starts += 1
             for name in down:
                 self.status.services.setdefault(name, ServiceRestarts()).last_error = first_line(e)
-            self.next_try = time.monotonic() + min(BACKOFF_MAX_S, 2 ** (self.status.failed_starts - 1))
+            delay = min(BACKOFF_MAX_S, 2 ** (self.status.failed_starts - 1))
+            self.next_try = time.monotonic() + delay
             self.status.write(status_file(self.cluster))
+            print(
+                f"{time.strftime('%H:%M:%S')} starting {', '.join(down)} failed, again in {delay:.0f} s: {first_line(e)}",
+                flush=True,
+            )
             return []
         self.status.failed_starts = 0
         for name in down:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import SparkSession
 
 from elasticity.config import JobConfig
-from elasticity.spark.jvm_logging import log4j_options
+from elasticity.spark.jvm_options import jvm_options
 from elasticity.spark.target import SparkTarget, resolve_target, with_session_id
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def session(
         spark = (
             builder.master(target.value)
             .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.driver.extraJavaOptions", log4j_options())
+            .config("spark.driver.extraJavaOptions", jvm_options())
             .getOrCreate()
         )
         spark.sparkContext.setLogLevel("WARN")
