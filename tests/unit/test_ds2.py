@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from elasticity.config import ConfigError, validate
 from elasticity.scaling.ds2 import (
+    BatchCycle,
     Decision,
     HighWatermarks,
     KeySkew,
@@ -17,6 +18,7 @@ from elasticity.scaling.ds2 import (
     Policy,
     Rescaled,
     TaskTimings,
+    batch_overhead_s,
     capacity,
     decide_factor,
     demand,
@@ -27,6 +29,7 @@ from elasticity.scaling.ds2 import (
     measured_skew,
     needed_factor,
     policy_of,
+    processing,
     share,
     timings,
     true_rate,
@@ -56,6 +59,7 @@ models = st.builds(
     skew=skews,
     limits=limits,
     scalability=st.floats(0.0, 1.0),
+    cycle=st.one_of(st.just(BatchCycle()), st.builds(BatchCycle, records=st.integers(0, 10**6), overhead_s=st.floats(0.0, 60.0))),
 )
 policies = st.integers(1, 16).flatmap(
     lambda lo: st.builds(
@@ -88,7 +92,15 @@ def test_the_busiest_share_never_grows_with_the_factor_nor_falls_below_an_even_s
 @given(models, st.integers(1, 200))
 def test_capacity_never_falls_as_the_factor_grows(model, f):
     assert ideal(model, f) <= ideal(model, f + 1)
+    assert processing(model, f) <= processing(model, f + 1)
     assert capacity(model, f) <= capacity(model, f + 1)
+
+
+@given(models, st.integers(1, 200))
+def test_a_batch_overhead_only_takes_from_the_capacity_and_caps_it(model, f):
+    assert capacity(model, f) <= processing(model, f) * (1 + 1e-9)
+    if model.cycle.records and model.cycle.overhead_s:
+        assert capacity(model, f) < model.cycle.records / model.cycle.overhead_s
 
 
 @given(models, st.integers(1, 200))
@@ -100,7 +112,9 @@ def test_no_factor_runs_more_tasks_at_once_than_it_has_nor_than_the_threads_allo
 
 @given(models)
 def test_at_the_current_factor_the_prediction_is_the_measurement(model):
-    assert capacity(model, model.current) == pytest.approx(ideal(model, model.current))
+    assert processing(model, model.current) == pytest.approx(ideal(model, model.current))
+    without = dataclasses.replace(model, cycle=BatchCycle())
+    assert capacity(without, model.current) == processing(model, model.current)
 
 
 # --- the needed factor ---
@@ -238,6 +252,28 @@ def test_worked_example_a_fitted_scalability_asks_for_more():
     model = Model(current=2, task_rate=50.0, skew=KeySkew(shares={2: 0.15}), limits=DEMO, scalability=0.8)
     policy = Policy(min_factor=1, max_factor=32, utilization=0.7, catch_up_s=300.0)
     assert decide_factor(model, Load(input_rate=800.0, behind=12_000, now_ms=NOW, last_change_ms=0), policy).factor == 9
+
+
+def test_worked_example_a_batch_overhead_asks_for_more_and_caps_what_any_factor_gives():
+    cycle = BatchCycle(records=3000, overhead_s=0.75)
+    model = Model(current=2, task_rate=50.0, skew=KeySkew(shares={2: 0.15}), limits=DEMO, cycle=cycle)
+    policy = Policy(min_factor=1, max_factor=64, utilization=0.7, catch_up_s=300.0)
+    d = decide_factor(model, Load(input_rate=800.0, behind=12_000, now_ms=NOW, last_change_ms=0), policy)
+    assert capacity(model, 8) == pytest.approx(1000.0)
+    assert capacity(model, 10) < d.demand <= capacity(model, 11) == pytest.approx(1257.1, abs=0.1)
+    assert (d.factor, d.needed) == (11, 11)
+    assert capacity(model, 64) < 4000 == cycle.records / cycle.overhead_s
+
+
+def test_the_batch_overhead_is_the_median_time_outside_the_process_stage_of_batches_with_records():
+    summaries = [
+        {"kept": 3000, "durations_ms": {"total": 3000.0, "process": 2250.0}},
+        {"kept": 3000, "durations_ms": {"total": 2900.0, "process": 2000.0}},
+        {"kept": 10, "durations_ms": {"total": 700.0, "process": 5.0}},
+        {"kept": 0, "durations_ms": {"total": 90_000.0, "process": 0.0}},  # an empty batch: not counted
+    ]
+    assert batch_overhead_s(summaries) == pytest.approx(0.75)
+    assert batch_overhead_s([]) == 0.0
 
 
 def test_the_threads_cap_the_useful_factor():

@@ -3,6 +3,8 @@
 import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from elasticity.batch.coordinator.job_coordinator import JobCoordinator
 from elasticity.checkpoint.store import CheckpointStore
 from elasticity.config import validate
@@ -120,6 +122,21 @@ def test_the_autosizer_sizes_for_the_input_rate_and_the_backlog_and_records_why(
     assert decide(config, store, moved, later, observed=Observed(behind=0, exact=True, watermarks=slow)).factor == 2
     held = decide(config, store, moved, later, observed=Observed(behind=7000, exact=True, watermarks=slow))
     assert held.factor == 8 and "above target" in held.reason
+
+
+def test_the_batches_overhead_outside_their_process_stage_asks_for_more():
+    # as above, but each batch of 200 records (batch.max.records) spends 0.1 s outside its 1 s process stage:
+    # capacity(F) = 200 / (0.1 + 200 / (100 F)), factor 8 571 records/s and 12 the first to cover 743
+    config, store, coordinator = _autosized(**{"batch.max.records": "200"})
+    current = coordinator.initialize()
+    _batch(store, coordinator, 1, finished_ms=1, per_task=50, busy_ms=1000, lag_left=0, total_ms=1100)
+    now = datetime.now(UTC)
+    at = int(now.timestamp() * 1000)
+    observed = Observed(behind=6000, exact=True, watermarks=(HighWatermarks(at - 10_000, 0), HighWatermarks(at, 4200)))
+    r = decide(config, store, current, now, observed=observed).record
+    assert r is not None and (r.factor, r.batch_records, r.batch_overhead_s) == (12, 200, 0.1)
+    assert dict(r.capacity)[8] == pytest.approx(571.43, abs=0.01) and dict(r.capacity)[11] < r.demand <= dict(r.capacity)[12]
+    assert AutosizeRecord.from_json(r.to_json()) == r
 
 
 def test_a_manual_rescale_holds_against_the_autosizer():

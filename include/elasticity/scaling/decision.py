@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -71,6 +71,8 @@ class AutosizeRecord:
     task_rate: float  # records per busy second of one virtual task (DS2's true rate)
     scalability: float  # the fitted coefficient: 1.0 is linear
     rescales_fitted: int  # past rescales measured for it
+    batch_records: int = 0  # a full batch (batch.max.records), which pays the overhead below
+    batch_overhead_s: float = 0.0  # a batch's time outside its process stage, at the current factor
     capacity: tuple[tuple[int, float], ...]  # predicted records/s per factor in [min, max]
     utilization: float
     catch_up_s: float
@@ -117,10 +119,11 @@ def limits_of(config: JobConfig, current: Generation) -> ds2.Limits:
 
 
 def throughput(batches: Sequence[Mapping[str, Any]]) -> float | None:
-    """Records per second of batch time over the batches that left records behind (a backlog kept the job
-    busy, so the time is the job's work, not a wait for records); None without such a batch."""
+    """Records per second of the process stage over the batches that left records behind (a backlog kept the
+    job busy, so the time is the job's work, not a wait for records); None without such a batch. The stage's,
+    not the batch's: the model counts the batches' overhead apart (`ds2.capacity`)."""
     busy = [m for m in batches if m.get("lag_left", 0) > 0 and m.get("kept", m.get("records_read", 0)) > 0]
-    seconds = sum(m["durations_ms"].get("total", 0) for m in busy) / 1000
+    seconds = sum(m["durations_ms"].get("process", m["durations_ms"].get("total", 0)) for m in busy) / 1000
     return sum(m.get("kept", m["records_read"]) for m in busy) / seconds if busy and seconds > 0 else None
 
 
@@ -174,16 +177,14 @@ def autosize(
     if input_rate is None:
         return "the input rate is not measured yet (high watermarks over time)"
     model = ds2.Model(
-        current=current.factor, task_rate=rate, skew=ds2.measured_skew(ds2.timings(metrics)), limits=limits_of(config, current)
+        current=current.factor,
+        task_rate=rate,
+        skew=ds2.measured_skew(ds2.timings(metrics)),
+        limits=limits_of(config, current),
+        cycle=ds2.BatchCycle(records=config.batch_max_records, overhead_s=ds2.batch_overhead_s(here[-RATE_BATCHES:])),
     )
     rescales = past_rescales(store.generations(job, limit=50), metrics)
-    model = ds2.Model(
-        current=model.current,
-        task_rate=model.task_rate,
-        skew=model.skew,
-        limits=model.limits,
-        scalability=ds2.fit_scalability(rescales, model),
-    )
+    model = replace(model, scalability=ds2.fit_scalability(rescales, model))
     load = ds2.Load(input_rate=input_rate, behind=seen.behind, now_ms=now_ms, last_change_ms=current.created_ms)
     d = ds2.decide_factor(model, load, policy)
     return AutosizeRecord(
@@ -199,6 +200,8 @@ def autosize(
         task_rate=rate,
         scalability=model.scalability,
         rescales_fitted=len(rescales),
+        batch_records=model.cycle.records,
+        batch_overhead_s=model.cycle.overhead_s,
         capacity=d.capacity,
         utilization=policy.utilization,
         catch_up_s=policy.catch_up_s,

@@ -15,11 +15,18 @@ scaling does not lift:
 - the threads: at most `job.container.thread.pool.size` slices run at once in a process slot (one, with no
   pool), and the process slots (containers x processes) at most as many at once as the executor slots.
 
+and one that a micro-batch adds: each batch spends time outside its tasks' slices (its plan, the read, Spark's
+scheduling, the checkpoints, the commit), whatever the factor. A full batch of N records (`batch.max.records`)
+takes that overhead o plus its process stage, so no factor gives more than N / o, and a factor's gain shrinks as
+its process stage nears o (Spark Structured Streaming's micro-batches alike).
+
 Capacity at factor F, records/s:
 
-    ideal(F)    = r * min(1 / share(F), threads)         r: the true rate of one virtual task
-    capacity(F) = ideal(Fc) * g(ideal(F) / ideal(Fc))    Fc: the current factor
-    g(x)        = 1 + a * (x - 1) for x >= 1, else x     a: the scalability coefficient, in [0, 1]
+    ideal(F)      = r * min(1 / share(F), threads)         r: the true rate of one virtual task
+    processing(F) = ideal(Fc) * g(ideal(F) / ideal(Fc))    Fc: the current factor
+    g(x)          = 1 + a * (x - 1) for x >= 1, else x     a: the scalability coefficient, in [0, 1]
+    capacity(F)   = N / (o + N / processing(F))            N, o: a full batch's records and its overhead
+                                                           (without a batch size: processing(F))
 
 A gain is discounted by `a`; a loss is taken whole, so a scale-down is never predicted cheaper than linear
 (the operator's users saw over-eager scale-downs). The needed factor is the smallest in [min, max] whose
@@ -28,8 +35,8 @@ capacity covers (input rate + records behind / catch-up time) / target utilisati
 than `down_below` of the current factor's capacity (the operator's utilisation boundary): the factor a backlog
 raised is not taken back while the input alone still keeps it well used, so a step is not followed by a reversal.
 
-Invariants (tests/unit/test_ds2.py checks them as properties): share(F) is non-increasing and ideal(F) and
-capacity(F) non-decreasing in F; the needed factor is non-decreasing in the input rate and in the records
+Invariants (tests/unit/test_ds2.py checks them as properties): share(F) is non-increasing and ideal(F),
+processing(F) and capacity(F) non-decreasing in F, capacity(F) never above processing(F) nor N / o; the needed factor is non-decreasing in the input rate and in the records
 behind, never above the useful factor, and covers the demand whenever some factor in [min, max] does; a
 decision stays in [min, max] and never scales down while the records behind exceed the lag target.
 
@@ -41,7 +48,9 @@ at 800/s with 12,000 behind, to catch up within the default 300 s at 70 % utilis
 ideal(F) = 167 F and the needed factor is 8 (1,333 records/s); DS2 would say 2 * 1,200 / 333 = 7.2, the same
 step. If one key holds 5 % of the records, no factor gives more than 50 / 0.05 = 1,000 records/s, reached at
 F = 6: the useful factor, and the decision, is 6, not the maximum. If past rescales fitted a = 0.8, the
-ideal ratio must reach 1 + (1,200 / 333 - 1) / 0.8 = 4.25 times factor 2's: factor 9.
+ideal ratio must reach 1 + (1,200 / 333 - 1) / 0.8 = 4.25 times factor 2's: factor 9. Batches of 3,000 records
+with 0.75 s outside their process stage: capacity(F) = 3,000 / (0.75 + 3,000 / (167 F)), factor 8 gives 1,000
+records/s and factor 11 is the first over 1,200 (1,257); no factor gives 4,000.
 
 The catch-up time is not the lag target: sized to drain a step's backlog within the lag target (a minute), the
 job would run well above what the input alone needs once the backlog is gone, and hold there (the load still
@@ -101,6 +110,15 @@ class Limits:
 
 
 @dataclass(frozen=True, kw_only=True)
+class BatchCycle:
+    """A full batch's records (`batch.max.records`; 0: unbounded, the overhead spread over any number) and
+    the time a batch spends outside its process stage, measured at the current factor."""
+
+    records: int = 0
+    overhead_s: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
 class Model:
     """The capacity model of one job at its current factor (the module's docstring has the formula)."""
 
@@ -109,12 +127,13 @@ class Model:
     skew: KeySkew
     limits: Limits
     scalability: float = 1.0  # the fitted coefficient a, in [0, 1]: 1.0 is linear
+    cycle: BatchCycle = BatchCycle()
 
 
 @dataclass(frozen=True)
 class Rescaled:
-    """One past rescale, measured: the job's throughput (records per second of batch time, while a backlog
-    kept it busy) at the factor before and the factor after."""
+    """One past rescale, measured: the job's throughput (records per second of the process stage, while a
+    backlog kept it busy) at the factor before and the factor after."""
 
     before_factor: int
     after_factor: int
@@ -205,6 +224,17 @@ def measured_skew(batches: Iterable[TaskTimings], hot_key: float = 0.0) -> KeySk
     return KeySkew(shares={f: busiest[f] / total[f] for f in total}, hot_key=hot_key)
 
 
+def batch_overhead_s(summaries: Iterable[Mapping[str, Any]]) -> float:
+    """The median time of a batch outside its process stage (`durations_ms`: total less process), over the
+    batches that processed records; 0.0 without one."""
+    spans = sorted(
+        max(0.0, d["total"] - d.get("process", 0.0)) / 1000
+        for m in summaries
+        if m.get("kept", m.get("records_read", 0)) > 0 and "total" in (d := m.get("durations_ms", {}))
+    )
+    return spans[len(spans) // 2] if spans else 0.0
+
+
 def input_rate(watermarks: Sequence[HighWatermarks]) -> float | None:
     """Records arriving per second between the first and the last reading (None: under two readings apart in
     time). A high watermark that went down (a topic recreated) counts as no arrival."""
@@ -231,14 +261,23 @@ def ideal(model: Model, factor: int) -> float:
     return model.task_rate * useful_tasks
 
 
-def capacity(model: Model, factor: int) -> float:
-    """The predicted records/s at `factor`: the ideal gain over the current factor, discounted by the
+def processing(model: Model, factor: int) -> float:
+    """Records/s of the process stage at `factor`: the ideal gain over the current factor, discounted by the
     scalability coefficient; a loss taken whole."""
     base = ideal(model, model.current)
     if base <= 0:
         return 0.0
     x = ideal(model, factor) / base
     return base * (1 + model.scalability * (x - 1) if x >= 1 else x)
+
+
+def capacity(model: Model, factor: int) -> float:
+    """The predicted records/s at `factor`: full batches, each its overhead and then its process stage."""
+    rate = processing(model, factor)
+    n, overhead = model.cycle.records, model.cycle.overhead_s
+    if rate <= 0 or n <= 0 or overhead <= 0:
+        return rate
+    return n / (overhead + n / rate)
 
 
 def useful_factor(model: Model, lo: int, hi: int) -> int:
@@ -257,7 +296,8 @@ def fit_scalability(rescales: Iterable[Rescaled], model: Model, min_rescales: in
     """How much of the gain the model predicts the job's rescales delivered: a least-squares slope through
     the origin of the observed gain (y - 1) on the predicted one (x - 1), each rescale read from its lower
     factor to its higher (the Flink operator's observed scalability, fitted on the model's ideal ratio rather
-    than the parallelism's, so that per-key order and the threads are not counted twice). Within [0, 1]
+    than the parallelism's, so that per-key order and the threads are not counted twice, and on the process
+    stage's rates, so that the batches' overhead is not either). Within [0, 1]
     (never more than linear: conservative, as the operator is), 1.0 until `min_rescales` rescales changed
     the ideal capacity."""
     num = den = 0.0

@@ -126,8 +126,14 @@ def prediction_chart(record: AutosizeRecord) -> Chart:
     marks[record.current] = f"current {record.current}" + (f", {marks[record.current]}" if record.current in marks else "")
     if record.factor != record.current:
         marks[record.factor] = f"wants {record.factor}" + (f", {marks[record.factor]}" if record.factor in marks else "")
+    overhead = (
+        f", batches of {record.batch_records:,} with {record.batch_overhead_s:.2f} s outside their process stage"
+        if record.batch_overhead_s
+        else ""
+    )
     return Chart(
-        title=f"Autosizer's prediction (scalability coefficient {record.scalability:.2f}, {record.rescales_fitted} rescales fitted)",
+        title=f"Autosizer's prediction (scalability coefficient {record.scalability:.2f}, {record.rescales_fitted} rescales "
+        f"fitted{overhead})",
         y_unit="records/s",
         xs=xs,
         series=[
