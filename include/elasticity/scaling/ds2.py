@@ -44,13 +44,14 @@ Worked example (the demo app: a 20 ms lookup per record, 4 input partitions, a p
 process slot on 2 executor slots). At factor 2 the tasks' busy time gives r = 50 records/s and the busiest
 of the 8 tasks took 15 % of each batch: ideal(2) = 50 * min(1 / 0.15, 256) = 333 records/s. Records arrive
 at 800/s with 12,000 behind, to catch up within the default 300 s at 70 % utilisation: (800 + 12,000 / 300) /
-0.7 = 1,200 records/s. Unmeasured factors take the measured share split evenly, share(F) = 0.15 * 2 / F, so
-ideal(F) = 167 F and the needed factor is 8 (1,333 records/s); DS2 would say 2 * 1,200 / 333 = 7.2, the same
-step. If one key holds 5 % of the records, no factor gives more than 50 / 0.05 = 1,000 records/s, reached at
-F = 6: the useful factor, and the decision, is 6, not the maximum. If past rescales fitted a = 0.8, the
-ideal ratio must reach 1 + (1,200 / 333 - 1) / 0.8 = 4.25 times factor 2's: factor 9. Batches of 3,000 records
-with 0.75 s outside their process stage: capacity(F) = 3,000 / (0.75 + 3,000 / (167 F)), factor 8 gives 1,000
-records/s and factor 11 is the first over 1,200 (1,257); no factor gives 4,000.
+0.7 = 1,200 records/s. The busiest task holds 2.5 points above an even 12.5 %, what 832 independent units
+(`units_of`) give; carried along that curve, the busiest of 32 tasks at factor 8 holds 4.7 % (the split rule
+alone: 15 / 4 = 3.75 %), ideal(8) = 1,055 records/s, and the needed factor is 10 (1,253 records/s). DS2's
+linear ratio, 2 * 1,200 / 333 = 7.2, would take a second step. If one key holds 5 % of the records, no factor
+gives more than 50 / 0.05 = 1,000 records/s, reached at F = 8: the useful factor, and the decision, is 8, not
+the maximum. If past rescales fitted a = 0.8, the gain is discounted: factor 12 (1,217 records/s). Batches of
+3,000 records with 0.75 s outside their process stage: capacity(F) = 3,000 / (0.75 + 3,000 / ideal(F)), factor 8
+gives 835 records/s and factor 16 is the first over 1,200 (1,231); no factor gives 4,000.
 
 The catch-up time is not the lag target: sized to drain a step's backlog within the lag target (a minute), the
 job would run well above what the input alone needs once the backlog is gone, and hold there (the load still
@@ -59,6 +60,7 @@ uses more than `down_below` of it). The Flink operator separates them likewise (
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -244,14 +246,36 @@ def input_rate(watermarks: Sequence[HighWatermarks]) -> float | None:
 
 
 def share(skew: KeySkew, factor: int, tasks_per_factor: int) -> float:
-    """The busiest virtual task's share of a batch at `factor`. A measured factor's share, or where none was
-    measured, the lowest the measurements allow: a key bucket at factor F splits into k buckets at k*F, the
-    busiest of which holds at least 1/k of it, and one at F holds at least the busiest bucket of any factor
-    F divides (between factors that do not divide one another, the same arithmetic as an estimate). Never
-    below the hottest key's share nor an even spread over the tasks; non-increasing in F, so the capacity
-    it predicts past the measured factors is the most per-key order could allow."""
-    floor = max(skew.hot_key, 1 / (tasks_per_factor * factor))
-    return min(1.0, max([floor, *(s * min(1.0, m / factor) for m, s in skew.shares.items())]))
+    """The busiest virtual task's share of a batch at `factor`: at a measured factor its measurement, elsewhere
+    what the measurements predict. The busiest of B buckets holds more above the mean the more buckets there
+    are (`expected_busiest`), so each measured share is carried to B buckets along that curve, calibrated by the
+    share itself (`units_of`: how many independent units, keys' records, it implies). Never below the split
+    rule (a bucket at F splits into k at k*F, the busiest part at least 1/k of it), the hottest key's share
+    nor an even spread over the tasks; non-increasing in F."""
+    buckets = tasks_per_factor * factor
+    floor = max(skew.hot_key, 1 / buckets)
+    split = [s * min(1.0, m / factor) for m, s in skew.shares.items()]
+    spread = [expected_busiest(buckets, u) for m, s in skew.shares.items() if (u := units_of(s, tasks_per_factor * m))]
+    return min(1.0, max([floor, *split, *spread]))
+
+
+def expected_busiest(buckets: int, units: float) -> float:
+    """The busiest bucket's expected share when `units` independent units fall into `buckets` at random: the
+    mean 1/B and the largest of B counts' excess over it, sqrt(2 ln B / (U B)) (the maximum of B near-normal
+    counts). At most 1; non-increasing in B (it rises from B = 1 only above 1, where it is capped)."""
+    if buckets <= 1:
+        return 1.0
+    return min(1.0, 1 / buckets + math.sqrt(2 * math.log(buckets) / (units * buckets)))
+
+
+def units_of(busiest: float, buckets: int) -> float | None:
+    """The independent units a measured busiest share over `buckets` implies (`expected_busiest` solved for U):
+    fewer keys, or a few popular ones, show as fewer units. None where the share says nothing of it: one
+    bucket, or no excess over an even spread."""
+    excess = busiest - 1 / buckets
+    if buckets <= 1 or excess <= 0:
+        return None
+    return 2 * math.log(buckets) / (buckets * excess**2)
 
 
 def ideal(model: Model, factor: int) -> float:
