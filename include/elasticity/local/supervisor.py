@@ -23,6 +23,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from elasticity.config.services import DaemonState
 from elasticity.local.cluster import LocalCluster
 from elasticity.local.daemon import HOST, Daemon, free_port
 
@@ -94,9 +95,14 @@ class Supervisor:
             "spark-connect": c.connect.daemon,
         }
 
+    def states(self) -> dict[str, DaemonState | None]:
+        return {name: d.status() for name, d in self.services().items()}
+
     def check(self) -> list[str]:
-        """Start what is down (on its address); returns the services restarted."""
-        down = [name for name, d in self.services().items() if d.status() is None]
+        """Start what is down (on its address); returns the services started again: those down before, and those
+        that died while the start ran (a SIGKILLed JVM can look alive for a moment yet), whose new process it made."""
+        before = self.states()
+        down = [name for name, state in before.items() if state is None]
         if not down or time.monotonic() < self.next_try:
             return []
         try:
@@ -115,12 +121,16 @@ class Supervisor:
             )
             return []
         self.status.failed_starts = 0
-        for name in down:
+        after = self.states()
+        started = [
+            name for name, was in before.items() if (now := after.get(name)) is not None and (was is None or now.pid != was.pid)
+        ]
+        for name in started:
             s = self.status.services.setdefault(name, ServiceRestarts())
             s.restarts += 1
             s.last_restart = time.time()
         self.status.write(status_file(self.cluster))
-        return down
+        return started
 
     def run(self) -> None:
         self.status.write(status_file(self.cluster))
