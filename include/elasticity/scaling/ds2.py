@@ -36,9 +36,10 @@ than `down_below` of the current factor's capacity (the operator's utilisation b
 raised is not taken back while the input alone still keeps it well used, so a step is not followed by a reversal.
 
 Invariants (tests/unit/test_ds2.py checks them as properties): share(F) is non-increasing and ideal(F),
-processing(F) and capacity(F) non-decreasing in F, capacity(F) never above processing(F) nor N / o; the needed factor is non-decreasing in the input rate and in the records
-behind, never above the useful factor, and covers the demand whenever some factor in [min, max] does; a
-decision stays in [min, max] and never scales down while the records behind exceed the lag target.
+processing(F) and capacity(F) non-decreasing in F, capacity(F) never above processing(F) nor N / o; the needed
+factor is non-decreasing in the input rate and in the records behind, never above the useful factor, and covers
+the demand whenever some factor in [min, max] does; a decision stays in [min, max] and never scales down while
+the records behind exceed the lag target.
 
 Worked example (the demo app: a 20 ms lookup per record, 4 input partitions, a pool of 256 threads in one
 process slot on 2 executor slots). At factor 2 the tasks' busy time gives r = 50 records/s and the busiest
