@@ -264,6 +264,10 @@ def test_a_load_step_makes_the_autosizer_in_the_triggerer_scale_up_once(world):
     record = AutosizeRecord.from_json(generation.decision or "")
     assert (record.current, record.factor, record.useful) == (1, 2, 2) and record.behind > 0
     assert record.demand > dict(record.capacity)[1] and 0 < record.task_rate < 60  # the 20 ms lookup: under 50/s busy
+    # the reads counted the busiest key bucket at both factors it weighs; at factor 1 a bucket is a partition, its task
+    first = next(m for m in store.metrics(job) if m["factor"] == 1 and m["metrics"].get("records"))
+    counted = {int(f): n for f, n in first["metrics"]["busiest-bucket-records"].items()}
+    assert counted[1] == max(first["metrics"]["records"].values()) and 0 < counted[2] <= counted[1]
     # the run of batches holding the lease ended after its batch when the rescale asked for the lease: the rest
     # of the backlog is processed at factor 2
     at_2 = wait_for(lambda: [m for m in store.metrics(job) if m["factor"] == 2], 180, "no batch at factor 2", airflow)

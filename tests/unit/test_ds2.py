@@ -50,6 +50,13 @@ skews = st.builds(
     shares=st.dictionaries(st.integers(1, 64), st.floats(0.001, 1.0), max_size=4),
     hot_key=st.one_of(st.just(0.0), st.floats(0.0, 0.5)),
 )
+counted = st.builds(  # the reads counted some factors' busiest key buckets: a share need not fall with the factor
+    KeySkew,
+    shares=st.dictionaries(st.integers(1, 64), st.floats(0.001, 1.0), max_size=4),
+    hot_key=st.one_of(st.just(0.0), st.floats(0.0, 0.5)),
+    buckets=st.dictionaries(st.integers(1, 64), st.floats(0.001, 1.0), max_size=8),
+    grouping=st.floats(1.0, 4.0),
+)
 limits = st.builds(
     Limits,
     tasks_per_factor=st.integers(1, 16),
@@ -61,7 +68,7 @@ models = st.builds(
     Model,
     current=st.integers(1, 48),
     task_rate=st.floats(0.01, 1e5),
-    skew=skews,
+    skew=st.one_of(skews, counted),
     limits=limits,
     scalability=st.floats(0.0, 1.0),
     cycle=st.one_of(st.just(BatchCycle()), st.builds(BatchCycle, records=st.integers(0, 10**6), overhead_s=st.floats(0.0, 60.0))),
@@ -115,8 +122,17 @@ def test_the_curve_is_the_busiest_of_random_buckets_a_little_above():
         assert drawn <= expected_busiest(buckets, 3000) <= drawn * 1.06
 
 
+@given(counted, st.integers(1, 16), st.integers(1, 64))
+def test_a_counted_factor_takes_its_busiest_bucket_times_the_grouping(skew, tasks, f):
+    if f in skew.buckets:
+        assert share(skew, f, tasks) == min(1.0, max(skew.buckets[f] * skew.grouping, skew.hot_key, 1 / (tasks * f)))
+    else:
+        assert share(skew, f, tasks) == share(dataclasses.replace(skew, buckets={}), f, tasks)
+
+
 @given(models, st.integers(1, 200))
-def test_capacity_never_falls_as_the_factor_grows(model, f):
+def test_capacity_never_falls_as_the_factor_grows_where_no_factor_is_counted(model, f):
+    assume(not model.skew.buckets)
     assert ideal(model, f) <= ideal(model, f + 1)
     assert processing(model, f) <= processing(model, f + 1)
     assert capacity(model, f) <= capacity(model, f + 1)
@@ -173,17 +189,17 @@ def test_never_above_the_useful_factor_and_more_factor_gives_nothing_past_it(mod
     lo, hi = policy.min_factor, policy.max_factor
     useful = useful_factor(model, lo, hi)
     assert lo <= needed_factor(model, need, lo, hi) <= useful <= hi
-    assert all(capacity(model, f) == capacity(model, useful) for f in range(useful, hi + 1))
-    assert useful == lo or capacity(model, useful - 1) < capacity(model, useful)
+    assert all(capacity(model, f) <= capacity(model, useful) for f in range(useful, hi + 1))
+    assert all(capacity(model, f) < capacity(model, useful) for f in range(lo, useful))
 
 
 @given(models, policies, st.floats(0.0, 1e7))
 def test_the_needed_factor_covers_the_demand_whenever_a_factor_in_bounds_does(model, policy, need):
     lo, hi = policy.min_factor, policy.max_factor
     f = needed_factor(model, need, lo, hi)
-    if capacity(model, hi) >= need:  # reachable
+    if max(capacity(model, g) for g in range(lo, hi + 1)) >= need:  # reachable
         assert capacity(model, f) >= need
-        assert f == lo or capacity(model, f - 1) < need  # and it is the smallest that does
+        assert all(capacity(model, g) < need for g in range(lo, f))  # and it is the smallest that does
     else:
         assert f == useful_factor(model, lo, hi)
 
@@ -193,7 +209,7 @@ def test_the_decision_drains_the_backlog_in_time_when_that_is_reachable_and_no_c
     assume(policy.min_factor <= model.current <= policy.max_factor)
     free = Load(input_rate=load.input_rate, behind=load.behind, now_ms=NOW, last_change_ms=NOW - 10**7)
     d = decide_factor(model, free, policy)
-    if capacity(model, policy.max_factor) >= d.demand:
+    if max(c for _, c in d.capacity) >= d.demand:
         assert capacity(model, d.factor) >= d.demand
 
 
@@ -345,12 +361,42 @@ def test_the_busiest_share_per_factor_weighs_batches_by_their_records():
     assert measured_skew(batches, hot_key=0.01) == KeySkew(shares={2: 0.8, 4: 0.25}, hot_key=0.01)
 
 
+def test_only_the_batches_nearest_full_count_for_the_shares():
+    # a batch of 40 records at 100 records/s: its busiest of 4 tasks holds 40 % by chance, of 4 buckets at factor 2 25 %
+    small = TaskTimings(factor=1, records={"a": 16, "b": 8, "c": 8, "d": 8}, busy_ns={}, busiest={1: 16, 2: 10})
+    full = [
+        TaskTimings(factor=1, records={"a": 800, "b": 700, "c": 750, "d": 750}, busy_ns={}, busiest={1: 800, 2: 420}),
+        TaskTimings(factor=1, records={"a": 760, "b": 740, "c": 700, "d": 800}, busy_ns={}, busiest={1: 800, 2: 400}),
+    ]
+    skew = measured_skew([small, *full])
+    assert skew.shares == {1: 1600 / 6000}
+    assert skew.buckets == {1: 1600 / 6000, 2: 820 / 6000}
+    assert skew.grouping == 1.0
+
+
+def test_the_grouping_is_how_much_more_a_task_holds_than_its_busiest_bucket():
+    # a grouper that puts two partitions in a task: the busiest task holds about twice the busiest bucket
+    batch = TaskTimings(factor=1, records={"a": 600, "b": 400}, busy_ns={}, busiest={1: 300, 2: 160})
+    skew = measured_skew([batch])
+    assert skew.grouping == 2.0
+    assert share(skew, 2, tasks_per_factor=2) == pytest.approx(0.32)
+
+
 def test_timings_from_the_store_metric_rows():
     rows = [
-        {"factor": 2, "metrics": {"records": {"Partition_0-0-2": 10}, "process-ns": {"Partition_0-0-2": 10**8}}},
+        {
+            "factor": 2,
+            "metrics": {
+                "records": {"Partition_0-0-2": 10},
+                "process-ns": {"Partition_0-0-2": 10**8},
+                "busiest-bucket-records": {"1": 10, "4": 3},  # as the store keeps JSON: factors as strings
+            },
+        },
         {"factor": 2, "metrics": {}},  # a batch with nothing to read
     ]
-    assert timings(rows) == [TaskTimings(factor=2, records={"Partition_0-0-2": 10}, busy_ns={"Partition_0-0-2": 10**8})]
+    assert timings(rows) == [
+        TaskTimings(factor=2, records={"Partition_0-0-2": 10}, busy_ns={"Partition_0-0-2": 10**8}, busiest={1: 10, 4: 3})
+    ]
     assert true_rate(timings(rows)) == 100.0
 
 

@@ -11,7 +11,10 @@ scaling does not lift:
 - per-key order: one key's records stay in one virtual task, one after another, so a batch lasts at least
   as long as its busiest task. Where that task takes a share s of the batch's records, no more than 1/s
   tasks' worth of work runs side by side: the "slowest task" limit `bench/vtask_bench.py` reports ("of what
-  per-key order allows") and `make demo` prints as orders per order of each batch's busiest task;
+  per-key order allows") and `make demo` prints as orders per order of each batch's busiest task. That share
+  at factors the job does not run is counted, not guessed: the reads of an autosized job count every factor
+  in [min, max]'s key buckets (`batch.container.bucket_load`), so the share is the busiest bucket's of the
+  very records it will process (a model of it carries measured task shares elsewhere, `share`);
 - the threads: at most `job.container.thread.pool.size` slices run at once in a process slot (one, with no
   pool), and the process slots (containers x processes) at most as many at once as the executor slots.
 
@@ -35,11 +38,12 @@ capacity covers (input rate + records behind / catch-up time) / target utilisati
 than `down_below` of the current factor's capacity (the operator's utilisation boundary): the factor a backlog
 raised is not taken back while the input alone still keeps it well used, so a step is not followed by a reversal.
 
-Invariants (tests/unit/test_ds2.py checks them as properties): share(F) is non-increasing and ideal(F),
-processing(F) and capacity(F) non-decreasing in F, capacity(F) never above processing(F) nor N / o; the needed
-factor is non-decreasing in the input rate and in the records behind, never above the useful factor, and covers
-the demand whenever some factor in [min, max] does; a decision stays in [min, max] and never scales down while
-the records behind exceed the lag target.
+Invariants (tests/unit/test_ds2.py checks them as properties): where no factor is counted, share(F) is
+non-increasing and ideal(F), processing(F) and capacity(F) non-decreasing in F (a count can make factor 4 worse
+than 3); capacity(F) never above processing(F) nor N / o; the needed factor is non-decreasing in the input rate
+and in the records behind, never above the useful factor, and covers the demand whenever some factor in
+[min, max] does; a decision stays in [min, max] and never scales down while the records behind exceed the lag
+target.
 
 Worked example (the demo app: a 20 ms lookup per record, 4 input partitions, a pool of 256 threads in one
 process slot on 2 executor slots). At factor 2 the tasks' busy time gives r = 50 records/s and the busiest
@@ -79,6 +83,7 @@ class TaskTimings:
     factor: int
     records: Mapping[str, int]
     busy_ns: Mapping[str, int]
+    busiest: Mapping[int, int] = field(default_factory=dict)  # per weighed factor, its busiest key bucket's records
 
 
 @dataclass(frozen=True)
@@ -92,10 +97,14 @@ class HighWatermarks:
 @dataclass(frozen=True, kw_only=True)
 class KeySkew:
     """How unevenly a batch's records fall into virtual tasks: per factor run, the busiest task's share of
-    a batch's records, measured; and the hottest single key's share where known (0.0: not known)."""
+    a batch's records, measured; per factor the reads weighed (run or not), the busiest key bucket's share,
+    counted, and how much more a task holds than its busiest bucket (`grouping`: 1.0 where a task is a
+    partition's bucket); and the hottest single key's share where known (0.0: not known)."""
 
     shares: Mapping[int, float] = field(default_factory=dict)
     hot_key: float = 0.0
+    buckets: Mapping[int, float] = field(default_factory=dict)
+    grouping: float = 1.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,7 +207,14 @@ def timings(metrics: Iterable[Mapping[str, Any]]) -> list[TaskTimings]:
     for m in metrics:
         per_task = m.get("metrics", {})
         if per_task.get("records"):
-            out.append(TaskTimings(factor=m["factor"], records=per_task["records"], busy_ns=per_task.get("process-ns", {})))
+            out.append(
+                TaskTimings(
+                    factor=m["factor"],
+                    records=per_task["records"],
+                    busy_ns=per_task.get("process-ns", {}),
+                    busiest={int(f): n for f, n in per_task.get("busiest-bucket-records", {}).items()},
+                )
+            )
     return out
 
 
@@ -215,16 +231,28 @@ def true_rate(batches: Iterable[TaskTimings]) -> float | None:
 
 
 def measured_skew(batches: Iterable[TaskTimings], hot_key: float = 0.0) -> KeySkew:
-    """Per factor, the busiest virtual task's share of the batches' records: the sum of each batch's busiest
-    task over the sum of their records, so a large batch weighs as much as its records."""
-    busiest: dict[int, int] = {}
-    total: dict[int, int] = {}
-    for b in batches:
-        counts = [n for n in b.records.values() if n > 0]
-        if counts:
-            busiest[b.factor] = busiest.get(b.factor, 0) + max(counts)
-            total[b.factor] = total.get(b.factor, 0) + sum(counts)
-    return KeySkew(shares={f: busiest[f] / total[f] for f in total}, hot_key=hot_key)
+    """Per factor, the busiest virtual task's share of the batches' records, and per weighed factor the busiest
+    key bucket's (`TaskTimings.busiest`): the sum of each batch's busiest over the sum of their records, so a
+    large batch weighs as much as its records. Only the batches nearest full count (`_near_full`): the busiest
+    of a small batch's buckets holds more by chance, and a capacity is what full batches give."""
+    batches = [b for b in batches if sum(b.records.values()) > 0]
+    shares = {}
+    for f in {b.factor for b in batches}:
+        run = _near_full([b for b in batches if b.factor == f])
+        shares[f] = sum(max(b.records.values()) for b in run) / sum(sum(b.records.values()) for b in run)
+    counted = _near_full([b for b in batches if b.busiest])
+    total = sum(sum(b.records.values()) for b in counted)
+    factors = {f for b in counted for f in b.busiest}
+    buckets = {f: sum(b.busiest.get(f, 0) for b in counted) / total for f in factors} if total else {}
+    at_run = [(max(b.records.values()), b.busiest[b.factor]) for b in counted if b.busiest.get(b.factor)]
+    grouping = max(1.0, sum(t for t, _ in at_run) / sum(k for _, k in at_run)) if at_run else 1.0
+    return KeySkew(shares=shares, hot_key=hot_key, buckets=buckets, grouping=grouping)
+
+
+def _near_full(batches: Sequence[TaskTimings]) -> list[TaskTimings]:
+    """The batches with at least half the records of the largest."""
+    largest = max((sum(b.records.values()) for b in batches), default=0)
+    return [b for b in batches if 2 * sum(b.records.values()) >= largest]
 
 
 def batch_overhead_s(summaries: Iterable[Mapping[str, Any]]) -> float:
@@ -247,14 +275,18 @@ def input_rate(watermarks: Sequence[HighWatermarks]) -> float | None:
 
 
 def share(skew: KeySkew, factor: int, tasks_per_factor: int) -> float:
-    """The busiest virtual task's share of a batch at `factor`: at a measured factor its measurement, elsewhere
-    what the measurements predict. The busiest of B buckets holds more above the mean the more buckets there
-    are (`expected_busiest`), so each measured share is carried to B buckets along that curve, calibrated by the
-    share itself (`units_of`: how many independent units, keys' records, it implies). Never below the split
-    rule (a bucket at F splits into k at k*F, the busiest part at least 1/k of it), the hottest key's share
-    nor an even spread over the tasks; non-increasing in F."""
+    """The busiest virtual task's share of a batch at `factor`. At a factor the reads weighed, counted: its
+    busiest key bucket's share times the grouping. Elsewhere, what the task shares measured predict: the
+    busiest of B buckets holds more above the mean the more buckets there are (`expected_busiest`), so each
+    measured share is carried to B buckets along that curve, calibrated by the share itself (`units_of`: how
+    many independent units, keys' records, it implies), and never below the split rule (a bucket at F splits
+    into k at k*F, the busiest part at least 1/k of it); that prediction is non-increasing in F, a count need
+    not be (factor 4's busiest bucket can hold more than factor 3's). Never below the hottest key's share nor
+    an even spread over the tasks."""
     buckets = tasks_per_factor * factor
     floor = max(skew.hot_key, 1 / buckets)
+    if factor in skew.buckets:
+        return min(1.0, max(floor, skew.buckets[factor] * skew.grouping))
     split = [s * min(1.0, m / factor) for m, s in skew.shares.items()]
     spread = [expected_busiest(buckets, u) for m, s in skew.shares.items() if (u := units_of(s, tasks_per_factor * m))]
     return min(1.0, max([floor, *split, *spread]))
@@ -307,7 +339,7 @@ def capacity(model: Model, factor: int) -> float:
 
 def useful_factor(model: Model, lo: int, hi: int) -> int:
     """The smallest factor in [lo, hi] with the most capacity: more gives nothing."""
-    best = capacity(model, hi)
+    best = max(capacity(model, f) for f in range(lo, hi + 1))
     return next(f for f in range(lo, hi + 1) if capacity(model, f) >= best)
 
 

@@ -203,7 +203,8 @@ def slot_reads(
     if bootstraps is None:
         bootstraps = {s: client_settings(config, s) for s in {r.ssp.system for r in plan.ranges}}
     cs = chunks([r for r in plan.ranges if r.size > 0], bootstraps, config.read_chunk_records)
-    return SlotReads.of(RouteTable.of(generation.factor, cps, slots), cs)
+    weighed = tuple(range(config.autosize_min, config.autosize_max + 1)) if config.autosize else ()
+    return SlotReads.of(RouteTable.of(generation.factor, cps, slots, weighed), cs)
 
 
 def batch_state(

@@ -62,6 +62,7 @@ SUMMARY_SCHEMA = pa.schema(
         ("state_metrics", pa.string()),  # JSON {store: metrics of this batch, and where the store was restored from}
         ("oldest_timestamp", pa.int64()),  # the slot's lowest and highest Kafka record timestamp (on its first row)
         ("newest_timestamp", pa.int64()),
+        ("busiest", pa.string()),  # JSON {factor: records of its busiest key bucket}, the weighed factors' (on its first row)
     ]
 )
 
@@ -100,6 +101,7 @@ def run_slots(ctx: ProcessContext, reads: SlotReads, batches: Iterator[pa.Record
                     "hash_ns": counts.hash_ns if i == 0 else 0,
                     "oldest_timestamp": oldest if i == 0 else None,
                     "newest_timestamp": newest if i == 0 else None,
+                    "busiest": json.dumps(counts.load.busiest()) if i == 0 and counts.load else None,
                     "executor": where,
                 }
                 for i, r in enumerate(rows)

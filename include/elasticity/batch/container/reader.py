@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from elasticity.batch.container.bucket_load import BucketLoad
 from elasticity.batch.container.container_process import container_process
 from elasticity.batch.container.routing import RouteTable, route_records
 from elasticity.batch.sinks.outputs import SOURCE_FIELDS
@@ -273,6 +274,7 @@ class ReadCounts:
     read: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)
     hash_ns: int = 0
+    load: BucketLoad | None = None  # the weighed factors' key buckets (RouteTable.weighed)
 
 
 class Routed:
@@ -293,6 +295,8 @@ def route(table: RouteTable, chunk: Chunk, cols: Columns, *, slot: int, counts: 
     counts.hash_ns += routes.hash_ns
     counts.read.update(routes.read)
     counts.skipped.update(routes.skipped)
+    if counts.load is not None:
+        counts.load.add(chunk.partition, routes.hashes)
     o, kept = out.cols, routes.kept
     for name in ("offset", "key", "value", "timestamp"):
         o[name] += map(cols[name].__getitem__, kept)
@@ -328,7 +332,7 @@ class SlotReads:
     def read(self, slot: int, source: ChunkSource | None = None) -> tuple[pa.Table, ReadCounts]:
         """The slot's records to process, routed, and what it read per virtual task. `source` reads the chunks:
         from Kafka (`read_chunks`), or from the app test harness's logs in memory."""
-        counts, out = ReadCounts(), Routed()
+        counts, out = ReadCounts(load=BucketLoad(self.route.weighed) if self.route.weighed else None), Routed()
         for chunk, cols in (source or read_chunks)(self.chunks.get(slot, ())):
             route(self.route, chunk, cols, slot=slot, counts=counts, out=out)
         return out.table(), counts

@@ -32,9 +32,12 @@ class RouteTable:
 
     factor: int
     owners: dict[Partition, dict[int, Owner]]
+    weighed: tuple[int, ...] = ()  # factors whose busiest key bucket the reads count (`bucket_load`): the autosizer's
 
     @classmethod
-    def of(cls, factor: int, cps: Mapping[TaskName, TaskCheckpoint], slots: Mapping[TaskName, int]) -> RouteTable:
+    def of(
+        cls, factor: int, cps: Mapping[TaskName, TaskCheckpoint], slots: Mapping[TaskName, int], weighed: tuple[int, ...] = ()
+    ) -> RouteTable:
         """Each SSPKb of the checkpoints to its task, the offset the task has processed up to, its watermarks
         and its process slot."""
         owners: dict[Partition, dict[int, Owner]] = {}
@@ -46,20 +49,22 @@ class RouteTable:
                     cp.watermarks.get(ssp, ()),
                     slots[name],
                 )
-        return cls(factor, owners)
+        return cls(factor, owners, weighed)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Routes:
     """Where one read of a partition goes, for one process slot: the records the slot keeps (their positions in
     the read, in read order) with their key bucket and task; per task of the slot, the records of its buckets
-    read and those skipped as processed already (read = kept + skipped); the time spent hashing keys."""
+    read and those skipped as processed already (read = kept + skipped); every record's hash, and the time spent
+    hashing keys."""
 
     kept: list[int]
     buckets: list[int]
     tasks: list[str]
     read: Counter[str]
     skipped: Counter[str]
+    hashes: list[int]
     hash_ns: int
 
 
@@ -95,4 +100,4 @@ def route_records(
         task(name)
     read = Counter(tasks)
     read.update(skipped)
-    return Routes(kept=kept, buckets=buckets, tasks=tasks, read=read, skipped=skipped, hash_ns=hash_ns)
+    return Routes(kept=kept, buckets=buckets, tasks=tasks, read=read, skipped=skipped, hashes=hashes, hash_ns=hash_ns)

@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
+from elasticity.batch.container.bucket_load import busiest_of
 from elasticity.batch.coordinator.behind import DoneAhead, behind, summary_fields
 from elasticity.batch.coordinator.planning import advance_all
 from elasticity.checkpoint.batch_plan import BatchPlan
@@ -46,6 +47,7 @@ class TaskSummary(NamedTuple):
     state_metrics: str | None
     oldest_timestamp: int | None
     newest_timestamp: int | None
+    busiest: str | None
 
     @classmethod
     def of(cls, table: pa.Table) -> list[TaskSummary]:
@@ -85,6 +87,10 @@ def summary_metrics(
     metrics["process-ns"] = {r.task_name: r.process_ns for r in ran}  # per virtual task: its slice
     metrics["process-ns-per-message"] = per_message_ns(sum(r.process_ns for r in ran), sum(r.records for r in ran))
     metrics["records"] = {r.task_name: r.records for r in ran}  # per virtual task: its records/s on the job page
+    if busiest := busiest_of(
+        {int(f): n for f, n in json.loads(r.busiest).items()} for r in rows if r.busiest
+    ):  # the autosizer's (RouteTable.weighed)
+        metrics["busiest-bucket-records"] = busiest
     return metrics
 
 
