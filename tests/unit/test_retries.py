@@ -54,15 +54,22 @@ def test_a_get_answered_5xx_is_tried_again_with_a_longer_pause_each_time(monkeyp
     ]
 
 
-def test_the_last_answer_stands_after_four_tries_and_a_post_is_not_tried_again(monkeypatch, pauses):
+def test_the_last_answer_stands_after_four_tries_and_a_call_naming_no_status_is_not_tried_again(monkeypatch, pauses):
     calls = _answering(monkeypatch, 503, 503, 503, 502)
     with pytest.raises(ApiError, match="GET /dags/d: 502") as e:
         AirflowApi("http://airflow", "t").dag("d")
     assert e.value.status == 502 and len(calls) == airflow_api.API_ATTEMPTS and pauses == [0.5, 1.0, 1.5]
     calls = _answering(monkeypatch, 503)
     with pytest.raises(ApiError):
-        AirflowApi("http://airflow", "t").unpause("d")
-    assert calls == ["PATCH"]
+        AirflowApi("http://airflow", "t")._call("POST", "/dags/d/clearTaskInstances", json={})
+    assert calls == ["POST"]
+
+
+def test_pausing_a_dag_is_tried_again_on_a_database_error(monkeypatch, pauses):
+    # setting is_paused twice is setting it once; SQLite's write lock answers 500 "Database error"
+    calls = _answering(monkeypatch, 500, 200)
+    AirflowApi("http://airflow", "t").unpause("d", paused=True)
+    assert calls == ["PATCH", "PATCH"]
 
 
 def test_a_sink_read_lists_again_when_a_file_vanished_three_times_at_most(monkeypatch):

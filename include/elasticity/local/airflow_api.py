@@ -78,7 +78,7 @@ class AirflowApi:
                 time.sleep(2)
 
     def unpause(self, dag_id: str, *, paused: bool = False) -> None:
-        self._call("PATCH", f"/dags/{dag_id}", json={"is_paused": paused})
+        self._call("PATCH", f"/dags/{dag_id}", retry_on=(500, 503), json={"is_paused": paused})  # idempotent
 
     def trigger(self, dag_id: str, conf: dict | None = None) -> str:
         """As the trigger form does: a run now with its params. The run id is chosen here, so a retried

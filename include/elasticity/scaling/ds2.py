@@ -14,7 +14,7 @@ scaling does not lift:
   per-key order allows") and `make demo` prints as orders per order of each batch's busiest task. That share
   at factors the job does not run is counted, not guessed: the reads of an autosized job count every factor
   in [min, max]'s key buckets (`batch.container.bucket_load`), so the share is the busiest bucket's of the
-  very records it will process (a model of it carries measured task shares elsewhere, `share`);
+  records the job read (a model of it carries measured task shares elsewhere, `share`);
 - the threads: at most `job.container.thread.pool.size` slices run at once in a process slot (one, with no
   pool), and the process slots (containers x processes) at most as many at once as the executor slots.
 
