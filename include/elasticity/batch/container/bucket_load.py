@@ -10,27 +10,34 @@ into a max, which does not change it)."""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 
 @dataclass
 class BucketLoad:
-    """Per partition and weighed factor, the records of each key bucket read so far."""
+    """Per partition and weighed factor, the records of each key bucket read so far: a bincount per factor,
+    which adds under half the routing's own time (a Counter per factor tripled it)."""
 
     factors: tuple[int, ...]
-    counts: dict[tuple[int, int], Counter[int]] = field(default_factory=dict)  # (partition, factor) -> bucket -> records
+    counts: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)  # (partition, factor) -> records per bucket
 
     def add(self, partition: int, hashes: Sequence[int]) -> None:
+        if not hashes:
+            return
+        h = np.fromiter(hashes, dtype=np.int64, count=len(hashes))
         for f in self.factors:
-            self.counts.setdefault((partition, f), Counter()).update(map(f.__rmod__, hashes))
+            buckets = np.bincount(h % f, minlength=f)  # numpy's % is pmod for f > 0, as Python's
+            seen = self.counts.get((partition, f))
+            self.counts[(partition, f)] = buckets if seen is None else seen + buckets
 
     def busiest(self) -> dict[int, int]:
         """Per weighed factor, the records of its busiest key bucket of any partition."""
         out = dict.fromkeys(self.factors, 0)
         for (_, f), buckets in self.counts.items():
-            out[f] = max(out[f], max(buckets.values(), default=0))
+            out[f] = max(out[f], int(buckets.max()))
         return out
 
 
