@@ -34,9 +34,10 @@ Capacity at factor F, records/s:
 A gain is discounted by `a`; a loss is taken whole, so a scale-down is never predicted cheaper than linear
 (the operator's users saw over-eager scale-downs). The needed factor is the smallest in [min, max] whose
 capacity covers (input rate + records behind / catch-up time) / target utilisation; where none does, the
-*useful* factor, the smallest at which capacity stops growing. A scale-down also waits until the load uses less
-than `down_below` of the current factor's capacity (the operator's utilisation boundary): the factor a backlog
-raised is not taken back while the input alone still keeps it well used, so a step is not followed by a reversal.
+*useful* factor, the smallest with the most capacity. A scale-down also waits until the load uses less than
+`down_below` of the current factor's capacity (the operator's utilisation boundary): the factor a backlog raised
+is not taken back while the input alone still keeps it well used, so a step is not followed by a reversal (a
+current factor that does not cover the load at all, where a count made a smaller one faster, does not wait).
 
 Invariants (tests/unit/test_ds2.py checks them as properties): where no factor is counted, share(F) is
 non-increasing and ideal(F), processing(F) and capacity(F) non-decreasing in F (a count can make factor 4 worse
@@ -411,7 +412,9 @@ def decide_factor(model: Model, load: Load, policy: Policy) -> Decision:
             return decision(current, f"need {needed}, but {load.behind:,} records behind are above target: holding")
         now_capacity = capacity(model, current)
         used = need * policy.utilization / now_capacity if now_capacity > 0 else 0.0
-        if used >= policy.down_below:
+        # held while the current factor covers the load and is well used; one that does not cover it (a count
+        # can make a smaller factor faster) gives way to the smaller one that does
+        if used >= policy.down_below and now_capacity >= need:
             return decision(
                 current,
                 f"need {needed}, but the load uses {used:.0%} of factor {current}'s capacity "

@@ -87,10 +87,9 @@ def summary_metrics(
     metrics["process-ns"] = {r.task_name: r.process_ns for r in ran}  # per virtual task: its slice
     metrics["process-ns-per-message"] = per_message_ns(sum(r.process_ns for r in ran), sum(r.records for r in ran))
     metrics["records"] = {r.task_name: r.records for r in ran}  # per virtual task: its records/s on the job page
-    if busiest := busiest_of(
-        {int(f): n for f, n in json.loads(r.busiest).items()} for r in rows if r.busiest
-    ):  # the autosizer's (RouteTable.weighed)
-        metrics["busiest-bucket-records"] = busiest
+    counted = [{int(f): n for f, n in json.loads(r.busiest).items()} for r in rows if r.busiest]
+    if counted:  # an autosized job's: each weighed factor's busiest key bucket (RouteTable.weighed)
+        metrics["busiest-bucket-records"] = busiest_of(counted)
     return metrics
 
 
